@@ -1,0 +1,94 @@
+// Package procutil identifies host processes safely across pid reuse: a
+// process is its pid plus its start time (field 22 of /proc/PID/stat, in clock
+// ticks since boot), which together never repeat.
+package procutil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// ID names one process instance.
+type ID struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// ErrGone: the process has exited (or the pid now belongs to another one).
+var ErrGone = errors.New("process is gone")
+
+// Lookup returns the ID of a running pid.
+func Lookup(pid int) (ID, error) {
+	st, err := startTime(pid)
+	if err != nil {
+		return ID{}, err
+	}
+	return ID{PID: pid, Start: st}, nil
+}
+
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, ErrGone
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
+	}
+	f := bytes.Fields(b[i+1:])
+	// After "(comm)": state is field 3 of the full line, starttime field 22.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat", pid)
+	}
+	if f[0][0] == 'Z' || f[0][0] == 'X' {
+		return 0, ErrGone
+	}
+	return strconv.ParseUint(string(f[19]), 10, 64)
+}
+
+// Alive reports whether id still runs (zombies count as gone).
+func (id ID) Alive() bool {
+	if id.PID <= 0 {
+		return false
+	}
+	st, err := startTime(id.PID)
+	return err == nil && st == id.Start
+}
+
+// Signal sends sig to id if it is still the same process.
+func (id ID) Signal(sig syscall.Signal) error {
+	if !id.Alive() {
+		return ErrGone
+	}
+	if err := syscall.Kill(id.PID, sig); err != nil {
+		if err == syscall.ESRCH {
+			return ErrGone
+		}
+		return err
+	}
+	return nil
+}
+
+// WaitGone waits until id no longer runs or ctx ends.
+func (id ID) WaitGone(ctx context.Context) error {
+	d := 200 * time.Microsecond
+	for id.Alive() {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if d < 20*time.Millisecond {
+			d *= 2
+		}
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+// Package testbin builds Harvest's real binaries for tests, once per test
+// process, with CGO_ENABLED=0 so they run in any box image.
+//
+// Tests use the real harvest-agent (no fake of our own component): the build
+// goes through the Go build cache, so after the first package it costs about a
+// second. Binaries land in a directory readable by every uid (boxes run as an
+// unprivileged user), are written to a temporary name and renamed into place,
+// so test binaries of different packages building at once never see a
+// half-written file.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+)
+
+// Dir is where test binaries are built.
+func Dir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("harvest-testbin-%d", os.Geteuid()))
+}
+
+// ModuleRoot returns the directory holding go.mod.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the harvest module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// Build builds the main package pkg (like "./cmd/harvest-agent") as name.
+func Build(t testing.TB, pkg, name string) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := Dir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o755)
+	tmp, err := os.CreateTemp(dir, name+".tmp-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp.Close()
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp.Name())
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
+	}
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, name)
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		t.Fatal(err)
+	}
+	built[pkg] = dst
+	return dst
+}
+
+// Agent builds harvest-agent.
+func Agent(t testing.TB) string { return Build(t, "./cmd/harvest-agent", "harvest-agent") }
+
+// Harvest builds the full harvest binary.
+func Harvest(t testing.TB) string { return Build(t, "./cmd/harvest", "harvest") }
+
+// Probe builds the isolation probe that tests run inside boxes.
+func Probe(t testing.TB) string { return Build(t, "./sandbox/sandboxtest/probe", "harvest-probe") }
+
+// TempDir returns a fresh directory that the box user can traverse (0711,
+// unlike t.TempDir's 0700 parent), removed when the test ends.
+func TempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "harvest-test-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// Workspace returns a fresh directory owned by uid:gid (when running as root),
+// for use as a box workspace.
+func Workspace(t testing.TB, uid, gid int) string {
+	t.Helper()
+	d := filepath.Join(TempDir(t), "ws")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}

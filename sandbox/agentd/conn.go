@@ -1,0 +1,274 @@
+package agentd
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+
+	"github.com/harvest-dev/harvest/sandbox/proto"
+)
+
+// maxConcurrentCalls bounds the calls one connection may have in flight. When
+// it is reached the reader stops reading: backpressure on that host only.
+const maxConcurrentCalls = 64
+
+// conn is one host connection.
+type conn struct {
+	s  *Server
+	nc net.Conn
+	br *bufio.Reader
+
+	wmu     sync.Mutex
+	wcond   *sync.Cond
+	queue   []proto.Frame
+	wclosed bool
+
+	mu      sync.Mutex
+	streams map[uint32]*proc
+	hello   bool
+
+	sem       chan struct{}
+	calls     sync.WaitGroup
+	closeOnce sync.Once
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:       s,
+		nc:      nc,
+		br:      bufio.NewReaderSize(nc, 64<<10),
+		streams: map[uint32]*proc{},
+		sem:     make(chan struct{}, maxConcurrentCalls),
+	}
+	c.wcond = sync.NewCond(&c.wmu)
+	return c
+}
+
+// send queues a frame for the writer. It never blocks; frames for a closed
+// connection are dropped. The queue is bounded by the protocol: output by the
+// credit the host granted, replies by maxConcurrentCalls.
+func (c *conn) send(f proto.Frame) {
+	c.wmu.Lock()
+	if !c.wclosed {
+		c.queue = append(c.queue, f)
+		c.wcond.Signal()
+	}
+	c.wmu.Unlock()
+}
+
+func (c *conn) sendExit(stream uint32, st proto.ExitStatus) {
+	b, _ := json.Marshal(st)
+	c.send(proto.Frame{Type: proto.TypeExit, ID: stream, Payload: b})
+	c.mu.Lock()
+	delete(c.streams, stream)
+	c.mu.Unlock()
+}
+
+func (c *conn) reply(id uint32, result any, blob []byte, err error) {
+	var r proto.Reply
+	if err != nil {
+		r.Error = toProtoError(err)
+	} else if result != nil {
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			r.Error = &proto.Error{Code: proto.CodeInternal, Message: merr.Error()}
+		} else {
+			r.Result = b
+		}
+	}
+	payload, _ := proto.EncodeMessage(r, blob)
+	c.send(proto.Frame{Type: proto.TypeReply, ID: id, Payload: payload})
+}
+
+func (c *conn) writer() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	for {
+		c.wmu.Lock()
+		for len(c.queue) == 0 && !c.wclosed {
+			c.wcond.Wait()
+		}
+		if c.wclosed {
+			c.wmu.Unlock()
+			return
+		}
+		batch := c.queue
+		c.queue = nil
+		c.wmu.Unlock()
+		for _, f := range batch {
+			if err := proto.WriteFrame(bw, f); err != nil {
+				c.close()
+				return
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		c.nc.Close()
+		c.wmu.Lock()
+		c.wclosed = true
+		c.queue = nil
+		c.wcond.Broadcast()
+		c.wmu.Unlock()
+	})
+}
+
+// serve runs the reader; the writer runs beside it. When the reader stops, the
+// connection's processes are detached (they keep running) and it is closed.
+func (c *conn) serve() {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.writer() }()
+	defer func() {
+		c.close()
+		c.calls.Wait()
+		wg.Wait()
+		c.mu.Lock()
+		procs := c.streams
+		c.streams = nil
+		c.mu.Unlock()
+		for _, p := range procs {
+			p.detach(c)
+		}
+		c.s.removeConn(c)
+	}()
+	for {
+		f, err := proto.ReadFrame(c.br)
+		if err != nil {
+			return
+		}
+		if !c.handle(f) {
+			c.s.log.Warn("closing connection after a protocol error", "frame_type", f.Type)
+			return
+		}
+	}
+}
+
+// handle processes one frame; false means a protocol violation.
+func (c *conn) handle(f proto.Frame) bool {
+	switch f.Type {
+	case proto.TypeCall:
+		var call proto.Call
+		blob, err := proto.DecodeMessage(f.Payload, &call)
+		if err != nil {
+			return false
+		}
+		if call.Method == proto.MethodHello {
+			c.hello = true
+			res, err := c.doHello(call.Params)
+			c.reply(f.ID, res, nil, err)
+			return err == nil
+		}
+		if !c.hello {
+			c.reply(f.ID, nil, nil, &proto.Error{Code: proto.CodeInvalid, Message: "hello must be the first call"})
+			return false
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.s.ctx.Done():
+			return false
+		}
+		c.calls.Add(1)
+		go func() {
+			defer c.calls.Done()
+			defer func() { <-c.sem }()
+			res, out, err := c.dispatch(call.Method, call.Params, blob)
+			c.reply(f.ID, res, out, err)
+		}()
+		return true
+	case proto.TypeData, proto.TypeEOF:
+		if len(f.Payload) < 1 || f.Payload[0] != proto.FdStdin {
+			return false
+		}
+		p := c.streamProc(f.ID)
+		if p == nil || p.stdin == nil {
+			return true // process finished; late stdin is dropped
+		}
+		if f.Type == proto.TypeEOF {
+			p.stdin.closeInput()
+			return true
+		}
+		return p.stdin.push(f.Payload[1:])
+	case proto.TypeWindow:
+		fd, n, err := proto.ParseWindow(f.Payload)
+		if err != nil || fd == proto.FdStdin {
+			return false
+		}
+		if p := c.streamProc(f.ID); p != nil {
+			p.addCredit(fd, n)
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *conn) streamProc(id uint32) *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// checkStream fails when a stream id is taken on this connection.
+func (c *conn) checkStream(id uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.streams == nil {
+		return &proto.Error{Code: proto.CodeInvalid, Message: "connection closing"}
+	}
+	if _, ok := c.streams[id]; ok {
+		return &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("stream %d is already in use", id)}
+	}
+	return nil
+}
+
+func (c *conn) setStream(id uint32, p *proc) {
+	c.mu.Lock()
+	if c.streams != nil {
+		c.streams[id] = p
+	}
+	c.mu.Unlock()
+}
+
+func (c *conn) doHello(params json.RawMessage) (any, error) {
+	var h proto.Hello
+	if err := json.Unmarshal(params, &h); err != nil {
+		return nil, &proto.Error{Code: proto.CodeInvalid, Message: "hello: " + err.Error()}
+	}
+	if h.Version != proto.Version {
+		return nil, &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf(
+			"protocol version mismatch: host speaks %d, the box's agent speaks %d; recreate the box with this version of Harvest", h.Version, proto.Version)}
+	}
+	if h.BoxID != "" && c.s.cfg.BoxID != "" && h.BoxID != c.s.cfg.BoxID {
+		return nil, &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("this is box %s, not %s", c.s.cfg.BoxID, h.BoxID)}
+	}
+	return proto.HelloReply{
+		Version:  proto.Version,
+		BoxID:    c.s.cfg.BoxID,
+		PID:      syscall.Getpid(),
+		UID:      syscall.Getuid(),
+		GID:      syscall.Getgid(),
+		Workdir:  c.s.cfg.Workdir,
+		Started:  c.s.started,
+		Deadline: c.s.cfg.Deadline,
+	}, nil
+}
+
+func decode[T any](params json.RawMessage) (T, error) {
+	var v T
+	if len(params) == 0 {
+		return v, &proto.Error{Code: proto.CodeInvalid, Message: "missing parameters"}
+	}
+	if err := json.Unmarshal(params, &v); err != nil {
+		return v, &proto.Error{Code: proto.CodeInvalid, Message: "bad parameters: " + err.Error()}
+	}
+	return v, nil
+}

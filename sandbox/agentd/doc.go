@@ -1,0 +1,58 @@
+// Package agentd is the in-box agent: the small daemon that is PID 1 in every
+// Harvest box (`harvest-agent sandbox-agent`, also `harvest sandbox-agent`).
+//
+// It serves the proto protocol on a listener the backend hands it (a unix socket
+// fd or path) and does, inside the box, everything Harvest needs: run commands
+// with pipes or a PTY, stream their output with flow control, signal and kill
+// process trees, read and write files, glob and grep. Because it runs inside the
+// box's namespaces, every path it touches is resolved inside the box: a symlink
+// in a workspace can only ever point at something the box can already see.
+//
+// # Hardening at start (Main)
+//
+//   - no_new_privs, then a seccomp filter on every thread (TSYNC), inherited by
+//     every process in the box: TIOCSTI and TIOCLINUX ioctls, user-namespace
+//     creation (clone/unshare with CLONE_NEWUSER; clone3 answers ENOSYS so libc
+//     falls back to clone), keyrings, bpf, perf, module and mount syscalls are
+//     refused with EPERM. The kernel here still allows TIOCSTI
+//     (dev.tty.legacy_tiocsti=1), so this filter is what refuses it.
+//   - every inherited fd above 2 is marked close-on-exec so nothing from the
+//     backend leaks into commands.
+//   - a handful of OS threads are created up front and parked: the pids limit
+//     counts threads, and the Go runtime aborts if it cannot create one it
+//     needs, so under a fork bomb the agent lives on threads it already has.
+//
+// # Processes and the reaper
+//
+// As PID 1 the agent must reap every zombie, including orphans it never
+// started. One reaper goroutine calls wait4(-1, WNOHANG) on each SIGCHLD and
+// hands exit statuses to the processes it knows. To make that race-free,
+// processes are forked with syscall.ForkExec while holding the reaper's lock,
+// and registered before the lock is released. Nothing else in the agent ever
+// waits for a child (no os/exec Wait). Each command gets its own process group
+// (a session, with a PTY); "kill" signals the group and every descendant found
+// in /proc, repeated until none is left.
+//
+// # Output
+//
+// Each output fd has one pump goroutine. While a connection is attached, the pump
+// reads only as much as the host has granted credit for, so a slow host blocks
+// the command (pipe full), never the agent. While detached (Harvest restarting)
+// it keeps reading into a bounded ring so the command never blocks; Attach
+// replays the ring. OutputLimit switches a pump to read-and-drop. After the
+// process exits, pumps drain what is buffered and stop waiting after a short
+// linger, so a background grandchild holding the pipe cannot hold back the exit
+// status; they keep draining (and dropping) in the background until EOF.
+//
+// # Concurrency rules
+//
+//   - Server.mu guards the process table and the connection set.
+//   - proc.mu guards a process's attachment, credits, ring and exit state; it is
+//     never held while doing I/O on a pipe or the connection. proc.cond wakes
+//     pumps when credit arrives, the attachment changes or the process exits.
+//   - Lock order: Server.mu before proc.mu; reaper.mu is taken alone.
+//   - Every connection has one reader and one writer goroutine; anything may
+//     enqueue a frame (never blocking), only the writer touches the socket.
+//   - Every goroutine is started through Server.goroutine and waited for in
+//     Server.Close.
+package agentd

@@ -1,0 +1,191 @@
+package agentd
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Env vars the agent reads; the HARVEST_AGENT_ prefix is reserved (Spec
+// validation refuses it) and stripped from the environment commands get.
+const (
+	EnvListenFD = "HARVEST_AGENT_LISTEN_FD"
+	EnvPrefix   = "HARVEST_AGENT_"
+)
+
+// prewarmThreads is how many OS threads the agent creates at start and keeps
+// parked; see the package doc.
+const prewarmThreads = 8
+
+// Main runs `sandbox-agent` with the given arguments and returns the exit code.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("sandbox-agent", flag.ContinueOnError)
+	var (
+		listenFD  = fs.Int("listen-fd", -1, "serve on this inherited listening socket fd")
+		listen    = fs.String("listen", "", "serve on a new unix socket at this path")
+		boxID     = fs.String("id", "", "the box id (echoed in hello)")
+		workdir   = fs.String("workdir", "/", "default working directory")
+		deadline  = fs.Int64("deadline", 0, "unix time (seconds) at which the box ends; 0: none")
+		noSeccomp = fs.Bool("no-seccomp", false, "do not install the seccomp filter (debugging only)")
+		logLevel  = fs.String("log-level", "warn", "debug, info, warn or error")
+	)
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-agent: --log-level %q: use debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("component", "sandbox-agent", "box", *boxID)
+	if *listenFD < 0 {
+		if v := os.Getenv(EnvListenFD); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "sandbox-agent: %s=%q is not an fd number\n", EnvListenFD, v)
+				return 2
+			}
+			*listenFD = n
+		}
+	}
+	if (*listenFD < 0) == (*listen == "") {
+		fmt.Fprintln(os.Stderr, "sandbox-agent: give exactly one of --listen-fd or --listen")
+		return 2
+	}
+
+	if runtime.NumCPU() > 2 {
+		runtime.GOMAXPROCS(2) // the agent is I/O bound; fewer Ps, fewer threads
+	}
+	markInheritedCloexec(*listenFD)
+	if !*noSeccomp {
+		if err := installSeccomp(); err != nil {
+			log.Error("hardening failed", "err", err)
+			return 1
+		}
+	}
+	pid1 := os.Getpid() == 1
+	if !pid1 {
+		// Orphans of our commands come back to us, not to the host's init.
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+
+	l, err := listener(*listenFD, *listen)
+	if err != nil {
+		log.Error("cannot listen", "err", err)
+		return 1
+	}
+	var dl time.Time
+	if *deadline > 0 {
+		dl = time.Unix(*deadline, 0)
+	}
+	s, err := New(Config{
+		BoxID:    *boxID,
+		Workdir:  *workdir,
+		Env:      boxEnv(),
+		Deadline: dl,
+		PID1:     pid1,
+		Logger:   log,
+	})
+	if err != nil {
+		log.Error("start", "err", err)
+		return 1
+	}
+	go prewarm(prewarmThreads)
+
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.Serve(l) }()
+	code := 0
+	select {
+	case sig := <-term:
+		log.Info("ending the box", "signal", sig)
+		s.Shutdown(10 * time.Second)
+		<-s.Exited()
+	case <-s.Exited():
+	case err := <-serveErr:
+		log.Error("serve", "err", err)
+		code = 1
+	}
+	s.Close()
+	return code
+}
+
+func listener(fd int, path string) (net.Listener, error) {
+	if fd >= 0 {
+		f := os.NewFile(uintptr(fd), "listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("fd %d is not a listening socket: %w", fd, err)
+		}
+		return l, nil
+	}
+	_ = os.Remove(path)
+	old := syscall.Umask(0o077)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	return l, err
+}
+
+// boxEnv is the agent's environment minus its own variables.
+func boxEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// markInheritedCloexec sets close-on-exec on every fd above 2 that the backend
+// left open (bwrap's info pipe, a log file), so commands inherit none of them.
+// keep is converted to a listener (a close-on-exec dup) by the caller.
+func markInheritedCloexec(keep int) {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	dfd := int(d.Fd())
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd <= 2 || fd == dfd || fd == keep {
+			continue
+		}
+		unix.CloseOnExec(fd)
+	}
+	d.Close()
+}
+
+// prewarm makes the Go runtime create n OS threads now and keep them idle, so
+// the agent does not need new ones while a fork bomb holds every pid.
+func prewarm(n int) {
+	var ready, release sync.WaitGroup
+	ready.Add(n)
+	release.Add(1)
+	for i := 0; i < n; i++ {
+		go func() {
+			runtime.LockOSThread()
+			ready.Done()
+			release.Wait()
+			runtime.UnlockOSThread() // the thread goes back to the idle pool
+		}()
+	}
+	ready.Wait()
+	release.Done()
+}

@@ -1,0 +1,300 @@
+package agentd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config configures a Server.
+type Config struct {
+	// BoxID is echoed in the hello reply so the host knows it reached the box it
+	// meant to.
+	BoxID string
+	// Workdir is where commands start and relative paths resolve.
+	Workdir string
+	// Env is the base environment of every command.
+	Env []string
+	// Deadline, when set, is the box's time limit: at Deadline the agent ends
+	// the box (SIGTERM all, a short grace, SIGKILL, exit).
+	Deadline time.Time
+	// PID1 is true when the agent is the box's init: shutdown may then signal
+	// every process in the namespace (kill -1).
+	PID1   bool
+	Logger *slog.Logger
+}
+
+// Server is the agent. Create it with New, then Serve a listener.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+	reaper  *reaper
+	oom     *oomCounter
+	devNull *os.File
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	procs    map[uint64]*proc
+	nextProc uint64
+	conns    map[*conn]struct{}
+	closing  bool
+
+	// exited is closed when shutdown decided the agent should exit.
+	exited   chan struct{}
+	exitOnce sync.Once
+}
+
+// maxRemembered bounds how many exited processes the agent keeps for ps and
+// attach; the oldest finished ones are forgotten first.
+const maxRemembered = 256
+
+// New creates a Server and starts its reaper.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir = "/"
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		started: time.Now(),
+		oom:     newOOMCounter(),
+		devNull: devNull,
+		ctx:     ctx,
+		cancel:  cancel,
+		procs:   map[uint64]*proc{},
+		conns:   map[*conn]struct{}{},
+		exited:  make(chan struct{}),
+	}
+	s.reaper = newReaper()
+	s.goroutine(func() { s.reaper.run(ctx) })
+	if !cfg.Deadline.IsZero() {
+		t := time.AfterFunc(time.Until(cfg.Deadline), func() {
+			s.log.Warn("box time limit reached; ending the box", "deadline", cfg.Deadline)
+			s.Shutdown(5 * time.Second)
+		})
+		s.goroutine(func() { <-ctx.Done(); t.Stop() })
+	}
+	return s, nil
+}
+
+// goroutine runs f on a goroutine that Close waits for.
+func (s *Server) goroutine(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// Serve accepts connections until the listener fails or the server closes.
+func (s *Server) Serve(l net.Listener) error {
+	s.goroutine(func() { <-s.ctx.Done(); l.Close() })
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of fds: back off instead of spinning.
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.goroutine(c.serve)
+	}
+}
+
+// Exited is closed once Shutdown has finished ending the box's processes.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
+
+// Shutdown ends the box: SIGTERM every process, wait up to grace for them to
+// exit, SIGKILL the rest, then close Exited. Safe to call more than once.
+func (s *Server) Shutdown(grace time.Duration) {
+	s.exitOnce.Do(func() {
+		s.goroutine(func() {
+			s.terminateAll(grace)
+			close(s.exited)
+		})
+	})
+}
+
+func (s *Server) terminateAll(grace time.Duration) {
+	s.signalAll(syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for s.anyRunning() {
+		select {
+		case <-deadline.C:
+			s.signalAll(syscall.SIGKILL)
+			return
+		case <-tick.C:
+		}
+	}
+	s.signalAll(syscall.SIGKILL) // stragglers that left our process groups
+}
+
+// signalAll signals every process in the box (kill -1 as PID 1), or every
+// process tree the agent started otherwise.
+func (s *Server) signalAll(sig syscall.Signal) {
+	if s.cfg.PID1 {
+		_ = syscall.Kill(-1, sig)
+		return
+	}
+	for _, p := range s.procList() {
+		if !p.hasExited() {
+			if sig == syscall.SIGKILL {
+				killTree(p.pid, p.pgid)
+			} else {
+				_ = syscall.Kill(-p.pgid, sig)
+			}
+		}
+	}
+}
+
+func (s *Server) anyRunning() bool {
+	if s.cfg.PID1 {
+		return hasChildren()
+	}
+	for _, p := range s.procList() {
+		if !p.hasExited() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) procList() []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Close stops serving, closes every connection and waits for every goroutine.
+// It does not kill processes; call Shutdown first for that.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	procs := make([]*proc, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, c := range conns {
+		c.close()
+	}
+	for _, p := range procs {
+		p.closeFiles()
+	}
+	s.wg.Wait()
+	s.devNull.Close()
+	return nil
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) lookup(id uint64) *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[id]
+}
+
+// remember adds p to the table and forgets the oldest finished processes
+// beyond maxRemembered.
+func (s *Server) remember(p *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.procs[p.id] = p
+	if len(s.procs) <= maxRemembered {
+		return
+	}
+	var oldest *proc
+	for _, q := range s.procs {
+		if q.isFinished() && (oldest == nil || q.id < oldest.id) {
+			oldest = q
+		}
+	}
+	if oldest != nil {
+		delete(s.procs, oldest.id)
+	}
+}
+
+// baseEnv merges overrides (KEY=VALUE) into the box environment.
+func (s *Server) mergeEnv(overrides []string) []string {
+	if len(overrides) == 0 {
+		return s.cfg.Env
+	}
+	idx := make(map[string]int, len(s.cfg.Env))
+	out := make([]string, 0, len(s.cfg.Env)+len(overrides))
+	for _, kv := range s.cfg.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range overrides {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+		} else {
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func envLookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

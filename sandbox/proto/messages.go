@@ -1,0 +1,312 @@
+package proto
+
+import (
+	"errors"
+	"io/fs"
+	"time"
+)
+
+// Methods.
+const (
+	MethodHello    = "hello"
+	MethodExec     = "exec"
+	MethodAttach   = "attach"
+	MethodSignal   = "signal"
+	MethodKill     = "kill"
+	MethodResize   = "resize"
+	MethodPs       = "ps"
+	MethodRead     = "read"
+	MethodWrite    = "write"
+	MethodStat     = "stat"
+	MethodList     = "list"
+	MethodRemove   = "remove"
+	MethodMkdir    = "mkdir"
+	MethodRename   = "rename"
+	MethodGlob     = "glob"
+	MethodGrep     = "grep"
+	MethodInfo     = "info"
+	MethodShutdown = "shutdown"
+)
+
+// File descriptors named in Data, EOF and Window frames.
+const (
+	FdStdin  byte = 0
+	FdStdout byte = 1
+	FdStderr byte = 2
+)
+
+// Error codes. The host maps them back onto Go errors (fs.ErrNotExist, ...).
+const (
+	CodeNotFound   = "not_found"
+	CodeExists     = "exists"
+	CodePermission = "permission"
+	CodeInvalid    = "invalid"
+	CodeIsDir      = "is_dir"
+	CodeNotDir     = "not_dir"
+	CodeNotEmpty   = "not_empty"
+	CodeTooLarge   = "too_large"
+	CodeNoProcess  = "no_process"
+	CodeResource   = "resource" // out of pids, memory, fds: the box is at a limit
+	CodeInternal   = "internal"
+)
+
+// Error is a failed call.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is lets errors.Is(err, fs.ErrNotExist) and friends work on the host side.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case CodeNotFound:
+		return target == fs.ErrNotExist
+	case CodeExists:
+		return target == fs.ErrExist
+	case CodePermission:
+		return target == fs.ErrPermission
+	case CodeInvalid:
+		return target == fs.ErrInvalid
+	}
+	return false
+}
+
+// ErrNoProcess is what a signal or attach to an unknown process gives.
+var ErrNoProcess = errors.New("no such process in the box")
+
+// Hello is the first call on every connection.
+type Hello struct {
+	Version int    `json:"version"`
+	BoxID   string `json:"box_id"`
+}
+
+// HelloReply describes the agent.
+type HelloReply struct {
+	Version  int       `json:"version"`
+	BoxID    string    `json:"box_id"`
+	PID      int       `json:"pid"` // the agent's pid as the box sees it (1 in a real box)
+	UID      int       `json:"uid"`
+	GID      int       `json:"gid"`
+	Workdir  string    `json:"workdir"`
+	Started  time.Time `json:"started"`
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// TTY asks for a pseudo-terminal.
+type TTY struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// ExecParams starts a process. Stdout and Stderr stream on Stream; with a TTY
+// both are the terminal and arrive as fd 1.
+type ExecParams struct {
+	Stream uint32   `json:"stream"`
+	Args   []string `json:"args"`
+	// Env entries override the box environment by key.
+	Env   []string `json:"env,omitempty"`
+	Dir   string   `json:"dir,omitempty"`
+	Stdin bool     `json:"stdin,omitempty"` // false: stdin is /dev/null
+	TTY   *TTY     `json:"tty,omitempty"`
+	// OutputLimit caps bytes delivered per output fd; the rest is read and
+	// dropped (counted in ExitStatus.Dropped) so the process never blocks on it.
+	OutputLimit int64 `json:"output_limit,omitempty"`
+	// TimeoutMS kills the process tree after this long, even with no host.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Window is the initial output credit per fd (DefaultWindow when 0).
+	Window uint32 `json:"window,omitempty"`
+}
+
+// ExecReply identifies the started process.
+type ExecReply struct {
+	Proc        uint64 `json:"proc"`
+	PID         int    `json:"pid"`
+	StdinWindow uint32 `json:"stdin_window,omitempty"`
+}
+
+// AttachParams attaches a new stream to a running or exited process (after a
+// reconnect). Output produced while nobody was attached is kept in a bounded
+// ring; what did not fit is counted in ExitStatus.Dropped.
+type AttachParams struct {
+	Proc   uint64 `json:"proc"`
+	Stream uint32 `json:"stream"`
+	Window uint32 `json:"window,omitempty"`
+}
+
+// SignalParams sends a signal to a process's process group (or the process
+// alone with Group false).
+type SignalParams struct {
+	Proc   uint64 `json:"proc"`
+	Signal int    `json:"signal"`
+	Group  bool   `json:"group,omitempty"`
+}
+
+// KillParams kills a process and every descendant it has.
+type KillParams struct {
+	Proc uint64 `json:"proc"`
+}
+
+// ResizeParams resizes a process's terminal.
+type ResizeParams struct {
+	Proc uint64 `json:"proc"`
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	Code      int   `json:"code"`             // exit code, or -1 when killed by a signal
+	Signal    int   `json:"signal,omitempty"` // the signal that killed it
+	OOMKilled bool  `json:"oom_killed,omitempty"`
+	TimedOut  bool  `json:"timed_out,omitempty"`
+	Dropped   int64 `json:"dropped,omitempty"` // output bytes read but not delivered
+	// DurationMS is wall time from start to exit.
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// ProcInfo describes one process the agent started.
+type ProcInfo struct {
+	Proc    uint64      `json:"proc"`
+	PID     int         `json:"pid"`
+	Args    []string    `json:"args"`
+	Started time.Time   `json:"started"`
+	Exit    *ExitStatus `json:"exit,omitempty"` // nil while running
+}
+
+// PsReply lists processes the agent started and still remembers.
+type PsReply struct {
+	Procs []ProcInfo `json:"procs"`
+}
+
+// ReadParams reads up to Length bytes (at most ChunkSize) at Offset.
+type ReadParams struct {
+	Path   string `json:"path"`
+	Offset int64  `json:"offset,omitempty"`
+	Length int64  `json:"length"`
+}
+
+// ReadReply accompanies the bytes read (in the blob).
+type ReadReply struct {
+	Size int64 `json:"size"` // the file's size
+	EOF  bool  `json:"eof"`
+}
+
+// WriteParams writes the blob at Offset (or appends).
+type WriteParams struct {
+	Path     string `json:"path"`
+	Offset   int64  `json:"offset,omitempty"`
+	Truncate bool   `json:"truncate,omitempty"` // truncate to Offset+len(blob) first
+	Append   bool   `json:"append,omitempty"`
+	Create   bool   `json:"create,omitempty"`
+	MkdirAll bool   `json:"mkdir_all,omitempty"` // create missing parents
+	Mode     uint32 `json:"mode,omitempty"`      // for new files; default 0644
+}
+
+// WriteReply says how much was written.
+type WriteReply struct {
+	Written int64 `json:"written"`
+}
+
+// PathParams names one path.
+type PathParams struct {
+	Path     string `json:"path"`
+	NoFollow bool   `json:"no_follow,omitempty"` // stat: lstat
+}
+
+// FileInfo describes a file in the box.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"` // fs.FileMode bits
+	ModTime time.Time `json:"mod_time"`
+	Link    string    `json:"link,omitempty"` // symlink target (stat with NoFollow, list)
+}
+
+// ListParams lists a directory.
+type ListParams struct {
+	Path  string `json:"path"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// ListReply holds the entries, sorted by name.
+type ListReply struct {
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// RemoveParams removes a path (recursively with Recursive).
+type RemoveParams struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// MkdirParams makes a directory.
+type MkdirParams struct {
+	Path    string `json:"path"`
+	Parents bool   `json:"parents,omitempty"`
+	Mode    uint32 `json:"mode,omitempty"`
+}
+
+// RenameParams renames a path.
+type RenameParams struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// GlobParams matches a doublestar pattern ("**/*.go") under Root.
+type GlobParams struct {
+	Root      string `json:"root"`
+	Pattern   string `json:"pattern"`
+	GitIgnore bool   `json:"gitignore,omitempty"` // skip what .gitignore files exclude, and .git
+	Limit     int    `json:"limit,omitempty"`
+}
+
+// GlobReply lists matching paths (absolute), sorted.
+type GlobReply struct {
+	Paths     []string `json:"paths"`
+	Truncated bool     `json:"truncated,omitempty"`
+}
+
+// GrepParams searches file contents with a Go regular expression.
+type GrepParams struct {
+	Root       string `json:"root"`
+	Pattern    string `json:"pattern"`
+	Include    string `json:"include,omitempty"` // doublestar filter on paths relative to Root
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	Literal    bool   `json:"literal,omitempty"`
+	GitIgnore  bool   `json:"gitignore,omitempty"`
+	MaxResults int    `json:"max_results,omitempty"`
+	// MaxFileSize skips larger files (default 4 MiB). Binary files are skipped.
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
+}
+
+// GrepMatch is one matching line.
+type GrepMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line"`
+	Text string `json:"text"`
+}
+
+// GrepReply holds matches in path, then line order.
+type GrepReply struct {
+	Matches      []GrepMatch `json:"matches"`
+	FilesScanned int         `json:"files_scanned"`
+	Truncated    bool        `json:"truncated,omitempty"`
+}
+
+// InfoReply reports the agent's own health.
+type InfoReply struct {
+	RSSBytes int64 `json:"rss_bytes"`
+	Threads  int   `json:"threads"`
+	Procs    int   `json:"procs"` // processes the agent started that still run
+	Conns    int   `json:"conns"`
+	UptimeMS int64 `json:"uptime_ms"`
+}
+
+// ShutdownParams asks the agent to end the box: SIGTERM everything, wait up to
+// GraceMS, SIGKILL the rest, exit.
+type ShutdownParams struct {
+	GraceMS int64 `json:"grace_ms"`
+}

@@ -1,0 +1,113 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/harvest-dev/harvest/sandbox/proto"
+)
+
+// Sandbox is a connected box. All methods are safe for concurrent use. Close
+// drops the connection and leaves the box running; Destroy ends it.
+type Sandbox struct {
+	handle   Handle
+	provider Provider
+	c        *client
+	hello    proto.HelloReply
+}
+
+// Connect performs the hello handshake on nc (a fresh connection to the box's
+// agent) and returns the Sandbox. Backends call it from Start and Recover.
+func Connect(ctx context.Context, p Provider, h Handle, nc net.Conn) (*Sandbox, error) {
+	c := newClient(nc)
+	sb := &Sandbox{handle: h, provider: p, c: c}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(deadline)
+	}
+	_, err := c.call(ctx, proto.MethodHello, proto.Hello{Version: proto.Version, BoxID: h.ID}, nil, &sb.hello)
+	_ = nc.SetDeadline(time.Time{})
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("handshake with the agent of box %s: %w", h.ID, err)
+	}
+	return sb, nil
+}
+
+// ID is the box's id.
+func (sb *Sandbox) ID() string { return sb.handle.ID }
+
+// Handle is what to persist to Recover or Destroy this box later.
+func (sb *Sandbox) Handle() Handle { return sb.handle }
+
+// Backend is the name of the backend running the box.
+func (sb *Sandbox) Backend() string { return sb.handle.Backend }
+
+// Unsafe reports a box without isolation (the host backend).
+func (sb *Sandbox) Unsafe() bool { return sb.handle.Unsafe }
+
+// Workdir is the default working directory inside the box.
+func (sb *Sandbox) Workdir() string { return sb.hello.Workdir }
+
+// AgentPID is the in-box agent's pid as the box sees it (1 in an isolated box).
+func (sb *Sandbox) AgentPID() int { return sb.hello.PID }
+
+// WorkspacePath is where workspace name is inside the box: /workspace/{name},
+// or the host directory itself on the host backend.
+func (sb *Sandbox) WorkspacePath(name string) string {
+	for _, w := range sb.handle.Spec.Workspaces {
+		if w.Name == name {
+			if sb.handle.Unsafe {
+				return w.HostPath
+			}
+			return w.Path()
+		}
+	}
+	return ""
+}
+
+// Alive reports whether the connection to the agent is up.
+func (sb *Sandbox) Alive() bool { return sb.c.alive() }
+
+// Close closes the connection. The box keeps running; Recover reconnects.
+func (sb *Sandbox) Close() error { return sb.c.close() }
+
+// Stop ends every process in the box (SIGTERM, then SIGKILL after grace).
+func (sb *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
+	return sb.provider.Stop(ctx, sb.handle, grace)
+}
+
+// Destroy closes the connection and destroys the box. Idempotent.
+func (sb *Sandbox) Destroy(ctx context.Context) error {
+	sb.c.close()
+	return sb.provider.Destroy(ctx, sb.handle)
+}
+
+// Shutdown asks the agent to end the box: SIGTERM every process, wait up to
+// grace, SIGKILL the rest, and exit. The connection closes when it has.
+func (sb *Sandbox) Shutdown(ctx context.Context, grace time.Duration) error {
+	_, err := sb.c.call(ctx, proto.MethodShutdown, proto.ShutdownParams{GraceMS: grace.Milliseconds()}, nil, nil)
+	return err
+}
+
+// AgentInfo reports the in-box agent's resource use.
+type AgentInfo = proto.InfoReply
+
+// Info reports the in-box agent's own resource use (RSS, threads).
+func (sb *Sandbox) Info(ctx context.Context) (AgentInfo, error) {
+	var r proto.InfoReply
+	_, err := sb.c.call(ctx, proto.MethodInfo, struct{}{}, nil, &r)
+	return r, err
+}
+
+// ProcInfo describes a process the agent started.
+type ProcInfo = proto.ProcInfo
+
+// Ps lists the processes the agent started and still remembers (running, and
+// the most recent finished ones).
+func (sb *Sandbox) Ps(ctx context.Context) ([]ProcInfo, error) {
+	var r proto.PsReply
+	_, err := sb.c.call(ctx, proto.MethodPs, struct{}{}, nil, &r)
+	return r.Procs, err
+}
