@@ -35,6 +35,10 @@ func Connect(ctx context.Context, p Provider, h Handle, nc net.Conn) (*Sandbox, 
 	return sb, nil
 }
 
+// SetHandle replaces the box's handle. Backends call it before returning a
+// Sandbox whose handle they completed after the handshake; never afterwards.
+func (sb *Sandbox) SetHandle(h Handle) { sb.handle = h }
+
 // ID is the box's id.
 func (sb *Sandbox) ID() string { return sb.handle.ID }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/harvest-dev/harvest/sandbox/agentd"
+	"github.com/harvest-dev/harvest/sandbox/local/shim"
 )
 
 func main() {
@@ -23,6 +24,8 @@ func main() {
 	switch os.Args[1] {
 	case "sandbox-agent":
 		os.Exit(agentd.Main(os.Args[2:]))
+	case "sandbox-shim":
+		os.Exit(shim.Main(os.Args[2:]))
 	default:
 		fmt.Fprintf(os.Stderr, "harvest-agent: unknown command %q (want sandbox-agent or sandbox-shim)\n", os.Args[1])
 		os.Exit(2)

@@ -16,8 +16,8 @@
 //     falls back to clone), keyrings, bpf, perf, module and mount syscalls are
 //     refused with EPERM. The kernel here still allows TIOCSTI
 //     (dev.tty.legacy_tiocsti=1), so this filter is what refuses it.
-//   - every inherited fd above 2 is marked close-on-exec so nothing from the
-//     backend leaks into commands.
+//   - every inherited fd above 2 (except the listener) is closed: a host
+//     directory fd held by PID 1 would be a way out through /proc/1/fd.
 //   - a handful of OS threads are created up front and parked: the pids limit
 //     counts threads, and the Go runtime aborts if it cannot create one it
 //     needs, so under a fork bomb the agent lives on threads it already has.

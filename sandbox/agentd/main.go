@@ -68,7 +68,7 @@ func Main(args []string) int {
 	if runtime.NumCPU() > 2 {
 		runtime.GOMAXPROCS(2) // the agent is I/O bound; fewer Ps, fewer threads
 	}
-	markInheritedCloexec(*listenFD)
+	closeInherited(*listenFD)
 	if !*noSeccomp {
 		if err := installSeccomp(); err != nil {
 			log.Error("hardening failed", "err", err)
@@ -152,24 +152,33 @@ func boxEnv() []string {
 	return env
 }
 
-// markInheritedCloexec sets close-on-exec on every fd above 2 that the backend
-// left open (bwrap's info pipe, a log file), so commands inherit none of them.
-// keep is converted to a listener (a close-on-exec dup) by the caller.
-func markInheritedCloexec(keep int) {
+// closeInherited closes every fd above 2 that the backend left open (bwrap's
+// info pipe, anything a parent leaked), except keep (the listener). Closing,
+// not just close-on-exec: a descriptor of a host directory held by PID 1 would
+// be reachable from the box as /proc/1/fd/N/.. (the runc CVE-2024-21626
+// class). Anonymous inodes are the Go runtime's own (epoll, eventfd) and stay.
+func closeInherited(keep int) {
 	d, err := os.Open("/proc/self/fd")
 	if err != nil {
 		return
 	}
 	names, _ := d.Readdirnames(-1)
 	dfd := int(d.Fd())
+	var stray []int
 	for _, n := range names {
 		fd, err := strconv.Atoi(n)
 		if err != nil || fd <= 2 || fd == dfd || fd == keep {
 			continue
 		}
-		unix.CloseOnExec(fd)
+		if target, err := os.Readlink("/proc/self/fd/" + n); err == nil && strings.HasPrefix(target, "anon_inode:") {
+			continue
+		}
+		stray = append(stray, fd)
 	}
 	d.Close()
+	for _, fd := range stray {
+		unix.Close(fd)
+	}
 }
 
 // prewarm makes the Go runtime create n OS threads now and keep them idle, so

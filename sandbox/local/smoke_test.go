@@ -1,0 +1,48 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/local"
+)
+
+func TestSmoke(t *testing.T) {
+	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t), CgroupParent: "harvest-test"})
+	if err := p.Available(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws := testbin.Workspace(t, 1000, 1000)
+	t0 := time.Now()
+	sb, err := p.Start(ctx, sandbox.Spec{Workspaces: []sandbox.Workspace{{Name: "w", HostPath: ws}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("start: %v", time.Since(t0))
+	defer func() {
+		t0 := time.Now()
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+		t.Logf("destroy: %v", time.Since(t0))
+	}()
+	var out bytes.Buffer
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "id; pwd; echo $$; ls -la /proc/1/fd; cat /proc/self/status | grep -i 'seccomp\\|nonew'; touch /workspace/w/hello; ls /workspace/w"}, Stdout: &out, Stderr: &out})
+	t.Logf("%v\n%s", st, out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 = time.Now()
+	for i := 0; i < 100; i++ {
+		if _, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("100 x true: %v", time.Since(t0))
+}
