@@ -86,7 +86,7 @@ func (c *conn) dispatch(method string, params json.RawMessage, blob []byte) (any
 		if p == nil {
 			return nil, nil, &proto.Error{Code: proto.CodeNoProcess, Message: proto.ErrNoProcess.Error()}
 		}
-		killTree(p.pid, p.pgid)
+		killTree(p.pid, p.pgid, p.id)
 		return struct{}{}, nil, nil
 
 	case proto.MethodResize:
@@ -211,6 +211,7 @@ func (s *Server) info() proto.InfoReply {
 			r.Procs++
 		}
 	}
+	r.BoxProcs = len(scanProcs())
 	s.mu.Lock()
 	r.Conns = len(s.conns)
 	s.mu.Unlock()

@@ -11,6 +11,21 @@ type procEntry struct {
 	pid, ppid, pgrp, sid int
 }
 
+// ProcMarkerEnv is set in every command's environment to the agent's id for
+// it. Descendants inherit it through setsid and double forks, so a daemonized
+// grandchild that left the process tree and group is still found by kill.
+const ProcMarkerEnv = "HARVEST_AGENT_PROC"
+
+func marker(proc uint64) []byte {
+	return []byte(ProcMarkerEnv + "=" + strconv.FormatUint(proc, 10) + "\x00")
+}
+
+// hasMarker reports whether pid's environment carries m.
+func hasMarker(pid int, m []byte) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && bytes.Contains(append([]byte{0}, b...), append([]byte{0}, m...))
+}
+
 // scanProcs reads pid, parent, process group and session of every process
 // visible in /proc.
 func scanProcs() []procEntry {
@@ -51,9 +66,10 @@ func scanProcs() []procEntry {
 	return out
 }
 
-// treeOf returns root, every descendant of root, and every member of group
-// pgid (or session pgid, for terminal sessions).
-func treeOf(all []procEntry, root, pgid int) []int {
+// treeOf returns root, every descendant of root, every member of group pgid
+// (or session pgid, for terminal sessions), and every process carrying the
+// marker m (and their descendants).
+func treeOf(all []procEntry, root, pgid int, m []byte) []int {
 	children := map[int][]int{}
 	for _, e := range all {
 		children[e.ppid] = append(children[e.ppid], e.pid)
@@ -78,12 +94,12 @@ func treeOf(all []procEntry, root, pgid int) []int {
 	if alive {
 		walk(root)
 	}
+	self := os.Getpid()
 	for _, e := range all {
-		if e.pgrp == pgid || e.sid == pgid {
+		if e.pgrp == pgid || e.sid == pgid || (m != nil && e.pid != self && !seen[e.pid] && hasMarker(e.pid, m)) {
 			walk(e.pid)
 		}
 	}
-	self := os.Getpid()
 	out := make([]int, 0, len(seen))
 	for p := range seen {
 		if p != self && p > 1 {
@@ -93,16 +109,18 @@ func treeOf(all []procEntry, root, pgid int) []int {
 	return out
 }
 
-// killTree SIGKILLs a process, its process group and every descendant,
+// killTree SIGKILLs a process, its process group, every descendant and every
+// process carrying its marker,
 // repeating until none is left (a process may fork while we look). Killing the
 // group first is atomic against a fork bomb that stays in its group: a task
 // with SIGKILL pending cannot complete a fork.
-func killTree(pid, pgid int) {
+func killTree(pid, pgid int, proc uint64) {
+	m := marker(proc)
 	for i := 0; i < 20; i++ {
 		if pgid > 1 {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
-		victims := treeOf(scanProcs(), pid, pgid)
+		victims := treeOf(scanProcs(), pid, pgid, m)
 		if len(victims) == 0 {
 			return
 		}

@@ -32,13 +32,14 @@ const prewarmThreads = 8
 func Main(args []string) int {
 	fs := flag.NewFlagSet("sandbox-agent", flag.ContinueOnError)
 	var (
-		listenFD  = fs.Int("listen-fd", -1, "serve on this inherited listening socket fd")
-		listen    = fs.String("listen", "", "serve on a new unix socket at this path")
-		boxID     = fs.String("id", "", "the box id (echoed in hello)")
-		workdir   = fs.String("workdir", "/", "default working directory")
-		deadline  = fs.Int64("deadline", 0, "unix time (seconds) at which the box ends; 0: none")
-		noSeccomp = fs.Bool("no-seccomp", false, "do not install the seccomp filter (debugging only)")
-		logLevel  = fs.String("log-level", "warn", "debug, info, warn or error")
+		listenFD   = fs.Int("listen-fd", -1, "serve on this inherited listening socket fd")
+		listen     = fs.String("listen", "", "serve on a new unix socket at this path")
+		boxID      = fs.String("id", "", "the box id (echoed in hello)")
+		workdir    = fs.String("workdir", "/", "default working directory")
+		deadline   = fs.Int64("deadline", 0, "unix time (seconds) at which the box ends; 0: none")
+		deadlineMS = fs.Int64("deadline-ms", 0, "unix time (milliseconds) at which the box ends; 0: none")
+		noSeccomp  = fs.Bool("no-seccomp", false, "do not install the seccomp filter (debugging only)")
+		logLevel   = fs.String("log-level", "warn", "debug, info, warn or error")
 	)
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -88,7 +89,10 @@ func Main(args []string) int {
 		return 1
 	}
 	var dl time.Time
-	if *deadline > 0 {
+	switch {
+	case *deadlineMS > 0:
+		dl = time.UnixMilli(*deadlineMS)
+	case *deadline > 0:
 		dl = time.Unix(*deadline, 0)
 	}
 	s, err := New(Config{

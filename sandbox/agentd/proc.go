@@ -103,7 +103,13 @@ func (s *Server) startProc(c *conn, prm proto.ExecParams) (*proc, error) {
 		return nil, &proto.Error{Code: proto.CodeNotFound, Message: fmt.Sprintf("exec: working directory %s does not exist in the box", dir)}
 	}
 
+	s.mu.Lock()
+	s.nextProc++
+	id := s.nextProc
+	s.mu.Unlock()
+	env = append(env, string(marker(id)[:len(marker(id))-1]))
 	p := &proc{
+		id:       id,
 		s:        s,
 		args:     prm.Args,
 		limit:    prm.OutputLimit,
@@ -202,10 +208,6 @@ func (s *Server) startProc(c *conn, prm proto.ExecParams) (*proc, error) {
 	p.started = time.Now()
 	raiseOOMScore(pid)
 
-	s.mu.Lock()
-	s.nextProc++
-	p.id = s.nextProc
-	s.mu.Unlock()
 	s.remember(p)
 	if c != nil {
 		// Before any output can flow, so Window frames find the process.
@@ -225,7 +227,7 @@ func (s *Server) startProc(c *conn, prm proto.ExecParams) (*proc, error) {
 			p.mu.Lock()
 			p.timedOut = true
 			p.mu.Unlock()
-			killTree(p.pid, p.pgid)
+			killTree(p.pid, p.pgid, p.id)
 		})
 		s.goroutine(func() {
 			select {

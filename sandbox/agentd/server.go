@@ -178,7 +178,7 @@ func (s *Server) signalAll(sig syscall.Signal) {
 	for _, p := range s.procList() {
 		if !p.hasExited() {
 			if sig == syscall.SIGKILL {
-				killTree(p.pid, p.pgid)
+				killTree(p.pid, p.pgid, p.id)
 			} else {
 				_ = syscall.Kill(-p.pgid, sig)
 			}
@@ -269,7 +269,7 @@ func (s *Server) remember(p *proc) {
 // baseEnv merges overrides (KEY=VALUE) into the box environment.
 func (s *Server) mergeEnv(overrides []string) []string {
 	if len(overrides) == 0 {
-		return s.cfg.Env
+		return append([]string(nil), s.cfg.Env...)
 	}
 	idx := make(map[string]int, len(s.cfg.Env))
 	out := make([]string, 0, len(s.cfg.Env)+len(overrides))
@@ -280,6 +280,9 @@ func (s *Server) mergeEnv(overrides []string) []string {
 	}
 	for _, kv := range overrides {
 		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, EnvPrefix) {
+			continue // reserved for the agent (the kill marker)
+		}
 		if i, ok := idx[k]; ok {
 			out[i] = kv
 		} else {

@@ -148,7 +148,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	now := time.Now()
 	deadline := now.Add(spec.Timeout)
 	cmd := exec.Command(bin, "sandbox-agent", "--listen-fd", "3", "--id", spec.ID,
-		"--workdir", workdir, "--deadline", strconv.FormatInt(deadline.Unix(), 10))
+		"--workdir", workdir, "--deadline-ms", strconv.FormatInt(deadline.UnixMilli(), 10))
 	cmd.Env = sandbox.EnvList(env)
 	cmd.Dir = workdir
 	cmd.ExtraFiles = []*os.File{lf}
@@ -228,7 +228,12 @@ func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sand
 	if !d.Agent.Alive() {
 		return nil, fmt.Errorf("box %s: %w", h.ID, sandbox.ErrNotFound)
 	}
-	return p.connect(ctx, h, filepath.Join(d.RunDir, "agent.sock"))
+	sb, err := p.connect(ctx, h, filepath.Join(d.RunDir, "agent.sock"))
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		// The agent no longer accepts: the box is ending.
+		return nil, fmt.Errorf("box %s is ending: %w", h.ID, sandbox.ErrNotFound)
+	}
+	return sb, err
 }
 
 // Stop implements sandbox.Provider.

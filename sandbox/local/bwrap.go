@@ -131,7 +131,7 @@ func (l *bwrapLayout) args() []string {
 		"--listen-fd", strconv.Itoa(l.listenFD),
 		"--id", s.ID,
 		"--workdir", s.Workdir,
-		"--deadline", strconv.FormatInt(l.deadline, 10),
+		"--deadline-ms", strconv.FormatInt(l.deadline, 10),
 	)
 	return a
 }

@@ -211,7 +211,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	layout := &bwrapLayout{
 		spec: spec, etcDir: etcDir, stageDir: stage, agentStage: agentStage,
 		cgroupDir: cg.MemoryDir(), cgroupV2: cg.Version == 2,
-		listenFD: 3, infoFD: 4, deadline: deadline.Unix(),
+		listenFD: 3, infoFD: 4, deadline: deadline.UnixMilli(),
 	}
 	cfg := shim.Config{
 		BoxDir: dir, Bwrap: p.bwrap, Args: layout.args(), ExtraFDs: 1,
@@ -360,7 +360,12 @@ func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sand
 	if !d.Agent.Alive() {
 		return nil, fmt.Errorf("box %s: %w", h.ID, sandbox.ErrNotFound)
 	}
-	return p.connect(ctx, h, filepath.Join(d.BoxDir, "agent.sock"))
+	sb, err := p.connect(ctx, h, filepath.Join(d.BoxDir, "agent.sock"))
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		// The agent no longer accepts: the box is ending.
+		return nil, fmt.Errorf("box %s is ending: %w", h.ID, sandbox.ErrNotFound)
+	}
+	return sb, err
 }
 
 // Stop implements sandbox.Provider.

@@ -300,7 +300,8 @@ type GrepReply struct {
 type InfoReply struct {
 	RSSBytes int64 `json:"rss_bytes"`
 	Threads  int   `json:"threads"`
-	Procs    int   `json:"procs"` // processes the agent started that still run
+	Procs    int   `json:"procs"`     // processes the agent started that still run
+	BoxProcs int   `json:"box_procs"` // every process the agent can see in /proc (the whole box when it is PID 1)
 	Conns    int   `json:"conns"`
 	UptimeMS int64 `json:"uptime_ms"`
 }

@@ -1,0 +1,147 @@
+package backends_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
+	"github.com/harvest-dev/harvest/sandbox/sandboxtest"
+)
+
+// requiredBackends must be available in CI: there, a backend doctor rejects is a
+// failure, not a skip. .ci/run sets HARVEST_REQUIRE_BACKENDS=local,docker.
+func requiredBackends() []string {
+	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
+	if v == "" && os.Getenv("CI") != "" {
+		v = "local,docker"
+	}
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func dockerImage() string {
+	if v := os.Getenv("HARVEST_TEST_DOCKER_IMAGE"); v != "" {
+		return v
+	}
+	return "harvest/base:bookworm"
+}
+
+func options(t testing.TB, runDir string) backends.Options {
+	return backends.Options{
+		RunDir:          runDir,
+		AgentBinary:     testbin.Agent(t),
+		DockerImage:     dockerImage(),
+		AllowUnsafeHost: true,
+	}
+}
+
+// leftovers checks, per backend, what a destroyed box could leave behind
+// besides processes and mounts (which the suite checks itself).
+func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Handle) []string {
+	return func(t testing.TB, p sandbox.Provider, h sandbox.Handle) []string {
+		var out []string
+		if l, ok := p.(sandbox.Lister); ok {
+			hs, err := l.List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range hs {
+				if x.ID == h.ID {
+					out = append(out, "listed by the provider: "+x.ID)
+				}
+			}
+		}
+		if name == "local" {
+			if m, err := cgroups.Detect("harvest"); err == nil {
+				for _, d := range m.Open(h.ID).Dirs {
+					if _, err := os.Stat(d); err == nil {
+						out = append(out, "cgroup "+d)
+					}
+				}
+			}
+		}
+		return out
+	}
+}
+
+// forEachAvailable runs f for every backend doctor reports available, failing
+// for a required backend that is not.
+func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend)) {
+	reports := backends.Doctor(context.Background(), options(t, testbin.TempDir(t)))
+	for _, r := range reports {
+		name := r.Backend
+		t.Run(name, func(t *testing.T) {
+			if !r.Available {
+				if slices.Contains(requiredBackends(), name) {
+					t.Fatalf("backend %s is required here but unavailable: %s (%s)", name, r.Reason, r.Fix)
+				}
+				t.Skipf("backend %s unavailable: %s", name, r.Reason)
+			}
+			b := sandboxtest.Backend{
+				Name:     name,
+				Isolated: r.Isolating,
+				New: func(t testing.TB, runDir string) sandbox.Provider {
+					p, err := backends.Open(name, options(t, runDir))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c, ok := p.(interface{ Close() error }); ok {
+						t.Cleanup(func() { c.Close() })
+					}
+					return p
+				},
+				Leftovers: leftovers(name),
+			}
+			f(t, b)
+		})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	forEachAvailable(t, func(t *testing.T, b sandboxtest.Backend) {
+		sandboxtest.Run(t, b)
+	})
+}
+
+func TestIsolation(t *testing.T) {
+	forEachAvailable(t, func(t *testing.T, b sandboxtest.Backend) {
+		if !b.Isolated {
+			t.Skipf("%s has no isolation by design (it is labelled unsafe everywhere)", b.Name)
+		}
+		sandboxtest.RunIsolation(t, b)
+	})
+}
+
+// TestLocalCycles: 1,000 create/exec/destroy cycles on local leave nothing
+// behind (-short: 100).
+func TestLocalCycles(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 100
+	}
+	forEachAvailable(t, func(t *testing.T, b sandboxtest.Backend) {
+		if b.Name != "local" {
+			t.Skip("the cycle test is for the local backend")
+		}
+		sandboxtest.RunCycles(t, b, n)
+	})
+}
+
+// TestUnsafeHostRefused: the host backend needs the explicit opt-in.
+func TestUnsafeHostRefused(t *testing.T) {
+	_, err := backends.Open("host", backends.Options{})
+	if err != sandbox.ErrUnsafeNotAllowed {
+		t.Fatalf("Open(host) without the opt-in: %v", err)
+	}
+	if _, err := backends.Open("nope", backends.Options{}); err == nil || !strings.Contains(err.Error(), "choose one of") {
+		t.Fatalf("unknown backend: %v", err)
+	}
+}

@@ -1,0 +1,282 @@
+// Command harvest-probe runs inside a box during Harvest's isolation tests and
+// attempts one thing per invocation with real syscalls, printing "ok ..." or
+// "err ERRNO message". It depends on nothing in the box's image.
+//
+//	harvest-probe read PATH            print the file's first line
+//	harvest-probe write PATH           create/append a line
+//	harvest-probe link OLD NEW         hard link
+//	harvest-probe tcp HOST:PORT        TCP connect
+//	harvest-probe udp HOST:PORT        UDP send (reports the send result)
+//	harvest-probe dns NAME             resolve NAME
+//	harvest-probe unix PATH|@NAME      connect to a unix socket
+//	harvest-probe ifaces               list network interfaces
+//	harvest-probe kill PID SIGNAL      send a signal
+//	harvest-probe pids                 list pids visible in /proc
+//	harvest-probe tiocsti              inject a byte into the terminal on fd 0
+//	harvest-probe devtty               open /dev/tty
+//	harvest-probe userns               unshare(CLONE_NEWUSER)
+//	harvest-probe status               uid, NoNewPrivs, Seccomp, CapEff
+//	harvest-probe membomb MB           allocate and touch MB mebibytes
+//	harvest-probe forkbomb             fork until the kernel refuses, then hold
+//	harvest-probe fds                  list /proc/1/fd and /proc/self/fd targets
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Println("err EINVAL usage")
+		os.Exit(2)
+	}
+	args := os.Args[2:]
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		fmt.Println("err EINVAL missing argument")
+		os.Exit(2)
+		return ""
+	}
+	switch os.Args[1] {
+	case "read":
+		f, err := os.Open(arg(0))
+		if err != nil {
+			fail(err)
+		}
+		line, _ := bufio.NewReader(f).ReadString('\n')
+		fmt.Println("ok", strings.TrimSpace(line))
+	case "write":
+		f, err := os.OpenFile(arg(0), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fail(err)
+		}
+		if _, err := f.WriteString("written from a box\n"); err != nil {
+			fail(err)
+		}
+		fmt.Println("ok")
+	case "link":
+		if err := os.Link(arg(0), arg(1)); err != nil {
+			fail(err)
+		}
+		fmt.Println("ok")
+	case "tcp":
+		c, err := net.DialTimeout("tcp", arg(0), 3*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		c.Close()
+		fmt.Println("ok")
+	case "udp":
+		c, err := net.Dial("udp", arg(0))
+		if err != nil {
+			fail(err)
+		}
+		if _, err := c.Write([]byte("from-box")); err != nil {
+			fail(err)
+		}
+		fmt.Println("ok sent")
+	case "dns":
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, arg(0))
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("ok", strings.Join(addrs, " "))
+	case "unix":
+		name := arg(0)
+		if strings.HasPrefix(name, "@") {
+			name = "\x00" + name[1:]
+		}
+		c, err := net.DialTimeout("unix", name, 3*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		c.Close()
+		fmt.Println("ok")
+	case "ifaces":
+		ifs, err := net.Interfaces()
+		if err != nil {
+			fail(err)
+		}
+		var names []string
+		for _, i := range ifs {
+			names = append(names, i.Name)
+		}
+		fmt.Println("ok", strings.Join(names, " "))
+	case "kill":
+		pid, _ := strconv.Atoi(arg(0))
+		sig, _ := strconv.Atoi(arg(1))
+		if err := syscall.Kill(pid, syscall.Signal(sig)); err != nil {
+			fail(err)
+		}
+		fmt.Println("ok")
+	case "pids":
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			fail(err)
+		}
+		var pids []string
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, e.Name())
+			}
+		}
+		fmt.Println("ok", strings.Join(pids, " "))
+	case "tiocsti":
+		c := byte('x')
+		_, _, e := syscall.Syscall(syscall.SYS_IOCTL, 0, syscall.TIOCSTI, uintptr(unsafe.Pointer(&c)))
+		if e != 0 {
+			fail(e)
+		}
+		fmt.Println("ok injected")
+	case "devtty":
+		f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+		if err != nil {
+			fail(err)
+		}
+		f.Close()
+		fmt.Println("ok")
+	case "userns":
+		// A fresh child so the Go runtime's threads do not matter.
+		cmd := exec.Command("/proc/self/exe", "status")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fail(unwrapErrno(err))
+		} else {
+			fmt.Println("ok", strings.TrimSpace(string(out)))
+		}
+	case "status":
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			fail(err)
+		}
+		var keep []string
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, k := range []string{"Uid:", "NoNewPrivs:", "Seccomp:", "CapEff:", "CapBnd:"} {
+				if strings.HasPrefix(l, k) {
+					keep = append(keep, strings.Join(strings.Fields(l), " "))
+				}
+			}
+		}
+		fmt.Println("ok", strings.Join(keep, "; "))
+	case "membomb":
+		mb, _ := strconv.Atoi(arg(0))
+		var chunks [][]byte
+		for i := 0; i < mb; i++ {
+			c := make([]byte, 1<<20)
+			for j := 0; j < len(c); j += 4096 {
+				c[j] = 1
+			}
+			chunks = append(chunks, c)
+		}
+		fmt.Println("ok survived", len(chunks))
+	case "forkbomb":
+		forkbomb()
+	case "fds":
+		for _, dir := range []string{"/proc/1/fd", "/proc/self/fd"} {
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				fmt.Println("err", dir, err)
+				continue
+			}
+			for _, e := range ents {
+				t, _ := os.Readlink(dir + "/" + e.Name())
+				fmt.Println("fd", dir, e.Name(), t)
+			}
+		}
+		fmt.Println("ok")
+	default:
+		fmt.Println("err EINVAL unknown probe", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+// forkbomb starts sleeping children until fork fails, reports how many it got,
+// then blocks (its children and it are killed by the test).
+func forkbomb() {
+	n := 0
+	var lastErr error
+	for i := 0; i < 100000; i++ {
+		cmd := exec.Command("/proc/self/exe", "hold")
+		if err := cmd.Start(); err != nil {
+			lastErr = err
+			break
+		}
+		n++
+	}
+	fmt.Printf("ok started %d children; then: %v\n", n, unwrapErrno(lastErr))
+	os.Stdout.Sync()
+	select {}
+}
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == "hold" {
+		select {}
+	}
+}
+
+func unwrapErrno(err error) error {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return err
+}
+
+func fail(err error) {
+	name := "ERR"
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		name = errnoName(en)
+	}
+	fmt.Println("err", name, err)
+	os.Exit(1)
+}
+
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.ENOENT:
+		return "ENOENT"
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.EROFS:
+		return "EROFS"
+	case syscall.EXDEV:
+		return "EXDEV"
+	case syscall.ESRCH:
+		return "ESRCH"
+	case syscall.ENETUNREACH:
+		return "ENETUNREACH"
+	case syscall.ECONNREFUSED:
+		return "ECONNREFUSED"
+	case syscall.ENXIO:
+		return "ENXIO"
+	case syscall.EAGAIN:
+		return "EAGAIN"
+	case syscall.ENOTTY:
+		return "ENOTTY"
+	case syscall.EINVAL:
+		return "EINVAL"
+	case syscall.EHOSTUNREACH:
+		return "EHOSTUNREACH"
+	case syscall.EADDRNOTAVAIL:
+		return "EADDRNOTAVAIL"
+	}
+	return "E" + strconv.Itoa(int(e))
+}

@@ -1,0 +1,211 @@
+// Package sandboxtest is the conformance suite every sandbox backend runs, and
+// the isolation battery every isolating backend must pass. Like Nomad's driver
+// conformance tests and litestream's RunWithReplicaClient, one suite runs
+// against every backend: sandbox/backends runs it for each backend that
+// `harvest doctor` reports available.
+//
+// Everything is real: the real harvest-agent, real boxes, and an escape probe
+// (./probe) copied into each box through the file API. There are no sleeps:
+// tests wait on conditions, bounded by contexts.
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+)
+
+// Backend describes a backend under test.
+type Backend struct {
+	Name string
+	// New returns a provider keeping its state in runDir. Calling it again
+	// with the same runDir is what Harvest does after a restart.
+	New func(t testing.TB, runDir string) sandbox.Provider
+	// Isolated backends must pass the isolation battery.
+	Isolated bool
+	// Spec adjusts every spec before Start (e.g. the docker image).
+	Spec func(*sandbox.Spec)
+	// Leftovers lists what remains of a destroyed box besides processes and
+	// mounts (which the suite checks itself): cgroups, containers, run dirs.
+	Leftovers func(t testing.TB, p sandbox.Provider, h sandbox.Handle) []string
+}
+
+// Timeout bounds every single operation in the suite.
+const Timeout = 60 * time.Second
+
+type suite struct {
+	b      Backend
+	runDir string
+	p      sandbox.Provider
+}
+
+func newSuite(t *testing.T, b Backend) *suite {
+	runDir := testbin.TempDir(t)
+	return &suite{b: b, runDir: runDir, p: b.New(t, runDir)}
+}
+
+func ctxFor(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// start creates a box; it is destroyed when the test ends.
+func (s *suite) start(t testing.TB, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	if s.b.Spec != nil {
+		s.b.Spec(&spec)
+	}
+	sb, err := s.p.Start(ctxFor(t), spec)
+	if err != nil {
+		t.Fatalf("%s: Start: %v", s.b.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		if err := sb.Destroy(ctx); err != nil {
+			t.Errorf("%s: Destroy: %v", s.b.Name, err)
+		}
+	})
+	return sb
+}
+
+// withWorkspace is a spec with one workspace "w" owned by the box user.
+func withWorkspace(t testing.TB) (sandbox.Spec, string) {
+	ws := testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
+	return sandbox.Spec{Workspaces: []sandbox.Workspace{{Name: "w", HostPath: ws}}}, ws
+}
+
+type result struct {
+	stdout, stderr string
+	st             sandbox.ExitStatus
+}
+
+func (r result) out() string { return strings.TrimSpace(r.stdout) }
+
+// run runs a command and fails the test on a transport error.
+func run(t testing.TB, sb *sandbox.Sandbox, args ...string) result {
+	t.Helper()
+	return runCmd(t, sb, &sandbox.Cmd{Args: args})
+}
+
+func runCmd(t testing.TB, sb *sandbox.Sandbox, cmd *sandbox.Cmd) result {
+	t.Helper()
+	var out, errb syncBuffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &out
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = &errb
+	}
+	st, err := sb.Run(ctxFor(t), cmd)
+	if err != nil {
+		t.Fatalf("running %q: %v", cmd.Args, err)
+	}
+	return result{out.String(), errb.String(), st}
+}
+
+func sh(t testing.TB, sb *sandbox.Sandbox, script string) result {
+	t.Helper()
+	return run(t, sb, "sh", "-c", script)
+}
+
+// mustOK runs a command that must succeed and returns its stdout.
+func mustOK(t testing.TB, sb *sandbox.Sandbox, args ...string) string {
+	t.Helper()
+	r := run(t, sb, args...)
+	if !r.st.Success() {
+		t.Fatalf("%q: %v\nstdout: %s\nstderr: %s", args, r.st, r.stdout, r.stderr)
+	}
+	return r.out()
+}
+
+var probeMu sync.Mutex
+
+// installProbe copies the escape probe into the box and returns its path.
+func installProbe(t testing.TB, sb *sandbox.Sandbox) string {
+	t.Helper()
+	probeMu.Lock()
+	bin := testbin.Probe(t)
+	probeMu.Unlock()
+	data, err := readHostFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/tmp/harvest-probe-" + sb.ID()
+	if err := sb.WriteFile(ctxFor(t), path, data, 0o755); err != nil {
+		t.Fatalf("installing the probe: %v", err)
+	}
+	return path
+}
+
+// probe runs the probe and returns its verdict line ("ok ..." / "err ...").
+func probe(t testing.TB, sb *sandbox.Sandbox, path string, args ...string) string {
+	t.Helper()
+	r := run(t, sb, append([]string{path}, args...)...)
+	line := r.out()
+	if line == "" {
+		line = strings.TrimSpace(r.stderr)
+	}
+	if !strings.HasPrefix(line, "ok") && !strings.HasPrefix(line, "err") {
+		t.Fatalf("probe %v: unexpected output %q (%v; stderr %q)", args, r.stdout, r.st, r.stderr)
+	}
+	return line
+}
+
+// denied asserts a probe attempt failed.
+func denied(t testing.TB, what, verdict string) {
+	t.Helper()
+	if !strings.HasPrefix(verdict, "err") {
+		t.Errorf("%s: the box was allowed to: %s", what, verdict)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+// eventually polls cond until it holds or the timeout passes. Used only where
+// the thing waited for has no notification (a process leaving /proc).
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for d := time.Millisecond; ; d = min(d*2, 50*time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(d)
+	}
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
