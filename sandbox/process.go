@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
@@ -77,7 +79,11 @@ func (e ExitStatus) ShellCode() int {
 func (e ExitStatus) String() string {
 	var s string
 	if e.Signal != 0 {
-		s = "killed by " + e.Signal.String()
+		name := unix.SignalName(e.Signal)
+		if name == "" {
+			name = fmt.Sprintf("signal %d", int(e.Signal))
+		}
+		s = "killed by " + name
 	} else {
 		s = fmt.Sprintf("exit status %d", e.Code)
 	}

@@ -31,17 +31,23 @@ func viaDir(path string, f func(addr string) error) error {
 	return f("/proc/self/fd/" + strconv.Itoa(fd) + "/" + filepath.Base(path))
 }
 
-// Listen creates a listening unix socket at path, replacing a stale one. The
-// socket file is created with mode 0600.
+// Listen creates a listening unix socket at path, replacing a stale one, and
+// makes it mode 0600. (Never through the umask: it is process-wide, and
+// changing it races every other goroutine creating files.)
 func Listen(path string) (*net.UnixListener, error) {
 	_ = os.Remove(path)
 	var l *net.UnixListener
 	err := viaDir(path, func(addr string) error {
-		old := unix.Umask(0o077)
-		defer unix.Umask(old)
 		var err error
 		l, err = net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
-		return err
+		if err != nil {
+			return err
+		}
+		if err := os.Chmod(addr, 0o600); err != nil {
+			l.Close()
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

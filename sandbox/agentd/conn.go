@@ -162,6 +162,7 @@ func (c *conn) handle(f proto.Frame) bool {
 			return false
 		}
 		if call.Method == proto.MethodHello {
+			c.s.log.Debug("hello")
 			c.hello = true
 			res, err := c.doHello(call.Params)
 			c.reply(f.ID, res, nil, err)

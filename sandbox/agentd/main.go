@@ -36,7 +36,6 @@ func Main(args []string) int {
 		listen     = fs.String("listen", "", "serve on a new unix socket at this path")
 		boxID      = fs.String("id", "", "the box id (echoed in hello)")
 		workdir    = fs.String("workdir", "/", "default working directory")
-		deadline   = fs.Int64("deadline", 0, "unix time (seconds) at which the box ends; 0: none")
 		deadlineMS = fs.Int64("deadline-ms", 0, "unix time (milliseconds) at which the box ends; 0: none")
 		noSeccomp  = fs.Bool("no-seccomp", false, "do not install the seccomp filter (debugging only)")
 		logLevel   = fs.String("log-level", "warn", "debug, info, warn or error")
@@ -83,17 +82,15 @@ func Main(args []string) int {
 	}
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
 
+	log.Debug("hardened", "pid1", pid1)
 	l, err := listener(*listenFD, *listen)
 	if err != nil {
 		log.Error("cannot listen", "err", err)
 		return 1
 	}
 	var dl time.Time
-	switch {
-	case *deadlineMS > 0:
+	if *deadlineMS > 0 {
 		dl = time.UnixMilli(*deadlineMS)
-	case *deadline > 0:
-		dl = time.Unix(*deadline, 0)
 	}
 	s, err := New(Config{
 		BoxID:    *boxID,
@@ -108,6 +105,7 @@ func Main(args []string) int {
 		return 1
 	}
 	go prewarm(prewarmThreads)
+	log.Debug("serving")
 
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
@@ -116,8 +114,11 @@ func Main(args []string) int {
 	code := 0
 	select {
 	case sig := <-term:
+		// Whoever sent it decides the grace period and SIGKILLs us after it
+		// (docker stop, the local backend's Stop): wait for the box's
+		// processes as long as it takes.
 		log.Info("ending the box", "signal", sig)
-		s.Shutdown(10 * time.Second)
+		s.Shutdown(NoGraceLimit)
 		<-s.Exited()
 	case <-s.Exited():
 	case err := <-serveErr:
@@ -139,10 +140,15 @@ func listener(fd int, path string) (net.Listener, error) {
 		return l, nil
 	}
 	_ = os.Remove(path)
-	old := syscall.Umask(0o077)
 	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	return l, err
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // boxEnv is the agent's environment minus its own variables.

@@ -124,6 +124,7 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return err
 		}
+		s.log.Debug("accepted")
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.closing {
@@ -140,6 +141,10 @@ func (s *Server) Serve(l net.Listener) error {
 // Exited is closed once Shutdown has finished ending the box's processes.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
+// NoGraceLimit as a Shutdown grace waits for the processes however long they
+// take (the caller will SIGKILL the agent when its own grace ends).
+const NoGraceLimit time.Duration = -1
+
 // Shutdown ends the box: SIGTERM every process, wait up to grace for them to
 // exit, SIGKILL the rest, then close Exited. Safe to call more than once.
 func (s *Server) Shutdown(grace time.Duration) {
@@ -153,6 +158,9 @@ func (s *Server) Shutdown(grace time.Duration) {
 
 func (s *Server) terminateAll(grace time.Duration) {
 	s.signalAll(syscall.SIGTERM)
+	if grace < 0 {
+		grace = 100 * 365 * 24 * time.Hour
+	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)

@@ -43,6 +43,7 @@ package local
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -204,6 +206,8 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	// Closed as soon as the shim has its copy: if the box dies, nobody may
+	// hold the listener, or a hello would wait in its backlog forever.
 	defer lf.Close()
 
 	now := time.Now()
@@ -233,11 +237,18 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	shimCmd.Stderr = shimLog
 	shimCmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	shimCmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Unshareflags: syscall.CLONE_NEWNS}
-	out, err := shimCmd.StdoutPipe()
+	// Our own pipe, not StdoutPipe: Wait (in the reaper below) would close
+	// that under the reader when a failing shim exits right after reporting.
+	out, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := shimCmd.Start(); err != nil {
+	defer out.Close()
+	shimCmd.Stdout = outW
+	err = shimCmd.Start()
+	outW.Close()
+	lf.Close()
+	if err != nil {
 		return nil, fmt.Errorf("starting the box's shim: %w", err)
 	}
 	reaped := make(chan struct{})
@@ -300,9 +311,19 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		}
 		return nil, st.err
 	}
-	r := <-connCh
+	var r connResult
+	select {
+	case r = <-connCh:
+	case <-reaped:
+		// The shim exits when bwrap does: the box died while starting.
+		cancelConn()
+		if r := <-connCh; r.sb != nil {
+			r.sb.Close()
+		}
+		return nil, fmt.Errorf("box %s exited while starting: %s", spec.ID, logTail(filepath.Join(dir, "agent.log")))
+	}
 	if r.err != nil {
-		return nil, r.err
+		return nil, fmt.Errorf("%w (agent log: %s)", r.err, logTail(filepath.Join(dir, "agent.log")))
 	}
 	data := handleData{
 		BoxDir: dir, Cgroup: *cg,
@@ -316,6 +337,19 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	}
 	r.sb.SetHandle(h)
 	return r.sb, nil
+}
+
+// logTail returns the last lines of a box's agent log, for error messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return "empty"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 func (p *Provider) connect(ctx context.Context, h sandbox.Handle, sock string) (*sandbox.Sandbox, error) {

@@ -1,0 +1,257 @@
+// Command sandbox-bench measures Harvest's sandbox layer against the
+// alternatives, side by side in one run, and prints a markdown table
+// (scripts/bench-sandbox runs it; results go in BENCHMARKS.md).
+//
+//	create→first exit   Start + Run(true), local and docker, vs raw `docker run`
+//	exec round trip     Run(true) in a live box (local, docker, host) vs
+//	                    `docker exec`, a fresh bwrap per command, fork+exec
+//	concurrent creates  50 boxes started at once (local)
+//	destroy             Destroy of a box with one idle process
+//	agent RSS           the in-box agent's resident memory
+//
+// It needs root, bwrap, a running dockerd and the base image (scripts/setup).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/backends"
+)
+
+var (
+	n          = flag.Int("n", 300, "samples for the fast measurements")
+	nSlow      = flag.Int("n-slow", 30, "samples for docker create and docker exec")
+	concurrent = flag.Int("concurrent", 50, "boxes created at once")
+	image      = flag.String("image", "harvest/base:bookworm", "docker image")
+	agentBin   = flag.String("agent", "", "harvest-agent binary (default: next to this program, or $HARVEST_AGENT_BINARY)")
+)
+
+type row struct {
+	what, how string
+	samples   []time.Duration
+	note      string
+	value     string // instead of samples
+}
+
+func pct(s []time.Duration, p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	c := append([]time.Duration(nil), s...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	i := int(p*float64(len(c))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(c) {
+		i = len(c) - 1
+	}
+	return c[i]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func die(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "sandbox-bench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	runDir, err := os.MkdirTemp("", "harvest-bench-*")
+	if err != nil {
+		die("%v", err)
+	}
+	os.Chmod(runDir, 0o711)
+	defer os.RemoveAll(runDir)
+	opts := backends.Options{RunDir: runDir, AgentBinary: *agentBin, DockerImage: *image, AllowUnsafeHost: true}
+	open := func(name string) sandbox.Provider {
+		p, err := backends.Open(name, opts)
+		if err != nil {
+			die("%v", err)
+		}
+		if err := p.Available(ctx); err != nil {
+			die("%s: %v", name, err)
+		}
+		return p
+	}
+	local, docker, host := open("local"), open("docker"), open("host")
+	var rows []row
+
+	fmt.Fprintln(os.Stderr, "create → first exit ...")
+	var destroyLocal, destroyDocker []time.Duration
+	rows = append(rows, row{what: "create → first exit", how: "harvest local", samples: createToExit(ctx, local, *n, &destroyLocal)})
+	rows = append(rows, row{what: "create → first exit", how: "harvest docker", samples: createToExit(ctx, docker, *nSlow, &destroyDocker)})
+	rows = append(rows, row{what: "create → first exit", how: "raw `docker run --rm --network none IMAGE true`", samples: timeCmd(*nSlow, "docker", "run", "--rm", "--network", "none", *image, "true")})
+
+	fmt.Fprintln(os.Stderr, "exec round trip ...")
+	var rss int64
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, local box", samples: roundTrips(ctx, local, *n*3, &rss)})
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, docker box", samples: roundTrips(ctx, docker, *n*3, nil)})
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, host backend", samples: roundTrips(ctx, host, *n*3, nil)})
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "`docker exec` into a running container", samples: dockerExec(*nSlow)})
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "a fresh `bwrap` per command (same namespaces)", samples: freshBwrap(*n)})
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "plain fork+exec on the host", samples: timeCmd(*n*3, "/bin/true")})
+
+	fmt.Fprintln(os.Stderr, "concurrent creates ...")
+	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local", samples: concurrentCreates(ctx, local, *concurrent)})
+
+	rows = append(rows, row{what: "destroy", how: "harvest local", samples: destroyLocal})
+	rows = append(rows, row{what: "destroy", how: "harvest docker", samples: destroyDocker})
+	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a local box, after 900 execs", value: fmt.Sprintf("%.1f MB", float64(rss)/1e6)})
+
+	fmt.Printf("| measurement | how | p50 | p99 | samples |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		if r.value != "" {
+			fmt.Printf("| %s | %s | %s | | |\n", r.what, r.how, r.value)
+			continue
+		}
+		fmt.Printf("| %s | %s | %s | %s | %d |\n", r.what, r.how, ms(pct(r.samples, 0.5)), ms(pct(r.samples, 0.99)), len(r.samples))
+	}
+}
+
+func spec() sandbox.Spec {
+	return sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 1 << 30, Pids: 256}}
+}
+
+func createToExit(ctx context.Context, p sandbox.Provider, n int, destroys *[]time.Duration) []time.Duration {
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		sb, err := p.Start(ctx, spec())
+		if err != nil {
+			die("%s start: %v", p.Name(), err)
+		}
+		if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil || !st.Success() {
+			die("%s run: %v %v", p.Name(), st, err)
+		}
+		out = append(out, time.Since(t0))
+		t1 := time.Now()
+		if err := sb.Destroy(ctx); err != nil {
+			die("%s destroy: %v", p.Name(), err)
+		}
+		*destroys = append(*destroys, time.Since(t1))
+	}
+	return out
+}
+
+func roundTrips(ctx context.Context, p sandbox.Provider, n int, rss *int64) []time.Duration {
+	sb, err := p.Start(ctx, spec())
+	if err != nil {
+		die("%s start: %v", p.Name(), err)
+	}
+	defer sb.Destroy(ctx)
+	for i := 0; i < 20; i++ { // warm up
+		sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}})
+	}
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil || !st.Success() {
+			die("%s run: %v %v", p.Name(), st, err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	if rss != nil {
+		info, err := sb.Info(ctx)
+		if err != nil {
+			die("info: %v", err)
+		}
+		*rss = info.RSSBytes
+	}
+	return out
+}
+
+func timeCmd(n int, name string, args ...string) []time.Duration {
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if b, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			die("%s: %v: %s", name, err, b)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out
+}
+
+func dockerExec(n int) []time.Duration {
+	b, err := exec.Command("docker", "run", "-d", "--rm", "--network", "none", *image, "sleep", "infinity").Output()
+	if err != nil {
+		die("docker run: %v", err)
+	}
+	id := strings.TrimSpace(string(b))
+	defer exec.Command("docker", "rm", "-f", id).Run()
+	timeCmd(3, "docker", "exec", id, "true")
+	return timeCmd(n, "docker", "exec", id, "true")
+}
+
+// freshBwrap runs one bwrap per command with the namespace set a box uses, as
+// the unprivileged box user.
+func freshBwrap(n int) []time.Duration {
+	args := []string{"--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+		"--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
+		if t, err := os.Readlink("/" + d); err == nil {
+			args = append(args, "--symlink", t, "/"+d)
+		}
+	}
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/usr/bin/true")
+	var out []time.Duration
+	for i := 0; i < n; i++ {
+		cmd := exec.Command("bwrap", args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+		t0 := time.Now()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			die("bwrap: %v: %s", err, b)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out
+}
+
+func concurrentCreates(ctx context.Context, p sandbox.Provider, n int) []time.Duration {
+	var (
+		mu    sync.Mutex
+		out   []time.Duration
+		boxes []*sandbox.Sandbox
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			sb, err := p.Start(ctx, spec())
+			if err != nil {
+				die("concurrent start: %v", err)
+			}
+			if _, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil {
+				die("concurrent run: %v", err)
+			}
+			d := time.Since(t0)
+			mu.Lock()
+			out = append(out, d)
+			boxes = append(boxes, sb)
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, sb := range boxes {
+		sb.Destroy(ctx)
+	}
+	return out
+}

@@ -1,0 +1,294 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/harvest-dev/harvest/sandbox"
+)
+
+// handleData is the docker part of a Handle.
+type handleData struct {
+	// ContainerID is the container's full id.
+	ContainerID string `json:"container_id"`
+	// RunDir is the box's directory on the host, <Config.RunDir>/<id>.
+	RunDir string `json:"run_dir"`
+	// InitPID is the agent's host pid when the box started (it is checked
+	// against dockerd's current one on every connection, not this).
+	InitPID int `json:"init_pid"`
+}
+
+// cleanupTimeout bounds removing a half-created box after Start failed.
+const cleanupTimeout = 30 * time.Second
+
+// Start implements sandbox.Provider.
+func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.Sandbox, err error) {
+	spec, err = sandbox.PrepareSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Image == "" {
+		spec.Image = p.cfg.Image
+	}
+	bin, err := p.agentBinary()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := p.connectDaemon(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	boxDir, runDir, err := p.makeBoxDir(spec)
+	if err != nil {
+		return nil, err
+	}
+	// containerID is set once the container exists; until then a create that
+	// failed midway (ctx ended, connection lost) may still have made one, and
+	// cleanup looks for it by name and labels.
+	var containerID string
+	created := time.Now()
+	defer func() {
+		if err != nil {
+			p.cleanup(ctx, cli, spec.ID, created, containerID, boxDir)
+		}
+	}()
+
+	deadline := created.Add(spec.Timeout)
+	cfg, hostCfg := p.containerConfig(spec, bin, runDir, created, deadline)
+	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: containerName(spec.ID), Config: cfg, HostConfig: hostCfg})
+	if err != nil {
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return nil, imageMissing(spec.Image)
+		case cerrdefs.IsConflict(err):
+			return nil, fmt.Errorf("starting box %s: a container named %s already exists (box ids must be unique): %w", spec.ID, containerName(spec.ID), err)
+		case client.IsErrConnectionFailed(err):
+			return nil, p.unreachable(err)
+		}
+		return nil, fmt.Errorf("starting box %s: creating its container: %w", spec.ID, err)
+	}
+	containerID = res.ID
+	for _, w := range res.Warnings {
+		p.log.Warn("dockerd warning creating a box", "box", spec.ID, "warning", w)
+	}
+	if _, err := cli.ContainerStart(ctx, containerID, client.ContainerStartOptions{}); err != nil {
+		return nil, fmt.Errorf("starting box %s: starting container %.12s (image %s): %w", spec.ID, containerID, spec.Image, err)
+	}
+
+	pid, err := p.runningPID(ctx, cli, containerID)
+	if err != nil {
+		return nil, fmt.Errorf("starting box %s: %w", spec.ID, err)
+	}
+	d := handleData{ContainerID: containerID, RunDir: boxDir, InitPID: pid}
+	data, _ := json.Marshal(d)
+	h := sandbox.Handle{ID: spec.ID, Backend: Name, Created: created, Deadline: deadline, Spec: spec, Data: data}
+	sb, err := p.connect(ctx, cli, h, d, pid, true)
+	if err != nil {
+		return nil, fmt.Errorf("starting box %s: %w", spec.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			sb.Close()
+		}
+	}()
+	if err := checkWorkdir(ctx, sb, spec); err != nil {
+		return nil, err
+	}
+	if err := writeHandle(boxDir, h); err != nil {
+		return nil, fmt.Errorf("starting box %s: %w", spec.ID, err)
+	}
+	return sb, nil
+}
+
+func containerName(id string) string { return "harvest-" + id }
+
+// makeBoxDir creates <RunDir>/<id> (ours) and its run/ (the box user's).
+func (p *Provider) makeBoxDir(spec sandbox.Spec) (boxDir, runDir string, err error) {
+	if err := sandbox.MkdirRunDir(p.cfg.RunDir); err != nil {
+		return "", "", fmt.Errorf("docker backend run dir: %w", err)
+	}
+	boxDir = filepath.Join(p.cfg.RunDir, spec.ID)
+	if err := os.Mkdir(boxDir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", "", fmt.Errorf("starting box %s: %s already exists: a box with this id exists (or was not destroyed)", spec.ID, boxDir)
+		}
+		return "", "", fmt.Errorf("creating the box's run dir: %w", err)
+	}
+	runDir = filepath.Join(boxDir, "run")
+	err = os.Mkdir(runDir, 0o700)
+	if err == nil {
+		err = chownToBoxUser(runDir, spec.User)
+	}
+	if err != nil {
+		os.RemoveAll(boxDir)
+		return "", "", fmt.Errorf("creating the box's run dir: %w", err)
+	}
+	return boxDir, runDir, nil
+}
+
+// chownToBoxUser gives dir to the box user: the agent, running as that user,
+// creates its socket there.
+func chownToBoxUser(dir string, u sandbox.User) error {
+	if os.Geteuid() == 0 {
+		return os.Chown(dir, u.UID, u.GID)
+	}
+	if os.Geteuid() == u.UID {
+		return nil
+	}
+	return fmt.Errorf("the box runs as %s but harvest runs as uid %d and cannot give it a run dir: run harvest as root, or choose the box user %d:%d",
+		u, os.Geteuid(), os.Geteuid(), os.Getegid())
+}
+
+// cleanup removes what a failed Start created. It runs even when ctx is done.
+// Without a container id it removes the container named for the box if its
+// labels say this Start created it.
+func (p *Provider) cleanup(ctx context.Context, cli *client.Client, id string, created time.Time, containerID, boxDir string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if containerID == "" {
+		res, err := cli.ContainerInspect(cctx, containerName(id), client.ContainerInspectOptions{})
+		if err == nil && res.Container.Config != nil {
+			l := res.Container.Config.Labels
+			if l[LabelBox] == id && l[LabelRunDir] == p.cfg.RunDir && l[LabelCreated] == created.UTC().Format(time.RFC3339Nano) {
+				containerID = res.Container.ID
+			}
+		}
+	}
+	if containerID != "" {
+		if err := removeContainer(cctx, cli, containerID); err != nil {
+			p.log.Warn("removing the container of a box that failed to start", "container", containerID, "err", err)
+		}
+	}
+	if err := os.RemoveAll(boxDir); err != nil {
+		p.log.Warn("removing the run dir of a box that failed to start", "dir", boxDir, "err", err)
+	}
+}
+
+// homeDir is where the box user's tmpfs home goes: HOME when it is a plain
+// directory under /home, else /home/user.
+func homeDir(env map[string]string) string {
+	h := env["HOME"]
+	if h != "" && path.Clean(h) == h && strings.HasPrefix(h, "/home/") {
+		return h
+	}
+	return "/home/user"
+}
+
+func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, created, deadline time.Time) (*container.Config, *container.HostConfig) {
+	labels := make(map[string]string, len(spec.Labels)+5)
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[LabelManaged] = "true"
+	labels[LabelBox] = spec.ID
+	labels[LabelRunDir] = p.cfg.RunDir
+	labels[LabelCreated] = created.UTC().Format(time.RFC3339Nano)
+	labels[LabelDeadline] = deadline.UTC().Format(time.RFC3339)
+
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Hostname:   hostname(spec.ID),
+		User:       spec.User.String(),
+		Env:        sandbox.EnvList(spec.Env),
+		WorkingDir: "/",
+		Entrypoint: []string{agentPath},
+		Cmd: []string{"sandbox-agent", "--listen", runMount + "/" + sockName, "--id", spec.ID,
+			"--workdir", spec.Workdir, "--deadline-ms", strconv.FormatInt(deadline.UnixMilli(), 10)},
+		Labels:      labels,
+		StopSignal:  "SIGTERM",
+		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
+	}
+
+	mounts := []mount.Mount{
+		{Type: mount.TypeBind, Source: bin, Target: agentPath, ReadOnly: true},
+		{Type: mount.TypeBind, Source: runDir, Target: runMount},
+	}
+	for _, w := range spec.Workspaces {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: w.HostPath, Target: w.Path()})
+	}
+	pids := int64(spec.Limits.Pids + sandbox.AgentPidsReserve)
+	noInit := false
+	hostCfg := &container.HostConfig{
+		Mounts:         mounts,
+		NetworkMode:    "none",
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		ReadonlyRootfs: true,
+		IpcMode:        "private",
+		Init:           &noInit,
+		// dockerd adds noexec to tmpfs mounts unless told "exec": builds and
+		// test runners execute what they write to /tmp and HOME, and the box
+		// can execute what it writes to its workspaces anyway.
+		Tmpfs: map[string]string{
+			"/tmp":            "rw,exec,nosuid,nodev,mode=1777",
+			homeDir(spec.Env): fmt.Sprintf("rw,exec,nosuid,nodev,uid=%d,gid=%d,mode=0700", spec.User.UID, spec.User.GID),
+		},
+		// The agent's own log (it logs little): bounded, and readable by
+		// Start when the agent fails to come up.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
+		Resources: container.Resources{
+			Memory:     spec.Limits.MemoryBytes,
+			MemorySwap: spec.Limits.MemoryBytes,
+			PidsLimit:  &pids,
+			NanoCPUs:   nanoCPUs(spec.Limits.CPUs),
+		},
+	}
+	return cfg, hostCfg
+}
+
+// nanoCPUs converts a CPU cap; a cap of every CPU or more is no cap (dockerd
+// refuses one above the CPU count).
+func nanoCPUs(cpus float64) int64 {
+	if cpus <= 0 || cpus >= float64(runtime.NumCPU()) {
+		return 0
+	}
+	return max(int64(cpus*1e9), 1e7) // dockerd's minimum is 0.01 CPU
+}
+
+// hostname is the box id made a valid host name ('_' is not allowed).
+func hostname(id string) string { return strings.ReplaceAll(id, "_", "-") }
+
+// checkWorkdir makes a missing default workdir a clear error: the image must
+// provide /workspace.
+func checkWorkdir(ctx context.Context, sb *sandbox.Sandbox, spec sandbox.Spec) error {
+	fi, err := sb.Stat(ctx, spec.Workdir)
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		fix := "choose a workdir that exists in the image"
+		if spec.Workdir == sandbox.WorkspaceRoot {
+			fix = "the image must provide /workspace (see docker/kitchen-sink/Dockerfile)"
+		}
+		return fmt.Errorf("starting box %s: the working directory %s is not a directory in image %s: %s", spec.ID, spec.Workdir, spec.Image, fix)
+	}
+	return fmt.Errorf("starting box %s: checking the working directory %s: %w", spec.ID, spec.Workdir, err)
+}
+
+func writeHandle(boxDir string, h sandbox.Handle) error {
+	b, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(boxDir, ".handle.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(boxDir, "handle.json"))
+}
