@@ -189,6 +189,9 @@ func parseUser(s string, ws []sandbox.Workspace) (sandbox.User, error) {
 			return sandbox.User{}, fmt.Errorf("--user %q: use numeric UID[:GID], like 1000:1000", s)
 		}
 	}
+	if uid <= 0 || gid <= 0 {
+		return sandbox.User{}, fmt.Errorf("--user %s: the box user must not be root (uid and gid > 0; the default is %d:%d)", s, sandbox.DefaultUID, sandbox.DefaultGID)
+	}
 	return sandbox.User{UID: uid, GID: gid}, nil
 }
 

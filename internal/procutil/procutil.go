@@ -92,3 +92,10 @@ func (id ID) WaitGone(ctx context.Context) error {
 	}
 	return nil
 }
+
+// GoneWithin reports whether id exits within d (or is gone already).
+func (id ID) GoneWithin(ctx context.Context, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return id.WaitGone(ctx) == nil
+}

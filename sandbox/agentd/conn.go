@@ -24,6 +24,7 @@ type conn struct {
 	wmu     sync.Mutex
 	wcond   *sync.Cond
 	queue   []proto.Frame
+	writing bool // the writer holds a batch it has not flushed yet
 	wclosed bool
 
 	mu      sync.Mutex
@@ -96,6 +97,7 @@ func (c *conn) writer() {
 		}
 		batch := c.queue
 		c.queue = nil
+		c.writing = true
 		c.wmu.Unlock()
 		for _, f := range batch {
 			if err := proto.WriteFrame(bw, f); err != nil {
@@ -103,11 +105,23 @@ func (c *conn) writer() {
 				return
 			}
 		}
-		if err := bw.Flush(); err != nil {
+		err := bw.Flush()
+		c.wmu.Lock()
+		c.writing = false
+		c.wcond.Broadcast()
+		c.wmu.Unlock()
+		if err != nil {
 			c.close()
 			return
 		}
 	}
+}
+
+// flushed reports whether everything queued so far has been written.
+func (c *conn) flushed() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.wclosed || (len(c.queue) == 0 && !c.writing)
 }
 
 func (c *conn) close() {

@@ -125,6 +125,7 @@ func Main(args []string) int {
 		log.Error("serve", "err", err)
 		code = 1
 	}
+	s.Drain(2 * time.Second)
 	s.Close()
 	return code
 }

@@ -420,6 +420,13 @@ func (o *pump) run() {
 		if p.s.ctx.Err() != nil {
 			break
 		}
+		if !lingered && p.hasExited() {
+			// Re-arm the linger for this read: a deadline armed at exit may
+			// have expired while we waited for credit, and an expired
+			// deadline fails the read without looking at the data still
+			// buffered in the pipe.
+			_ = o.f.SetReadDeadline(time.Now().Add(exitLinger))
+		}
 
 		k, err := o.f.Read(buf[:n])
 		if k > 0 {

@@ -216,6 +216,35 @@ func (s *Server) procList() []*proc {
 	return out
 }
 
+// Drain waits, up to timeout, until every process the agent started has
+// finished (exit status and output handled) and every connection has written
+// what was queued for it: what a command printed on its way out (a SIGTERM
+// trap's last words) reaches the host before the agent exits.
+func (s *Server) Drain(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for _, p := range s.procList() {
+		select {
+		case <-p.finished:
+		case <-time.After(time.Until(deadline)):
+			return
+		}
+	}
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		done := true
+		for c := range s.conns {
+			if !c.flushed() {
+				done = false
+			}
+		}
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Close stops serving, closes every connection and waits for every goroutine.
 // It does not kill processes; call Shutdown first for that.
 func (s *Server) Close() error {

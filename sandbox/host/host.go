@@ -229,9 +229,8 @@ func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sand
 		return nil, fmt.Errorf("box %s: %w", h.ID, sandbox.ErrNotFound)
 	}
 	sb, err := p.connect(ctx, h, filepath.Join(d.RunDir, "agent.sock"))
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-		// The agent no longer accepts: the box is ending.
-		return nil, fmt.Errorf("box %s is ending: %w", h.ID, sandbox.ErrNotFound)
+	if err != nil && boxEnding(ctx, d.Agent) {
+		return nil, fmt.Errorf("box %s has ended: %w", h.ID, sandbox.ErrNotFound)
 	}
 	return sb, err
 }
@@ -335,4 +334,11 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// boxEnding reports whether a box whose agent could not be reached is going
+// away: a box at its time limit or being stopped closes its socket a moment
+// before its agent exits.
+func boxEnding(ctx context.Context, agent procutil.ID) bool {
+	return agent.GoneWithin(ctx, 2*time.Second)
 }

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestBadInput: every mistake gives one clear error, exit 125 (or 2 for
+// usage), and creates nothing.
+func TestBadInput(t *testing.T) {
+	missing := "/no/such/dir/for/harvest"
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"sandbox", "run"}, 2, "no command: give it after --"},
+		{[]string{"sandbox", "run", "--memory", "lots", "--", "true"}, 125, "--memory: size \"lots\": use a number with an optional unit"},
+		{[]string{"sandbox", "run", "--memory", "1m", "--", "true"}, 125, "must be at least 32MiB"},
+		{[]string{"sandbox", "run", "--workspace", missing, "--", "true"}, 125, "does not exist: create it or pass an existing directory"},
+		{[]string{"sandbox", "run", "--backend", "podman", "--", "true"}, 125, `unknown backend "podman": choose one of`},
+		{[]string{"sandbox", "run", "--backend", "host", "--", "true"}, 125, "pass --unsafe-host to allow it"},
+		{[]string{"sandbox", "run", "--env", "TOKEN", "--", "true"}, 125, "--env TOKEN: use KEY=VALUE"},
+		{[]string{"sandbox", "run", "--user", "root", "--", "true"}, 125, `--user "root": use numeric UID[:GID]`},
+		{[]string{"sandbox", "run", "--user", "0:0", "--", "true"}, 125, "the box user must not be root"},
+		{[]string{"sandbox", "run", "--network", "host", "--", "true"}, 125, `network "host": only "none" is supported`},
+		{[]string{"sandbox", "run", "--tty", "maybe", "--", "true"}, 125, `--tty "maybe": use auto, always or never`},
+		{[]string{"sandbox", "run", "--pids", "-3", "--", "true"}, 125, "--pids -3: must be positive"},
+		{[]string{"sandbox", "run", "--bogus", "--", "true"}, 2, "unknown flag: --bogus"},
+		{[]string{"sandbox", "rm"}, 2, "give box ids, or --all"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+	}
+	for _, c := range cases {
+		code, _, stderr := runCLI(t, "", c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("harvest %s:\n  exit %d, want %d\n  stderr %q\n  want it to contain %q", strings.Join(c.args, " "), code, c.code, stderr, c.want)
+		}
+		if strings.Count(strings.TrimSpace(stderr), "\n") > 2 {
+			t.Errorf("harvest %s: more than one error:\n%s", strings.Join(c.args, " "), stderr)
+		}
+	}
+}
+
+// TestBinary runs the real harvest binary end to end on the default backend.
+func TestBinary(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the local backend needs root")
+	}
+	bin := testbin.Harvest(t)
+	agent := testbin.Agent(t)
+	env := append(os.Environ(), "HARVEST_AGENT_BINARY="+agent)
+	runBin := func(stdin string, args ...string) (int, string, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String(), errb.String()
+	}
+
+	code, out, errOut := runBin("", "doctor", "--json")
+	var report struct {
+		OK       bool `json:"ok"`
+		Backends []struct {
+			Backend   string `json:"backend"`
+			Available bool   `json:"available"`
+			Reason    string `json:"reason"`
+			Fix       string `json:"fix"`
+		} `json:"backends"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("doctor --json: %v\n%s%s", err, out, errOut)
+	}
+	if len(report.Backends) != 3 || (code == 0) != report.OK {
+		t.Fatalf("doctor: exit %d, %+v", code, report)
+	}
+	for _, b := range report.Backends {
+		if !b.Available && (b.Reason == "" || b.Fix == "") {
+			t.Errorf("doctor says %s is unavailable without saying why and how to fix it: %+v", b.Backend, b)
+		}
+	}
+
+	if code, out, _ := runBin("hello box\n", "sandbox", "run", "--", "tr", "a-z", "A-Z"); code != 0 || out != "HELLO BOX\n" {
+		t.Errorf("stdin through a box: exit %d, %q", code, out)
+	}
+	if code, _, _ := runBin("", "sandbox", "run", "--", "sh", "-c", "exit 42"); code != 42 {
+		t.Errorf("exit status: %d", code)
+	}
+	if code, _, _ := runBin("", "sandbox", "run", "--", "sh", "-c", "kill -TERM $$"); code != 128+15 {
+		t.Errorf("killed by SIGTERM: exit %d, want 143", code)
+	}
+	if code, _, errOut := runBin("", "sandbox", "run", "--", "no-such-command"); code != 127 || !strings.Contains(errOut, "not found") {
+		t.Errorf("missing command: exit %d %q", code, errOut)
+	}
+	ws := testbin.Workspace(t, 1000, 1000)
+	os.WriteFile(ws+"/in.txt", []byte("from the host"), 0o644)
+	code, out, errOut = runBin("", "sandbox", "run", "--workspace", "proj="+ws, "--", "sh", "-c", "pwd; cat in.txt; echo from the box > out.txt")
+	if code != 0 || out != "/workspace/proj\nfrom the host" {
+		t.Errorf("workspace: exit %d %q %q", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(ws + "/out.txt"); string(b) != "from the box\n" {
+		t.Errorf("the box's write did not reach the workspace: %q", b)
+	}
+	code, _, errOut = runBin("", "sandbox", "run", "--memory", "64m", "--", "sh", "-c", "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}")
+	if code != 137 || !strings.Contains(errOut, "out of memory") {
+		t.Errorf("memory limit: exit %d %q", code, errOut)
+	}
+	code, _, errOut = runBin("", "sandbox", "run", "--backend", "host", "--unsafe-host", "--", "true")
+	if code != 0 || !strings.Contains(errOut, "NO isolation") {
+		t.Errorf("host backend: exit %d, the unsafe warning missing: %q", code, errOut)
+	}
+	// Nothing is left behind by sandbox run.
+	if _, out, _ := runBin("", "sandbox", "ls"); strings.Count(out, "\n") > 1 {
+		t.Errorf("sandbox ls after the runs:\n%s", out)
+	}
+}
