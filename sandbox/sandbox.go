@@ -21,12 +21,26 @@ type Sandbox struct {
 // Connect performs the hello handshake on nc (a fresh connection to the box's
 // agent) and returns the Sandbox. Backends call it from Start and Recover.
 func Connect(ctx context.Context, p Provider, h Handle, nc net.Conn) (*Sandbox, error) {
+	return connect(ctx, p, h, nc, nil)
+}
+
+// ConnectClaim is Connect for an agent started warm: the hello gives it the
+// box's identity (id, environment, workdir, deadline) from h.
+func ConnectClaim(ctx context.Context, p Provider, h Handle, nc net.Conn) (*Sandbox, error) {
+	claim := &proto.Claim{BoxID: h.ID, Env: EnvList(h.Spec.Env), Workdir: h.Spec.Workdir}
+	if !h.Deadline.IsZero() {
+		claim.DeadlineMS = h.Deadline.UnixMilli()
+	}
+	return connect(ctx, p, h, nc, claim)
+}
+
+func connect(ctx context.Context, p Provider, h Handle, nc net.Conn, claim *proto.Claim) (*Sandbox, error) {
 	c := newClient(nc)
 	sb := &Sandbox{handle: h, provider: p, c: c}
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(deadline)
 	}
-	_, err := c.call(ctx, proto.MethodHello, proto.Hello{Version: proto.Version, BoxID: h.ID}, nil, &sb.hello)
+	_, err := c.call(ctx, proto.MethodHello, proto.Hello{Version: proto.Version, BoxID: h.ID, Claim: claim}, nil, &sb.hello)
 	_ = nc.SetDeadline(time.Time{})
 	if err != nil {
 		c.close()

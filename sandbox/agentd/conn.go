@@ -262,18 +262,26 @@ func (c *conn) doHello(params json.RawMessage) (any, error) {
 		return nil, &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf(
 			"protocol version mismatch: host speaks %d, the box's agent speaks %d; recreate the box with this version of Harvest", h.Version, proto.Version)}
 	}
-	if h.BoxID != "" && c.s.cfg.BoxID != "" && h.BoxID != c.s.cfg.BoxID {
-		return nil, &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("this is box %s, not %s", c.s.cfg.BoxID, h.BoxID)}
+	if h.Claim != nil {
+		if err := c.s.claim(*h.Claim); err != nil {
+			return nil, err
+		}
+	} else if !c.s.claimed.Load() {
+		return nil, &proto.Error{Code: proto.CodeInvalid, Message: "this agent is waiting to be claimed for a box"}
+	}
+	id := c.s.id()
+	if h.BoxID != "" && id.boxID != "" && h.BoxID != id.boxID {
+		return nil, &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("this is box %s, not %s", id.boxID, h.BoxID)}
 	}
 	return proto.HelloReply{
 		Version:  proto.Version,
-		BoxID:    c.s.cfg.BoxID,
+		BoxID:    id.boxID,
 		PID:      syscall.Getpid(),
 		UID:      syscall.Getuid(),
 		GID:      syscall.Getgid(),
-		Workdir:  c.s.cfg.Workdir,
+		Workdir:  id.workdir,
 		Started:  c.s.started,
-		Deadline: c.s.cfg.Deadline,
+		Deadline: id.deadline,
 	}, nil
 }
 

@@ -25,7 +25,7 @@ func (s *Server) resolve(p string) (string, error) {
 		return "", &proto.Error{Code: proto.CodeInvalid, Message: "path contains a NUL byte"}
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.cfg.Workdir, p)
+		p = filepath.Join(s.id().workdir, p)
 	}
 	return filepath.Clean(p), nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +40,8 @@ func Main(args []string) int {
 		workdir    = fs.String("workdir", "/", "default working directory")
 		deadlineMS = fs.Int64("deadline-ms", 0, "unix time (milliseconds) at which the box ends; 0: none")
 		noSeccomp  = fs.Bool("no-seccomp", false, "do not install the seccomp filter (debugging only)")
+		warm       = fs.Bool("warm", false, "start unclaimed: the first hello with a claim sets the box id, env, workdir and deadline")
+		readyFD    = fs.Int("ready-fd", -1, "write one byte to this inherited fd, and close it, once serving")
 		logLevel   = fs.String("log-level", "warn", "debug, info, warn or error")
 	)
 	fs.SetOutput(os.Stderr)
@@ -68,7 +72,10 @@ func Main(args []string) int {
 	if runtime.NumCPU() > 2 {
 		runtime.GOMAXPROCS(2) // the agent is I/O bound; fewer Ps, fewer threads
 	}
-	closeInherited(*listenFD)
+	// Its live heap is small; collect before the heap grows past a few MiB so
+	// resident memory stays near it (a soft limit: never an OOM).
+	debug.SetMemoryLimit(4 << 20)
+	closeInherited(*listenFD, *readyFD)
 	if !*noSeccomp {
 		if err := installSeccomp(); err != nil {
 			log.Error("hardening failed", "err", err)
@@ -98,6 +105,7 @@ func Main(args []string) int {
 		Env:      boxEnv(),
 		Deadline: dl,
 		PID1:     pid1,
+		Warm:     *warm,
 		Logger:   log,
 	})
 	if err != nil {
@@ -111,6 +119,14 @@ func Main(args []string) int {
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.Serve(l) }()
+	if *readyFD >= 0 {
+		// The listener accepts from here on (connections wait in its backlog
+		// until Serve takes them), and everything the backend set up for the
+		// box is in place: we were exec'd after it.
+		f := os.NewFile(uintptr(*readyFD), "ready")
+		_, _ = f.Write([]byte{1})
+		f.Close()
+	}
 	code := 0
 	select {
 	case sig := <-term:
@@ -168,7 +184,7 @@ func boxEnv() []string {
 // not just close-on-exec: a descriptor of a host directory held by PID 1 would
 // be reachable from the box as /proc/1/fd/N/.. (the runc CVE-2024-21626
 // class). Anonymous inodes are the Go runtime's own (epoll, eventfd) and stay.
-func closeInherited(keep int) {
+func closeInherited(keep ...int) {
 	d, err := os.Open("/proc/self/fd")
 	if err != nil {
 		return
@@ -178,7 +194,7 @@ func closeInherited(keep int) {
 	var stray []int
 	for _, n := range names {
 		fd, err := strconv.Atoi(n)
-		if err != nil || fd <= 2 || fd == dfd || fd == keep {
+		if err != nil || fd <= 2 || fd == dfd || slices.Contains(keep, fd) {
 			continue
 		}
 		if target, err := os.Readlink("/proc/self/fd/" + n); err == nil && strings.HasPrefix(target, "anon_inode:") {

@@ -91,9 +91,9 @@ func (s *Server) startProc(c *conn, prm proto.ExecParams) (*proc, error) {
 	env := s.mergeEnv(prm.Env)
 	dir := prm.Dir
 	if dir == "" {
-		dir = s.cfg.Workdir
+		dir = s.id().workdir
 	} else if !filepath.IsAbs(dir) {
-		dir = filepath.Join(s.cfg.Workdir, dir)
+		dir = filepath.Join(s.id().workdir, dir)
 	}
 	argv0, err := lookPath(prm.Args[0], envLookup(env, "PATH"), dir)
 	if err != nil {
@@ -402,10 +402,16 @@ func (p *proc) closeFiles() {
 
 func (o *pump) hostDoneCh() <-chan struct{} { return o.done }
 
+// pumpBufs recycles read buffers: an exec would otherwise leave 64 KiB of
+// garbage, and the agent's resident memory tracks its heap.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, proto.MaxData); return &b }}
+
 // run is the pump goroutine for one output fd.
 func (o *pump) run() {
 	p := o.p
-	buf := make([]byte, proto.MaxData)
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
 	lingered := false
 	for {
 		p.mu.Lock()

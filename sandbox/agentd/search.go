@@ -62,7 +62,7 @@ func walk(root string, gitignore bool, fn func(rel string, d fs.DirEntry) error)
 }
 
 func (s *Server) glob(prm proto.GlobParams) (proto.GlobReply, error) {
-	root, err := s.resolve(orDefault(prm.Root, s.cfg.Workdir))
+	root, err := s.resolve(orDefault(prm.Root, s.id().workdir))
 	if err != nil {
 		return proto.GlobReply{}, err
 	}
@@ -107,7 +107,7 @@ func (s *Server) glob(prm proto.GlobParams) (proto.GlobReply, error) {
 }
 
 func (s *Server) grep(prm proto.GrepParams) (proto.GrepReply, error) {
-	root, err := s.resolve(orDefault(prm.Root, s.cfg.Workdir))
+	root, err := s.resolve(orDefault(prm.Root, s.id().workdir))
 	if err != nil {
 		return proto.GrepReply{}, err
 	}

@@ -3,13 +3,17 @@ package agentd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
 // Config configures a Server.
@@ -26,14 +30,28 @@ type Config struct {
 	Deadline time.Time
 	// PID1 is true when the agent is the box's init: shutdown may then signal
 	// every process in the namespace (kill -1).
-	PID1   bool
+	PID1 bool
+	// Warm agents start before their box is asked for: the first hello that
+	// carries a Claim sets BoxID, Env, Workdir and Deadline (see package
+	// local's pool).
+	Warm   bool
 	Logger *slog.Logger
+}
+
+// identity is what a claim sets. It is replaced whole, never modified.
+type identity struct {
+	boxID    string
+	env      []string
+	workdir  string
+	deadline time.Time
 }
 
 // Server is the agent. Create it with New, then Serve a listener.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	ident   atomic.Pointer[identity]
+	claimed atomic.Bool
 	started time.Time
 	reaper  *reaper
 	oom     *oomCounter
@@ -85,14 +103,48 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.reaper = newReaper()
 	s.goroutine(func() { s.reaper.run(ctx) })
-	if !cfg.Deadline.IsZero() {
-		t := time.AfterFunc(time.Until(cfg.Deadline), func() {
-			s.log.Warn("box time limit reached; ending the box", "deadline", cfg.Deadline)
-			s.Shutdown(5 * time.Second)
-		})
-		s.goroutine(func() { <-ctx.Done(); t.Stop() })
+	s.ident.Store(&identity{boxID: cfg.BoxID, env: cfg.Env, workdir: cfg.Workdir, deadline: cfg.Deadline})
+	if !cfg.Warm {
+		s.claimed.Store(true)
+		s.startDeadline(cfg.Deadline)
 	}
 	return s, nil
+}
+
+func (s *Server) id() *identity { return s.ident.Load() }
+
+// startDeadline ends the box at d (the box's time limit), if set.
+func (s *Server) startDeadline(d time.Time) {
+	if d.IsZero() {
+		return
+	}
+	t := time.AfterFunc(time.Until(d), func() {
+		s.log.Warn("box time limit reached; ending the box", "deadline", d)
+		s.Shutdown(5 * time.Second)
+	})
+	s.goroutine(func() { <-s.ctx.Done(); t.Stop() })
+}
+
+// claim gives a warm agent its box. It succeeds once; a repeated claim of the
+// same box (a reconnect) is fine.
+func (s *Server) claim(c proto.Claim) error {
+	if c.BoxID == "" || c.Workdir == "" {
+		return &proto.Error{Code: proto.CodeInvalid, Message: "claim: box id and workdir are required"}
+	}
+	if !s.claimed.CompareAndSwap(false, true) {
+		if s.id().boxID == c.BoxID {
+			return nil
+		}
+		return &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("this agent already serves box %s", s.id().boxID)}
+	}
+	id := &identity{boxID: c.BoxID, env: c.Env, workdir: c.Workdir}
+	if c.DeadlineMS > 0 {
+		id.deadline = time.UnixMilli(c.DeadlineMS)
+	}
+	s.ident.Store(id)
+	s.log = s.log.With("box", c.BoxID)
+	s.startDeadline(id.deadline)
+	return nil
 }
 
 // goroutine runs f on a goroutine that Close waits for.
@@ -305,12 +357,13 @@ func (s *Server) remember(p *proc) {
 
 // baseEnv merges overrides (KEY=VALUE) into the box environment.
 func (s *Server) mergeEnv(overrides []string) []string {
+	base := s.id().env
 	if len(overrides) == 0 {
-		return append([]string(nil), s.cfg.Env...)
+		return append([]string(nil), base...)
 	}
-	idx := make(map[string]int, len(s.cfg.Env))
-	out := make([]string, 0, len(s.cfg.Env)+len(overrides))
-	for _, kv := range s.cfg.Env {
+	idx := make(map[string]int, len(base))
+	out := make([]string, 0, len(base)+len(overrides))
+	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		idx[k] = len(out)
 		out = append(out, kv)

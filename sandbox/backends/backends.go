@@ -24,6 +24,9 @@ type Options struct {
 	DockerImage string
 	// AllowUnsafeHost enables the host backend (no isolation).
 	AllowUnsafeHost bool
+	// LocalPool is how many idle shims the local backend keeps ready (faster
+	// creates for a long-running process; 0 for one-shot use).
+	LocalPool int
 }
 
 func (o Options) runDir(name string) string {
@@ -49,7 +52,7 @@ var All = []Backend{
 		Name: local.Name, Isolating: true,
 		Describe: "Linux namespaces (bubblewrap) and cgroups; no daemon",
 		New: func(o Options) sandbox.Provider {
-			return local.New(local.Config{RunDir: o.runDir(local.Name), AgentBinary: o.AgentBinary})
+			return local.New(local.Config{RunDir: o.runDir(local.Name), AgentBinary: o.AgentBinary, PoolSize: o.LocalPool})
 		},
 	},
 	{

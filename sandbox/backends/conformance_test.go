@@ -59,8 +59,8 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 				}
 			}
 		}
-		if name == "local" {
-			if m, err := cgroups.Detect("harvest"); err == nil {
+		if lp, ok := p.(interface{ CgroupParent() string }); ok && name == "local" {
+			if m, err := cgroups.Detect(lp.CgroupParent()); err == nil {
 				for _, d := range m.Open(h.ID).Dirs {
 					if _, err := os.Stat(d); err == nil {
 						out = append(out, "cgroup "+d)
@@ -73,12 +73,29 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 }
 
 // forEachAvailable runs f for every backend doctor reports available, failing
-// for a required backend that is not.
+// for a required backend that is not. The local backend runs twice: cold, and
+// with a pool of warm boxes (how a server runs it).
 func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend)) {
 	reports := backends.Doctor(context.Background(), options(t, testbin.TempDir(t)))
 	for _, r := range reports {
-		name := r.Backend
-		t.Run(name, func(t *testing.T) {
+		variants := []string{r.Backend}
+		if r.Backend == "local" {
+			variants = append(variants, "local+pool")
+		}
+		for _, variant := range variants {
+			runVariant(t, r, variant, f)
+		}
+	}
+}
+
+func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testing.T, b sandboxtest.Backend)) {
+	name := r.Backend
+	pool := 0
+	if variant == "local+pool" {
+		pool = 2
+	}
+	{
+		t.Run(variant, func(t *testing.T) {
 			if !r.Available {
 				if slices.Contains(requiredBackends(), name) {
 					t.Fatalf("backend %s is required here but unavailable: %s (%s)", name, r.Reason, r.Fix)
@@ -87,9 +104,12 @@ func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend))
 			}
 			b := sandboxtest.Backend{
 				Name:     name,
+				Pool:     pool > 0,
 				Isolated: r.Isolating,
 				New: func(t testing.TB, runDir string) sandbox.Provider {
-					p, err := backends.Open(name, options(t, runDir))
+					o := options(t, runDir)
+					o.LocalPool = pool
+					p, err := backends.Open(name, o)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -130,6 +150,9 @@ func TestLocalCycles(t *testing.T) {
 	forEachAvailable(t, func(t *testing.T, b sandboxtest.Backend) {
 		if b.Name != "local" {
 			t.Skip("the cycle test is for the local backend")
+		}
+		if testing.Short() && b.Pool {
+			t.Skip("-short: cycles run once, without the pool")
 		}
 		sandboxtest.RunCycles(t, b, n)
 	})

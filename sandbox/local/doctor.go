@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 )
@@ -45,6 +47,9 @@ func (p *Provider) check(smoke bool) error {
 	if err := userNamespaces(); err != nil {
 		return err
 	}
+	if err := mountAPI(); err != nil {
+		return err
+	}
 	mgr, err := cgroups.Detect(p.cfg.CgroupParent)
 	if err != nil {
 		return unavailable(err.Error(), "mount the memory and pids cgroup controllers (v1) or use cgroup v2 with them enabled")
@@ -52,6 +57,7 @@ func (p *Provider) check(smoke bool) error {
 	if err := mgr.Check(); err != nil {
 		return unavailable(err.Error(), "run harvest as root on a machine where it may create cgroups")
 	}
+	mgr.RemoveParent() // Check made it; Create makes it again when needed
 	agent, err := sandbox.AgentBinary(p.cfg.AgentBinary)
 	if err != nil {
 		return unavailable(err.Error(), "build it: CGO_ENABLED=0 go install ./cmd/...")
@@ -75,6 +81,22 @@ func userNamespaces() error {
 	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
 		return unavailable("AppArmor restricts unprivileged user namespaces",
 			"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or add an AppArmor profile allowing userns for bwrap")
+	}
+	return nil
+}
+
+// mountAPI checks for the syscalls claims use to mount workspaces into a
+// running box: open_tree and move_mount (Linux 5.2), mount_setattr (5.12).
+func mountAPI() error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLOEXEC)
+	if err == unix.ENOSYS {
+		return unavailable("this kernel has no open_tree (Linux 5.2+)", "upgrade the kernel to Linux 5.12 or newer")
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	if err := unix.MountSetattr(-1, "", 0, &unix.MountAttr{}); err == unix.ENOSYS {
+		return unavailable("this kernel has no mount_setattr (Linux 5.12+)", "upgrade the kernel to Linux 5.12 or newer")
 	}
 	return nil
 }

@@ -3,15 +3,26 @@
 //
 // # Process tree of one box
 //
-//	harvest ──exec──► harvest-agent sandbox-shim   (root, own session, private
-//	                       │                        mount namespace; outlives
+//	harvest ──exec──► harvest-agent sandbox-shim   (root, own session, in the
+//	                       │                        box's cgroup; outlives
 //	                       │                        harvest; see package shim)
 //	                       └─► bwrap (box user, --die-with-parent)
 //	                              └─► harvest-agent sandbox-agent  (PID 1 in the box)
 //	                                     └─► commands (own process groups)
 //
-// Harvest talks to the agent over a unix socket it creates itself in the box's
-// run dir (root-only) and hands to the agent as fd 3 through shim and bwrap: the
+// # Prepare, then claim
+//
+// A box is made in two steps (pool.go, package shim). Prepare starts the shim
+// in the box's cgroup, and bwrap and the agent with no identity and no
+// workspaces. Claim gives it its hostname, mounts its workspaces into its
+// mount namespace from outside (open_tree, setns, move_mount), and tells the
+// agent its id, environment, workdir and deadline. Prepare costs 10-20 ms
+// (mostly bwrap's namespaces and two process starts); a claim about one. A
+// server keeps a few prepared boxes for the default box user (Config.PoolSize)
+// so creating a box costs a claim; otherwise Start does both steps at once.
+//
+// Harvest talks to the agent over a unix socket that the shim creates in the
+// box's run dir (root-only) and hands to the agent as fd 3 through bwrap: the
 // box never sees the socket's path and cannot replace it.
 //
 // # Isolation
@@ -22,34 +33,39 @@
 // ipc, uts, cgroup namespaces), --disable-userns (no nested user namespaces),
 // --die-with-parent, --new-session (no controlling terminal to inject into),
 // --as-pid-1 (our agent reaps), --cap-drop ALL; bwrap sets no_new_privs. The
-// filesystem is a read-only tmpfs root with read-only /usr (and the merged-/usr
-// symlinks), a curated read-only /etc with generated passwd/group/hosts, own
-// /proc and minimal /dev, tmpfs /tmp, /dev/shm and HOME, the workspaces
-// read-write at /workspace/NAME, the agent binary read-only, and the box's own
-// memory cgroup read-only (so the agent can report OOM kills). The agent adds
-// its seccomp filter (package agentd).
+// root filesystem is a read-only directory Harvest builds per box user (see
+// root.go): a curated /etc with generated passwd/group/hosts and a copy of the
+// agent; on it, /usr read-only, own /proc, minimal /dev, tmpfs /tmp, /dev/shm
+// and HOME, the workspaces read-write at /workspace/NAME (nosuid, nodev) in an
+// otherwise read-only /workspace, and the box's own memory cgroup read-only
+// (so the agent can report OOM kills). The agent adds its seccomp filter
+// (package agentd). Nothing is mounted in the host's mount namespace.
 //
 // # Limits and cleanup
 //
-// Each box has its own cgroup (package cgroups) for memory, pids (plus a reserve
-// for the agent's threads), CPU and the freezer. The shim joins it before
-// starting bwrap, so nothing in the box ever runs outside it. Destroy freezes
-// and kills the whole cgroup (no fork can race it), waits for the shim, removes
-// the cgroup and the run dir: no process, mount or cgroup is left behind.
+// Each box has its own cgroup (package cgroups) for memory, pids (plus a
+// reserve for the agent's and shim's threads), CPU and the freezer, under a
+// parent named after the run dir (Harvests with different run dirs never see
+// each other's boxes). The shim joins it before starting bwrap, so nothing in
+// the box ever runs outside it. Destroy freezes and kills the whole cgroup (no
+// fork can race it), waits for the shim, removes the cgroup and the run dir:
+// no process, mount or cgroup is left behind.
 //
-// Requirements: root (cgroups and the shim's private mounts), bubblewrap 0.8 or
-// newer (--disable-userns), unprivileged user namespaces enabled. `harvest doctor` checks each and says how to fix it.
+// Requirements: root (cgroups, and the shim's mounts into boxes), bubblewrap
+// 0.8 or newer (--disable-userns), unprivileged user namespaces, Linux 5.12 or
+// newer (mount_setattr). `harvest doctor` checks each and says how to fix it.
 package local
 
 import (
-	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -74,8 +90,16 @@ type Config struct {
 	AgentBinary string
 	// Bwrap is the bubblewrap binary (default: bwrap in PATH).
 	Bwrap string
-	// CgroupParent names the parent cgroup of all boxes (default "harvest").
+	// CgroupParent names the parent cgroup of this provider's boxes. Default:
+	// "harvest/" and a hash of RunDir, so Harvests with different run dirs on
+	// one machine never list (or reap) each other's boxes.
 	CgroupParent string
+	// PoolSize is how many idle shims to keep ready (see pool.go). 0: none,
+	// every Start spawns its own (right for one-shot use like `harvest
+	// sandbox run`); a server sets a few. Close releases them.
+	PoolSize int
+	// Logger receives background errors (refilling the pool). Default: none.
+	Logger *slog.Logger
 }
 
 // Provider runs boxes with bubblewrap.
@@ -88,8 +112,12 @@ type Provider struct {
 	agent     string
 	cg        *cgroups.Manager
 
-	mu    sync.Mutex
-	shims map[string]chan struct{} // shims we started: closed when reaped
+	root rootCache
+	pool *pool
+
+	mu     sync.Mutex
+	shims  map[string]chan struct{} // shims we started: closed when reaped
+	closed bool
 }
 
 var (
@@ -104,7 +132,12 @@ func New(cfg Config) *Provider {
 		cfg.RunDir = sandbox.DefaultRunDir(Name)
 	}
 	if cfg.CgroupParent == "" {
-		cfg.CgroupParent = "harvest"
+		abs, err := filepath.Abs(cfg.RunDir)
+		if err != nil {
+			abs = cfg.RunDir
+		}
+		sum := sha256.Sum256([]byte(abs))
+		cfg.CgroupParent = "harvest/" + hex.EncodeToString(sum[:])[:12]
 	}
 	return &Provider{cfg: cfg, shims: map[string]chan struct{}{}}
 }
@@ -112,23 +145,65 @@ func New(cfg Config) *Provider {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
+// CgroupParent is the cgroup (relative to each hierarchy's root) that holds
+// this provider's boxes.
+func (p *Provider) CgroupParent() string { return p.cfg.CgroupParent }
+
 // handleData is the local part of a Handle.
 type handleData struct {
 	BoxDir string         `json:"box_dir"`
 	Cgroup cgroups.Cgroup `json:"cgroup"`
 	Shim   procutil.ID    `json:"shim"`
 	Agent  procutil.ID    `json:"agent"` // host pid of the box's PID 1
+	Root   string         `json:"root"`  // the read-only root it runs on
 }
 
 func (p *Provider) boxDir(id string) string { return filepath.Join(p.cfg.RunDir, id) }
 
-// ready resolves bwrap, the agent binary and cgroups once.
+// ready resolves bwrap, the agent binary and cgroups, creates the run dir,
+// reaps pools of dead Harvests and starts this provider's pool, once.
 func (p *Provider) ready() error {
-	p.readyOnce.Do(func() { p.readyErr = p.check(false) })
+	p.readyOnce.Do(func() {
+		if p.readyErr = p.check(false); p.readyErr != nil {
+			return
+		}
+		if err := sandbox.MkdirRunDir(p.cfg.RunDir); err != nil {
+			p.readyErr = fmt.Errorf("local backend run dir: %w", err)
+			return
+		}
+		p.reapStalePools()
+		p.pruneRoots()
+		p.mu.Lock()
+		if p.cfg.PoolSize > 0 && !p.closed {
+			p.pool = newPool(p, p.cfg.PoolSize)
+		}
+		p.mu.Unlock()
+	})
 	return p.readyErr
 }
 
-// Start implements sandbox.Provider.
+// Close releases the provider's idle shims. Boxes keep running.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	pl := p.pool
+	p.pool = nil
+	p.mu.Unlock()
+	pl.close()
+	if p.cg != nil {
+		p.cg.RemoveParent()
+	}
+	return nil
+}
+
+func (p *Provider) log(msg string, err error) {
+	if p.cfg.Logger != nil {
+		p.cfg.Logger.Warn(msg, "backend", Name, "err", err)
+	}
+}
+
+// Start implements sandbox.Provider: take a warm box (or prepare one) and
+// claim it. See pool.go.
 func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.Sandbox, err error) {
 	spec, err = sandbox.PrepareSpec(spec)
 	if err != nil {
@@ -137,206 +212,81 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err := p.ready(); err != nil {
 		return nil, err
 	}
-	if err := sandbox.MkdirRunDir(p.cfg.RunDir); err != nil {
-		return nil, fmt.Errorf("local backend run dir: %w", err)
-	}
-	dir := p.boxDir(spec.ID)
-	if err := os.Mkdir(dir, 0o711); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("box %s already exists: choose another id or destroy it first", spec.ID)
-		}
-		return nil, fmt.Errorf("creating %s: %w", dir, err)
-	}
-	var cg *cgroups.Cgroup
-	var shimCmd *exec.Cmd
-	defer func() {
-		if err == nil {
-			return
-		}
-		if shimCmd != nil && shimCmd.Process != nil {
-			_ = shimCmd.Process.Kill() // bwrap and the box die with it
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if cg != nil {
-			_ = cg.Kill(cctx)
-			p.waitShim(cctx, spec.ID, procutil.ID{})
-			_ = cg.Remove(cctx)
-		}
-		_ = removeBoxDir(dir)
-	}()
-
-	stage := filepath.Join(dir, "stage")
-	agentStage := filepath.Join(stage, "harvest-agent")
-	if err := os.Mkdir(stage, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(agentStage, nil, 0o755); err != nil {
-		return nil, err
-	}
-	binds := []shim.Bind{{Source: p.agent, Target: agentStage, ReadOnly: true}}
-	for _, w := range spec.Workspaces {
-		t := stagedWorkspace(stage, w.Name)
-		if err := os.MkdirAll(t, 0o755); err != nil {
-			return nil, err
-		}
-		binds = append(binds, shim.Bind{Source: w.HostPath, Target: t})
-	}
-	etcDir := filepath.Join(p.cfg.RunDir, "etc", fmt.Sprintf("%d-%d", spec.User.UID, spec.User.GID))
-	if err := writeEtc(etcDir, spec); err != nil {
-		return nil, fmt.Errorf("writing the box's /etc files: %w", err)
-	}
-
-	cg, err = p.cg.Create(spec.ID, cgroups.Limits{
+	home := homeOf(spec)
+	lim := cgroups.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		Pids:        spec.Limits.Pids + sandbox.AgentPidsReserve,
 		CPUs:        spec.Limits.CPUs,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the box's cgroup: %w", err)
 	}
-
-	sockPath := filepath.Join(dir, "agent.sock")
-	l, err := unixsock.Listen(sockPath)
-	if err != nil {
-		return nil, fmt.Errorf("creating the agent socket: %w", err)
-	}
-	lf, err := l.File()
-	l.Close()
-	if err != nil {
+	dir := p.boxDir(spec.ID)
+	w := p.takeWarm(ctx, spec.User, home)
+	if w != nil {
+		if err := os.Rename(filepath.Join(p.cfg.RunDir, w.name), dir); err != nil {
+			w.discard(filepath.Join(p.cfg.RunDir, w.name))
+			if errors.Is(err, os.ErrExist) {
+				return nil, fmt.Errorf("box %s already exists: choose another id or destroy it first", spec.ID)
+			}
+			return nil, err
+		}
+		if err := w.cg.Rename(spec.ID); err != nil {
+			w.discard(dir)
+			return nil, err
+		}
+		if err := w.cg.SetLimits(lim); err != nil {
+			w.discard(dir)
+			return nil, fmt.Errorf("setting the box's limits: %w", err)
+		}
+	} else if w, err = p.prepareBox(ctx, spec.ID, spec.User, home, lim); err != nil {
 		return nil, err
 	}
-	// Closed as soon as the shim has its copy: if the box dies, nobody may
-	// hold the listener, or a hello would wait in its backlog forever.
-	defer lf.Close()
+	defer func() {
+		if err != nil {
+			w.discard(dir)
+		}
+	}()
+	p.mu.Lock()
+	p.shims[spec.ID] = w.reaped
+	p.mu.Unlock()
 
 	now := time.Now()
 	deadline := now.Add(spec.Timeout)
-	layout := &bwrapLayout{
-		spec: spec, etcDir: etcDir, stageDir: stage, agentStage: agentStage,
-		cgroupDir: cg.MemoryDir(), cgroupV2: cg.Version == 2,
-		listenFD: 3, infoFD: 4, deadline: deadline.UnixMilli(),
+	claim := shim.Claim{BoxDir: dir, Hostname: spec.ID, Deadline: deadline.Unix()}
+	for _, ws := range spec.Workspaces {
+		claim.Workspaces = append(claim.Workspaces, shim.Mount{Source: ws.HostPath, Target: ws.Path()})
 	}
-	cfg := shim.Config{
-		BoxDir: dir, Bwrap: p.bwrap, Args: layout.args(), ExtraFDs: 1,
-		UID: spec.User.UID, GID: spec.User.GID, Cgroup: *cg, Binds: binds,
-		Deadline: deadline.Unix(), LogLimit: 1 << 20,
+	if _, err := w.exchange(ctx, claim); err != nil {
+		return nil, fmt.Errorf("starting box %s: %w (shim log: %s)", spec.ID, err, logTail(filepath.Join(dir, "shim.log")))
 	}
-	cfgPath := filepath.Join(dir, "shim.json")
-	if err := writeFile(cfgPath, cfg); err != nil {
-		return nil, err
-	}
+	w.in.Close()
+	w.outF.Close()
 
-	shimLog, err := os.OpenFile(filepath.Join(dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer shimLog.Close()
-	shimCmd = exec.Command(p.agent, "sandbox-shim", "--config", cfgPath)
-	shimCmd.ExtraFiles = []*os.File{lf}
-	shimCmd.Stderr = shimLog
-	shimCmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	shimCmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Unshareflags: syscall.CLONE_NEWNS}
-	// Our own pipe, not StdoutPipe: Wait (in the reaper below) would close
-	// that under the reader when a failing shim exits right after reporting.
-	out, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close()
-	shimCmd.Stdout = outW
-	err = shimCmd.Start()
-	outW.Close()
-	lf.Close()
-	if err != nil {
-		return nil, fmt.Errorf("starting the box's shim: %w", err)
-	}
-	reaped := make(chan struct{})
-	p.mu.Lock()
-	p.shims[spec.ID] = reaped
-	p.mu.Unlock()
-	cmd := shimCmd
-	go func() { // owned by the box: ends when the shim exits
-		_ = cmd.Wait()
-		close(reaped)
-	}()
-
-	// Read the shim's report and say hello to the agent at the same time: the
-	// socket already exists, so the hello waits in its backlog until the agent
-	// accepts.
-	type stateResult struct {
-		st  shim.State
-		err error
-	}
-	stateCh := make(chan stateResult, 1)
-	go func() {
-		line, err := bufio.NewReader(out).ReadBytes('\n')
-		var st shim.State
-		if err == nil {
-			err = json.Unmarshal(line, &st)
-		}
-		if err != nil {
-			err = fmt.Errorf("the box's shim exited without reporting (see %s): %w", filepath.Join(dir, "shim.log"), err)
-		} else if st.Error != "" {
-			err = fmt.Errorf("starting box %s: %s", spec.ID, st.Error)
-		}
-		stateCh <- stateResult{st, err}
-	}()
 	h := sandbox.Handle{ID: spec.ID, Backend: Name, Created: now, Deadline: deadline, Spec: spec}
-	type connResult struct {
-		sb  *sandbox.Sandbox
-		err error
-	}
-	connCh := make(chan connResult, 1)
-	cctx, cancelConn := context.WithCancel(ctx)
-	defer cancelConn()
-	go func() {
-		sb, err := p.connect(cctx, h, sockPath)
-		connCh <- connResult{sb, err}
-	}()
-	var st stateResult
-	select {
-	case st = <-stateCh:
-	case <-ctx.Done():
-		cancelConn()
-		if r := <-connCh; r.sb != nil {
-			r.sb.Close()
-		}
-		return nil, ctx.Err()
-	}
-	if st.err != nil {
-		cancelConn()
-		if r := <-connCh; r.sb != nil {
-			r.sb.Close()
-		}
-		return nil, st.err
-	}
-	var r connResult
-	select {
-	case r = <-connCh:
-	case <-reaped:
-		// The shim exits when bwrap does: the box died while starting.
-		cancelConn()
-		if r := <-connCh; r.sb != nil {
-			r.sb.Close()
-		}
-		return nil, fmt.Errorf("box %s exited while starting: %s", spec.ID, logTail(filepath.Join(dir, "agent.log")))
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("%w (agent log: %s)", r.err, logTail(filepath.Join(dir, "agent.log")))
-	}
 	data := handleData{
-		BoxDir: dir, Cgroup: *cg,
-		Shim:  procutil.ID{PID: st.st.Shim.PID, Start: st.st.Shim.Start},
-		Agent: procutil.ID{PID: st.st.Agent.PID, Start: st.st.Agent.Start},
+		BoxDir: dir, Cgroup: *w.cg, Root: w.root,
+		Shim:  procutil.ID{PID: w.state.Shim.PID, Start: w.state.Shim.Start},
+		Agent: procutil.ID{PID: w.state.Agent.PID, Start: w.state.Agent.Start},
 	}
 	h.Data, _ = json.Marshal(data)
+	nc, err := unixsock.Dial(ctx, filepath.Join(dir, "agent.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the agent of box %s: %w", spec.ID, err)
+	}
+	sb, err := sandbox.ConnectClaim(ctx, p, h, nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w (agent log: %s)", err, logTail(filepath.Join(dir, "agent.log")))
+	}
 	if err := writeFile(filepath.Join(dir, "handle.json"), h); err != nil {
-		r.sb.Close()
+		sb.Close()
 		return nil, err
 	}
-	r.sb.SetHandle(h)
-	return r.sb, nil
+	return sb, nil
+}
+
+func (p *Provider) takeWarm(ctx context.Context, u sandbox.User, home string) *warmBox {
+	p.mu.Lock()
+	pl := p.pool
+	p.mu.Unlock()
+	return pl.take(ctx, u, home)
 }
 
 // logTail returns the last lines of a box's agent log, for error messages.
@@ -465,38 +415,17 @@ func (p *Provider) Destroy(ctx context.Context, h sandbox.Handle) error {
 	if err := removeBoxDir(d.BoxDir); err != nil {
 		return fmt.Errorf("destroying box %s: %w", h.ID, err)
 	}
+	if p.ready() == nil {
+		p.cg.RemoveParent() // a no-op while other boxes (or warm ones) remain
+	}
 	return nil
 }
 
-// removeBoxDir removes a box's run dir, refusing if anything in its staging
-// area is a mount point in our mount namespace: a workspace mounted there
-// would otherwise be deleted with it. (The shim's mounts live only in its own
-// namespace; this guards against that ever changing.)
+// removeBoxDir removes a box's run dir. (Nothing is ever mounted there on the
+// host: workspaces are mounted inside the box's own mount namespace.)
 func removeBoxDir(dir string) error {
 	if dir == "" {
 		return nil
-	}
-	stage := filepath.Join(dir, "stage")
-	var parentDev uint64
-	if st, err := os.Stat(dir); err == nil {
-		parentDev = st.Sys().(*syscall.Stat_t).Dev
-	} else if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	var mounted []string
-	_ = filepath.WalkDir(stage, func(path string, de os.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		var st syscall.Stat_t
-		if syscall.Lstat(path, &st) == nil && st.Dev != parentDev {
-			mounted = append(mounted, path)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	if len(mounted) > 0 {
-		return fmt.Errorf("refusing to remove %s: %v are mount points in harvest's own mount namespace", dir, mounted)
 	}
 	return os.RemoveAll(dir)
 }
@@ -511,7 +440,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == "etc" {
+		if !e.IsDir() || e.Name() == "etc" || e.Name() == "root" || strings.HasPrefix(e.Name(), poolPrefix) {
 			continue
 		}
 		h := sandbox.Handle{ID: e.Name(), Backend: Name}
@@ -530,7 +459,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 			return out, err
 		}
 		for _, id := range ids {
-			if !seen[id] {
+			if !seen[id] && !strings.HasPrefix(id, poolPrefix) {
 				out = append(out, sandbox.Handle{ID: id, Backend: Name})
 			}
 		}
@@ -538,8 +467,26 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 	return out, nil
 }
 
+// pruneRoots removes built roots no box of this run dir uses any more.
+func (p *Provider) pruneRoots() {
+	inUse := map[string]bool{}
+	ents, _ := os.ReadDir(p.cfg.RunDir)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(p.cfg.RunDir, e.Name(), "handle.json"))
+		if err != nil {
+			continue
+		}
+		var h sandbox.Handle
+		var d handleData
+		if json.Unmarshal(b, &h) == nil && json.Unmarshal(h.Data, &d) == nil && d.Root != "" {
+			inUse[d.Root] = true
+		}
+	}
+	pruneRoots(p.cfg.RunDir, inUse)
+}
+
 func writeFile(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,17 @@ var ErrNoProcess = errors.New("no such process in the box")
 type Hello struct {
 	Version int    `json:"version"`
 	BoxID   string `json:"box_id"`
+	// Claim gives a warm agent (started before its box was asked for) the
+	// box's identity. It is accepted once; later hellos must name that box.
+	Claim *Claim `json:"claim,omitempty"`
+}
+
+// Claim is a box's identity, for an agent started warm.
+type Claim struct {
+	BoxID      string   `json:"box_id"`
+	Env        []string `json:"env"`
+	Workdir    string   `json:"workdir"`
+	DeadlineMS int64    `json:"deadline_ms,omitempty"` // unix ms; 0: none
 }
 
 // HelloReply describes the agent.

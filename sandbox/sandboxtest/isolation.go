@@ -388,29 +388,21 @@ func (s *suite) testMemoryBomb(t *testing.T) {
 	}
 }
 
-// boxHostPIDs finds the host pids of every process in the box: those sharing
-// the pid namespace of the box's agent (found by its --id argument).
-func boxHostPIDs(id string) []int {
-	var agentNS string
-	var all []int
+// boxHostPIDs finds the host pids of every process in the box: those in the
+// box's pid namespace, which the box names itself (the namespace's inode reads
+// the same inside and outside).
+func boxHostPIDs(pidNS string) []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		all = append(all, pid)
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if bytes.Contains(cmd, []byte("sandbox-agent\x00")) && bytes.Contains(cmd, []byte("\x00--id\x00"+id+"\x00")) {
-			agentNS, _ = os.Readlink("/proc/" + e.Name() + "/ns/pid")
-		}
-	}
-	if agentNS == "" {
-		return nil
-	}
-	var out []int
-	for _, pid := range all {
-		if ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); ns == agentNS {
+		if ns, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); ns == pidNS {
+			if st, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); bytes.Contains(st, []byte(") Z ")) {
+				continue // dead, waiting for its parent to reap it
+			}
 			out = append(out, pid)
 		}
 	}
@@ -439,7 +431,11 @@ func (s *suite) testDestroyClean(t *testing.T) {
 	}
 	id := sb.ID()
 	sh(t, sb, "sleep 1001 >/dev/null 2>&1 & setsid sleep 1002 >/dev/null 2>&1 & (sleep 1003 &) ; true")
-	pids := boxHostPIDs(id)
+	pidNS := mustOK(t, sb, "readlink", "/proc/1/ns/pid")
+	if !strings.HasPrefix(pidNS, "pid:[") {
+		t.Fatalf("the box's pid namespace: %q", pidNS)
+	}
+	pids := boxHostPIDs(pidNS)
 	if len(pids) < 4 {
 		t.Fatalf("expected the agent and three sleeps on the host, found pids %v", pids)
 	}
@@ -452,7 +448,7 @@ func (s *suite) testDestroyClean(t *testing.T) {
 			t.Errorf("process %d survived Destroy: %s", pid, b)
 		}
 	}
-	if left := boxHostPIDs(id); len(left) > 0 {
+	if left := boxHostPIDs(pidNS); len(left) > 0 {
 		t.Errorf("processes of box %s survived Destroy: %v", id, left)
 	}
 	if m := mountsMentioning(id); len(m) > 0 {

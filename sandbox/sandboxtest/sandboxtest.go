@@ -31,6 +31,8 @@ type Backend struct {
 	New func(t testing.TB, runDir string) sandbox.Provider
 	// Isolated backends must pass the isolation battery.
 	Isolated bool
+	// Pool: the provider keeps warm boxes (local backend in server mode).
+	Pool bool
 	// Spec adjusts every spec before Start (e.g. the docker image).
 	Spec func(*sandbox.Spec)
 	// Leftovers lists what remains of a destroyed box besides processes and

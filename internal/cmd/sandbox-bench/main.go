@@ -2,7 +2,8 @@
 // alternatives, side by side in one run, and prints a markdown table
 // (scripts/bench-sandbox runs it; results go in BENCHMARKS.md).
 //
-//	create→first exit   Start + Run(true), local and docker, vs raw `docker run`
+//	create→first exit   Start + Run(true): local cold and with a pool of warm
+//	                    boxes (server mode), docker, vs raw `docker run`
 //	exec round trip     Run(true) in a live box (local, docker, host) vs
 //	                    `docker exec`, a fresh bwrap per command, fork+exec
 //	concurrent creates  50 boxes started at once (local)
@@ -87,11 +88,22 @@ func main() {
 		return p
 	}
 	local, docker, host := open("local"), open("docker"), open("host")
+	pooledOpts := opts
+	pooledOpts.LocalPool = 4
+	pooledOpts.RunDir = runDir + "/pooled"
+	os.MkdirAll(pooledOpts.RunDir, 0o711)
+	pooled, err := backends.Open("local", pooledOpts)
+	if err != nil {
+		die("%v", err)
+	}
+	defer pooled.(interface{ Close() error }).Close()
 	var rows []row
 
 	fmt.Fprintln(os.Stderr, "create → first exit ...")
 	var destroyLocal, destroyDocker []time.Duration
-	rows = append(rows, row{what: "create → first exit", how: "harvest local", samples: createToExit(ctx, local, *n, &destroyLocal)})
+	rows = append(rows, row{what: "create → first exit", how: "harvest local, cold (no idle shims)", samples: createToExit(ctx, local, *n, &destroyLocal)})
+	var ignore []time.Duration
+	rows = append(rows, row{what: "create → first exit", how: "harvest local, 4 warm boxes (server mode)", samples: createToExit(ctx, pooled, *n, &ignore)})
 	rows = append(rows, row{what: "create → first exit", how: "harvest docker", samples: createToExit(ctx, docker, *nSlow, &destroyDocker)})
 	rows = append(rows, row{what: "create → first exit", how: "raw `docker run --rm --network none IMAGE true`", samples: timeCmd(*nSlow, "docker", "run", "--rm", "--network", "none", *image, "true")})
 
@@ -105,11 +117,13 @@ func main() {
 	rows = append(rows, row{what: "exec round trip (`true`)", how: "plain fork+exec on the host", samples: timeCmd(*n*3, "/bin/true")})
 
 	fmt.Fprintln(os.Stderr, "concurrent creates ...")
-	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local", samples: concurrentCreates(ctx, local, *concurrent)})
+	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, cold", samples: concurrentCreates(ctx, local, *concurrent)})
+	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, 4 warm boxes", samples: concurrentCreates(ctx, pooled, *concurrent)})
 
 	rows = append(rows, row{what: "destroy", how: "harvest local", samples: destroyLocal})
 	rows = append(rows, row{what: "destroy", how: "harvest docker", samples: destroyDocker})
 	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a local box, after 900 execs", value: fmt.Sprintf("%.1f MB", float64(rss)/1e6)})
+	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a fresh local box", value: fmt.Sprintf("%.1f MB", float64(freshRSS(ctx, local))/1e6)})
 
 	fmt.Printf("| measurement | how | p50 | p99 | samples |\n|---|---|---|---|---|\n")
 	for _, r := range rows {
@@ -171,6 +185,19 @@ func roundTrips(ctx context.Context, p sandbox.Provider, n int, rss *int64) []ti
 		*rss = info.RSSBytes
 	}
 	return out
+}
+
+func freshRSS(ctx context.Context, p sandbox.Provider) int64 {
+	sb, err := p.Start(ctx, spec())
+	if err != nil {
+		die("start: %v", err)
+	}
+	defer sb.Destroy(ctx)
+	info, err := sb.Info(ctx)
+	if err != nil {
+		die("info: %v", err)
+	}
+	return info.RSSBytes
 }
 
 func timeCmd(n int, name string, args ...string) []time.Duration {

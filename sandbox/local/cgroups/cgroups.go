@@ -161,7 +161,8 @@ func (m *Manager) Check() error {
 	return nil
 }
 
-// enableV2 turns on the controllers boxes need for children of the parent.
+// enableV2 turns on the controllers boxes need at every level from the root
+// down to the parent (v2 delegates controllers one level at a time).
 func (m *Manager) enableV2() error {
 	root := m.Roots[""]
 	avail, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
@@ -175,7 +176,12 @@ func (m *Manager) enableV2() error {
 		}
 	}
 	ctl := strings.Join(want, " ")
-	for _, dir := range []string{root, filepath.Join(root, m.Parent)} {
+	dir := root
+	for _, part := range append([]string{""}, strings.Split(m.Parent, "/")...) {
+		dir = filepath.Join(dir, part)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 		cur, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 		missing := false
 		for _, w := range want {
@@ -216,11 +222,43 @@ func (m *Manager) Create(id string, lim Limits) (*Cgroup, error) {
 		}
 		cg.Dirs[c] = dir
 	}
-	if err := cg.apply(lim); err != nil {
+	if err := cg.SetLimits(lim); err != nil {
 		cg.Remove(context.Background())
 		return nil, err
 	}
 	return cg, nil
+}
+
+// Rename renames the cgroup (in every hierarchy) to newID under the same
+// parent. Processes stay in it. The local backend's pool renames a waiting
+// shim's cgroup to the box it is given.
+func (cg *Cgroup) Rename(newID string) error {
+	if newID == "" || strings.ContainsAny(newID, "/.") {
+		return fmt.Errorf("cgroups: bad box id %q", newID)
+	}
+	done := map[string]string{}
+	for c, dir := range cg.Dirs {
+		to := filepath.Join(filepath.Dir(dir), newID)
+		if err := os.Rename(dir, to); err != nil {
+			for c2, old := range done { // undo
+				_ = os.Rename(cg.Dirs[c2], old)
+			}
+			return fmt.Errorf("renaming cgroup %s: %w", dir, err)
+		}
+		done[c] = dir
+		cg.Dirs[c] = to
+	}
+	return nil
+}
+
+// DirList returns the cgroup's directories, sorted.
+func (cg *Cgroup) DirList() []string {
+	out := make([]string, 0, len(cg.Dirs))
+	for _, d := range cg.Dirs {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func write(dir, file, val string) error {
@@ -235,7 +273,8 @@ func exists(dir, file string) bool {
 	return err == nil
 }
 
-func (cg *Cgroup) apply(lim Limits) error {
+// SetLimits applies lim to the cgroup (a zero field leaves that limit alone).
+func (cg *Cgroup) SetLimits(lim Limits) error {
 	if cg.Version == 1 {
 		if d := cg.Dirs["memory"]; d != "" && lim.MemoryBytes > 0 {
 			v := strconv.FormatInt(lim.MemoryBytes, 10)
@@ -253,6 +292,9 @@ func (cg *Cgroup) apply(lim Limits) error {
 			if err := write(d, "pids.max", strconv.Itoa(lim.Pids)); err != nil {
 				return err
 			}
+		}
+		if lim.CPUs > 0 && cg.Dirs["cpu"] == "" {
+			return fmt.Errorf("a CPU limit needs the cpu cgroup controller, which is not mounted")
 		}
 		if d := cg.Dirs["cpu"]; d != "" && lim.CPUs > 0 {
 			if err := write(d, "cpu.cfs_period_us", "100000"); err != nil {
@@ -449,6 +491,20 @@ func (cg *Cgroup) Remove(ctx context.Context) error {
 		case <-ctx.Done():
 			return lastErr
 		case <-time.After(d):
+		}
+	}
+}
+
+// RemoveParent removes the parent cgroup, and the empty ones above it, where
+// no box is left (best effort: a busy cgroup stays).
+func (m *Manager) RemoveParent() {
+	for _, root := range m.Roots {
+		dir := filepath.Join(root, m.Parent)
+		for dir != root && strings.HasPrefix(dir, root) {
+			if err := syscall.Rmdir(dir); err != nil {
+				break
+			}
+			dir = filepath.Dir(dir)
 		}
 	}
 }

@@ -1,5 +1,5 @@
 // Package shim is the local backend's per-box supervisor, run as
-// `harvest-agent sandbox-shim --config FILE` (like conmon for podman).
+// `harvest-agent sandbox-shim --cgroup DIR,DIR...` (like conmon for podman).
 //
 // Why a shim: bwrap's --die-with-parent ties a box to bwrap's parent. If that
 // parent were `harvest serve`, every box would die with it and nothing could be
@@ -7,25 +7,48 @@
 // Harvest (own session), the box dies with it, and it records how the box ended
 // (exit.json) even when Harvest is not there to see it.
 //
-// What it does, in order (it runs as root, started by Harvest in a private mount
-// namespace — Go's Unshareflags=CLONE_NEWNS, made rprivate):
+// A box is made in two steps, each one JSON line on the shim's stdin and one
+// JSON line of reply on its stdout:
 //
-//  1. bind-mounts each workspace and the agent binary into the box's staging
-//     directory. bwrap runs as the unprivileged box user and can only bind
-//     paths that user can reach; the staging dir is reachable wherever the real
-//     workspace lives (even under /root). The mounts exist only in this
-//     namespace and vanish with the box: nothing touches the host mount table.
-//  2. joins the box's cgroups, starts bwrap as the box user (so bwrap and every
-//     box process are in the cgroups from their first instruction: no race
-//     with a fork bomb), then moves itself back out (so a box at its memory
-//     limit can never OOM-kill its own supervisor).
-//  3. reads bwrap's --info-fd for the box's PID 1 (the agent), writes
-//     state.json and prints it as one JSON line on stdout: Harvest waits for it.
-//  4. copies bwrap's output into agent.log (capped), waits for bwrap, writes
-//     exit.json, exits. At the box's deadline plus a margin it kills bwrap as a
-//     backstop to the agent's own time limit.
+//	prepare  start a box that has no identity yet ("warm"): bwrap as the box
+//	         user, the agent inside waiting to be claimed, no workspaces
+//	claim    make it box X: set its hostname, mount its workspaces into it,
+//	         record its deadline; the agent gets its id, environment and
+//	         workdir from Harvest's hello
 //
-// Only the standard library and the cgroups package: it runs in harvest-agent.
+// The local backend keeps a few shims prepared ahead of time (its pool), so
+// creating a box costs a claim: about a millisecond instead of ten. A cold
+// start sends both lines back to back: one code path.
+//
+// Life of a shim (it runs as root):
+//
+//  1. at start it joins the box's cgroups (--cgroup), so bwrap and every box
+//     process are in them from their first instruction: no race with a fork
+//     bomb. It stays in them, protected from the OOM killer (oom_score_adj
+//     -1000, set after bwrap is forked so the box does not inherit it).
+//  2. prepare: it creates the agent's listening socket, starts bwrap from a
+//     locked OS thread that then waits for it (the kernel sends
+//     --die-with-parent's signal when the parent *thread* exits), reads
+//     bwrap's --info-fd for the box's PID 1 and reports the box's pids.
+//  3. claim: on a locked thread it takes a detached copy of each workspace's
+//     mount in the host's mount namespace (open_tree), enters the box's UTS
+//     and mount namespaces (setns), sets the hostname, creates each mount
+//     point as the box user (fsuid: the box's tmpfs has no inode owner for
+//     host root) and attaches the copy there (move_mount), nosuid and nodev,
+//     then makes /workspace itself read-only. Mounting into the box from
+//     outside works wherever the workspace lives (even under a directory the
+//     box user cannot traverse), and nothing appears in the host's mount
+//     table. The thread is never unlocked: it exits with its namespaces.
+//  4. it copies bwrap's output into agent.log (capped), waits for bwrap,
+//     writes exit.json and exits. At the box's deadline plus a margin it kills
+//     bwrap, a backstop to the agent's own time limit.
+//
+// EOF on stdin before a claim means the box is not wanted (the pool shrank,
+// Harvest closed or died): the shim kills the warm box, removes its cgroups
+// and its directory, and exits.
+//
+// Only the standard library, x/sys and small internal packages: it runs in
+// harvest-agent, which must start fast.
 package shim
 
 import (
@@ -39,37 +62,44 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
+	"golang.org/x/sys/unix"
+
+	"github.com/harvest-dev/harvest/internal/unixsock"
 )
 
-// Config is what Harvest writes to the shim's config file.
-type Config struct {
-	BoxDir string   `json:"box_dir"`
-	Bwrap  string   `json:"bwrap"`
-	Args   []string `json:"args"` // bwrap's arguments (without argv[0])
-	// ExtraFDs inherited fds (3, 4, ...) are passed to bwrap at the same
-	// numbers. The info pipe follows them, at fd 3+ExtraFDs.
-	ExtraFDs int            `json:"extra_fds"`
-	UID      int            `json:"uid"`
-	GID      int            `json:"gid"`
-	Cgroup   cgroups.Cgroup `json:"cgroup"`
-	Binds    []Bind         `json:"binds"`
-	// Deadline (unix seconds) is the box's time limit; the shim kills bwrap
-	// at Deadline+BackstopSeconds if the agent has not ended the box.
-	Deadline int64 `json:"deadline"`
+// Prepare starts a warm box.
+type Prepare struct {
+	// Dir holds the box's socket (agent.sock) and logs; Harvest renames it to
+	// the box's run dir when it claims the box.
+	Dir   string   `json:"dir"`
+	Bwrap string   `json:"bwrap"`
+	Args  []string `json:"args"` // bwrap's arguments: fd 3 is the listener, 4 the info pipe, 5 the agent's ready pipe
+	UID   int      `json:"uid"`
+	GID   int      `json:"gid"`
+	// LogLimit caps agent.log (the rest is counted and dropped).
 	LogLimit int64 `json:"log_limit"`
 }
 
-// Bind is a bind mount the shim makes in its private mount namespace.
-type Bind struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"read_only,omitempty"`
+// Claim makes a prepared box a particular box.
+type Claim struct {
+	BoxDir     string  `json:"box_dir"` // Prepare.Dir after Harvest renamed it
+	Hostname   string  `json:"hostname"`
+	Workspaces []Mount `json:"workspaces"`
+	// Deadline (unix seconds) is the box's time limit; the shim kills bwrap
+	// at Deadline+BackstopSeconds if the agent has not ended the box.
+	Deadline int64 `json:"deadline"`
+}
+
+// Mount is a host directory to mount read-write at Target inside the box.
+type Mount struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // BackstopSeconds is how long after the deadline the shim waits for the agent.
@@ -81,7 +111,7 @@ type Proc struct {
 	Start uint64 `json:"start"`
 }
 
-// State is what the shim reports once the box runs.
+// State is the shim's reply to a Prepare and to a Claim.
 type State struct {
 	Shim  Proc   `json:"shim"`
 	Bwrap Proc   `json:"bwrap"`
@@ -100,116 +130,295 @@ type Exit struct {
 // Main runs the shim and returns its exit code.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("sandbox-shim", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "the shim's JSON config file")
-	if err := fs.Parse(args); err != nil || *cfgPath == "" {
-		fmt.Fprintln(os.Stderr, "usage: sandbox-shim --config FILE")
+	cgs := fs.String("cgroup", "", "comma-separated cgroup directories to join at start")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintln(os.Stderr, "usage: sandbox-shim --cgroup DIR[,DIR...]  (prepare and claim lines on stdin)")
 		return 2
 	}
-	b, err := os.ReadFile(*cfgPath)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	// The box's PID 1 is orphaned when bwrap exits first: it comes back to us,
+	// not to the host's init, and we reap it (see startAndWait).
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	var dirs []string
+	if *cgs != "" {
+		dirs = strings.Split(*cgs, ",")
+		for _, dir := range dirs {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil {
+				return report(State{Error: fmt.Sprintf("joining cgroup %s: %v", dir, err)})
+			}
+		}
+	}
+	in := bufio.NewReaderSize(os.Stdin, 64<<10)
+	var prep Prepare
+	if !readLine(in, &prep) {
+		abandon(dirs, "")
+		return 0
+	}
+	if f, err := os.OpenFile(filepath.Join(prep.Dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+		_ = unix.Dup2(int(f.Fd()), 2)
+		f.Close()
+	}
+	b, err := prepare(prep)
 	if err != nil {
+		abandon(dirs, "")
 		return report(State{Error: err.Error()})
 	}
-	var cfg Config
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return report(State{Error: "bad shim config: " + err.Error()})
+	report(b.state)
+
+	// Wait for the claim; if the warm box dies first, give up.
+	claims := make(chan *Claim, 1)
+	go func() {
+		var c Claim
+		if readLine(in, &c) {
+			claims <- &c
+		} else {
+			claims <- nil
+		}
+	}()
+	var claim *Claim
+	select {
+	case claim = <-claims:
+	case <-b.waited:
+		fmt.Fprintln(os.Stderr, "sandbox-shim: the warm box exited before it was claimed")
+		abandon(dirs, prep.Dir)
+		return 1
 	}
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-	return run(cfg)
+	if claim == nil {
+		_ = b.cmd.Process.Kill()
+		<-b.waited
+		<-b.logDone
+		abandon(dirs, prep.Dir)
+		return 0
+	}
+	if err := applyClaim(b.state.Agent.PID, prep.UID, prep.GID, *claim); err != nil {
+		_ = b.cmd.Process.Kill()
+		return report(State{Error: err.Error()})
+	}
+	if err := writeJSON(filepath.Join(claim.BoxDir, "state.json"), b.state); err != nil {
+		_ = b.cmd.Process.Kill()
+		return report(State{Error: err.Error()})
+	}
+	report(b.state)
+	os.Stdout.Close()
+	return b.supervise(claim)
 }
 
-// report prints the state line for Harvest (stdout is a pipe it reads once).
+// readLine decodes one JSON line; false on EOF or garbage.
+func readLine(r *bufio.Reader, v any) bool {
+	line, err := r.ReadBytes('\n')
+	if len(line) == 0 && err != nil {
+		return false
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-shim: bad input line:", err)
+		return false
+	}
+	return true
+}
+
+// report prints one state line for Harvest.
 func report(st State) int {
 	b, _ := json.Marshal(st)
 	os.Stdout.Write(append(b, '\n'))
-	os.Stdout.Close()
 	if st.Error != "" {
 		return 1
 	}
 	return 0
 }
 
-func run(cfg Config) int {
-	for _, bd := range cfg.Binds {
-		if err := bindMount(bd); err != nil {
-			return report(State{Error: err.Error()})
-		}
-	}
-	orig, err := ownCgroups()
-	if err != nil {
-		return report(State{Error: "reading our cgroups: " + err.Error()})
-	}
-	if err := cfg.Cgroup.Join(0); err != nil {
-		return report(State{Error: err.Error()})
-	}
+// box is a running bwrap.
+type box struct {
+	cmd     *exec.Cmd
+	state   State
+	waited  <-chan error
+	logDone chan struct{}
+}
 
+func prepare(p Prepare) (*box, error) {
+	l, err := unixsock.Listen(filepath.Join(p.Dir, "agent.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("creating the agent socket: %w", err)
+	}
+	lf, err := l.File()
+	l.Close()
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close() // once bwrap has it, the listener lives in the box only
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
-		return report(State{Error: err.Error()})
+		return nil, err
 	}
+	defer infoR.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		infoW.Close()
+		return nil, err
+	}
+	defer readyR.Close()
 	logR, logW, err := os.Pipe()
 	if err != nil {
-		return report(State{Error: err.Error()})
+		infoW.Close()
+		readyW.Close()
+		return nil, err
 	}
-	cmd := exec.Command(cfg.Bwrap, cfg.Args...)
-	for i := 0; i < cfg.ExtraFDs; i++ {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, os.NewFile(uintptr(3+i), "inherited"))
-	}
-	cmd.ExtraFiles = append(cmd.ExtraFiles, infoW)
+	cmd := exec.Command(p.Bwrap, p.Args...)
+	cmd.ExtraFiles = []*os.File{lf, infoW, readyW}
 	cmd.Stdout, cmd.Stderr = logW, logW
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:     true,
-		Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), Groups: []uint32{}},
+		Credential: &syscall.Credential{Uid: uint32(p.UID), Gid: uint32(p.GID), Groups: []uint32{}},
 	}
-	startErr := cmd.Start()
-	// Leave the box's cgroups whatever happened: bwrap (if it started) is in.
-	leaveErr := joinCgroups(orig)
+	waited, err := startAndWait(cmd)
 	infoW.Close()
+	readyW.Close()
 	logW.Close()
-	for _, f := range cmd.ExtraFiles[:cfg.ExtraFDs] {
-		f.Close() // the listener and friends now live in bwrap only
+	if err != nil {
+		logR.Close()
+		return nil, err
 	}
-	if startErr != nil {
-		return report(State{Error: "starting bwrap: " + startErr.Error()})
-	}
-	if leaveErr != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return report(State{Error: "leaving the box cgroup: " + leaveErr.Error()})
-	}
-
-	logDone := make(chan struct{})
+	// After the fork: the box must not inherit an unkillable score.
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
+	b := &box{cmd: cmd, waited: waited, logDone: make(chan struct{})}
 	go func() { // owned: Main waits on logDone before exiting
-		defer close(logDone)
-		copyLog(filepath.Join(cfg.BoxDir, "agent.log"), logR, cfg.LogLimit)
+		defer close(b.logDone)
+		copyLog(filepath.Join(p.Dir, "agent.log"), logR, p.LogLimit)
 	}()
+	childPID, err := readChildPID(infoR)
+	if err == nil {
+		// bwrap reports the child before building its filesystem; the agent
+		// is exec'd after. Its ready byte means the box is complete. (EOF:
+		// it died, or bwrap failed.)
+		var one [1]byte
+		if n, _ := readyR.Read(one[:]); n != 1 {
+			err = errors.New("the agent did not start")
+		}
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-waited
+		<-b.logDone
+		tail, _ := os.ReadFile(filepath.Join(p.Dir, "agent.log"))
+		return nil, fmt.Errorf("bwrap did not start the box: %v: %s", err, strings.TrimSpace(lastLines(string(tail), 5)))
+	}
+	b.state = State{Shim: lookup(os.Getpid()), Bwrap: lookup(cmd.Process.Pid), Agent: lookup(childPID)}
+	return b, nil
+}
 
-	childPID, infoErr := readChildPID(infoR)
-	infoR.Close()
-	if infoErr != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		<-logDone
-		tail, _ := os.ReadFile(filepath.Join(cfg.BoxDir, "agent.log"))
-		return report(State{Error: fmt.Sprintf("bwrap did not start the box: %v: %s", infoErr, strings.TrimSpace(lastLines(string(tail), 5)))})
+// startAndWait starts cmd from a locked OS thread that then waits for it, and
+// returns a channel with cmd.Wait's result. The thread must outlive bwrap:
+// --die-with-parent is a parent-death signal, sent when the parent *thread*
+// exits, and Go may otherwise end a thread whose goroutine ended locked.
+func startAndWait(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	waited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- fmt.Errorf("starting bwrap: %w", err)
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		// Reap whatever bwrap left us (as a subreaper): no zombie outlives
+		// the box.
+		for {
+			if _, werr := unix.Wait4(-1, nil, 0, nil); werr != unix.EINTR && werr != nil {
+				break
+			}
+		}
+		waited <- err
+	}()
+	if err := <-started; err != nil {
+		return nil, err
 	}
-	st := State{
-		Shim:  lookup(os.Getpid()),
-		Bwrap: lookup(cmd.Process.Pid),
-		Agent: lookup(childPID),
-	}
-	if err := writeJSON(filepath.Join(cfg.BoxDir, "state.json"), st); err != nil {
-		cmd.Process.Kill()
-	}
-	report(st)
+	return waited, nil
+}
 
+// applyClaim sets the box's hostname and mounts its workspaces into it. See
+// the package doc (step 3).
+func applyClaim(agentPID, uid, gid int, c Claim) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread enters the box's namespaces
+		errc <- enterAndMount(agentPID, uid, gid, c)
+	}()
+	return <-errc
+}
+
+func enterAndMount(agentPID, uid, gid int, c Claim) error {
+	// Detached copies of the workspaces, taken in the host's namespace.
+	trees := make([]int, len(c.Workspaces))
+	for i, m := range c.Workspaces {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("workspace %s: %w", m.Source, err)
+		}
+		defer unix.Close(fd)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("workspace %s: nosuid,nodev: %w", m.Source, err)
+		}
+		trees[i] = fd
+	}
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare fs: %w", err)
+	}
+	ns := func(kind string, flag int) error {
+		fd, err := unix.Open("/proc/"+strconv.Itoa(agentPID)+"/ns/"+kind, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("the box's %s namespace: %w", kind, err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, flag); err != nil {
+			return fmt.Errorf("entering the box's %s namespace: %w", kind, err)
+		}
+		return nil
+	}
+	if c.Hostname != "" {
+		if err := ns("uts", unix.CLONE_NEWUTS); err != nil {
+			return err
+		}
+		if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
+			return fmt.Errorf("setting the hostname: %w", err)
+		}
+	}
+	if err := ns("mnt", unix.CLONE_NEWNS); err != nil {
+		return err
+	}
+	for i, m := range c.Workspaces {
+		// The box's tmpfs has no inode owner for host root (EOVERFLOW):
+		// create the mount point as the box user.
+		unix.Setfsgid(gid)
+		unix.Setfsuid(uid)
+		err := unix.Mkdir(m.Target, 0o755)
+		unix.Setfsuid(0)
+		unix.Setfsgid(0)
+		if err != nil {
+			return fmt.Errorf("creating %s in the box: %w", m.Target, err)
+		}
+		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, m.Target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mounting %s at %s: %w", m.Source, m.Target, err)
+		}
+	}
+	// /workspace is read-only like the rest of the root: a directory an agent
+	// made there would vanish with the box.
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/workspace", 0, &ro); err != nil {
+		return fmt.Errorf("making /workspace read-only: %w", err)
+	}
+	return nil
+}
+
+// supervise waits for the claimed box to end and records how.
+func (b *box) supervise(c *Claim) int {
 	// SIGTERM to the shim is passed to the box's agent: a graceful end.
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
 	var backstop <-chan time.Time
-	if cfg.Deadline > 0 {
-		t := time.NewTimer(time.Until(time.Unix(cfg.Deadline+BackstopSeconds, 0)))
+	if c.Deadline > 0 {
+		t := time.NewTimer(time.Until(time.Unix(c.Deadline+BackstopSeconds, 0)))
 		defer t.Stop()
 		backstop = t.C
 	}
@@ -218,16 +427,16 @@ func run(cfg Config) int {
 loop:
 	for {
 		select {
-		case werr = <-waited:
+		case werr = <-b.waited:
 			break loop
 		case <-term:
-			_ = syscall.Kill(childPID, syscall.SIGTERM)
+			_ = syscall.Kill(b.state.Agent.PID, syscall.SIGTERM)
 		case <-backstop:
 			killed = "the box outlived its time limit"
-			_ = cmd.Process.Kill() // the agent dies with bwrap (--die-with-parent)
+			_ = b.cmd.Process.Kill() // the agent dies with bwrap (--die-with-parent)
 		}
 	}
-	<-logDone
+	<-b.logDone
 	ex := Exit{At: time.Now(), Killed: killed}
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
@@ -237,71 +446,38 @@ loop:
 			ex.Code = ee.ExitCode()
 		}
 	}
-	_ = writeJSON(filepath.Join(cfg.BoxDir, "exit.json"), ex)
+	_ = writeJSON(filepath.Join(c.BoxDir, "exit.json"), ex)
 	return 0
 }
 
-func bindMount(b Bind) error {
-	if err := syscall.Mount(b.Source, b.Target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind-mounting %s: %w", b.Source, err)
-	}
-	if b.ReadOnly {
-		if err := syscall.Mount("", b.Target, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV, ""); err != nil {
-			return fmt.Errorf("making %s read-only: %w", b.Target, err)
-		}
-	}
-	return nil
-}
-
-// ownCgroups returns, per v1 controller (or "" for v2), the directory of the
-// cgroup the shim started in.
-func ownCgroups() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	roots, err := cgroups.Detect("")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		ctrls, path := parts[1], parts[2]
-		if roots.Version == 2 {
-			if ctrls == "" {
-				out[""] = filepath.Join(roots.Roots[""], path)
+// abandon moves the shim to the root of each cgroup hierarchy, removes the
+// cgroups it was given (a cgroup cannot be removed while it has a process)
+// and the box's directory.
+func abandon(dirs []string, boxDir string) {
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	for _, dir := range dirs {
+		root := dir
+		for {
+			parent := filepath.Dir(root)
+			if _, err := os.Stat(filepath.Join(parent, "cgroup.procs")); err != nil || parent == root {
+				break
 			}
-			continue
+			root = parent
 		}
-		for _, c := range strings.Split(ctrls, ",") {
-			if root, ok := roots.Roots[c]; ok {
-				out[c] = filepath.Join(root, path)
-			}
+		if root != dir && os.WriteFile(filepath.Join(root, "cgroup.procs"), pid, 0) == nil {
+			_ = syscall.Rmdir(dir)
 		}
 	}
-	return out, nil
-}
-
-func joinCgroups(dirs map[string]string) error {
-	pid := strconv.Itoa(os.Getpid())
-	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(pid), 0); err != nil {
-			return err
-		}
+	if boxDir != "" {
+		_ = os.RemoveAll(boxDir)
 	}
-	return nil
 }
 
 func readChildPID(r io.Reader) (int, error) {
 	var info struct {
 		ChildPID int `json:"child-pid"`
 	}
-	dec := json.NewDecoder(bufio.NewReader(r))
-	if err := dec.Decode(&info); err != nil {
+	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&info); err != nil {
 		return 0, fmt.Errorf("reading bwrap's info: %w", err)
 	}
 	if info.ChildPID <= 0 {

@@ -1,0 +1,370 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/harvest-dev/harvest/internal/procutil"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
+	"github.com/harvest-dev/harvest/sandbox/local/shim"
+)
+
+// Warm boxes
+//
+// Every box is made in two steps (see package shim): prepare (a shim, its
+// cgroups, bwrap and the agent, with no identity and no workspaces) and claim
+// (hostname, workspaces mounted in, the agent told its id, environment,
+// workdir and deadline). Prepare is nearly all of the cost: about 2.5 ms to
+// start the shim, 1 ms for its cgroups, sometimes 6-9 ms more to join them (a
+// cgroup migration waits for an RCU grace period), and 5-8 ms for bwrap and
+// the agent. A claim costs about a millisecond.
+//
+// With Config.PoolSize > 0 the provider keeps that many boxes prepared for
+// the default box user, each named "pool-PID-N" (its cgroup and its run dir).
+// Start takes one, renames its run dir and cgroup to the box id, sets the
+// box's limits and claims it; a goroutine prepares a replacement. A spec the
+// pool cannot serve (another user or HOME), or an empty pool, prepares a box
+// on the spot and claims it at once: the same code path.
+//
+// A shim whose stdin reaches EOF before a claim (Close, or Harvest died) kills
+// its warm box and removes its cgroups and run dir. Pool boxes of a Harvest
+// that died otherwise are reaped by the next provider: their names carry the
+// owner's pid.
+
+const poolPrefix = "pool-"
+
+// warmBox is a shim with a prepared, not yet claimed, box.
+type warmBox struct {
+	name   string // its cgroup's and run dir's name until claimed
+	cmd    *exec.Cmd
+	in     *os.File // the shim's stdin
+	outF   *os.File // the shim's stdout
+	out    *bufio.Reader
+	cg     *cgroups.Cgroup
+	user   sandbox.User
+	home   string
+	root   string
+	state  shim.State
+	reaped chan struct{} // closed when the shim exited and was reaped
+}
+
+// prepareBox starts a shim in a new cgroup and has it prepare a box.
+func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, home string, lim cgroups.Limits) (_ *warmBox, err error) {
+	root, err := p.root.dir(p.cfg.RunDir, p.agent, p.cg.Version == 2, u, home)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the box's root: %w", err)
+	}
+	dir := filepath.Join(p.cfg.RunDir, name)
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("box %s already exists: choose another id or destroy it first", name)
+		}
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	cg, err := p.cg.Create(name, lim)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("creating the box's cgroup: %w", err)
+	}
+	w := &warmBox{name: name, cg: cg, user: u, home: home, root: root, reaped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			w.discard(filepath.Join(p.cfg.RunDir, name))
+		}
+	}()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	w.in, w.outF, w.out = inW, outR, bufio.NewReader(outR)
+	cmd := exec.Command(p.agent, "sandbox-shim", "--cgroup", strings.Join(cg.DirList(), ","))
+	cmd.Stdin, cmd.Stdout = inR, outW
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("starting the box's shim: %w", err)
+	}
+	w.cmd = cmd
+	go func() { // owned by the shim: ends when it exits
+		_ = cmd.Wait()
+		close(w.reaped)
+	}()
+	st, err := w.exchange(ctx, shim.Prepare{
+		Dir: dir, Bwrap: p.bwrap, UID: u.UID, GID: u.GID, LogLimit: 1 << 20,
+		Args: warmArgs(name, root, u, home, cg.MemoryDir(), cg.Version == 2),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("preparing the box: %w (shim log: %s)", err, logTail(filepath.Join(dir, "shim.log")))
+	}
+	w.state = st
+	return w, nil
+}
+
+// exchange sends the shim one line and reads its one-line reply.
+func (w *warmBox) exchange(ctx context.Context, msg any) (shim.State, error) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return shim.State{}, err
+	}
+	if _, err := w.in.Write(append(b, '\n')); err != nil {
+		return shim.State{}, fmt.Errorf("the box's shim is gone: %w", err)
+	}
+	type result struct {
+		st  shim.State
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		line, err := w.out.ReadBytes('\n')
+		var st shim.State
+		if err == nil {
+			err = json.Unmarshal(line, &st)
+		}
+		ch <- result{st, err}
+	}()
+	select {
+	case r := <-ch:
+		if errors.Is(r.err, io.EOF) {
+			return r.st, errors.New("the box's shim exited without replying")
+		}
+		if r.err == nil && r.st.Error != "" {
+			r.err = errors.New(r.st.Error)
+		}
+		return r.st, r.err
+	case <-ctx.Done():
+		w.outF.Close() // unblocks the reader
+		return shim.State{}, ctx.Err()
+	}
+}
+
+// discard ends a warm box that will not be used and releases everything it
+// had: the shim and its box, the cgroup, the run dir (dir).
+func (w *warmBox) discard(dir string) {
+	if w.in != nil {
+		w.in.Close()
+	}
+	if w.outF != nil {
+		w.outF.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if w.cmd != nil {
+		_ = w.cmd.Process.Kill() // bwrap and the box die with it
+		_ = w.cg.Kill(ctx)
+		select {
+		case <-w.reaped:
+		case <-ctx.Done():
+		}
+	}
+	_ = w.cg.Remove(ctx)
+	_ = os.RemoveAll(dir)
+}
+
+// pool holds warm boxes for the default box user. Its goroutines are owned
+// by the provider (Close).
+type pool struct {
+	p      *Provider
+	size   int
+	idle   chan *warmBox
+	refill chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	seq      int
+	inflight int
+}
+
+// maxPreparing bounds how many warm boxes are prepared at once.
+const maxPreparing = 2
+
+// maxPoolWait bounds how long Start waits for a warm box being prepared
+// before preparing its own (it only waits when one is on its way).
+const maxPoolWait = time.Second
+
+func newPool(p *Provider, size int) *pool {
+	pl := &pool{p: p, size: size, idle: make(chan *warmBox, size), refill: make(chan struct{}, 1), stop: make(chan struct{})}
+	pl.wg.Add(1)
+	go pl.run()
+	pl.kick()
+	return pl
+}
+
+func (pl *pool) kick() {
+	select {
+	case pl.refill <- struct{}{}:
+	default:
+	}
+}
+
+// poolLimits are a warm box's limits until its claim sets the box's own.
+var poolLimits = cgroups.Limits{MemoryBytes: sandbox.DefaultMemory, Pids: sandbox.DefaultPids + sandbox.AgentPidsReserve}
+
+func (pl *pool) run() {
+	defer pl.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-pl.stop; cancel() }()
+	for {
+		select {
+		case <-pl.stop:
+			return
+		case <-pl.refill:
+		}
+		pl.mu.Lock()
+		for len(pl.idle)+pl.inflight < pl.size && pl.inflight < maxPreparing {
+			pl.inflight++
+			pl.seq++
+			name := poolPrefix + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(pl.seq)
+			pl.wg.Add(1)
+			go func() {
+				defer pl.wg.Done()
+				w, err := pl.p.prepareBox(ctx, name, defaultUser, defaultHome, poolLimits)
+				pl.mu.Lock()
+				pl.inflight--
+				pl.mu.Unlock()
+				switch {
+				case err != nil:
+					if ctx.Err() == nil {
+						pl.p.log("preparing a warm box", err)
+					}
+				case ctx.Err() != nil:
+					w.discard(filepath.Join(pl.p.cfg.RunDir, w.name))
+				default:
+					pl.idle <- w // never blocks: idle+inflight <= size
+					pl.kick()
+				}
+			}()
+		}
+		pl.mu.Unlock()
+	}
+}
+
+var (
+	defaultUser = sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID}
+	defaultHome = "/home/user"
+)
+
+// take returns a warm box for user and home, or nil (prepare one yourself).
+// When none is ready but one is being prepared, it waits for that one (up to
+// maxPoolWait): that is never slower than preparing another beside it.
+func (pl *pool) take(ctx context.Context, u sandbox.User, home string) *warmBox {
+	if pl == nil || u != defaultUser || home != defaultHome {
+		return nil
+	}
+	var timeout <-chan time.Time
+	for {
+		var w *warmBox
+		select {
+		case w = <-pl.idle:
+		default:
+			pl.mu.Lock()
+			preparing := pl.inflight > 0
+			pl.mu.Unlock()
+			if !preparing {
+				pl.kick()
+				return nil
+			}
+			if timeout == nil {
+				t := time.NewTimer(maxPoolWait)
+				defer t.Stop()
+				timeout = t.C
+			}
+			select {
+			case w = <-pl.idle:
+			case <-timeout:
+				return nil
+			case <-ctx.Done():
+				return nil
+			case <-pl.stop:
+				return nil
+			}
+		}
+		pl.kick()
+		select {
+		case <-w.reaped: // died while waiting: skip it
+			w.discard(filepath.Join(pl.p.cfg.RunDir, w.name))
+			continue
+		default:
+		}
+		return w
+	}
+}
+
+// close stops preparing and dismisses every warm box (their shims kill them
+// and clean up on EOF).
+func (pl *pool) close() {
+	if pl == nil {
+		return
+	}
+	close(pl.stop)
+	pl.wg.Wait()
+	for {
+		select {
+		case w := <-pl.idle:
+			w.in.Close()
+			select {
+			case <-w.reaped:
+			case <-time.After(10 * time.Second):
+			}
+			w.discard(filepath.Join(pl.p.cfg.RunDir, w.name)) // normally all gone already
+		default:
+			return
+		}
+	}
+}
+
+// reapStalePools removes warm boxes left by a Harvest that died (their
+// owner's pid no longer runs): processes, cgroups and run dirs.
+func (p *Provider) reapStalePools() {
+	stale := map[string]bool{}
+	ids, _ := p.cg.List()
+	ents, _ := os.ReadDir(p.cfg.RunDir)
+	for _, e := range ents {
+		ids = append(ids, e.Name())
+	}
+	for _, id := range ids {
+		rest, ok := strings.CutPrefix(id, poolPrefix)
+		if !ok {
+			continue
+		}
+		owner, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(owner)
+		if err != nil {
+			continue
+		}
+		if _, err := procutil.Lookup(pid); err != nil {
+			stale[id] = true
+		}
+	}
+	for id := range stale {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cg := p.cg.Open(id)
+		_ = cg.Kill(ctx)
+		_ = cg.Remove(ctx)
+		_ = os.RemoveAll(filepath.Join(p.cfg.RunDir, id))
+		cancel()
+	}
+}
