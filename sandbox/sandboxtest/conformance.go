@@ -48,6 +48,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("KillTree", func(t *testing.T) { testKillTree(t, shared) })
 	t.Run("Timeout", func(t *testing.T) { testTimeout(t, shared) })
 	t.Run("BackgroundSurvives", func(t *testing.T) { testBackground(t, shared) })
+	t.Run("ReapsOrphans", func(t *testing.T) { testReap(t, shared) })
 	t.Run("Files", func(t *testing.T) { testFiles(t, shared, ws) })
 	t.Run("GlobGrep", func(t *testing.T) { testGlobGrep(t, shared) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, shared) })
@@ -322,6 +323,22 @@ func testBackground(t *testing.T, sb *sandbox.Sandbox) {
 		t.Error("the background process did not survive between calls")
 	}
 	sh(t, sb, "pkill -f 'sleep "+n+"' || true")
+}
+
+// testReap: double-forked children are orphaned to the agent (PID 1, or a
+// subreaper on the host backend), which must reap them: no zombies pile up.
+func testReap(t *testing.T, sb *sandbox.Sandbox) {
+	n := fmt.Sprint(uniqueSleep())
+	mustOK(t, sb, "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do (sh -c 'exit 0' &) ; done; (exec -a harvest-orphan-"+n+" sleep 0.01 &) ; true")
+	eventually(t, 10*time.Second, "orphans to be reaped", func() bool {
+		ps := mustOK(t, sb, "ps", "-eo", "stat=,args=")
+		for _, line := range strings.Split(ps, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "Z") && (strings.Contains(line, "<defunct>") || strings.Contains(line, "harvest-orphan-"+n)) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func testFiles(t *testing.T, sb *sandbox.Sandbox, hostWS string) {

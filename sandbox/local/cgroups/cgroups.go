@@ -210,20 +210,25 @@ func (m *Manager) Create(id string, lim Limits) (*Cgroup, error) {
 			return nil, err
 		}
 	}
+	undo := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cg.Remove(ctx)
+	}
 	for c, root := range m.Roots {
 		dir := filepath.Join(root, m.Parent, id)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			cg.Remove(context.Background())
+			undo()
 			return nil, err
 		}
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			cg.Remove(context.Background())
+			undo()
 			return nil, fmt.Errorf("creating cgroup %s: %w", dir, err)
 		}
 		cg.Dirs[c] = dir
 	}
 	if err := cg.SetLimits(lim); err != nil {
-		cg.Remove(context.Background())
+		undo()
 		return nil, err
 	}
 	return cg, nil
@@ -320,7 +325,10 @@ func (cg *Cgroup) SetLimits(lim Limits) error {
 			return err
 		}
 	}
-	if lim.CPUs > 0 && exists(d, "cpu.max") {
+	if lim.CPUs > 0 {
+		if !exists(d, "cpu.max") {
+			return fmt.Errorf("a CPU limit needs the cpu cgroup controller, which is not enabled in %s", filepath.Dir(d))
+		}
 		if err := write(d, "cpu.max", fmt.Sprintf("%d 100000", int(lim.CPUs*100000))); err != nil {
 			return err
 		}
@@ -476,13 +484,18 @@ func (cg *Cgroup) Remove(ctx context.Context) error {
 	var lastErr error
 	for d := time.Millisecond / 2; ; d = min(d*2, 20*time.Millisecond) {
 		lastErr = nil
+		busy := false
 		for _, dir := range cg.Dirs {
 			if err := syscall.Rmdir(dir); err != nil && err != syscall.ENOENT {
 				lastErr = fmt.Errorf("removing cgroup %s: %w", dir, err)
+				busy = busy || err == syscall.EBUSY
 			}
 		}
 		if lastErr == nil {
 			return nil
+		}
+		if !busy {
+			return lastErr // only "still has processes" is worth waiting for
 		}
 		if !cg.Empty() {
 			_ = cg.Kill(ctx)
