@@ -145,7 +145,14 @@ func buildFilter() ([]unix.SockFilter, error) {
 }
 
 // installSeccomp sets no_new_privs and installs the filter on every thread.
+// Both calls must happen on the same OS thread: the kernel checks
+// no_new_privs of the calling thread (TSYNC then gives it and the filter to
+// every other thread). Unlocked, the goroutine could move between them and get
+// EACCES; inside bwrap or docker every thread already has no_new_privs, so it
+// only showed on the host backend, now and then.
 func installSeccomp() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}

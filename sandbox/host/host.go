@@ -157,7 +157,11 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if asRoot {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(spec.User.UID), Gid: uint32(spec.User.GID), Groups: []uint32{}}
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// Only the agent may hold the listener: if it dies, a hello must fail,
+	// not wait in the backlog.
+	lf.Close()
+	if err != nil {
 		return nil, fmt.Errorf("starting the agent: %w", err)
 	}
 	agent, err := procutil.Lookup(cmd.Process.Pid)
@@ -182,7 +186,8 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	sb, err := p.connect(ctx, h, sock)
 	if err != nil {
 		p.kill(h, agent)
-		return nil, err
+		log, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		return nil, fmt.Errorf("%w (agent log: %q)", err, strings.TrimSpace(string(log)))
 	}
 	return sb, nil
 }
