@@ -72,9 +72,12 @@ func Main(args []string) int {
 	if runtime.NumCPU() > 2 {
 		runtime.GOMAXPROCS(2) // the agent is I/O bound; fewer Ps, fewer threads
 	}
-	// Its live heap is small; collect before the heap grows past a few MiB so
-	// resident memory stays near it (a soft limit: never an OOM).
-	debug.SetMemoryLimit(4 << 20)
+	// Its live heap is small and most allocations are short-lived (frames,
+	// JSON): collecting at 1.5x instead of 2x the live heap keeps resident
+	// memory near 8 MB after heavy use, at no measurable cost per call. (A
+	// soft memory limit of 4 MiB tried first made the GC run nonstop and
+	// tripled the exec round trip.)
+	debug.SetGCPercent(50)
 	closeInherited(*listenFD, *readyFD)
 	if !*noSeccomp {
 		if err := installSeccomp(); err != nil {
