@@ -19,7 +19,11 @@ import (
 
 func benchProvider(b *testing.B, name string) sandbox.Provider {
 	b.Helper()
-	p, err := backends.Open(name, options(b, testbin.TempDir(b)))
+	o := options(b, testbin.TempDir(b))
+	if name == "local+pool" {
+		name, o.LocalPool = "local", 4
+	}
+	p, err := backends.Open(name, o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,9 +51,10 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 }
 
 // BenchmarkCreateToFirstExit: Start a box and run `true` in it (the box is
-// destroyed outside the timed part).
+// destroyed outside the timed part). local+pool keeps 4 warm boxes, as a
+// server does.
 func BenchmarkCreateToFirstExit(b *testing.B) {
-	for _, name := range []string{"local", "docker"} {
+	for _, name := range []string{"local", "local+pool", "docker"} {
 		b.Run(name, func(b *testing.B) {
 			p := benchProvider(b, name)
 			ctx := context.Background()
