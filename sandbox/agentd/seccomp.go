@@ -47,9 +47,8 @@ type bpfProg struct {
 }
 
 type fixup struct {
-	at         int
-	jt, jf     string
-	isJumpTrue bool
+	at     int
+	jt, jf string
 }
 
 func (p *bpfProg) stmt(code uint16, k uint32) {

@@ -183,7 +183,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		p.kill(h, agent)
 		return nil, err
 	}
-	sb, err := p.connect(ctx, h, sock)
+	sb, err := sandbox.DialUnix(ctx, p, h, sock)
 	if err != nil {
 		p.kill(h, agent)
 		log, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
@@ -205,14 +205,6 @@ func (p *Provider) hostPath(spec sandbox.Spec, boxPath string) string {
 	return boxPath
 }
 
-func (p *Provider) connect(ctx context.Context, h sandbox.Handle, sock string) (*sandbox.Sandbox, error) {
-	nc, err := unixsock.Dial(ctx, sock)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the agent of box %s: %w", h.ID, err)
-	}
-	return sandbox.Connect(ctx, p, h, nc)
-}
-
 func decode(h sandbox.Handle) (handleData, error) {
 	var d handleData
 	if h.Backend != Name {
@@ -230,14 +222,7 @@ func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sand
 	if err != nil {
 		return nil, err
 	}
-	if !d.Agent.Alive() {
-		return nil, fmt.Errorf("box %s: %w", h.ID, sandbox.ErrNotFound)
-	}
-	sb, err := p.connect(ctx, h, filepath.Join(d.RunDir, "agent.sock"))
-	if err != nil && boxEnding(ctx, d.Agent) {
-		return nil, fmt.Errorf("box %s has ended: %w", h.ID, sandbox.ErrNotFound)
-	}
-	return sb, err
+	return sandbox.RecoverUnix(ctx, p, h, d.Agent, filepath.Join(d.RunDir, "agent.sock"))
 }
 
 // Stop implements sandbox.Provider.
@@ -257,7 +242,7 @@ func (p *Provider) Stop(ctx context.Context, h sandbox.Handle, grace time.Durati
 // and exit; if it cannot be reached, it is killed outright.
 func (p *Provider) shutdown(ctx context.Context, h sandbox.Handle, d handleData, grace time.Duration) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	sb, err := p.connect(cctx, h, filepath.Join(d.RunDir, "agent.sock"))
+	sb, err := sandbox.DialUnix(cctx, p, h, filepath.Join(d.RunDir, "agent.sock"))
 	cancel()
 	if err == nil {
 		_ = sb.Shutdown(ctx, grace)
@@ -339,11 +324,4 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
-}
-
-// boxEnding reports whether a box whose agent could not be reached is going
-// away: a box at its time limit or being stopped closes its socket a moment
-// before its agent exits.
-func boxEnding(ctx context.Context, agent procutil.ID) bool {
-	return agent.GoneWithin(ctx, 2*time.Second)
 }

@@ -302,14 +302,6 @@ func logTail(path string) string {
 	return strings.Join(lines, " | ")
 }
 
-func (p *Provider) connect(ctx context.Context, h sandbox.Handle, sock string) (*sandbox.Sandbox, error) {
-	nc, err := unixsock.Dial(ctx, sock)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the agent of box %s: %w", h.ID, err)
-	}
-	return sandbox.Connect(ctx, p, h, nc)
-}
-
 func (p *Provider) decode(h sandbox.Handle) (handleData, error) {
 	var d handleData
 	if h.Backend != Name {
@@ -341,14 +333,7 @@ func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sand
 	if err != nil {
 		return nil, err
 	}
-	if !d.Agent.Alive() {
-		return nil, fmt.Errorf("box %s: %w", h.ID, sandbox.ErrNotFound)
-	}
-	sb, err := p.connect(ctx, h, filepath.Join(d.BoxDir, "agent.sock"))
-	if err != nil && boxEnding(ctx, d.Agent) {
-		return nil, fmt.Errorf("box %s has ended: %w", h.ID, sandbox.ErrNotFound)
-	}
-	return sb, err
+	return sandbox.RecoverUnix(ctx, p, h, d.Agent, filepath.Join(d.BoxDir, "agent.sock"))
 }
 
 // Stop implements sandbox.Provider.
@@ -491,11 +476,4 @@ func writeFile(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o600)
-}
-
-// boxEnding reports whether a box whose agent could not be reached is going
-// away: a box at its time limit or being stopped closes its socket a moment
-// before its agent exits.
-func boxEnding(ctx context.Context, agent procutil.ID) bool {
-	return agent.GoneWithin(ctx, 2*time.Second)
 }

@@ -652,13 +652,7 @@ func (s *suite) testStop(t *testing.T) {
 
 func (s *suite) testDestroy(t *testing.T) {
 	spec, _ := withWorkspace(t)
-	if s.b.Spec != nil {
-		s.b.Spec(&spec)
-	}
-	sb, err := s.p.Start(ctxFor(t), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := s.startUnmanaged(t, spec)
 	h := sb.Handle()
 	if err := sb.Destroy(ctxFor(t)); err != nil {
 		t.Fatal(err)

@@ -180,9 +180,7 @@ func testNetwork(t *testing.T, sb *sandbox.Sandbox, pr string) {
 	uport := strconv.Itoa(ul.LocalAddr().(*net.UDPAddr).Port)
 	v4, v6 := hostIPs(t)
 	targets := []string{"127.0.0.1", "[::1]", "8.8.8.8", "[2001:4860:4860::8888]", "172.17.0.1"}
-	for _, ip := range v4 {
-		targets = append(targets, ip)
-	}
+	targets = append(targets, v4...)
 	for _, ip := range v6 {
 		targets = append(targets, "["+ip+"]")
 	}
@@ -422,13 +420,7 @@ func mountsMentioning(id string) []string {
 
 func (s *suite) testDestroyClean(t *testing.T) {
 	spec, _ := withWorkspace(t)
-	if s.b.Spec != nil {
-		s.b.Spec(&spec)
-	}
-	sb, err := s.p.Start(ctxFor(t), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := s.startUnmanaged(t, spec)
 	id := sb.ID()
 	sh(t, sb, "sleep 1001 >/dev/null 2>&1 & setsid sleep 1002 >/dev/null 2>&1 & (sleep 1003 &) ; true")
 	pidNS := mustOK(t, sb, "readlink", "/proc/1/ns/pid")

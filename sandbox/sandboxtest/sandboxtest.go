@@ -60,8 +60,8 @@ func ctxFor(t testing.TB) context.Context {
 	return ctx
 }
 
-// start creates a box; it is destroyed when the test ends.
-func (s *suite) start(t testing.TB, spec sandbox.Spec) *sandbox.Sandbox {
+// startUnmanaged creates a box the test destroys itself.
+func (s *suite) startUnmanaged(t testing.TB, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
 	if s.b.Spec != nil {
 		s.b.Spec(&spec)
@@ -70,6 +70,13 @@ func (s *suite) start(t testing.TB, spec sandbox.Spec) *sandbox.Sandbox {
 	if err != nil {
 		t.Fatalf("%s: Start: %v", s.b.Name, err)
 	}
+	return sb
+}
+
+// start creates a box; it is destroyed when the test ends.
+func (s *suite) start(t testing.TB, spec sandbox.Spec) *sandbox.Sandbox {
+	t.Helper()
+	sb := s.startUnmanaged(t, spec)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()

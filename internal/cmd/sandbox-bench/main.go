@@ -40,7 +40,6 @@ var (
 type row struct {
 	what, how string
 	samples   []time.Duration
-	note      string
 	value     string // instead of samples
 }
 
