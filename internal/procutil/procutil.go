@@ -99,3 +99,30 @@ func (id ID) GoneWithin(ctx context.Context, d time.Duration) bool {
 	defer cancel()
 	return id.WaitGone(ctx) == nil
 }
+
+// StartReaper waits for cmd (which must have started) on a goroutine and
+// returns a channel closed once it exited and was reaped. The goroutine is
+// owned by the process: it ends when the process does.
+func StartReaper(cmd interface{ Wait() error }) <-chan struct{} {
+	reaped := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(reaped)
+	}()
+	return reaped
+}
+
+// WaitChild waits until a process is gone: through reaped when we started
+// it (so it is also reaped), else — a process some earlier Harvest started —
+// by watching its pid.
+func WaitChild(ctx context.Context, reaped <-chan struct{}, id ID) error {
+	if reaped != nil {
+		select {
+		case <-reaped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return id.WaitGone(ctx)
+}

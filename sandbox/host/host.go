@@ -48,7 +48,7 @@ type Provider struct {
 	cfg Config
 
 	mu      sync.Mutex
-	waiters map[string]chan struct{} // agents we started: closed when reaped
+	waiters map[string]<-chan struct{} // agents we started: closed when reaped
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -59,7 +59,7 @@ func New(cfg Config) *Provider {
 	if cfg.RunDir == "" {
 		cfg.RunDir = sandbox.DefaultRunDir(Name)
 	}
-	return &Provider{cfg: cfg, waiters: map[string]chan struct{}{}}
+	return &Provider{cfg: cfg, waiters: map[string]<-chan struct{}{}}
 }
 
 // Name implements sandbox.Provider.
@@ -168,14 +168,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		agent = procutil.ID{PID: cmd.Process.Pid}
 	}
-	reaped := make(chan struct{})
 	p.mu.Lock()
-	p.waiters[spec.ID] = reaped
+	p.waiters[spec.ID] = procutil.StartReaper(cmd)
 	p.mu.Unlock()
-	go func() { // owned by the box: ends when the agent exits
-		_ = cmd.Wait()
-		close(reaped)
-	}()
 
 	data, _ := json.Marshal(handleData{Agent: agent, RunDir: dir})
 	h := sandbox.Handle{ID: spec.ID, Backend: Name, Created: now, Deadline: deadline, Spec: spec, Unsafe: true, Data: data}
@@ -266,18 +261,13 @@ func (p *Provider) waitAgent(ctx context.Context, id string, agent procutil.ID) 
 	p.mu.Lock()
 	reaped := p.waiters[id]
 	p.mu.Unlock()
-	if reaped != nil {
-		select {
-		case <-reaped:
-			p.mu.Lock()
-			delete(p.waiters, id)
-			p.mu.Unlock()
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := procutil.WaitChild(ctx, reaped, agent); err != nil {
+		return err
 	}
-	return agent.WaitGone(ctx)
+	p.mu.Lock()
+	delete(p.waiters, id)
+	p.mu.Unlock()
+	return nil
 }
 
 // Destroy implements sandbox.Provider.

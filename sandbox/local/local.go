@@ -116,7 +116,7 @@ type Provider struct {
 	pool *pool
 
 	mu     sync.Mutex
-	shims  map[string]chan struct{} // shims we started: closed when reaped
+	shims  map[string]<-chan struct{} // shims we started: closed when reaped
 	closed bool
 }
 
@@ -139,7 +139,7 @@ func New(cfg Config) *Provider {
 		sum := sha256.Sum256([]byte(abs))
 		cfg.CgroupParent = "harvest/" + hex.EncodeToString(sum[:])[:12]
 	}
-	return &Provider{cfg: cfg, shims: map[string]chan struct{}{}}
+	return &Provider{cfg: cfg, shims: map[string]<-chan struct{}{}}
 }
 
 // Name implements sandbox.Provider.
@@ -367,18 +367,9 @@ func (p *Provider) waitShim(ctx context.Context, id string, shimID procutil.ID) 
 	defer cancel()
 	p.mu.Lock()
 	reaped := p.shims[id]
+	delete(p.shims, id)
 	p.mu.Unlock()
-	if reaped != nil {
-		select {
-		case <-reaped:
-			p.mu.Lock()
-			delete(p.shims, id)
-			p.mu.Unlock()
-			return
-		case <-ctx.Done():
-		}
-	}
-	if shimID.PID > 0 && shimID.WaitGone(ctx) != nil {
+	if procutil.WaitChild(ctx, reaped, shimID) != nil && shimID.PID > 0 {
 		_ = shimID.Signal(syscall.SIGKILL)
 	}
 }

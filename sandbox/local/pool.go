@@ -58,7 +58,7 @@ type warmBox struct {
 	home   string
 	root   string
 	state  shim.State
-	reaped chan struct{} // closed when the shim exited and was reaped
+	reaped <-chan struct{} // closed when the shim exited and was reaped
 }
 
 // prepareBox starts a shim in a new cgroup and has it prepare a box.
@@ -79,7 +79,7 @@ func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, 
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("creating the box's cgroup: %w", err)
 	}
-	w := &warmBox{name: name, cg: cg, user: u, home: home, root: root, reaped: make(chan struct{})}
+	w := &warmBox{name: name, cg: cg, user: u, home: home, root: root}
 	defer func() {
 		if err != nil {
 			w.discard(filepath.Join(p.cfg.RunDir, name))
@@ -107,10 +107,7 @@ func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, 
 		return nil, fmt.Errorf("starting the box's shim: %w", err)
 	}
 	w.cmd = cmd
-	go func() { // owned by the shim: ends when it exits
-		_ = cmd.Wait()
-		close(w.reaped)
-	}()
+	w.reaped = procutil.StartReaper(cmd)
 	st, err := w.exchange(ctx, shim.Prepare{
 		Dir: dir, Bwrap: p.bwrap, UID: u.UID, GID: u.GID, LogLimit: 1 << 20,
 		Args: warmArgs(name, root, u, home, cg.MemoryDir(), cg.Version == 2),
