@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
@@ -132,5 +134,46 @@ func TestBinary(t *testing.T) {
 	// Nothing is left behind by sandbox run.
 	if _, out, _ := runBin("", "sandbox", "ls"); strings.Count(out, "\n") > 1 {
 		t.Errorf("sandbox ls after the runs:\n%s", out)
+	}
+
+	// A kept box outlives the process that made it: another process recovers
+	// it (ls shows it running) and removes it.
+	code, _, errOut = runBin("", "sandbox", "run", "--keep", "--", "true")
+	if code != 0 || !strings.Contains(errOut, "kept") {
+		t.Fatalf("--keep: exit %d %q", code, errOut)
+	}
+	id := strings.Fields(errOut[strings.Index(errOut, "box ")+4:])[0]
+	if _, out, _ := runBin("", "sandbox", "ls"); !strings.Contains(out, id) || !strings.Contains(out, "running") {
+		t.Errorf("a kept box, from another process:\n%s", out)
+	}
+	if code, out, errOut := runBin("", "sandbox", "rm", id); code != 0 || strings.TrimSpace(out) != id {
+		t.Errorf("sandbox rm: exit %d %q %q", code, out, errOut)
+	}
+	if _, out, _ := runBin("", "sandbox", "ls"); strings.Contains(out, id) {
+		t.Errorf("still listed after rm:\n%s", out)
+	}
+	if code, _, errOut := runBin("", "sandbox", "rm", id); code != 1 || !strings.Contains(errOut, "no box "+id) {
+		t.Errorf("rm of a removed box: exit %d %q", code, errOut)
+	}
+
+	// Ctrl-C: the command gets SIGINT, harvest exits with its status, and the
+	// box is gone.
+	cmd := exec.Command(bin, "sandbox", "run", "--", "sh", "-c", "echo started; sleep 1000")
+	cmd.Env = env
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line != "started\n" {
+		t.Fatalf("before Ctrl-C: %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("after Ctrl-C: %v, want exit 130", err)
+	}
+	if _, out, _ := runBin("", "sandbox", "ls"); strings.Count(out, "\n") > 1 {
+		t.Errorf("a box left after Ctrl-C:\n%s", out)
 	}
 }

@@ -29,7 +29,7 @@ func (p *Provider) Available(ctx context.Context) error { return p.check(true) }
 // runs a throwaway bwrap as the default box user.
 func (p *Provider) check(smoke bool) error {
 	if os.Geteuid() != 0 {
-		return unavailable("it needs root (per-box cgroups and the shim's private mounts)",
+		return unavailable("it needs root (per-box cgroups, and mounting workspaces into boxes)",
 			"run harvest as root, or use --backend docker")
 	}
 	bw := p.cfg.Bwrap
