@@ -2,7 +2,9 @@ package backends_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +58,21 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 			for _, x := range hs {
 				if x.ID == h.ID {
 					out = append(out, "listed by the provider: "+x.ID)
+				}
+			}
+		}
+		if name == "docker" {
+			// dockerd (cgroupfs driver) keeps a container's cgroups under
+			// docker/<id> until the container is removed.
+			var d struct {
+				ContainerID string `json:"container_id"`
+				RunDir      string `json:"run_dir"`
+			}
+			if json.Unmarshal(h.Data, &d) == nil && d.ContainerID != "" {
+				dirs, _ := filepath.Glob("/sys/fs/cgroup/*/docker/" + d.ContainerID)
+				out = append(out, dirs...)
+				if _, err := os.Stat(d.RunDir); err == nil {
+					out = append(out, "run dir "+d.RunDir)
 				}
 			}
 		}
