@@ -1,0 +1,258 @@
+package event
+
+import "encoding/json"
+
+// Wire types, one per payload.
+const (
+	TypeSessionState     Type = "session.state"
+	TypeMessageQueued    Type = "message.queued"
+	TypeMessageDelivered Type = "message.delivered"
+	TypeTurnStarted      Type = "turn.started"
+	TypeAssistantDelta   Type = "assistant.delta"
+	TypeAssistantMessage Type = "assistant.message"
+	TypeThinkingDelta    Type = "assistant.thinking.delta"
+	TypeThinking         Type = "assistant.thinking"
+	TypeToolStarted      Type = "tool.started"
+	TypeToolInputDelta   Type = "tool.input.delta"
+	TypeToolOutput       Type = "tool.output"
+	TypeToolFinished     Type = "tool.finished"
+	TypeStepFinished     Type = "step.finished"
+	TypeTurnFinished     Type = "turn.finished"
+	TypeTurnCancelled    Type = "turn.cancelled"
+	TypeTurnFailed       Type = "turn.failed"
+	TypeTerminalOutput   Type = "terminal.output"
+	TypeCompaction       Type = "compaction"
+	TypeLoopDetected     Type = "loop.detected"
+	TypeTodoUpdated      Type = "todo.updated"
+	TypeGitCommitted     Type = "git.committed"
+	TypeGitPushed        Type = "git.pushed"
+	TypePROpened         Type = "pr.opened"
+	TypeStuck            Type = "stuck"
+)
+
+// Usage counts tokens (a provider-neutral copy of the model layer's usage, so
+// this package depends on nothing).
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+}
+
+// Add returns u+v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.InputTokens + v.InputTokens, u.OutputTokens + v.OutputTokens, u.CacheReadTokens + v.CacheReadTokens, u.CacheWriteTokens + v.CacheWriteTokens}
+}
+
+// SessionState: the session moved to State (see the session package's state
+// machine).
+type SessionState struct {
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// MessageQueued: a user message was stored and waits for the agent.
+type MessageQueued struct {
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+	Mode      string `json:"mode"` // queue | interrupt | inject
+	Position  int    `json:"position"`
+}
+
+// MessageDelivered: a queued message was handed to the agent.
+type MessageDelivered struct {
+	MessageID string `json:"message_id"`
+}
+
+// TurnStarted: the agent starts working on a message.
+type TurnStarted struct {
+	Prompt string `json:"prompt"`
+	Model  string `json:"model,omitempty"`
+}
+
+// AssistantDelta: a piece of the assistant's text as it streams.
+type AssistantDelta struct {
+	Text string `json:"text"`
+}
+
+// AssistantMessage: the assistant's complete text of one step.
+type AssistantMessage struct {
+	Text string `json:"text"`
+}
+
+// ThinkingDelta: a piece of the model's visible reasoning as it streams.
+type ThinkingDelta struct {
+	Text string `json:"text"`
+}
+
+// Thinking: one complete block of the model's visible reasoning.
+type Thinking struct {
+	Text string `json:"text"`
+}
+
+// ToolStarted: a tool call begins.
+type ToolStarted struct {
+	CallID string          `json:"call_id"`
+	Tool   string          `json:"tool"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	// Summary is a one-line human description ("bash: go test ./...").
+	Summary string `json:"summary,omitempty"`
+}
+
+// ToolInputDelta: a piece of a tool call's input JSON as the model streams it.
+type ToolInputDelta struct {
+	Index       int    `json:"index"`
+	PartialJSON string `json:"partial_json"`
+}
+
+// ToolOutput: output of a running tool (a command's stdout or stderr).
+type ToolOutput struct {
+	CallID string `json:"call_id"`
+	Stream string `json:"stream,omitempty"` // stdout | stderr
+	Text   string `json:"text"`
+}
+
+// ToolFinished: a tool call ended. Output is what the model was given.
+type ToolFinished struct {
+	CallID     string `json:"call_id"`
+	Tool       string `json:"tool"`
+	Output     string `json:"output"`
+	IsError    bool   `json:"is_error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	// Blocked says a hook or a permission rule refused the call (and why).
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// StepFinished: one model call (and its tool calls) completed.
+type StepFinished struct {
+	Step       int     `json:"step"`
+	Model      string  `json:"model,omitempty"`
+	StopReason string  `json:"stop_reason,omitempty"`
+	Usage      Usage   `json:"usage"`
+	CostUSD    float64 `json:"cost_usd"`
+	DurationMS int64   `json:"duration_ms"`
+}
+
+// TurnFinished: the agent completed the turn.
+type TurnFinished struct {
+	Result     string  `json:"result"`
+	StopReason string  `json:"stop_reason,omitempty"`
+	Steps      int     `json:"steps"`
+	Usage      Usage   `json:"usage"`
+	CostUSD    float64 `json:"cost_usd"`
+	DurationMS int64   `json:"duration_ms"`
+}
+
+// TurnCancelled: the turn was cancelled (by the user, an interrupting message,
+// or shutdown).
+type TurnCancelled struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// TurnFailed: the turn ended without a result. Kind is machine-readable:
+// max_steps, budget, timeout, max_tokens, loop, model, agent, sandbox,
+// interrupted, stuck.
+type TurnFailed struct {
+	Kind  string  `json:"kind"`
+	Error string  `json:"error"`
+	Usage Usage   `json:"usage"`
+	Cost  float64 `json:"cost_usd"`
+}
+
+// TerminalOutput: raw bytes from a terminal agent's PTY (base64 on the wire).
+type TerminalOutput struct {
+	Data []byte `json:"data"`
+}
+
+// Compaction: the conversation was shortened to fit the model's context.
+type Compaction struct {
+	BeforeTokens int  `json:"before_tokens"`
+	AfterTokens  int  `json:"after_tokens"`
+	Pruned       int  `json:"pruned_tool_outputs"`
+	Summarized   bool `json:"summarized"`
+}
+
+// LoopDetected: the agent repeated itself. Action is "warned" (the model was
+// told once) or "stopped" (the turn ended).
+type LoopDetected struct {
+	Pattern string `json:"pattern"` // same_call | same_error | same_message | cycle
+	Detail  string `json:"detail"`
+	Action  string `json:"action"`
+}
+
+// TodoItem is one entry of the agent's todo list.
+type TodoItem struct {
+	Content string `json:"content"`
+	Status  string `json:"status"` // pending | in_progress | completed
+}
+
+// TodoUpdated: the agent changed its todo list.
+type TodoUpdated struct {
+	Items []TodoItem `json:"items"`
+}
+
+// GitCommitted: a commit was made on a session branch.
+type GitCommitted struct {
+	Repo    string `json:"repo"`
+	Branch  string `json:"branch"`
+	SHA     string `json:"sha"`
+	Message string `json:"message"`
+}
+
+// GitPushed: a branch was pushed.
+type GitPushed struct {
+	Repo   string `json:"repo"`
+	Branch string `json:"branch"`
+	Remote string `json:"remote"`
+}
+
+// PROpened: a pull request was opened.
+type PROpened struct {
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	URL    string `json:"url"`
+}
+
+// Stuck: the agent wrote STUCK.md; Text is its content.
+type Stuck struct {
+	Repo string `json:"repo,omitempty"`
+	Text string `json:"text"`
+}
+
+func (SessionState) EventType() Type     { return TypeSessionState }
+func (MessageQueued) EventType() Type    { return TypeMessageQueued }
+func (MessageDelivered) EventType() Type { return TypeMessageDelivered }
+func (TurnStarted) EventType() Type      { return TypeTurnStarted }
+func (AssistantDelta) EventType() Type   { return TypeAssistantDelta }
+func (AssistantMessage) EventType() Type { return TypeAssistantMessage }
+func (ThinkingDelta) EventType() Type    { return TypeThinkingDelta }
+func (Thinking) EventType() Type         { return TypeThinking }
+func (ToolStarted) EventType() Type      { return TypeToolStarted }
+func (ToolInputDelta) EventType() Type   { return TypeToolInputDelta }
+func (ToolOutput) EventType() Type       { return TypeToolOutput }
+func (ToolFinished) EventType() Type     { return TypeToolFinished }
+func (StepFinished) EventType() Type     { return TypeStepFinished }
+func (TurnFinished) EventType() Type     { return TypeTurnFinished }
+func (TurnCancelled) EventType() Type    { return TypeTurnCancelled }
+func (TurnFailed) EventType() Type       { return TypeTurnFailed }
+func (TerminalOutput) EventType() Type   { return TypeTerminalOutput }
+func (Compaction) EventType() Type       { return TypeCompaction }
+func (LoopDetected) EventType() Type     { return TypeLoopDetected }
+func (TodoUpdated) EventType() Type      { return TypeTodoUpdated }
+func (GitCommitted) EventType() Type     { return TypeGitCommitted }
+func (GitPushed) EventType() Type        { return TypeGitPushed }
+func (PROpened) EventType() Type         { return TypePROpened }
+func (Stuck) EventType() Type            { return TypeStuck }
+
+func init() {
+	for _, p := range []Payload{
+		SessionState{}, MessageQueued{}, MessageDelivered{}, TurnStarted{},
+		AssistantDelta{}, AssistantMessage{}, ThinkingDelta{}, Thinking{},
+		ToolStarted{}, ToolInputDelta{}, ToolOutput{}, ToolFinished{},
+		StepFinished{}, TurnFinished{}, TurnCancelled{}, TurnFailed{},
+		TerminalOutput{}, Compaction{}, LoopDetected{}, TodoUpdated{},
+		GitCommitted{}, GitPushed{}, PROpened{}, Stuck{},
+	} {
+		register(p)
+	}
+}
