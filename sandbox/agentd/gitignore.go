@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -72,24 +73,65 @@ func (r ignoreRule) match(rel string, isDir bool) bool {
 	return ok
 }
 
-// ignorer answers "is this path ignored?" for a tree, loading .gitignore files
-// as the walk reaches their directories.
+// ignorer answers "is this path ignored?" for a walk, loading .gitignore files
+// as the walk reaches their directories. Rules are kept relative to the
+// repository's root (the nearest directory at or above the walk's start that
+// holds .git), so a walk that starts in a subdirectory still obeys the
+// .gitignore files above it, as git does.
 type ignorer struct {
-	rules map[string][]ignoreRule // by directory, relative to the walk root ("." for it)
+	base   string                  // the repository root (or the walk's start outside a repository)
+	prefix string                  // the walk's start relative to base; "" when it is base
+	rules  map[string][]ignoreRule // by directory, relative to base ("." for it)
 }
 
-func newIgnorer(root string) *ignorer {
-	ig := &ignorer{rules: map[string][]ignoreRule{}}
-	// A repository's own exclude file applies from its root.
-	if b, err := os.ReadFile(path.Join(root, ".git", "info", "exclude")); err == nil {
+func newIgnorer(start string) *ignorer {
+	base := repoRoot(start)
+	ig := &ignorer{base: base, rules: map[string][]ignoreRule{}}
+	if b, err := os.ReadFile(path.Join(base, ".git", "info", "exclude")); err == nil {
 		ig.rules["."] = parseIgnore(b)
+	}
+	rel, err := filepath.Rel(base, start)
+	if err != nil || rel == "." {
+		rel = ""
+	}
+	ig.prefix = filepath.ToSlash(rel)
+	ig.enter(".")
+	if ig.prefix != "" {
+		parts := strings.Split(ig.prefix, "/")
+		for i := 1; i <= len(parts); i++ {
+			ig.enter(strings.Join(parts[:i], "/"))
+		}
 	}
 	return ig
 }
 
-// enter loads dir's .gitignore (dir is relative to the root).
-func (ig *ignorer) enter(root, dir string) {
-	b, err := os.ReadFile(path.Join(root, dir, ".gitignore"))
+// repoRoot returns the nearest directory at or above dir that holds .git, or
+// dir itself.
+func repoRoot(dir string) string {
+	for d := dir; ; {
+		if _, err := os.Lstat(path.Join(d, ".git")); err == nil {
+			return d
+		}
+		parent := path.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
+}
+
+// fromWalk turns a path relative to the walk's start into one relative to
+// the repository root.
+func (ig *ignorer) fromWalk(rel string) string {
+	if ig.prefix == "" {
+		return rel
+	}
+	return ig.prefix + "/" + rel
+}
+
+// enter loads dir's .gitignore (dir is relative to the repository root).
+func (ig *ignorer) enter(dir string) {
+	b, err := os.ReadFile(path.Join(ig.base, dir, ".gitignore"))
 	if err != nil {
 		return
 	}

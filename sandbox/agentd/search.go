@@ -32,7 +32,6 @@ func walk(root string, gitignore bool, fn func(rel string, d fs.DirEntry) error)
 	var ig *ignorer
 	if gitignore {
 		ig = newIgnorer(root)
-		ig.enter(root, ".")
 	}
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -47,14 +46,15 @@ func walk(root string, gitignore bool, fn func(rel string, d fs.DirEntry) error)
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		if ig != nil {
-			if ig.ignored(rel, d.IsDir()) {
+			full := ig.fromWalk(rel)
+			if ig.ignored(full, d.IsDir()) {
 				if d.IsDir() {
 					return filepath.SkipDir
 				}
 				return nil
 			}
 			if d.IsDir() {
-				ig.enter(root, rel)
+				ig.enter(full)
 			}
 		}
 		return fn(rel, d)

@@ -445,6 +445,7 @@ func testGlobGrep(t *testing.T, sb *sandbox.Sandbox) {
 		"pkg/util_test.go":     "package pkg\n",
 		"pkg/.gitignore":       "gen_*.go\n",
 		"pkg/gen_x.go":         "package pkg // hello generated\n",
+		"pkg/trace.log":        "hello from a log below the root .gitignore\n",
 		"build/out.go":         "package build // hello\n",
 		"debug.log":            "hello log\n",
 		"keep.log":             "hello kept\n",
@@ -480,6 +481,15 @@ func testGlobGrep(t *testing.T, sb *sandbox.Sandbox) {
 	paths, trunc, _ := sb.Glob(ctx, "**/*.go", sandbox.GlobOptions{Root: root, Limit: 2})
 	if len(paths) != 2 || !trunc {
 		t.Errorf("glob limit: %d %v", len(paths), trunc)
+	}
+	// A walk that starts in a subdirectory obeys the repository root's
+	// .gitignore (*.log) as well as its own directory's (gen_*.go).
+	paths, _, _ = sb.Glob(ctx, "*", sandbox.GlobOptions{Root: root + "/pkg", GitIgnore: true})
+	if got := rel(paths); got != "pkg/.gitignore,pkg/util.go,pkg/util_test.go" {
+		t.Errorf("glob from a subdirectory with gitignore: %s", got)
+	}
+	if res, _ := sb.Grep(ctx, sandbox.GrepOptions{Root: root + "/pkg", Pattern: "hello", GitIgnore: true}); len(res.Matches) != 1 {
+		t.Errorf("grep from a subdirectory with gitignore: %+v", res.Matches)
 	}
 	paths, _, _ = sb.Glob(ctx, "pkg/*.go", sandbox.GlobOptions{Root: root})
 	if got := rel(paths); got != "pkg/gen_x.go,pkg/util.go,pkg/util_test.go" {
