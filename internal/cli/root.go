@@ -71,6 +71,7 @@ Start here:
 	}
 	root.AddCommand(newSandboxCmd(), newDoctorCmd(), newVersionCmd())
 	root.AddCommand(newAgentCmds()...)
+	root.AddCommand(newSimCmd())
 	return root
 }
 

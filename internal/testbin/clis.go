@@ -1,0 +1,97 @@
+package testbin
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The agent CLIs the end-to-end tests run, pinned: scripts/setup installs
+// exactly these versions, and the sim scripts the tests play
+// (sim/examples/claude-code.yaml, opencode.yaml) are written against what
+// these versions send.
+const (
+	ClaudeCodePackage = "@anthropic-ai/claude-code"
+	ClaudeCodeVersion = "2.1.197"
+	OpenCodePackage   = "opencode-ai"
+	OpenCodeVersion   = "1.18.33"
+
+	// NPMPrefix is where scripts/setup installs them (npm install --prefix).
+	NPMPrefix = "/opt/harvest/npm"
+)
+
+// RequireCLIs reports whether a missing agent CLI fails the tests rather
+// than skipping them: in CI (CI=true) or with HARVEST_REQUIRE_CLIS=1.
+func RequireCLIs() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("HARVEST_REQUIRE_CLIS") == "1"
+}
+
+// Claude returns the path of the Claude Code CLI: $HARVEST_CLAUDE_BIN, else
+// the one scripts/setup installs, else claude on PATH. When none is found
+// the test is skipped, or fails under RequireCLIs.
+func Claude(t testing.TB) string {
+	t.Helper()
+	return findCLI(t, "HARVEST_CLAUDE_BIN", "claude", ClaudeCodePackage, ClaudeCodeVersion)
+}
+
+// OpenCode returns the path of the OpenCode CLI, found like Claude's
+// ($HARVEST_OPENCODE_BIN).
+func OpenCode(t testing.TB) string {
+	t.Helper()
+	return findCLI(t, "HARVEST_OPENCODE_BIN", "opencode", OpenCodePackage, OpenCodeVersion)
+}
+
+func findCLI(t testing.TB, env, name, pkg, version string) string {
+	t.Helper()
+	tried := []string{}
+	if p := os.Getenv(env); p != "" {
+		if isExecutable(p) {
+			return checkVersion(t, p, version)
+		}
+		missing(t, "$%s=%s is not an executable file", env, p)
+	}
+	p := filepath.Join(NPMPrefix, "node_modules", ".bin", name)
+	if isExecutable(p) {
+		return checkVersion(t, p, version)
+	}
+	tried = append(tried, p)
+	if p, err := exec.LookPath(name); err == nil {
+		return checkVersion(t, p, version)
+	}
+	tried = append(tried, name+" on $PATH")
+	missing(t, "%s is not installed (tried %s): run scripts/setup, or npm install --prefix %s %s@%s, or set $%s",
+		name, strings.Join(tried, ", "), NPMPrefix, pkg, version, env)
+	return ""
+}
+
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if RequireCLIs() {
+		t.Fatalf(format+" (required: CI=true or HARVEST_REQUIRE_CLIS=1)", args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// checkVersion logs the CLI's version, and says so when it is not the pinned
+// one (the scripts may then not match what it sends).
+func checkVersion(t testing.TB, p, want string) string {
+	t.Helper()
+	out, err := exec.Command(p, "--version").Output()
+	got := strings.TrimSpace(string(out))
+	switch {
+	case err != nil:
+		t.Logf("%s --version: %v", p, err)
+	case !strings.HasPrefix(got, want):
+		t.Logf("%s is version %q; the tests are written for %s", p, got, want)
+	default:
+		t.Logf("%s: %s", p, got)
+	}
+	return p
+}
