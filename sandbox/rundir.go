@@ -19,9 +19,14 @@ func NewID() string {
 }
 
 // DefaultRunDir is where a backend keeps per-box runtime state (sockets, pid
-// records, logs) when not configured: /run/harvest/BACKEND as root, else
+// records, logs) when not configured: $HARVEST_RUN_DIR/BACKEND when set (to
+// keep separate Harvests apart: each one's "sandbox ls" and "rm --all" see
+// only its own boxes), else /run/harvest/BACKEND as root, else
 // $XDG_RUNTIME_DIR/harvest/BACKEND, else $TMPDIR/harvest-UID/BACKEND.
 func DefaultRunDir(backend string) string {
+	if d := os.Getenv("HARVEST_RUN_DIR"); d != "" {
+		return filepath.Join(d, backend)
+	}
 	if os.Geteuid() == 0 {
 		return filepath.Join("/run/harvest", backend)
 	}

@@ -133,7 +133,7 @@ func (s Spec) WithDefaults() Spec {
 			env[k] = v
 		}
 	}
-	setDefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	setDefault("PATH", DefaultPath)
 	setDefault("HOME", "/home/user")
 	setDefault("USER", "user")
 	setDefault("LANG", "C.UTF-8")
@@ -141,6 +141,12 @@ func (s Spec) WithDefaults() Spec {
 	s.Env = env
 	return s
 }
+
+// DefaultPath is a box's PATH unless the spec sets one: the usual system
+// directories, then the places toolchains are installed by hand (the official
+// Go and Rust installers), which the local backend's read-only view of the
+// host and most images have. A directory that does not exist costs nothing.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin:/usr/local/cargo/bin"
 
 // Validate reports every problem with s at once, each saying what to change.
 // It checks the host side too: workspaces must exist, be directories and be

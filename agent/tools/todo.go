@@ -32,6 +32,19 @@ func (e *Env) Todos() []TodoItem {
 	return slices.Clone(e.todos)
 }
 
+// SetTodos restores a todo list saved with the conversation (the agent's
+// State), checked like the todo tool checks the model's.
+func (e *Env) SetTodos(items []TodoItem) error {
+	in := todoInput{Todos: items}
+	if msg := in.validate(e); msg != "" {
+		return fmt.Errorf("tools: todo list: %s", msg)
+	}
+	e.mu.Lock()
+	e.todos = slices.Clone(items)
+	e.mu.Unlock()
+	return nil
+}
+
 type todoInput struct {
 	Todos []TodoItem `json:"todos"`
 }

@@ -63,13 +63,14 @@ func newRoot() *cobra.Command {
 		Long: `Harvest runs coding agents on git repositories, each session in its own sandbox.
 
 Start here:
+  harvest run --repo DIR "PROMPT"    run the agent on a copy of DIR, in a fresh sandbox
   harvest doctor                     which sandbox backends work on this machine
   harvest sandbox run -- CMD [ARGS]  run a command in a fresh, isolated box`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.AddCommand(newSandboxCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newSandboxCmd(), newDoctorCmd(), newVersionCmd())
 	root.AddCommand(newAgentCmds()...)
 	root.AddCommand(newSimCmd())
 	return root

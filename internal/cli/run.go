@@ -1,0 +1,608 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/demo"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sim"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+// Exit codes of `harvest run`.
+const (
+	exitTurnFailed = 1   // the agent could not finish: a limit, a loop, stuck, a model error
+	exitCancelled  = 130 // Ctrl-C (or SIGTERM)
+)
+
+type agentRunFlags struct {
+	repos      []string
+	agentName  string
+	model      string
+	backend    string
+	json       bool
+	maxSteps   int
+	timeout    time.Duration
+	budget     float64
+	maxOutput  int
+	image      string
+	memory     string
+	cpus       float64
+	simScript  string
+	prices     string
+	unsafeHost bool
+	dataDir    string
+}
+
+func newRunCmd() *cobra.Command {
+	var f agentRunFlags
+	cmd := &cobra.Command{
+		Use:   "run --repo PATH [flags] PROMPT",
+		Short: "Run Harvest's agent on a copy of a repository, in a fresh sandbox",
+		Long: `Copy a repository into a fresh workspace, start a sandbox on it and run
+Harvest's builtin agent on PROMPT until it is done, streaming what it does.
+The model runs from this process; its key never enters the sandbox. The
+copy is kept afterwards: its path is printed at the end, with what changed.
+
+--repo is a directory (copied as it is: uncommitted changes, untracked files
+and .git included; your checkout is never written) or a git URL (cloned).
+Repeat it for several repositories: the first is where the agent starts.
+PROMPT "-" reads the prompt from stdin.
+
+The model is --model, else $HARVEST_MODEL, else anthropic/claude-sonnet-4-5
+when ANTHROPIC_API_KEY is set, else openai/gpt-4.1 when OPENAI_API_KEY is.
+With no key at all, Harvest runs on harvest sim with its bundled demo script
+(it says so), which knows one task: fixing examples/calc. --sim-script FILE
+runs on harvest sim with your own script instead.
+
+The agent is --agent NAME: .harvest/agents/NAME.md in the repository, else
+~/.config/harvest/agents/NAME.md, else the built-in default.
+
+Ctrl-C cancels the turn: the running tool's processes are killed and the
+box is destroyed. Exit status: 0 done, 1 the agent failed (a limit, a loop,
+stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
+		Example: `  harvest run --repo examples/calc "Fix the failing test"
+  harvest run --repo . --model anthropic/claude-sonnet-4-5 --budget 2 "Add a --verbose flag"
+  harvest run --repo https://github.com/acme/app.git --json "Why does CI fail?" > events.jsonl
+  harvest run --repo . --sim-script task.yaml "do the scripted task"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New(`no prompt: say what to do, like: harvest run --repo . "Fix the failing test"`)
+			}
+			if len(f.repos) == 0 {
+				return errors.New("no repository: give --repo DIR (or a git URL)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd, f, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.repos, "repo", nil, "repository to work on: a directory or a git URL (repeatable)")
+	fl.StringVar(&f.agentName, "agent", "", "agent definition name (default: the repository's or built-in default)")
+	fl.StringVar(&f.model, "model", "", "model as provider/model, like anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
+	fl.StringVar(&f.backend, "backend", backends.Default, "sandbox backend: "+strings.Join(backends.Names(), ", "))
+	fl.BoolVar(&f.json, "json", false, "print every event as a JSON line instead of the progress view")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, fmt.Sprintf("most model calls in the turn (default: the agent's, else %d)", builtin.DefaultMaxSteps))
+	fl.DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("wall-clock limit of the turn (default: the agent's, else %s)", builtin.DefaultTimeout))
+	fl.Float64Var(&f.budget, "budget", 0, "most USD the turn may spend (default: the agent's, else none)")
+	fl.IntVar(&f.maxOutput, "max-output-tokens", 0, fmt.Sprintf("cap on each model reply (default: the agent's, else %d)", builtin.DefaultMaxOutputTokens))
+	fl.StringVar(&f.image, "image", "", "container image (docker backend)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit of the box, like 4g (default 6g)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the box in cores (default: none)")
+	fl.StringVar(&f.simScript, "sim-script", "", "run on harvest sim with this script instead of a model API")
+	fl.StringVar(&f.prices, "prices", "", "YAML or JSON file of model prices (USD per million tokens) to add to the built-in table")
+	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: the agent's tools run on this machine with NO isolation")
+	fl.StringVar(&f.dataDir, "data-dir", "", "where run workspaces are kept (default $HARVEST_HOME, else ~/.local/share/harvest)")
+	return cmd
+}
+
+func (f agentRunFlags) validate() error {
+	switch {
+	case f.maxSteps < 0:
+		return fmt.Errorf("--max-steps %d: must be positive", f.maxSteps)
+	case f.timeout < 0:
+		return fmt.Errorf("--timeout %s: must be positive", f.timeout)
+	case f.budget < 0:
+		return fmt.Errorf("--budget %v: must be positive (USD)", f.budget)
+	case f.maxOutput < 0:
+		return fmt.Errorf("--max-output-tokens %d: must be positive", f.maxOutput)
+	case f.cpus < 0:
+		return fmt.Errorf("--cpus %v: must be positive", f.cpus)
+	}
+	return nil
+}
+
+// dataDir is where harvest keeps run workspaces.
+func dataDir(flag string) (string, error) {
+	if flag != "" {
+		return filepath.Abs(flag)
+	}
+	if d := os.Getenv("HARVEST_HOME"); d != "" {
+		return filepath.Abs(d)
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "harvest"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory to keep workspaces in: set HARVEST_HOME or pass --data-dir (%v)", err)
+	}
+	return filepath.Join(home, ".local/share/harvest"), nil
+}
+
+// agentsDir is the user's agent definitions directory.
+func agentsDir() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "harvest/agents")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".config/harvest/agents")
+}
+
+// modelSetup is the model client and, when it runs on the sim, the server.
+type modelSetup struct {
+	client *llm.Client
+	notice string // said once on stderr
+	stop   func()
+}
+
+// openModel picks the model (see the run command's help).
+func openModel(f agentRunFlags) (*modelSetup, error) {
+	if f.prices != "" {
+		if err := llm.LoadPrices(f.prices); err != nil {
+			return nil, fmt.Errorf("--prices: %w", err)
+		}
+	}
+	cfg := providers.FromEnv()
+	if f.simScript != "" {
+		s, err := sim.LoadScript(f.simScript)
+		if err != nil {
+			return nil, fmt.Errorf("--sim-script: %w", err)
+		}
+		return startSim(cfg, s, f.model, fmt.Sprintf("running on harvest sim with the script %s: the answers are scripted, not from a model.", f.simScript))
+	}
+	model := f.model
+	if model == "" {
+		model = strings.TrimSpace(os.Getenv("HARVEST_MODEL"))
+	}
+	if model == "" {
+		switch {
+		case cfg.Endpoints["anthropic"].APIKey != "":
+			model = "anthropic/claude-sonnet-4-5"
+		case cfg.Endpoints["openai"].APIKey != "":
+			model = "openai/gpt-4.1"
+		default:
+			s, err := demo.Script()
+			if err != nil {
+				return nil, err
+			}
+			return startSim(cfg, s, demo.Model, "no model key is configured (ANTHROPIC_API_KEY or OPENAI_API_KEY), so this is a DEMO: "+
+				"Harvest runs on harvest sim with its bundled demo script, which only knows how to fix examples/calc. "+
+				"The sandbox, the tools and the agent loop are real; the model's answers are scripted.")
+		}
+	}
+	client, err := providers.Open(cfg, model)
+	if err != nil {
+		return nil, err
+	}
+	return &modelSetup{client: client, stop: func() {}}, nil
+}
+
+// startSim serves script on loopback and opens model against it.
+func startSim(cfg providers.Config, s *sim.Script, model, notice string) (*modelSetup, error) {
+	if model == "" {
+		model = demo.Model
+	}
+	api, _, err := llm.ParseModel(model)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	if api != "anthropic" && api != "openai" {
+		return nil, fmt.Errorf("--model %s: on harvest sim use an anthropic/ or openai/ model", model)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("starting harvest sim: %w", err)
+	}
+	srv := &http.Server{Handler: sim.New(s), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	base := "http://" + ln.Addr().String()
+	if api == "openai" {
+		base += "/v1"
+	}
+	cfg.Endpoints = map[string]providers.Endpoint{api: {API: api, BaseURL: base, APIKey: "harvest-sim"}}
+	client, err := providers.Open(cfg, model)
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &modelSetup{client: client, notice: notice, stop: stop}, nil
+}
+
+func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err := f.validate(); err != nil {
+		return exitCode(2, err)
+	}
+	prompt := strings.Join(args, " ")
+	if prompt == "-" {
+		b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
+		if err != nil {
+			return exitCode(exitHarvestError, fmt.Errorf("reading the prompt from stdin: %w", err))
+		}
+		prompt = string(b)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return exitCode(2, errors.New("the prompt is empty: say what to do"))
+	}
+	var sources []workspace.Source
+	names := map[string]bool{}
+	for _, r := range f.repos {
+		src, err := workspace.Parse(r)
+		if err != nil {
+			return exitCode(exitHarvestError, fmt.Errorf("--repo: %w", err))
+		}
+		if names[src.Name()] {
+			return exitCode(exitHarvestError, fmt.Errorf("--repo: two repositories are named %q; the workspace names must differ", src.Name()))
+		}
+		names[src.Name()] = true
+		sources = append(sources, src)
+	}
+	var limits sandbox.Limits
+	if f.memory != "" {
+		n, err := sandbox.ParseSize(f.memory)
+		if err != nil {
+			return exitCode(exitHarvestError, fmt.Errorf("--memory: %w", err))
+		}
+		limits.MemoryBytes = n
+	}
+	limits.CPUs = f.cpus
+	data, err := dataDir(f.dataDir)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+
+	model, err := openModel(f)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	defer model.stop()
+	if model.notice != "" {
+		fmt.Fprintln(stderr, "harvest:", model.notice)
+	}
+
+	p, err := backends.Open(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerImage: f.image})
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	if c, ok := p.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	if f.backend == "host" {
+		fmt.Fprintln(stderr, "harvest:", unsafeWarning)
+	}
+
+	// Signals: the first cancels the turn (its tools die, the box is
+	// destroyed); a second one also abandons the clean-up steps that are
+	// still waiting (the box is still destroyed).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	hard, hardCancel := context.WithCancel(context.Background())
+	defer hardCancel()
+	sigDone := make(chan struct{})
+	defer close(sigDone)
+	go func() {
+		n := 0
+		for {
+			select {
+			case s := <-sigs:
+				n++
+				if n == 1 {
+					fmt.Fprintf(stderr, "\nharvest: %s: cancelling the turn (again to stop waiting)\n", sigName(s))
+					cancel(fmt.Errorf("interrupted (%s)", sigName(s)))
+				} else {
+					hardCancel()
+				}
+			case <-sigDone:
+				return
+			}
+		}
+	}()
+
+	// The workspaces.
+	runID := "run-" + strings.TrimPrefix(sandbox.NewID(), "box-")
+	runDir := filepath.Join(data, "runs", runID)
+	if err := os.MkdirAll(runDir, 0o711); err != nil {
+		return exitCode(exitHarvestError, fmt.Errorf("creating %s: %w (pass --data-dir or set HARVEST_HOME to a writable directory)", runDir, err))
+	}
+	// The box user: 1000 when Harvest runs as root (the box must not be
+	// root), else the caller, who owns the copies.
+	user := sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID}
+	owner := workspace.Owner{UID: user.UID, GID: user.GID}
+	if os.Geteuid() != 0 {
+		user = sandbox.User{UID: os.Geteuid(), GID: os.Getegid()}
+		owner = workspace.Owner{}
+	}
+	spec := sandbox.Spec{User: user, Limits: limits, Image: f.image, Labels: map[string]string{"harvest.run": runID}}
+	for _, src := range sources {
+		dst := filepath.Join(runDir, src.Name())
+		if _, err := workspace.Prepare(ctx, src, dst, owner); err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: src.Name(), HostPath: dst})
+	}
+	turnTimeout := f.timeout
+	if turnTimeout == 0 {
+		turnTimeout = builtin.DefaultTimeout
+	}
+	spec.Timeout = turnTimeout + 10*time.Minute
+
+	startCtx, cancelStart := context.WithTimeout(ctx, 2*time.Minute)
+	box, err := p.Start(startCtx, spec)
+	cancelStart()
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitCode(exitCancelled, nil)
+		}
+		return exitCode(exitHarvestError, err)
+	}
+	destroyed := false
+	destroy := func() {
+		if destroyed {
+			return
+		}
+		destroyed = true
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		if err := box.Destroy(dctx); err != nil {
+			fmt.Fprintf(stderr, "harvest: destroying box %s: %v (remove it with: harvest sandbox rm %s)\n", box.ID(), err, box.ID())
+		}
+	}
+	defer destroy()
+
+	var ws []builtin.Workspace
+	for _, w := range spec.Workspaces {
+		ws = append(ws, builtin.Workspace{Name: w.Name, Path: box.WorkspacePath(w.Name)})
+	}
+	if err := trackChanges(ctx, box, ws, stderr); err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	def, err := builtin.LoadDefinition(ctx, box, ws, agentsDir(), f.agentName)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	if f.maxSteps > 0 {
+		def.Harness.MaxSteps = f.maxSteps
+	}
+	if f.timeout > 0 {
+		def.Harness.Timeout = builtin.Duration(f.timeout)
+	}
+	if f.budget > 0 {
+		def.Harness.BudgetUSD = f.budget
+	}
+	if f.maxOutput > 0 {
+		def.Harness.MaxOutputTokens = f.maxOutput
+	}
+	if def.Model != "" && f.model == "" && os.Getenv("HARVEST_MODEL") == "" && model.notice == "" {
+		// The agent definition names its model; flags and HARVEST_MODEL win.
+		c, err := providers.Open(providers.FromEnv(), def.Model)
+		if err != nil {
+			return exitCode(exitHarvestError, fmt.Errorf("agent %s: %w", def.Name, err))
+		}
+		model.client = c
+	}
+
+	audit, err := os.OpenFile(filepath.Join(runDir, "audit.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	defer audit.Close()
+	events, err := os.OpenFile(filepath.Join(runDir, "events.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	defer events.Close()
+
+	ag, err := builtin.New(ctx, builtin.Config{
+		Client: model.client, Box: box, Definition: def, Workspaces: ws, SessionID: runID,
+		Hooks: []builtin.HookRegistration{builtin.AuditHook(audit, runID)},
+	}, nil)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+
+	var view eventSink
+	if f.json {
+		view = &jsonView{w: stdout}
+	} else {
+		view = newTextView(stdout, isTerminal(stdout))
+		fmt.Fprintf(stderr, "harvest: %s on %s in a %s box (%s agent, %s)\n", describeRepos(sources), runDir, box.Backend(), def.Name, model.client)
+	}
+	rec := &eventLog{run: runID, turn: "t1", sinks: []eventSink{&jsonView{w: events}, view}}
+	out := ag.Turn(ctx, prompt, rec.emit)
+	view.close()
+
+	// What changed, asked inside the box (host code never runs git in a
+	// workspace the agent wrote), then the box goes.
+	sumCtx, sumCancel := context.WithTimeout(hard, 20*time.Second)
+	changes := changedFiles(sumCtx, box, ws)
+	sumCancel()
+	closeCtx, closeCancel := context.WithTimeout(hard, 10*time.Second)
+	_ = ag.Close(closeCtx)
+	closeCancel()
+	destroy()
+
+	if !f.json {
+		printWorkspaces(stderr, spec.Workspaces, changes)
+	}
+	switch {
+	case out.Finished != nil:
+		return nil
+	case out.Cancelled != nil:
+		return exitCode(exitCancelled, nil)
+	default:
+		return exitCode(exitTurnFailed, nil)
+	}
+}
+
+func sigName(s os.Signal) string {
+	if s == syscall.SIGINT {
+		return "Ctrl-C"
+	}
+	return s.String()
+}
+
+func describeRepos(srcs []workspace.Source) string {
+	var parts []string
+	for _, s := range srcs {
+		parts = append(parts, s.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// trackChanges makes each workspace that is not a git repository one, with
+// its initial state committed, so that the agent's git tools and the summary
+// at the end show what changed. It runs inside the box, as the box user.
+func trackChanges(ctx context.Context, box *sandbox.Sandbox, ws []builtin.Workspace, stderr io.Writer) error {
+	const script = `git rev-parse --is-inside-work-tree >/dev/null 2>&1 && exit 0
+command -v git >/dev/null || exit 3
+git init -q && git add -A && git -c user.name=Harvest -c user.email=harvest@localhost commit -q --no-verify --allow-empty -m "Initial state (recorded by harvest run)" || exit 4
+exit 2`
+	for _, w := range ws {
+		var errb bytes.Buffer
+		st, err := box.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Dir: w.Path, Stderr: &errb, OutputLimit: 64 << 10, Timeout: 2 * time.Minute})
+		if err != nil {
+			return fmt.Errorf("preparing workspace %s: %w", w.Name, err)
+		}
+		switch st.Code {
+		case 0:
+		case 2:
+			fmt.Fprintf(stderr, "harvest: %s is not a git repository; made it one in the copy, with its initial state committed, to track the agent's changes\n", w.Name)
+		case 3:
+			fmt.Fprintf(stderr, "harvest: %s is not a git repository and the box has no git; its changes will not be listed\n", w.Name)
+		default:
+			return fmt.Errorf("preparing workspace %s: recording its initial state with git failed (%s): %s", w.Name, st, strings.TrimSpace(errb.String()))
+		}
+	}
+	return nil
+}
+
+// changedFiles lists, per workspace that is a git repository, `git status
+// --short` as run inside the box.
+func changedFiles(ctx context.Context, box *sandbox.Sandbox, ws []builtin.Workspace) map[string]string {
+	out := map[string]string{}
+	for _, w := range ws {
+		var b bytes.Buffer
+		st, err := box.Run(ctx, &sandbox.Cmd{
+			Args: []string{"sh", "-c", "git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 3; git status --short --untracked-files=all | head -n 50"},
+			Dir:  w.Path, Stdout: &b, OutputLimit: 64 << 10, Timeout: 15 * time.Second,
+		})
+		if err == nil && st.Success() {
+			out[w.Name] = strings.TrimRight(b.String(), "\n")
+		}
+	}
+	return out
+}
+
+func printWorkspaces(w io.Writer, ws []sandbox.Workspace, changes map[string]string) {
+	for _, x := range ws {
+		c, ok := changes[x.Name]
+		switch {
+		case !ok:
+			fmt.Fprintf(w, "workspace %s: %s\n", x.Name, x.HostPath)
+		case c == "":
+			fmt.Fprintf(w, "workspace %s: %s (no uncommitted changes)\n", x.Name, x.HostPath)
+		default:
+			n := strings.Count(c, "\n") + 1
+			fmt.Fprintf(w, "workspace %s: %s (%d changed %s, per git status in the box):\n", x.Name, x.HostPath, n, plural(n, "file", "files"))
+			for _, line := range strings.Split(c, "\n") {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+		}
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// eventLog numbers the turn's events and hands them to the sinks.
+type eventLog struct {
+	run, turn string
+	seq       int64
+	sinks     []eventSink
+}
+
+func (l *eventLog) emit(p event.Payload) {
+	l.seq++
+	e := event.Event{Session: l.run, Seq: l.seq, Time: time.Now().UTC(), Turn: l.turn, Agent: "builtin", Data: p}
+	for _, s := range l.sinks {
+		s.event(e)
+	}
+}
+
+type eventSink interface {
+	event(event.Event)
+	close()
+}
+
+// jsonView writes every event as a JSON line.
+type jsonView struct{ w io.Writer }
+
+func (v *jsonView) event(e event.Event) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": "encoding event: " + err.Error()})
+	}
+	v.w.Write(append(b, '\n'))
+}
+
+func (v *jsonView) close() {}
+
+var _ agent.Agent = (*builtin.Agent)(nil)
