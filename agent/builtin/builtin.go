@@ -708,19 +708,7 @@ func (t *turn) runTools(calls []llm.ToolUse, truncated bool) ([]llm.Block, *agen
 			run = append(run, k)
 		}
 		runStart := a.now()
-		if len(run) == 1 {
-			t.runOne(&outs[run[0]])
-		} else if len(run) > 1 {
-			var wg sync.WaitGroup
-			for _, k := range run {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					t.runOne(&outs[k])
-				}()
-			}
-			wg.Wait()
-		}
+		t.execute(outs, run)
 		t.stats.Tools += a.now().Sub(runStart)
 		for k := i; k < j; k++ {
 			o := &outs[k]
@@ -764,11 +752,106 @@ func (t *turn) runTools(calls []llm.ToolUse, truncated bool) ([]llm.Block, *agen
 	return blocks, stop
 }
 
-func (t *turn) runOne(o *callOutcome) {
-	start := t.a.now()
-	o.res = t.a.reg.Run(t.ctx, t.a.env, o.call.Name, o.call.Input)
-	o.dur = t.a.now().Sub(start)
-	o.ran = true
+// maxLiveOutput bounds the tool.output events of one call; what the model
+// gets is bounded separately by the tool.
+const maxLiveOutput = 1 << 20
+
+type outputChunk struct {
+	id, stream, text string
+}
+
+// execute runs the calls outs[k] for k in run, at once, each on its own
+// goroutine, and emits their live output (tool.output) from the turn's
+// goroutine while they run. It returns when all have returned.
+func (t *turn) execute(outs []callOutcome, run []int) {
+	if len(run) == 0 {
+		return
+	}
+	ch := make(chan outputChunk, 64)
+	var wg sync.WaitGroup
+	for _, k := range run {
+		o := &outs[k]
+		ctx := tools.WithOutput(t.ctx, liveOutput(t.ctx, o.call.ID, ch))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := t.a.now()
+			o.res = t.a.reg.Run(ctx, t.a.env, o.call.Name, o.call.Input)
+			o.dur = t.a.now().Sub(start)
+			o.ran = true
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case c := <-ch:
+			t.emit(event.ToolOutput{CallID: c.id, Stream: c.stream, Text: c.text})
+		case <-done:
+			for {
+				select {
+				case c := <-ch:
+					t.emit(event.ToolOutput{CallID: c.id, Stream: c.stream, Text: c.text})
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// liveOutput is the tools.OutputFunc of one call: it cuts the output at
+// whole UTF-8 characters and hands it to the turn's goroutine, up to
+// maxLiveOutput bytes.
+func liveOutput(ctx context.Context, id string, ch chan<- outputChunk) tools.OutputFunc {
+	var mu sync.Mutex
+	sent := 0
+	partial := map[string][]byte{}
+	return func(stream string, p []byte) {
+		mu.Lock()
+		if sent >= maxLiveOutput {
+			mu.Unlock()
+			return
+		}
+		b := append(partial[stream], p...)
+		cut := len(b)
+		for i := 1; i <= 3 && i <= len(b); i++ { // an incomplete rune at the end waits for the rest
+			if r := b[len(b)-i]; r >= 0xC0 {
+				if need := utf8Len(r); need > i {
+					cut = len(b) - i
+				}
+				break
+			} else if r < 0x80 {
+				break
+			}
+		}
+		partial[stream] = append([]byte(nil), b[cut:]...)
+		text := string(b[:cut])
+		sent += len(text)
+		mu.Unlock()
+		if text == "" {
+			return
+		}
+		select {
+		case ch <- outputChunk{id, stream, text}:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// utf8Len is the length of the UTF-8 sequence a leading byte starts.
+func utf8Len(b byte) int {
+	switch {
+	case b >= 0xF0:
+		return 4
+	case b >= 0xE0:
+		return 3
+	default:
+		return 2
+	}
 }
 
 func (a *Agent) readOnly(name string) bool {

@@ -41,9 +41,12 @@
 //
 // # Concurrency
 //
-// Turn runs on the caller's goroutine. The only goroutines it starts are the
-// read-only tool calls of one step, which it waits for before going on; emit
-// is only called from the turn's goroutine, never concurrently. Hooks run in
+// Turn runs on the caller's goroutine. The only goroutines it starts run the
+// tool calls of one group (several read-only calls, or one call that may
+// write) and wait for them; the turn waits for all of them before going on.
+// While they run, the turn's goroutine emits their live output (tool.output,
+// handed over on a channel), so emit is only ever called from the turn's
+// goroutine, never concurrently. Hooks run in
 // order, never concurrently. State and Messages may be called from another
 // goroutine while a turn runs (the conversation is committed under a mutex
 // after each change).

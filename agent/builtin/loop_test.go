@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harvest-dev/harvest/agent/tools"
 	"github.com/harvest-dev/harvest/event"
@@ -716,5 +717,60 @@ func TestExampleDefinitions(t *testing.T) {
 				t.Errorf("%s: %v", f, err)
 			}
 		}
+	}
+}
+
+// TestLiveToolOutput: a running command's output arrives as tool.output
+// events before the call finishes, whole characters only, and adds up to
+// what it printed.
+func TestLiveToolOutput(t *testing.T) {
+	h := newHarness(t, `
+mode: sequence
+rules:
+  - reply: {tool_calls: [{name: bash, input: {command: "printf 'héllo\\n'; printf 'wörld\\n' >&2; echo done"}}]}
+  - reply: {text: "ok"}
+`)
+	out, rec := h.turn(h.agent(nil), "print")
+	mustFinish(t, out)
+	var live strings.Builder
+	sawFinish := false
+	for _, e := range rec.all() {
+		switch v := e.(type) {
+		case event.ToolOutput:
+			if sawFinish {
+				t.Error("tool.output after tool.finished")
+			}
+			if !utf8.ValidString(v.Text) {
+				t.Errorf("a chunk splits a character: %q", v.Text)
+			}
+			live.WriteString(v.Text)
+		case event.ToolFinished:
+			sawFinish = true
+		}
+	}
+	for _, want := range []string{"héllo\n", "wörld\n", "done\n"} {
+		if !strings.Contains(live.String(), want) {
+			t.Errorf("live output %q lacks %q", live.String(), want)
+		}
+	}
+}
+
+func TestLiveOutputCutsAtCharacters(t *testing.T) {
+	ch := make(chan outputChunk, 10)
+	f := liveOutput(context.Background(), "c1", ch)
+	b := []byte("aé€😀z")
+	for i := range b { // one byte at a time: every split point
+		f("stdout", b[i:i+1])
+	}
+	close(ch)
+	var got strings.Builder
+	for c := range ch {
+		if !utf8.ValidString(c.text) {
+			t.Errorf("chunk %q", c.text)
+		}
+		got.WriteString(c.text)
+	}
+	if got.String() != string(b) {
+		t.Errorf("got %q", got.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
 	"strings"
@@ -49,6 +50,35 @@ func (in *bashInput) validate(env *Env) string {
 		return fmt.Sprintf("timeout %d ms is over the maximum of %d ms; for longer work use run_in_background and check on it with bash_output", in.Timeout, max.Milliseconds())
 	}
 	return ""
+}
+
+// OutputFunc receives a running command's output as it arrives, for a live
+// view: stream is "stdout" or "stderr". It is called from the sandbox's
+// output goroutines (concurrently for the two streams), must not keep p,
+// and blocks the command while it blocks.
+type OutputFunc func(stream string, p []byte)
+
+type outputKey struct{}
+
+// WithOutput returns a context under which a foreground bash command also
+// passes its output to f as it arrives. What the model gets is unchanged.
+func WithOutput(ctx context.Context, f OutputFunc) context.Context {
+	return context.WithValue(ctx, outputKey{}, f)
+}
+
+func outputFunc(ctx context.Context) OutputFunc {
+	f, _ := ctx.Value(outputKey{}).(OutputFunc)
+	return f
+}
+
+type liveWriter struct {
+	stream string
+	f      OutputFunc
+}
+
+func (w liveWriter) Write(p []byte) (int, error) {
+	w.f(w.stream, p)
+	return len(p), nil
 }
 
 // commandEnv is added to every command's environment: nothing may wait for
@@ -101,6 +131,10 @@ func runBash(ctx context.Context, env *Env, in *bashInput) Result {
 	cmd.Timeout = timeout
 	out := newHeadTail(lim.MaxOutputBytes)
 	cmd.Stdout, cmd.Stderr = out, out
+	if f := outputFunc(ctx); f != nil {
+		cmd.Stdout = io.MultiWriter(out, liveWriter{"stdout", f})
+		cmd.Stderr = io.MultiWriter(out, liveWriter{"stderr", f})
+	}
 	proc, err := env.sb.Start(ctx, cmd)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -36,6 +36,8 @@ type textView struct {
 type runningTool struct {
 	id, summary string
 	start       time.Time
+	last        string // the last line of its live output
+	partial     string // output after the last newline
 }
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
@@ -97,7 +99,11 @@ func (v *textView) drawSpinner() {
 	if n := len(v.running); n > 1 {
 		label += fmt.Sprintf(" (+%d more)", n-1)
 	}
-	fmt.Fprintf(v.w, "\r\x1b[K%s %s  %s", v.style("36", spinnerFrames[v.frame%len(spinnerFrames)]), label, v.style("2", fmtDuration(time.Since(r.start))))
+	tail := ""
+	if r.last != "" {
+		tail = "  " + v.style("2", clipRunes(r.last, 60))
+	}
+	fmt.Fprintf(v.w, "\r\x1b[K%s %s  %s%s", v.style("36", spinnerFrames[v.frame%len(spinnerFrames)]), label, v.style("2", fmtDuration(time.Since(r.start))), tail)
 	v.spinning = true
 }
 
@@ -148,6 +154,23 @@ func (v *textView) event(e event.Event) {
 			v.drawSpinner()
 		} else {
 			v.line("→ %s", toolLabel(p.Summary, p.Tool))
+		}
+	case event.ToolOutput:
+		for _, r := range v.running {
+			if r.id == p.CallID {
+				r.partial += p.Text
+				lines := strings.Split(r.partial, "\n")
+				r.partial = lines[len(lines)-1]
+				if len(r.partial) > 4096 {
+					r.partial = r.partial[len(r.partial)-4096:]
+				}
+				for i := len(lines) - 2; i >= 0; i-- {
+					if l := strings.TrimSpace(stripControl(lines[i])); l != "" {
+						r.last = l
+						break
+					}
+				}
+			}
 		}
 	case event.ToolFinished:
 		label := p.Tool
@@ -279,4 +302,15 @@ func clipRunes(s string, n int) string {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
+}
+
+// stripControl drops control characters (escape sequences, carriage
+// returns) from a line of command output shown in the spinner line.
+func stripControl(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
 }
