@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -175,8 +174,11 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 	root := sandbox.WorkspaceRoot
 	if cfg.Box.Unsafe() && len(ws) > 0 {
 		// The host backend has no /workspace: the workspaces are host
-		// directories, and the tools are confined to their parent.
-		root = filepath.Dir(ws[0].Path)
+		// directories wherever they are, and the tools are confined to them.
+		root = ws[0].Path
+		for _, w := range ws[1:] {
+			policy.AllowPaths = append(policy.AllowPaths, w.Path)
+		}
 	}
 	workdir := ""
 	if len(ws) > 0 {

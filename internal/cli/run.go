@@ -459,6 +459,12 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	rec := &eventLog{run: runID, turn: "t1", sinks: []eventSink{&jsonView{w: events}, view}}
 	out := ag.Turn(ctx, prompt, rec.emit)
 	view.close()
+	// The conversation, for the record (and for a later continue).
+	if st, err := ag.State(); err == nil {
+		if err := os.WriteFile(filepath.Join(runDir, "conversation.json"), st, 0o600); err != nil {
+			fmt.Fprintf(stderr, "harvest: saving the conversation: %v\n", err)
+		}
+	}
 
 	// What changed, asked inside the box (host code never runs git in a
 	// workspace the agent wrote), then the box goes.

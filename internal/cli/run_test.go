@@ -103,6 +103,9 @@ func TestRunDemo(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "events.jsonl")); err != nil || !strings.Contains(string(b), `"type":"turn.finished"`) {
 		t.Errorf("event log: %v", err)
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "conversation.json")); err != nil || !strings.Contains(string(b), "Fix the failing test") {
+		t.Errorf("conversation: %v", err)
+	}
 }
 
 func writeScript(t *testing.T, text string) string {
