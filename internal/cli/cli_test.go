@@ -65,19 +65,7 @@ func TestBinary(t *testing.T) {
 	agent := testbin.Agent(t)
 	env := append(os.Environ(), "HARVEST_AGENT_BINARY="+agent)
 	runBin := func(stdin string, args ...string) (int, string, string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, out.String(), errb.String()
+		return runBinary(t, bin, env, stdin, args...)
 	}
 
 	code, out, errOut := runBin("", "doctor", "--json")

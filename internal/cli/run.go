@@ -306,16 +306,11 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		fmt.Fprintln(stderr, "harvest:", model.notice)
 	}
 
-	p, err := backends.Open(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerImage: f.image})
+	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerImage: f.image}, stderr)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	if c, ok := p.(interface{ Close() error }); ok {
-		defer c.Close()
-	}
-	if f.backend == "host" {
-		fmt.Fprintln(stderr, "harvest:", unsafeWarning)
-	}
+	defer closeP()
 
 	// Signals: the first cancels the turn (its tools die, the box is
 	// destroyed); a second one also abandons the clean-up steps that are

@@ -36,7 +36,13 @@ func runEnv(t *testing.T) (env []string, home string) {
 
 func runHarvest(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(testbin.Harvest(t), args...)
+	return runBinary(t, testbin.Harvest(t), env, stdin, args...)
+}
+
+// runBinary runs bin with env and stdin, returning its exit code and output.
+func runBinary(t *testing.T, bin string, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer

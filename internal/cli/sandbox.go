@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -195,22 +196,34 @@ func parseUser(s string, ws []sandbox.Workspace) (sandbox.User, error) {
 	return sandbox.User{UID: uid, GID: gid}, nil
 }
 
+// openBackend opens a backend, warning on stderr when it is the unsafe host
+// backend; the returned func releases it.
+func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Provider, func(), error) {
+	p, err := backends.Open(name, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if name == "host" {
+		fmt.Fprintln(stderr, "harvest:", unsafeWarning)
+	}
+	closeP := func() {}
+	if c, ok := p.(interface{ Close() error }); ok {
+		closeP = func() { c.Close() }
+	}
+	return p, closeP, nil
+}
+
 func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	stderr := cmd.ErrOrStderr()
 	spec, err := specFromFlags(f)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	p, err := backends.Open(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost})
+	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost}, stderr)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	if c, ok := p.(interface{ Close() error }); ok {
-		defer c.Close()
-	}
-	if f.backend == "host" {
-		fmt.Fprintln(stderr, "harvest:", unsafeWarning)
-	}
+	defer closeP()
 
 	// First signal: forwarded to the command (pipes) or ignored (the terminal
 	// delivers ^C itself); SIGTERM/SIGHUP or a second SIGINT: kill and clean up.
