@@ -13,7 +13,8 @@ import (
 )
 
 // client is the host end of the agent connection: concurrent calls matched to
-// replies by id, and process streams with flow control (see package proto).
+// replies by id, and streams with flow control (see package proto): process
+// stdio (stream, process.go) and forwarded connections (boxConn, forward.go).
 //
 // Concurrency: one reader goroutine (owned by the client, waited for in close)
 // routes every incoming frame; writes are serialised by wmu and go straight to
@@ -25,11 +26,26 @@ type client struct {
 
 	mu      sync.Mutex
 	calls   map[uint32]chan callResult
-	streams map[uint32]*stream
+	streams map[uint32]streamSink
 	nextID  uint32
 	err     error // set once the connection is gone
 
 	done chan struct{} // closed when the reader exits
+}
+
+// streamSink receives a stream's frames. The reader calls its methods, so
+// they must not block.
+type streamSink interface {
+	// push delivers Data from the agent; an error is a protocol violation
+	// (more than the credit granted) and ends the connection.
+	push(fd byte, b []byte) error
+	eof(fd byte)
+	// addStdinCredit is a Window frame for fd 0 (host → box credit).
+	addStdinCredit(n int64)
+	// exit is the stream's last frame; the stream is dropped before.
+	exit(st proto.ExitStatus)
+	// fail: the connection is gone.
+	fail(err error)
 }
 
 type callResult struct {
@@ -43,7 +59,7 @@ func newClient(nc net.Conn) *client {
 		nc:      nc,
 		bw:      bufio.NewWriterSize(nc, 64<<10),
 		calls:   map[uint32]chan callResult{},
-		streams: map[uint32]*stream{},
+		streams: map[uint32]streamSink{},
 		done:    make(chan struct{}),
 	}
 	go c.readLoop()
@@ -119,8 +135,30 @@ func (c *client) call(ctx context.Context, method string, params any, blob []byt
 	}
 }
 
+// notify sends a call without waiting for its reply: its id is never
+// registered, so the reply is dropped when it arrives.
+func (c *client) notify(method string, params any) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	payload, err := proto.EncodeMessage(proto.Call{Method: method, Params: p}, nil)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	id := c.newID()
+	c.mu.Unlock()
+	return c.write(proto.Frame{Type: proto.TypeCall, ID: id, Payload: payload})
+}
+
 // registerStream allocates a stream id before the call that will feed it.
-func (c *client) registerStream(s *stream) (uint32, error) {
+func (c *client) registerStream(s streamSink) (uint32, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -130,7 +168,6 @@ func (c *client) registerStream(s *stream) (uint32, error) {
 	for c.streams[id] != nil {
 		id = c.newID()
 	}
-	s.id = id
 	c.streams[id] = s
 	return id, nil
 }
@@ -141,7 +178,7 @@ func (c *client) dropStream(id uint32) {
 	c.mu.Unlock()
 }
 
-func (c *client) stream(id uint32) *stream {
+func (c *client) stream(id uint32) streamSink {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.streams[id]
@@ -228,7 +265,7 @@ func (c *client) fail(err error) {
 	calls := c.calls
 	streams := c.streams
 	c.calls = map[uint32]chan callResult{}
-	c.streams = map[uint32]*stream{}
+	c.streams = map[uint32]streamSink{}
 	c.mu.Unlock()
 	for _, ch := range calls {
 		ch <- callResult{err: err}

@@ -45,4 +45,48 @@
 // host-side code must not open files inside a workspace directly. The "host"
 // backend has none of this; it exists for development, is refused unless the
 // caller says --unsafe-host, and is labelled unsafe in every output.
+//
+// # Read-only mounts
+//
+// Spec.Mounts shows host directories or files in the box read-only: the
+// agent CLIs installed on the host (node and its modules), a toolchain, a
+// package cache. Writes fail with EROFS whatever the files' modes; what the
+// box user may read is still up to host permissions. Box paths are checked
+// by Spec.Validate (not over /, /usr, /etc, /tmp, HOME..., not in
+// /workspace, /proc, /dev, /sys or the agent's directory, not nested), and
+// each backend adds its own rules: local refuses paths inside the host trees
+// it shares (/usr, /bin, /lib...), docker binds non-recursively, and the host
+// backend, which has no box filesystem, accepts only a mount whose box path
+// is its host path (and it is not read-only there).
+//
+// # Box listeners
+//
+// A box has no network, yet a process in it often needs to reach something
+// Harvest serves: an agent CLI calling a model API through Harvest's
+// credential-holding proxy, a tool server. Sandbox.Listen opens a listening
+// socket inside the box (TCP on the box's own loopback, or a unix socket in
+// its filesystem) and returns a net.Listener on the host: http.Serve(l, h)
+// on the host serves clients in the box. The bytes travel over the
+// connection Harvest already has to the box's agent, as streams of the same
+// protocol that carries process output (proto: listen, accept, conn_close),
+// with the same credit-based flow control in both directions, so a slow
+// reader on either side stops the writer, never the agent. Nothing in the
+// box can reach the host except through a connection the host accepted, and
+// the box's network stays "none" (the isolation tests check that while a
+// listener is open).
+//
+// The life of a forwarded connection, host side (boxConn):
+//
+//	Accept ──► open ──CloseWrite──► host half-closed (box reads EOF)
+//	            │  ◄── box shuts its writing half: Read returns io.EOF
+//	            │  ◄── agent Exit (both directions done, or reset: error)
+//	            │  ◄── connection to the agent lost: Read/Write fail ErrClosed
+//	            └──Close──► closed (agent writes what it queued, bounded,
+//	                        then closes the box socket)
+//
+// Read and Write honour deadlines (SetDeadline and friends) as net.Conn
+// requires; http.Server relies on a past read deadline waking a blocked Read.
+// A listener belongs to its Sandbox's connection: closing the Sandbox or
+// losing the box closes it and fails pending Accepts, Reads and Writes with
+// ErrClosed naming the box. A recovered Sandbox must listen again.
 package sandbox

@@ -196,6 +196,7 @@ func (sb *Sandbox) Start(ctx context.Context, cmd *Cmd) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.id = id
 	prm := proto.ExecParams{
 		Stream: id, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Stdin: cmd.Stdin != nil,
 		OutputLimit: cmd.OutputLimit, TimeoutMS: cmd.Timeout.Milliseconds(), Window: proto.DefaultWindow,
@@ -385,6 +386,7 @@ func (sb *Sandbox) Attach(ctx context.Context, proc uint64, stdout, stderr io.Wr
 	if err != nil {
 		return nil, err
 	}
+	st.id = id
 	var r proto.ExecReply
 	if _, err := sb.c.call(ctx, proto.MethodAttach, proto.AttachParams{Proc: proc, Stream: id, Window: proto.DefaultWindow}, nil, &r); err != nil {
 		sb.c.dropStream(id)

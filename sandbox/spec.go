@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type Spec struct {
 	ID string `json:"id,omitempty"`
 	// Workspaces are host directories mounted read-write at /workspace/{Name}.
 	Workspaces []Workspace `json:"workspaces,omitempty"`
+	// Mounts are host directories or files shown read-only in the box (the
+	// agent CLIs installed on the host, for example).
+	Mounts []Mount `json:"mounts,omitempty"`
 	// User is the unprivileged user every process in the box runs as.
 	User User `json:"user"`
 	// Env is the whole environment of the box's processes (nothing is inherited
@@ -73,6 +77,20 @@ type Workspace struct {
 // Path is where the workspace appears inside a box (not on the host backend:
 // use Sandbox.WorkspacePath there).
 func (w Workspace) Path() string { return WorkspaceRoot + "/" + w.Name }
+
+// Mount shows the host directory or file HostPath at BoxPath in the box,
+// read-only: writes fail with EROFS whatever the files' permissions, and the
+// box user reads only what host permissions let it read. Symlinks in the
+// tree resolve inside the box, like any other path there.
+//
+// BoxPath is absolute and clean, outside /workspace, /proc, /dev, /sys and
+// the agent's /.harvest, is not a directory the box needs itself (/, /etc,
+// /usr, /tmp, HOME, ...), and neither contains nor is inside another
+// mount's. Backends differ in where the path may be (package doc).
+type Mount struct {
+	HostPath string `json:"host_path"`
+	BoxPath  string `json:"box_path"`
+}
 
 // User is a numeric uid/gid. Inside local and docker boxes it is also the host
 // uid that owns files the box writes into its workspaces.
@@ -177,6 +195,7 @@ func (s Spec) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, s.checkMounts()...)
 	for k, v := range s.Env {
 		if !envKey.MatchString(k) {
 			bad("env %q: names are letters, digits and '_', not starting with a digit", k)
@@ -235,6 +254,84 @@ func checkWorkspaceDir(path string, u User) error {
 			path, uid, gid, fi.Mode().Perm(), u, u, path)
 	}
 	return nil
+}
+
+// AgentDir is where backends put the in-box agent's own files (its binary,
+// its socket directory); no mount may go there.
+const AgentDir = "/.harvest"
+
+// reservedTrees may not hold a mount, at or below them.
+var reservedTrees = []struct{ path, what string }{
+	{WorkspaceRoot, "where workspaces go (use a workspace for files the box writes)"},
+	{"/proc", "the box's own /proc"},
+	{"/dev", "the box's own /dev"},
+	{"/sys", "the kernel's /sys"},
+	{AgentDir, "the in-box agent's directory"},
+}
+
+// coreDirs may not be a mount's box path: covering one breaks the box.
+var coreDirs = []string{"/", "/bin", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/tmp", "/usr", "/var"}
+
+// checkMounts validates Mounts; errors name the mount by its box path.
+func (s Spec) checkMounts() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	home := s.Env["HOME"]
+	var accepted []string // valid box paths so far
+	for i, m := range s.Mounts {
+		name := fmt.Sprintf("mount %d (%s)", i+1, m.BoxPath)
+		switch {
+		case m.HostPath == "":
+			bad("%s: the host path is empty", name)
+		case !filepath.IsAbs(m.HostPath):
+			bad("%s: host path %q: use an absolute path", name, m.HostPath)
+		default:
+			if _, err := os.Stat(m.HostPath); errors.Is(err, os.ErrNotExist) {
+				bad("%s: host path %s does not exist: install what it should hold or fix the path", name, m.HostPath)
+			} else if err != nil {
+				bad("%s: host path %s: %v", name, m.HostPath, err)
+			}
+		}
+		p := m.BoxPath
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || strings.ContainsRune(p, 0) {
+			bad("%s: box path %q: use a clean absolute path, like /opt/tools", name, p)
+			continue
+		}
+		if slices.Contains(coreDirs, p) || (home != "" && p == filepath.Clean(home)) {
+			bad("%s: the box needs %s itself: mount below it or elsewhere, like /opt/NAME", name, p)
+			continue
+		}
+		reserved := false
+		for _, r := range reservedTrees {
+			if within(p, r.path) {
+				bad("%s: %s is %s: choose another box path, like /opt/NAME", name, r.path, r.what)
+				reserved = true
+				break
+			}
+		}
+		if reserved {
+			continue
+		}
+		if slices.Contains(accepted, p) {
+			bad("%s: two mounts use box path %s: remove one", name, p)
+			continue
+		}
+		for _, o := range accepted {
+			switch {
+			case within(p, o):
+				bad("%s is inside the mount at %s: nested mounts are not supported; mount only the outer one, or use separate paths", name, o)
+			case within(o, p):
+				bad("%s contains the mount at %s: nested mounts are not supported; mount only the outer one, or use separate paths", name, o)
+			}
+		}
+		accepted = append(accepted, p)
+	}
+	return errs
+}
+
+// within reports whether path p is dir or below it (both clean).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // SpecError lists everything wrong with a Spec.

@@ -13,7 +13,24 @@ import (
 
 // maxConcurrentCalls bounds the calls one connection may have in flight. When
 // it is reached the reader stops reading: backpressure on that host only.
+// Accept calls, which wait for a box process to connect, are counted apart
+// (maxPendingAccepts): they must never hold the reader.
 const maxConcurrentCalls = 64
+
+// stream is what a host stream id is bound to: a process's stdio (proc) or a
+// forwarded connection (fwdConn). The connection's reader calls these
+// methods, so none of them may block.
+type stream interface {
+	// input queues bytes the host sent on fd 0; false is a protocol violation
+	// (more than the credit the agent granted).
+	input(b []byte) bool
+	// inputEOF: the host sends nothing more on fd 0.
+	inputEOF()
+	// addCredit returns output credit on fd (a Window frame).
+	addCredit(fd byte, n uint32)
+	// detach: connection c is going away.
+	detach(c *conn)
+}
 
 // conn is one host connection.
 type conn struct {
@@ -27,22 +44,28 @@ type conn struct {
 	writing bool // the writer holds a batch it has not flushed yet
 	wclosed bool
 
-	mu      sync.Mutex
-	streams map[uint32]*proc
-	hello   bool
+	mu        sync.Mutex
+	streams   map[uint32]stream // nil once the connection is closing
+	listeners map[uint64]*boxListener
+	nextLis   uint64
+	accepting int // accept calls waiting, bounded by maxPendingAccepts
+	hello     bool
 
 	sem       chan struct{}
 	calls     sync.WaitGroup
+	closed    chan struct{} // closed by close: wakes waiting accepts
 	closeOnce sync.Once
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		s:       s,
-		nc:      nc,
-		br:      bufio.NewReaderSize(nc, 64<<10),
-		streams: map[uint32]*proc{},
-		sem:     make(chan struct{}, maxConcurrentCalls),
+		s:         s,
+		nc:        nc,
+		br:        bufio.NewReaderSize(nc, 64<<10),
+		streams:   map[uint32]stream{},
+		listeners: map[uint64]*boxListener{},
+		sem:       make(chan struct{}, maxConcurrentCalls),
+		closed:    make(chan struct{}),
 	}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c
@@ -126,6 +149,7 @@ func (c *conn) flushed() bool {
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
+		close(c.closed)
 		c.nc.Close()
 		c.wmu.Lock()
 		c.wclosed = true
@@ -136,7 +160,8 @@ func (c *conn) close() {
 }
 
 // serve runs the reader; the writer runs beside it. When the reader stops, the
-// connection's processes are detached (they keep running) and it is closed.
+// connection's processes are detached (they keep running), its forwarded
+// connections aborted and its listeners closed.
 func (c *conn) serve() {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -146,11 +171,14 @@ func (c *conn) serve() {
 		c.calls.Wait()
 		wg.Wait()
 		c.mu.Lock()
-		procs := c.streams
-		c.streams = nil
+		streams, listeners := c.streams, c.listeners
+		c.streams, c.listeners = nil, nil
 		c.mu.Unlock()
-		for _, p := range procs {
-			p.detach(c)
+		for _, st := range streams {
+			st.detach(c)
+		}
+		for _, l := range listeners {
+			l.close()
 		}
 		c.s.removeConn(c)
 	}()
@@ -186,6 +214,10 @@ func (c *conn) handle(f proto.Frame) bool {
 			c.reply(f.ID, nil, nil, &proto.Error{Code: proto.CodeInvalid, Message: "hello must be the first call"})
 			return false
 		}
+		if call.Method == proto.MethodAccept {
+			c.startAccept(f.ID, call.Params)
+			return true
+		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.s.ctx.Done():
@@ -203,22 +235,22 @@ func (c *conn) handle(f proto.Frame) bool {
 		if len(f.Payload) < 1 || f.Payload[0] != proto.FdStdin {
 			return false
 		}
-		p := c.streamProc(f.ID)
-		if p == nil || p.stdin == nil {
-			return true // process finished; late stdin is dropped
+		st := c.stream(f.ID)
+		if st == nil {
+			return true // the stream finished; late input is dropped
 		}
 		if f.Type == proto.TypeEOF {
-			p.stdin.closeInput()
+			st.inputEOF()
 			return true
 		}
-		return p.stdin.push(f.Payload[1:])
+		return st.input(f.Payload[1:])
 	case proto.TypeWindow:
 		fd, n, err := proto.ParseWindow(f.Payload)
 		if err != nil || fd == proto.FdStdin {
 			return false
 		}
-		if p := c.streamProc(f.ID); p != nil {
-			p.addCredit(fd, n)
+		if st := c.stream(f.ID); st != nil {
+			st.addCredit(fd, n)
 		}
 		return true
 	default:
@@ -226,7 +258,7 @@ func (c *conn) handle(f proto.Frame) bool {
 	}
 }
 
-func (c *conn) streamProc(id uint32) *proc {
+func (c *conn) stream(id uint32) stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.streams[id]
@@ -245,10 +277,19 @@ func (c *conn) checkStream(id uint32) error {
 	return nil
 }
 
-func (c *conn) setStream(id uint32, p *proc) {
+func (c *conn) setStream(id uint32, st stream) {
 	c.mu.Lock()
 	if c.streams != nil {
-		c.streams[id] = p
+		c.streams[id] = st
+	}
+	c.mu.Unlock()
+}
+
+// dropStream forgets stream id if it is still bound to st.
+func (c *conn) dropStream(id uint32, st stream) {
+	c.mu.Lock()
+	if c.streams[id] == st {
+		delete(c.streams, id)
 	}
 	c.mu.Unlock()
 }

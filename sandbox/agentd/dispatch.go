@@ -178,6 +178,28 @@ func (c *conn) dispatch(method string, params json.RawMessage, blob []byte) (any
 	case proto.MethodInfo:
 		return s.info(), nil, nil
 
+	case proto.MethodListen:
+		prm, err := decode[proto.ListenParams](params)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := c.listen(prm)
+		return r, nil, err
+	case proto.MethodListenClose:
+		prm, err := decode[proto.ListenCloseParams](params)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.closeListener(prm.Listener)
+		return struct{}{}, nil, nil
+	case proto.MethodConnClose:
+		prm, err := decode[proto.ConnCloseParams](params)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.connClose(prm)
+		return struct{}{}, nil, nil
+
 	case proto.MethodShutdown:
 		prm, err := decode[proto.ShutdownParams](params)
 		if err != nil {
@@ -215,6 +237,8 @@ func (s *Server) info() proto.InfoReply {
 	s.mu.Lock()
 	r.Conns = len(s.conns)
 	s.mu.Unlock()
+	r.Listeners = int(s.listeners.Load())
+	r.Forwards = int(s.forwards.Load())
 	return r
 }
 

@@ -55,4 +55,20 @@
 //     enqueue a frame (never blocking), only the writer touches the socket.
 //   - Every goroutine is started through Server.goroutine and waited for in
 //     Server.Close.
+//
+// # Box listeners (forward.go)
+//
+// listen opens a socket in the box; its accept goroutine accepts into a
+// bounded channel (the kernel's backlog holds the rest). accept binds the
+// next connection to a stream the host registered first: the call is
+// registered on the reader goroutine, so a conn_close sent right after it
+// always finds the stream, and waits on its own goroutine (bounded per
+// connection). A bound connection (fwdConn) has two pumps: box → host reads
+// only as much as the host granted credit for, host → box writes from a
+// queue bounded by the window the agent grants. The second pump to stop sends
+// Exit (with the I/O error, if any) and closes the socket. conn_close stops
+// reading and lingers at most closeLinger writing what is queued; abort (and
+// losing the host connection) closes at once. fwdConn.mu is taken alone and
+// never held across socket I/O. Listeners and their connections belong to the
+// host connection that opened them and end with it.
 package agentd

@@ -377,6 +377,22 @@ func (p *proc) detach(c *conn) {
 	p.mu.Unlock()
 }
 
+// input implements stream: stdin from the host (dropped when the process
+// has no stdin pipe or it is closed).
+func (p *proc) input(b []byte) bool {
+	if p.stdin == nil {
+		return true
+	}
+	return p.stdin.push(b)
+}
+
+// inputEOF implements stream.
+func (p *proc) inputEOF() {
+	if p.stdin != nil {
+		p.stdin.closeInput()
+	}
+}
+
 func (p *proc) addCredit(fd byte, n uint32) {
 	p.mu.Lock()
 	for _, o := range p.outs {

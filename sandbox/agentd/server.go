@@ -67,6 +67,11 @@ type Server struct {
 	conns    map[*conn]struct{}
 	closing  bool
 
+	// listeners and forwards count open box listeners and forwarded
+	// connections (InfoReply).
+	listeners atomic.Int64
+	forwards  atomic.Int64
+
 	// exited is closed when shutdown decided the agent should exit.
 	exited   chan struct{}
 	exitOnce sync.Once

@@ -2,7 +2,11 @@ package backends_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +146,71 @@ func BenchmarkReadFile(b *testing.B) {
 		if _, err := sb.ReadFile(ctx, "/tmp/f"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkListenRoundTrip: one small HTTP request from a client in the box
+// to a server on the host, through a box listener (keep-alive, so this is
+// the forwarding cost, not the connection setup). Compare with
+// BenchmarkLoopbackRoundTrip, the same request over host loopback.
+func BenchmarkListenRoundTrip(b *testing.B) {
+	// local only: the base image has no curl, and docker boxes use the
+	// same agent code over the same kind of socket.
+	p := benchProvider(b, "local")
+	ctx := context.Background()
+	sb, err := p.Start(ctx, benchSpec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	l, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchHTTP(b, sb, l)
+}
+
+// BenchmarkLoopbackRoundTrip: the baseline for BenchmarkListenRoundTrip, a
+// client on the host side of a host backend box over plain loopback TCP.
+func BenchmarkLoopbackRoundTrip(b *testing.B) {
+	p := benchProvider(b, "host")
+	ctx := context.Background()
+	sb, err := p.Start(ctx, benchSpec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchHTTP(b, sb, l)
+}
+
+// benchHTTP serves a 1 KiB reply on l, and runs a client in sb that makes
+// b.N requests over one keep-alive connection.
+func benchHTTP(b *testing.B, sb *sandbox.Sandbox, l net.Listener) {
+	ctx := context.Background()
+	reply := strings.Repeat("x", 1024)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, reply) })}
+	go srv.Serve(l)
+	defer srv.Close()
+	// curl with N URLs reuses its connection (its start is amortised over
+	// b.N); the box has the host's /usr, and curl in it.
+	n := b.N
+	args := []string{"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}\n"}
+	url := "http://" + l.Addr().String() + "/"
+	for range n {
+		args = append(args, url)
+	}
+	var out, errb strings.Builder
+	b.ResetTimer()
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: args, Stdout: &out, Stderr: &errb})
+	b.StopTimer()
+	if err != nil || !st.Success() {
+		b.Fatalf("curl in the box: %v %v %s", st, err, errb.String())
+	}
+	if got := strings.Count(out.String(), "200\n"); got != n {
+		b.Fatalf("%d of %d requests succeeded: %s", got, n, out.String())
 	}
 }

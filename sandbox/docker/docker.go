@@ -42,6 +42,11 @@
 //     /workspace/NAME), /tmp and the box user's HOME (tmpfs, fresh per box,
 //     charged to the box's memory limit, exec allowed: builds run what they
 //     write there), and /.harvest/run.
+//   - the spec's Mounts are read-only bind mounts, not recursive: a
+//     filesystem mounted below a host path is not shown (its mount point's
+//     own content is), because dockerd before 25 makes only the top of a
+//     recursive bind read-only. A box path may be anywhere the spec allows,
+//     over the image's own files too; dockerd creates missing mount points.
 //   - memory: Limits.MemoryBytes, with memory+swap set to the same value (no
 //     swap). The kernel OOM-kills a command, not the agent (it raises its
 //     commands' oom_score_adj) and the agent reports it (ExitStatus.OOMKilled).

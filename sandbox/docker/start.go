@@ -45,6 +45,10 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if spec.Image == "" {
 		spec.Image = p.cfg.Image
 	}
+	ro, err := readOnlyMounts(spec)
+	if err != nil {
+		return nil, err
+	}
 	bin, err := p.agentBinary()
 	if err != nil {
 		return nil, err
@@ -70,7 +74,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	}()
 
 	deadline := created.Add(spec.Timeout)
-	cfg, hostCfg := p.containerConfig(spec, bin, runDir, created, deadline)
+	cfg, hostCfg := p.containerConfig(spec, bin, runDir, created, deadline, ro)
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: containerName(spec.ID), Config: cfg, HostConfig: hostCfg})
 	if err != nil {
 		switch {
@@ -190,7 +194,34 @@ func homeDir(env map[string]string) string {
 	return "/home/user"
 }
 
-func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, created, deadline time.Time) (*container.Config, *container.HostConfig) {
+// readOnlyMounts turns the spec's mounts into bind mounts: read-only, and
+// not recursive, so that no filesystem mounted below a host path shows up
+// writable in the box (a read-only bind is read-only recursively only from
+// dockerd 25 with a recent kernel; a non-recursive one is read-only on every
+// version, at the cost of showing what lies under such submounts instead).
+// Symlinks in host paths are resolved here, so dockerd binds what the spec
+// named.
+func readOnlyMounts(spec sandbox.Spec) ([]mount.Mount, error) {
+	var out []mount.Mount
+	var errs []error
+	for _, m := range spec.Mounts {
+		host, err := filepath.EvalSymlinks(m.HostPath)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mount at %s: host path %s: %w", m.BoxPath, m.HostPath, err))
+			continue
+		}
+		out = append(out, mount.Mount{
+			Type: mount.TypeBind, Source: host, Target: m.BoxPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate},
+		})
+	}
+	if len(errs) > 0 {
+		return nil, &sandbox.SpecError{Errs: errs}
+	}
+	return out, nil
+}
+
+func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, created, deadline time.Time, ro []mount.Mount) (*container.Config, *container.HostConfig) {
 	labels := make(map[string]string, len(spec.Labels)+5)
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -222,6 +253,7 @@ func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, create
 	for _, w := range spec.Workspaces {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: w.HostPath, Target: w.Path()})
 	}
+	mounts = append(mounts, ro...)
 	pids := int64(spec.Limits.Pids + sandbox.AgentPidsReserve)
 	noInit := false
 	hostCfg := &container.HostConfig{

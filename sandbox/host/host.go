@@ -9,6 +9,12 @@
 // per-box empty HOME, the box user when Harvest runs as root, process groups
 // and process-tree cleanup through the same agent as every other backend.
 // Workspaces are used in place: WorkspacePath returns the host directory.
+//
+// Mounts (sandbox.Spec.Mounts) have no box filesystem to go into: a mount is
+// accepted only where its box path is its host path, and then it is simply
+// that host path, NOT read-only (nothing here is). A spec that would need the
+// path to move is refused, so code written for isolating backends that
+// mounts tools at their host paths runs unchanged here.
 package host
 
 import (
@@ -88,6 +94,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	}
 	spec, err = sandbox.PrepareSpec(spec)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMounts(spec); err != nil {
 		return nil, err
 	}
 	bin, err := sandbox.AgentBinary(p.cfg.AgentBinary)
@@ -185,6 +194,22 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		return nil, fmt.Errorf("%w (agent log: %q)", err, strings.TrimSpace(string(log)))
 	}
 	return sb, nil
+}
+
+// checkMounts refuses mounts that would need a box filesystem (see the
+// package doc).
+func checkMounts(spec sandbox.Spec) error {
+	var errs []error
+	for _, m := range spec.Mounts {
+		if filepath.Clean(m.HostPath) != m.BoxPath {
+			errs = append(errs, fmt.Errorf("mount at %s: the host backend has no box filesystem to mount %s into: "+
+				"a mount can only be the host path itself (box path %s), and is not read-only there", m.BoxPath, m.HostPath, filepath.Clean(m.HostPath)))
+		}
+	}
+	if len(errs) > 0 {
+		return &sandbox.SpecError{Errs: errs}
+	}
+	return nil
 }
 
 // hostPath maps an in-box workspace path to the host directory.

@@ -35,7 +35,9 @@ var etcEntries = []string{
 // listener, 4: bwrap's info pipe, 5: the agent's ready pipe): everything but the
 // box's identity (hostname, environment, workdir, deadline) and workspaces,
 // which a claim adds (see package shim). name is its hostname until then.
-func warmArgs(name, root string, u sandbox.User, home string, cgroupDir string, cgroupV2 bool) []string {
+// mounts are the spec's read-only mounts (none for the pool's boxes: see
+// mounts.go).
+func warmArgs(name, root string, u sandbox.User, home string, cgroupDir string, cgroupV2 bool, mounts []boxMount) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session", "--as-pid-1",
@@ -66,6 +68,7 @@ func warmArgs(name, root string, u sandbox.User, home string, cgroupDir string, 
 		}
 		a = append(a, "--ro-bind", cgroupDir, dst)
 	}
+	a = append(a, bwrapMountArgs(mounts)...) // after the tmpfs mounts they may lie in
 	return append(a,
 		"--chdir", "/",
 		"--info-fd", "4",

@@ -37,9 +37,10 @@
 // root.go): a curated /etc with generated passwd/group/hosts and a copy of the
 // agent; on it, /usr read-only, own /proc, minimal /dev, tmpfs /tmp, /dev/shm
 // and HOME, the workspaces read-write at /workspace/NAME (nosuid, nodev) in an
-// otherwise read-only /workspace, and the box's own memory cgroup read-only
-// (so the agent can report OOM kills). The agent adds its seccomp filter
-// (package agentd). Nothing is mounted in the host's mount namespace.
+// otherwise read-only /workspace, the spec's read-only mounts (mounts.go), and
+// the box's own memory cgroup read-only (so the agent can report OOM kills).
+// The agent adds its seccomp filter (package agentd). Nothing is mounted in the
+// host's mount namespace.
 //
 // # Limits and cleanup
 //
@@ -213,13 +214,20 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		return nil, err
 	}
 	home := homeOf(spec)
+	mounts, err := mountPlan(spec, home)
+	if err != nil {
+		return nil, err
+	}
 	lim := cgroups.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		Pids:        spec.Limits.Pids + sandbox.AgentPidsReserve,
 		CPUs:        spec.Limits.CPUs,
 	}
 	dir := p.boxDir(spec.ID)
-	w := p.takeWarm(ctx, spec.User, home)
+	var w *warmBox
+	if len(mounts) == 0 { // warm boxes have no mounts (mounts.go)
+		w = p.takeWarm(ctx, spec.User, home)
+	}
 	if w != nil {
 		if err := os.Rename(filepath.Join(p.cfg.RunDir, w.name), dir); err != nil {
 			w.discard(filepath.Join(p.cfg.RunDir, w.name))
@@ -236,7 +244,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 			w.discard(dir)
 			return nil, fmt.Errorf("setting the box's limits: %w", err)
 		}
-	} else if w, err = p.prepareBox(ctx, spec.ID, spec.User, home, lim); err != nil {
+	} else if w, err = p.prepareBox(ctx, spec.ID, spec.User, home, lim, mounts); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -36,8 +36,9 @@ import (
 // the default box user, each named "pool-PID-N" (its cgroup and its run dir).
 // Start takes one, renames its run dir and cgroup to the box id, sets the
 // box's limits and claims it; a goroutine prepares a replacement. A spec the
-// pool cannot serve (another user or HOME), or an empty pool, prepares a box
-// on the spot and claims it at once: the same code path.
+// pool cannot serve (another user or HOME, or read-only mounts: see
+// mounts.go), or an empty pool, prepares a box on the spot and claims it at
+// once: the same code path.
 //
 // A shim whose stdin reaches EOF before a claim (Close, or Harvest died) kills
 // its warm box and removes its cgroups and run dir. Pool boxes of a Harvest
@@ -61,9 +62,10 @@ type warmBox struct {
 	reaped <-chan struct{} // closed when the shim exited and was reaped
 }
 
-// prepareBox starts a shim in a new cgroup and has it prepare a box.
-func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, home string, lim cgroups.Limits) (_ *warmBox, err error) {
-	root, err := p.root.dir(p.cfg.RunDir, p.agent, p.cg.Version == 2, u, home)
+// prepareBox starts a shim in a new cgroup and has it prepare a box, with
+// mounts (the pool's boxes have none).
+func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, home string, lim cgroups.Limits, mounts []boxMount) (_ *warmBox, err error) {
+	root, err := p.root.dir(p.cfg.RunDir, p.agent, p.cg.Version == 2, u, home, rootMountPoints(mounts, home))
 	if err != nil {
 		return nil, fmt.Errorf("preparing the box's root: %w", err)
 	}
@@ -110,7 +112,7 @@ func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, 
 	w.reaped = procutil.StartReaper(cmd)
 	st, err := w.exchange(ctx, shim.Prepare{
 		Dir: dir, Bwrap: p.bwrap, UID: u.UID, GID: u.GID, LogLimit: 1 << 20,
-		Args: warmArgs(name, root, u, home, cg.MemoryDir(), cg.Version == 2),
+		Args: warmArgs(name, root, u, home, cg.MemoryDir(), cg.Version == 2, mounts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the box: %w (shim log: %s)", err, logTail(filepath.Join(dir, "shim.log")))
@@ -238,7 +240,7 @@ func (pl *pool) run() {
 			pl.wg.Add(1)
 			go func() {
 				defer pl.wg.Done()
-				w, err := pl.p.prepareBox(ctx, name, defaultUser, defaultHome, poolLimits)
+				w, err := pl.p.prepareBox(ctx, name, defaultUser, defaultHome, poolLimits, nil)
 				pl.mu.Lock()
 				pl.inflight--
 				pl.mu.Unlock()

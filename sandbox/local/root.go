@@ -21,7 +21,7 @@ import (
 // host entries, etcEntries, plus generated passwd, group and hosts), a copy of
 // the in-box agent at /.harvest/bin/harvest-agent, the merged-/usr symlinks,
 // and empty mount points for /usr, /proc, /dev, /tmp, HOME, /workspace and the
-// cgroup. One mount replaces a tmpfs root, ~30 binds (one per /etc entry, the
+// cgroup, and for the box's read-only mounts (mounts.go). One mount replaces a tmpfs root, ~30 binds (one per /etc entry, the
 // agent, ...) and a read-only remount: every bind costs bwrap two mount calls,
 // and together they were the largest part of creating a box.
 //
@@ -39,8 +39,9 @@ import (
 const rootRecheck = time.Minute
 
 type rootKey struct {
-	user sandbox.User
-	home string
+	user   sandbox.User
+	home   string
+	mounts string // mountPointsKey of its mount points
 }
 
 type rootCache struct {
@@ -53,15 +54,16 @@ type rootEntry struct {
 	checked time.Time
 }
 
-// dir returns the built root for a box user and HOME, building it if needed.
-func (c *rootCache) dir(runDir, agent string, cgroupV2 bool, u sandbox.User, home string) (string, error) {
-	key := rootKey{u, home}
+// dir returns the built root for a box user, HOME and mount points (see
+// mounts.go), building it if needed.
+func (c *rootCache) dir(runDir, agent string, cgroupV2 bool, u sandbox.User, home string, mps []mountPoint) (string, error) {
+	key := rootKey{u, home, mountPointsKey(mps)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok && time.Since(e.checked) < rootRecheck {
 		return e.dir, nil
 	}
-	dir, err := buildRoot(filepath.Join(runDir, "root"), agent, cgroupV2, home, generatedEtc(u, home))
+	dir, err := buildRoot(filepath.Join(runDir, "root"), agent, cgroupV2, home, generatedEtc(u, home), mps)
 	if err != nil {
 		return "", err
 	}
@@ -81,7 +83,7 @@ func generatedEtc(u sandbox.User, home string) map[string]string {
 }
 
 // buildRoot returns base/<hash>, building it if it does not exist yet.
-func buildRoot(base, agent string, cgroupV2 bool, home string, generated map[string]string) (string, error) {
+func buildRoot(base, agent string, cgroupV2 bool, home string, generated map[string]string, mps []mountPoint) (string, error) {
 	h := sha256.New()
 	afi, err := os.Stat(agent)
 	if err != nil {
@@ -107,6 +109,7 @@ func buildRoot(base, agent string, cgroupV2 bool, home string, generated map[str
 	for _, name := range []string{"group", "hosts", "passwd"} {
 		fmt.Fprintf(h, "%s\n%s\n", name, generated[name])
 	}
+	h.Write([]byte(mountPointsKey(mps)))
 	dir := filepath.Join(base, hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(dir); err == nil {
 		return dir, nil
@@ -161,6 +164,11 @@ func buildRoot(base, agent string, cgroupV2 bool, home string, generated map[str
 	}
 	if err := copyFile(agent, filepath.Join(tmp, ".harvest/bin/harvest-agent"), 0o755); err != nil {
 		return "", fmt.Errorf("copying the agent: %w", err)
+	}
+	for _, mp := range mps {
+		if err := makeMountPoint(tmp, mp); err != nil {
+			return "", err
+		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package proto
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"time"
 )
 
@@ -26,6 +27,12 @@ const (
 	MethodGrep     = "grep"
 	MethodInfo     = "info"
 	MethodShutdown = "shutdown"
+
+	// Forwarding: see "Box listeners" in the package doc.
+	MethodListen      = "listen"
+	MethodAccept      = "accept"
+	MethodListenClose = "listen_close"
+	MethodConnClose   = "conn_close"
 )
 
 // File descriptors named in Data, EOF and Window frames.
@@ -47,6 +54,7 @@ const (
 	CodeTooLarge   = "too_large"
 	CodeNoProcess  = "no_process"
 	CodeResource   = "resource" // out of pids, memory, fds: the box is at a limit
+	CodeClosed     = "closed"   // the listener (or the accept) was closed
 	CodeInternal   = "internal"
 )
 
@@ -69,6 +77,8 @@ func (e *Error) Is(target error) bool {
 		return target == fs.ErrPermission
 	case CodeInvalid:
 		return target == fs.ErrInvalid
+	case CodeClosed:
+		return target == net.ErrClosed
 	}
 	return false
 }
@@ -175,6 +185,9 @@ type ExitStatus struct {
 	Dropped   int64 `json:"dropped,omitempty"` // output bytes read but not delivered
 	// DurationMS is wall time from start to exit.
 	DurationMS int64 `json:"duration_ms"`
+	// Error ends a forwarded connection that failed (reset, broken pipe);
+	// empty when both directions ended with EOF.
+	Error string `json:"error,omitempty"`
 }
 
 // ProcInfo describes one process the agent started.
@@ -315,10 +328,69 @@ type InfoReply struct {
 	BoxProcs int   `json:"box_procs"` // every process the agent can see in /proc (the whole box when it is PID 1)
 	Conns    int   `json:"conns"`
 	UptimeMS int64 `json:"uptime_ms"`
+	// Listeners and Forwards count open box listeners and forwarded
+	// connections, over every host connection.
+	Listeners int `json:"listeners,omitempty"`
+	Forwards  int `json:"forwards,omitempty"`
 }
 
 // ShutdownParams asks the agent to end the box: SIGTERM everything, wait up to
 // GraceMS, SIGKILL the rest, exit.
 type ShutdownParams struct {
 	GraceMS int64 `json:"grace_ms"`
+}
+
+// ListenParams opens a listener inside the box, in its network namespace:
+// Network "tcp" with Addr "IP:PORT" (an IP literal or empty, port 0 for any),
+// or "unix" with Addr an absolute socket path in the box.
+type ListenParams struct {
+	Network string `json:"network"`
+	Addr    string `json:"addr"`
+}
+
+// ListenReply names the listener. It belongs to the connection that opened
+// it and is closed when that connection ends.
+type ListenReply struct {
+	Listener uint64 `json:"listener"`
+	Addr     string `json:"addr"` // the address actually bound ("127.0.0.1:41234")
+}
+
+// AcceptParams waits for the next connection on a listener and binds it to
+// Stream, which the host registered before the call. The reply comes when a
+// box process connects (or the listener, the accept or the connection ends:
+// an error with CodeClosed). From then on the stream carries the connection:
+// box → host bytes as Data on fd 1 within the Window credit the host grants
+// (EOF on fd 1 when the box side shut its writing half), host → box bytes as
+// Data on fd 0 within InWindow and the Window frames the agent returns on fd
+// 0 (EOF on fd 0 half-closes the box socket), and an Exit frame once both
+// directions are done.
+type AcceptParams struct {
+	Listener uint64 `json:"listener"`
+	Stream   uint32 `json:"stream"`
+	Window   uint32 `json:"window,omitempty"` // initial box → host credit (DefaultWindow when 0)
+}
+
+// AcceptReply describes the accepted connection, with addresses as the box
+// sees them.
+type AcceptReply struct {
+	Local    string `json:"local"`
+	Remote   string `json:"remote"`
+	InWindow uint32 `json:"in_window"` // initial host → box credit
+}
+
+// ListenCloseParams closes a listener: pending accepts fail with CodeClosed.
+// Connections it accepted stay open. Closing an unknown listener succeeds.
+type ListenCloseParams struct {
+	Listener uint64 `json:"listener"`
+}
+
+// ConnCloseParams ends the forwarded connection on Stream, or cancels the
+// accept waiting to bind it. Without Abort it is what closing a socket is:
+// the host sends and reads nothing more; the agent still writes what it
+// queued (for a bounded time), then closes the box socket. With Abort the box
+// socket is closed at once. No Exit frame follows either: the host has
+// forgotten the stream. An unknown stream is not an error.
+type ConnCloseParams struct {
+	Stream uint32 `json:"stream"`
+	Abort  bool   `json:"abort,omitempty"`
 }

@@ -24,6 +24,15 @@
 // blocks on write: the backpressure lands on the process, never on the agent or
 // on other streams. Stdin flows the same way in the other direction. The Exit
 // frame of a stream is sent after its last Data and EOF frames.
+//
+// # Box listeners
+//
+// A forwarded connection is a stream too: listen opens a socket in the box,
+// accept binds its next connection to a stream the host registered, and the
+// connection's bytes flow as Data on fd 1 (box → host) and fd 0 (host → box)
+// under the same credit rules, with EOF frames for half-closes and one Exit
+// frame when both directions are done (ExitStatus.Error set if it broke).
+// conn_close is closing the socket from the host side; no Exit follows it.
 package proto
 
 import (

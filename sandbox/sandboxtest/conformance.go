@@ -53,6 +53,9 @@ func Run(t *testing.T, b Backend) {
 	t.Run("GlobGrep", func(t *testing.T) { testGlobGrep(t, shared) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, shared) })
 	t.Run("Workspaces", func(t *testing.T) { s.testWorkspaces(t) })
+	t.Run("Mounts", func(t *testing.T) { s.testMounts(t) })
+	t.Run("Listen", func(t *testing.T) { testListen(t, shared, s.b.Isolated) })
+	t.Run("ListenBoxGone", func(t *testing.T) { s.testListenBoxGone(t) })
 	t.Run("RecoverAndAttach", func(t *testing.T) { s.testRecover(t) })
 	t.Run("Stop", func(t *testing.T) { s.testStop(t) })
 	t.Run("DestroyIdempotent", func(t *testing.T) { s.testDestroy(t) })
@@ -739,6 +742,24 @@ func (s *suite) testBadInput(t *testing.T) {
 	_, err := s.p.Start(ctx, sandbox.Spec{Workspaces: []sandbox.Workspace{{Name: "x", HostPath: "/no/such/dir/anywhere"}}})
 	if err == nil || !strings.Contains(err.Error(), "does not exist: create it") {
 		t.Errorf("missing workspace: %v", err)
+	}
+	mounts := badMountSpecs(t)
+	if s.b.Name == "local" {
+		// Local boxes share the host's /usr (and /bin, /lib...) as they are.
+		mounts["mount: in the host's /usr"] = struct {
+			spec sandbox.Spec
+			want string
+		}{sandbox.Spec{Mounts: []sandbox.Mount{{HostPath: testbin.TempDir(t), BoxPath: "/usr/local/harvest-x"}}}, "the host's own"}
+	}
+	for name, c := range mounts {
+		if s.b.Spec != nil {
+			s.b.Spec(&c.spec)
+		}
+		_, err := s.p.Start(ctx, c.spec)
+		var se *sandbox.SpecError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a SpecError saying %q", name, err, c.want)
+		}
 	}
 	// A box that failed to start leaves nothing behind.
 	if after := s.listIDs(t); after != before {

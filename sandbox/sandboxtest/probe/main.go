@@ -19,18 +19,37 @@
 //	harvest-probe membomb MB           allocate and touch MB mebibytes
 //	harvest-probe forkbomb             fork until the kernel refuses, then hold
 //	harvest-probe fds                  list /proc/1/fd and /proc/self/fd targets
+//	harvest-probe http URL N BYTES     N concurrent requests (POST of BYTES
+//	                                   pattern bytes, or GET when 0); prints
+//	                                   "ok STATUS LENGTH SHA256" of the bodies,
+//	                                   which must all be equal
+//	harvest-probe halfclose NET ADDR BYTES
+//	                                   connect, send BYTES pattern bytes, shut
+//	                                   the writing half, read to EOF; prints
+//	                                   "ok LENGTH SHA256" of what came back
+//	harvest-probe send NET ADDR BYTES  connect, send BYTES pattern bytes, close
+//	harvest-probe hold NET ADDR        connect, send "hello\n", read until the
+//	                                   connection ends
+//	harvest-probe idle NET ADDR        connect, print "ok connected", never read
+//
+// The pattern is byte i = i % 251 (Pattern in package sandboxtest).
 package main
 
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -199,10 +218,130 @@ func main() {
 			}
 		}
 		fmt.Println("ok")
+	case "http":
+		n, _ := strconv.Atoi(arg(1))
+		size, _ := strconv.ParseInt(arg(2), 10, 64)
+		httpMany(arg(0), max(n, 1), size)
+	case "halfclose":
+		size, _ := strconv.ParseInt(arg(2), 10, 64)
+		c, err := net.DialTimeout(arg(0), arg(1), 10*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		if _, err := io.Copy(c, &pattern{n: size}); err != nil {
+			fail(err)
+		}
+		if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+			fail(err)
+		}
+		h := sha256.New()
+		got, err := io.Copy(h, c)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("ok", got, hex.EncodeToString(h.Sum(nil)))
+	case "send":
+		size, _ := strconv.ParseInt(arg(2), 10, 64)
+		c, err := net.DialTimeout(arg(0), arg(1), 10*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		if _, err := io.Copy(c, &pattern{n: size}); err != nil {
+			fail(err)
+		}
+		if err := c.Close(); err != nil {
+			fail(err)
+		}
+		fmt.Println("ok sent", size)
+	case "hold":
+		c, err := net.DialTimeout(arg(0), arg(1), 10*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		if _, err := c.Write([]byte("hello\n")); err != nil {
+			fail(err)
+		}
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			fail(err)
+		}
+		fmt.Println("ok eof")
+	case "idle":
+		c, err := net.DialTimeout(arg(0), arg(1), 10*time.Second)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println("ok connected", c.LocalAddr())
+		os.Stdout.Sync()
+		holdForever()
 	default:
 		fmt.Println("err EINVAL unknown probe", os.Args[1])
 		os.Exit(2)
 	}
+}
+
+// pattern is an io.Reader of n bytes, byte i being i % 251.
+type pattern struct{ off, n int64 }
+
+func (p *pattern) Read(b []byte) (int, error) {
+	if p.off >= p.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(b)), p.n-p.off)
+	for i := range b[:k] {
+		b[i] = byte((p.off + int64(i)) % 251)
+	}
+	p.off += k
+	return int(k), nil
+}
+
+// httpMany makes n requests at once, each on its own connection.
+func httpMany(url string, n int, size int64) {
+	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+	type result struct {
+		line string
+		err  error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var resp *http.Response
+			var err error
+			if size > 0 {
+				req, _ := http.NewRequest("POST", url, &pattern{n: size})
+				req.ContentLength = size
+				resp, err = client.Do(req)
+			} else {
+				resp, err = client.Get(url)
+			}
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			defer resp.Body.Close()
+			h := sha256.New()
+			got, err := io.Copy(h, resp.Body)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			results[i].line = fmt.Sprintf("%d %d %s", resp.StatusCode, got, hex.EncodeToString(h.Sum(nil)))
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err != nil {
+			fail(r.err)
+		}
+		if r.line != results[0].line {
+			fmt.Println("err EINVAL responses differ:", r.line, "vs", results[0].line)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("ok", results[0].line)
 }
 
 // forkbomb starts sleeping children until fork fails, reports how many it got,
@@ -211,7 +350,7 @@ func forkbomb() {
 	n := 0
 	var lastErr error
 	for i := 0; i < 100000; i++ {
-		cmd := exec.Command("/proc/self/exe", "hold")
+		cmd := exec.Command("/proc/self/exe", forkbombChild)
 		if err := cmd.Start(); err != nil {
 			lastErr = err
 			break
@@ -220,12 +359,23 @@ func forkbomb() {
 	}
 	fmt.Printf("ok started %d children; then: %v\n", n, unwrapErrno(lastErr))
 	os.Stdout.Sync()
-	select {}
+	holdForever()
 }
 
+// holdForever blocks until the process is killed. A bare select{} would not:
+// with no other goroutine, the runtime calls it a deadlock and exits.
+func holdForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// forkbombChild is the argument the forkbomb's children run with.
+const forkbombChild = "forkbomb-child"
+
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == "hold" {
-		select {}
+	if len(os.Args) > 1 && os.Args[1] == forkbombChild {
+		holdForever()
 	}
 }
 
