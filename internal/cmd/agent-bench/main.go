@@ -332,4 +332,3 @@ func builtinLoop(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 	checkLog(ws)
 	return d
 }
-
