@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -282,7 +281,7 @@ func scriptInput(t *testing.T, r *sim.Rule, i int, field string) string {
 
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
-	return fmt.Sprintf("%s", b)
+	return string(b)
 }
 
 func fileUID(fi os.FileInfo) int {

@@ -422,20 +422,20 @@ func (s *suite) testListenBoxGone(t *testing.T) {
 	errs := make(chan error, 3)
 	go func() {
 		_, err := c.Read(make([]byte, 10))
-		errs <- fmt.Errorf("Read: %w", err)
+		errs <- fmt.Errorf("read: %w", err)
 	}()
 	go func() {
 		buf := make([]byte, 1<<20)
 		for {
 			if _, err := c.Write(buf); err != nil {
-				errs <- fmt.Errorf("Write: %w", err)
+				errs <- fmt.Errorf("write: %w", err)
 				return
 			}
 		}
 	}()
 	go func() {
 		_, err := l.Accept()
-		errs <- fmt.Errorf("Accept: %w", err)
+		errs <- fmt.Errorf("accept: %w", err)
 	}()
 	waitBlocked(t, "(*boxConn).Read")
 	waitBlocked(t, "(*Listener).Accept")
