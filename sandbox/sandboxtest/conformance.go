@@ -162,16 +162,7 @@ func testBigOutput(t *testing.T, sb *sandbox.Sandbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := mustOK(t, sb, "echo", "responsive"); got != "responsive" {
-		t.Fatal(got)
-	}
-	info, err := sb.Info(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.RSSBytes > 40<<20 {
-		t.Errorf("agent RSS %d MiB while a consumer stalls: output is not bounded", info.RSSBytes>>20)
-	}
+	checkAgentBounded(t, sb, "while a consumer stalls: output is not bounded")
 	select {
 	case <-p.Done():
 		t.Fatal("the command finished although nobody read its output")
@@ -782,4 +773,20 @@ func (s *suite) listIDs(t testing.TB) string {
 	}
 	sort.Strings(ids)
 	return strings.Join(ids, ",")
+}
+
+// checkAgentBounded checks that the box's agent still answers and that its
+// memory stays bounded while something stalls (why says what, when not).
+func checkAgentBounded(t *testing.T, sb *sandbox.Sandbox, why string) {
+	t.Helper()
+	if got := mustOK(t, sb, "echo", "responsive"); got != "responsive" {
+		t.Fatal(got)
+	}
+	info, err := sb.Info(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.RSSBytes > 40<<20 {
+		t.Errorf("agent RSS %d MiB %s", info.RSSBytes>>20, why)
+	}
 }

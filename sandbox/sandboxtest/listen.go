@@ -18,28 +18,8 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/sandboxtest/pattern"
 )
-
-// pattern is the probe's test data: n bytes, byte i being i % 251.
-type pattern struct{ off, n int64 }
-
-func (p *pattern) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	k := min(int64(len(b)), p.n-p.off)
-	for i := range b[:k] {
-		b[i] = byte((p.off + int64(i)) % 251)
-	}
-	p.off += k
-	return int(k), nil
-}
-
-func patternSHA(n int64) string {
-	h := sha256.New()
-	io.Copy(h, &pattern{n: n})
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // barrier answers its requests only once n of them are in flight at once.
 type barrier struct {
@@ -73,7 +53,7 @@ func serveHTTP(t *testing.T, l net.Listener, concurrent int) {
 	mux.HandleFunc("GET /bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.ParseInt(r.PathValue("n"), 10, 64)
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		io.Copy(w, &pattern{n: n})
+		io.Copy(w, pattern.New(n))
 	})
 	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
@@ -117,10 +97,10 @@ func testListen(t *testing.T, sb *sandbox.Sandbox, isolated bool) {
 
 	t.Run("HTTPBigBodies", func(t *testing.T) {
 		const up, down = 8 << 20, 12 << 20 // several windows each way
-		if got, want := probe(t, sb, pr, "http", url+"/echo", "1", fmt.Sprint(up)), fmt.Sprintf("ok 200 %d %s", up, patternSHA(up)); got != want {
+		if got, want := probe(t, sb, pr, "http", url+"/echo", "1", fmt.Sprint(up)), fmt.Sprintf("ok 200 %d %s", up, pattern.SHA256(up)); got != want {
 			t.Errorf("POST %d bytes, echoed: %q, want %q", up, got, want)
 		}
-		if got, want := probe(t, sb, pr, "http", url+"/bytes/"+fmt.Sprint(down), "1", "0"), fmt.Sprintf("ok 200 %d %s", down, patternSHA(down)); got != want {
+		if got, want := probe(t, sb, pr, "http", url+"/bytes/"+fmt.Sprint(down), "1", "0"), fmt.Sprintf("ok 200 %d %s", down, pattern.SHA256(down)); got != want {
 			t.Errorf("GET %d bytes: %q, want %q", down, got, want)
 		}
 	})
@@ -221,7 +201,7 @@ func testHalfClose(t *testing.T, sb *sandbox.Sandbox, pr, network, addr string) 
 	if _, err := p.Wait(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("ok %d %s", n, patternSHA(n)); strings.TrimSpace(out.String()) != want {
+	if want := fmt.Sprintf("ok %d %s", n, pattern.SHA256(n)); strings.TrimSpace(out.String()) != want {
 		t.Errorf("%s: the box read back %q, want %q", network, out.String(), want)
 	}
 }
@@ -246,16 +226,7 @@ func testSlowReader(t *testing.T, sb *sandbox.Sandbox, pr string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if got := mustOK(t, sb, "echo", "responsive"); got != "responsive" {
-		t.Fatal(got)
-	}
-	info, err := sb.Info(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.RSSBytes > 40<<20 {
-		t.Errorf("agent RSS %d MiB while the host does not read: forwarding is not bounded", info.RSSBytes>>20)
-	}
+	checkAgentBounded(t, sb, "while the host does not read: forwarding is not bounded")
 	select {
 	case <-p.Done():
 		t.Fatalf("the box sent %d bytes although the host read none: %s", n, out.String())
@@ -265,7 +236,7 @@ func testSlowReader(t *testing.T, sb *sandbox.Sandbox, pr string) {
 	if got, err := io.Copy(h, c); err != nil || got != n {
 		t.Fatalf("host read %d bytes, %v", got, err)
 	}
-	if hex.EncodeToString(h.Sum(nil)) != patternSHA(n) {
+	if hex.EncodeToString(h.Sum(nil)) != pattern.SHA256(n) {
 		t.Error("the bytes arrived corrupted")
 	}
 	if st, err := p.Wait(ctxFor(t)); err != nil || !st.Success() {

@@ -32,7 +32,7 @@
 //	                                   connection ends
 //	harvest-probe idle NET ADDR        connect, print "ok connected", never read
 //
-// The pattern is byte i = i % 251 (Pattern in package sandboxtest).
+// The pattern is byte i = i % 251 (package sandboxtest/pattern).
 package main
 
 import (
@@ -53,6 +53,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/harvest-dev/harvest/sandbox/sandboxtest/pattern"
 )
 
 func main() {
@@ -228,7 +230,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		if _, err := io.Copy(c, &pattern{n: size}); err != nil {
+		if _, err := io.Copy(c, pattern.New(size)); err != nil {
 			fail(err)
 		}
 		if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
@@ -246,7 +248,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		if _, err := io.Copy(c, &pattern{n: size}); err != nil {
+		if _, err := io.Copy(c, pattern.New(size)); err != nil {
 			fail(err)
 		}
 		if err := c.Close(); err != nil {
@@ -279,21 +281,6 @@ func main() {
 	}
 }
 
-// pattern is an io.Reader of n bytes, byte i being i % 251.
-type pattern struct{ off, n int64 }
-
-func (p *pattern) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	k := min(int64(len(b)), p.n-p.off)
-	for i := range b[:k] {
-		b[i] = byte((p.off + int64(i)) % 251)
-	}
-	p.off += k
-	return int(k), nil
-}
-
 // httpMany makes n requests at once, each on its own connection.
 func httpMany(url string, n int, size int64) {
 	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
@@ -311,7 +298,7 @@ func httpMany(url string, n int, size int64) {
 			var resp *http.Response
 			var err error
 			if size > 0 {
-				req, _ := http.NewRequest("POST", url, &pattern{n: size})
+				req, _ := http.NewRequest("POST", url, pattern.New(size))
 				req.ContentLength = size
 				resp, err = client.Do(req)
 			} else {
