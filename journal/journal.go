@@ -1,0 +1,416 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Errors a Subscription ends with (Err), and Append and friends return.
+var (
+	// ErrTooSlow: the subscriber did not keep up and was cut off. Subscribe
+	// again after the last seq received; nothing stored is lost.
+	ErrTooSlow = errors.New("journal: subscriber too slow, cut off: subscribe again after the last seq received")
+	// ErrClosed: the journal is closed (the server is shutting down).
+	ErrClosed = errors.New("journal: closed")
+	// ErrDeleted: the session was deleted (Forget, or the store no longer
+	// has it).
+	ErrDeleted = errors.New("journal: session deleted")
+)
+
+// Options tune a Journal; zero values take the defaults.
+type Options struct {
+	// QueueSize bounds events appended and not yet taken by the writer;
+	// Append waits when it is reached (default 8192).
+	QueueSize int
+	// MaxBatch bounds the events of one commit (default 1024).
+	MaxBatch int
+	// Buffer bounds each live subscriber's queue (default 4096). A whole
+	// commit is fanned out at once, so keep it well above MaxBatch or a
+	// burst can cut off even a subscriber that keeps up.
+	Buffer int
+	// ReplayPage is how many events a replaying subscriber reads from the
+	// store at once (default 256).
+	ReplayPage int
+	// RetryMin and RetryMax bound the backoff between failed commits
+	// (default 10ms and 5s).
+	RetryMin, RetryMax time.Duration
+	// Now stamps events appended with a zero Time (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.QueueSize, 8192)
+	def(&o.MaxBatch, 1024)
+	def(&o.Buffer, 4096)
+	def(&o.ReplayPage, 256)
+	if o.RetryMin <= 0 {
+		o.RetryMin = 10 * time.Millisecond
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(5*time.Second, o.RetryMin)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Journal assigns seqs, commits events in batches and fans them out. See the
+// package doc.
+type Journal struct {
+	st  store.Store
+	opt Options
+	log *slog.Logger
+
+	// ctx is cancelled when Close gives up waiting for the writer: store
+	// calls stop and what is still queued is abandoned.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	sessions  map[string]*sessionState
+	queue     []entry
+	wake      chan struct{} // cap 1: the writer has work (or must stop)
+	space     chan struct{} // closed (and replaced) when the writer takes from the queue
+	closing   bool
+	commitErr error // the last failed commit, for error messages
+	closeLost int   // events abandoned by Close
+
+	subMu      sync.RWMutex
+	subs       map[string]map[*Subscription]struct{} // live delivery, by session
+	all        map[*Subscription]struct{}            // every running pump
+	subsClosed bool
+
+	writerDone chan struct{}
+	pumps      sync.WaitGroup
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+// sessionState is the journal's counter for one session. Fields are guarded
+// by Journal.mu, except that load serialises loading next from the store.
+type sessionState struct {
+	load    sync.Mutex
+	loaded  bool
+	gen     int // bumped when the counter is reset after a conflict
+	next    int64
+	pending int // events queued or being committed
+	drops   int // events not stored (deleted session, conflict)
+	dropErr error
+	// flushed is drops as last reported by Flush.
+	flushed int
+}
+
+// entry is one queued event, or a Flush marker (flush set, ev.Session set).
+type entry struct {
+	ev    event.Event
+	s     *sessionState
+	done  chan error // AppendSync and Flush: gets the result; else nil
+	flush bool
+	drops int // flush: the session's drops already reported
+	err   error
+}
+
+// New starts a journal writing to st. Close it to flush and stop.
+func New(st store.Store, opt Options) *Journal {
+	opt.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &Journal{
+		st: st, opt: opt, log: opt.Logger.With("component", "journal"),
+		ctx: ctx, cancel: cancel,
+		sessions:   map[string]*sessionState{},
+		wake:       make(chan struct{}, 1),
+		space:      make(chan struct{}),
+		subs:       map[string]map[*Subscription]struct{}{},
+		all:        map[*Subscription]struct{}{},
+		writerDone: make(chan struct{}),
+		closed:     make(chan struct{}),
+	}
+	go j.run()
+	return j
+}
+
+// encoded is a payload already encoded by Append, so the writer goroutine
+// (the bottleneck) does not encode it again, and an event that cannot be
+// encoded is refused to its producer instead of failing a whole batch.
+type encoded struct {
+	event.Payload
+	b []byte
+}
+
+func (e encoded) MarshalJSON() ([]byte, error) { return e.b, nil }
+
+// Append gives ev the next seq of ev.Session (and the time, if zero) and
+// queues it for commit; it returns the seq. It does not wait for the commit
+// (see AppendSync) and never for a subscriber, only for queue space when
+// QueueSize events are waiting for the store. The first Append of a session
+// reads its last seq from the store.
+func (j *Journal) Append(ev event.Event) (int64, error) {
+	ev, err := j.append(j.ctx, ev, nil)
+	return ev.Seq, err
+}
+
+// AppendSync appends ev and waits until it is committed; it returns ev with
+// its Seq and Time. If ctx ends first, the event stays queued (it will be
+// committed) and the error says why it is late.
+func (j *Journal) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
+	done := make(chan error, 1)
+	ev, err := j.append(ctx, ev, done)
+	if err != nil {
+		return ev, err
+	}
+	select {
+	case err := <-done:
+		return ev, err
+	case <-ctx.Done():
+		return ev, fmt.Errorf("journal: event %d of session %s not committed yet: %w%s", ev.Seq, ev.Session, ctx.Err(), j.lastErr())
+	}
+}
+
+func (j *Journal) lastErr() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lastErrLocked()
+}
+
+func (j *Journal) lastErrLocked() string {
+	if j.commitErr != nil {
+		return " (the store fails: " + j.commitErr.Error() + ")"
+	}
+	return ""
+}
+
+// append queues ev and returns it with its seq and time.
+func (j *Journal) append(ctx context.Context, ev event.Event, done chan error) (event.Event, error) {
+	if ev.Session == "" || ev.Data == nil {
+		return ev, fmt.Errorf("journal: append: an event needs a session and a payload (session %q, type %q)", ev.Session, ev.Type())
+	}
+	b, err := json.Marshal(ev.Data)
+	if err != nil {
+		return ev, fmt.Errorf("journal: append to session %s: encoding %s: %w", ev.Session, ev.Type(), err)
+	}
+	payload := ev.Data
+	j.mu.Lock()
+	for {
+		if j.closing {
+			j.mu.Unlock()
+			return ev, ErrClosed
+		}
+		s := j.sessions[ev.Session]
+		if s == nil || !s.loaded {
+			j.mu.Unlock()
+			if err := j.loadSeq(ctx, ev.Session); err != nil {
+				return ev, err
+			}
+			j.mu.Lock()
+			continue
+		}
+		if len(j.queue) >= j.opt.QueueSize {
+			space := j.space
+			j.mu.Unlock()
+			select {
+			case <-space:
+			case <-ctx.Done():
+				return ev, fmt.Errorf("journal: append to session %s: waiting for the store (%d events queued): %w%s", ev.Session, j.opt.QueueSize, ctx.Err(), j.lastErr())
+			}
+			j.mu.Lock()
+			continue
+		}
+		ev.Seq = s.next
+		s.next++
+		if ev.Time.IsZero() {
+			ev.Time = j.opt.Now()
+		}
+		queued := ev
+		queued.Data = encoded{payload, b}
+		s.pending++
+		j.queue = append(j.queue, entry{ev: queued, s: s, done: done})
+		j.mu.Unlock()
+		j.signal()
+		return ev, nil
+	}
+}
+
+// loadSeq reads the last stored seq of session, once.
+func (j *Journal) loadSeq(ctx context.Context, session string) error {
+	j.mu.Lock()
+	s := j.sessions[session]
+	if s == nil {
+		s = &sessionState{}
+		j.sessions[session] = s
+	}
+	j.mu.Unlock()
+
+	s.load.Lock()
+	defer s.load.Unlock()
+	j.mu.Lock()
+	loaded, gen := s.loaded, s.gen
+	j.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	last, err := j.st.LastSeq(ctx, session)
+	if err != nil {
+		return fmt.Errorf("journal: reading the last seq of session %s: %w", session, err)
+	}
+	j.mu.Lock()
+	if s.gen == gen {
+		s.next, s.loaded = last+1, true
+	}
+	j.mu.Unlock()
+	return nil
+}
+
+// signal wakes the writer.
+func (j *Journal) signal() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush waits until every event of session appended before the call is
+// committed. If some events appended since the previous Flush could not be
+// stored, it says why (ErrDeleted, a seq conflict).
+func (j *Journal) Flush(ctx context.Context, session string) error {
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
+		select {
+		case <-j.writerDone:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("journal: flush session %s: %w%s", session, ctx.Err(), j.lastErr())
+		}
+	}
+	s := j.sessions[session]
+	if s == nil {
+		j.mu.Unlock()
+		return nil
+	}
+	if s.pending == 0 {
+		err := s.flushErr(s.flushed)
+		j.mu.Unlock()
+		return err
+	}
+	done := make(chan error, 1)
+	j.queue = append(j.queue, entry{ev: event.Event{Session: session}, s: s, done: done, flush: true, drops: s.flushed})
+	j.mu.Unlock()
+	j.signal()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("journal: flush session %s: %w%s", session, ctx.Err(), j.lastErr())
+	}
+}
+
+// flushErr reports the drops after the first `reported` ones, and records
+// them as reported. Called with Journal.mu held.
+func (s *sessionState) flushErr(reported int) error {
+	if s.drops <= reported {
+		return nil
+	}
+	s.flushed = max(s.flushed, s.drops)
+	return fmt.Errorf("%w (%d events not stored since the last Flush)", s.dropErr, s.drops-reported)
+}
+
+// Forget ends the subscriptions of a deleted session with ErrDeleted and
+// drops its counter. Call it after the session is deleted from the store.
+func (j *Journal) Forget(session string) {
+	j.mu.Lock()
+	delete(j.sessions, session)
+	j.mu.Unlock()
+
+	j.subMu.Lock()
+	for sub := range j.subs[session] {
+		sub.end(ErrDeleted)
+	}
+	delete(j.subs, session)
+	j.subMu.Unlock()
+}
+
+// Close commits everything queued, ends every subscription (ErrClosed: they
+// get what was already fanned out to them first) and stops. If ctx ends
+// before the store took everything, the rest is abandoned and Close says
+// how much was lost; subscribers still not drained by then are cut short.
+// Appends after Close fail with ErrClosed.
+func (j *Journal) Close(ctx context.Context) error {
+	j.closeOnce.Do(func() {
+		defer close(j.closed)
+		j.closeErr = j.close(ctx)
+	})
+	select {
+	case <-j.closed:
+		return j.closeErr
+	default:
+	}
+	select {
+	case <-j.closed:
+		return j.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (j *Journal) close(ctx context.Context) error {
+	j.mu.Lock()
+	j.closing = true
+	close(j.space) // producers waiting for space see closing
+	j.space = make(chan struct{})
+	j.mu.Unlock()
+	j.signal()
+
+	var errs []error
+	select {
+	case <-j.writerDone:
+	case <-ctx.Done():
+		j.cancel() // the writer abandons what is left
+		<-j.writerDone
+	}
+	j.cancel()
+	j.mu.Lock()
+	if j.closeLost > 0 {
+		errs = append(errs, fmt.Errorf("journal: closed with %d events not stored: %w%s", j.closeLost, ctx.Err(), j.lastErrLocked()))
+	}
+	j.mu.Unlock()
+
+	j.subMu.Lock()
+	j.subsClosed = true
+	for sub := range j.all {
+		sub.end(ErrClosed)
+	}
+	j.subMu.Unlock()
+
+	pumped := make(chan struct{})
+	go func() { j.pumps.Wait(); close(pumped) }()
+	select {
+	case <-pumped:
+	case <-ctx.Done():
+		j.subMu.RLock()
+		for sub := range j.all {
+			sub.cancel(ErrClosed)
+		}
+		j.subMu.RUnlock()
+		<-pumped
+	}
+	return errors.Join(errs...)
+}

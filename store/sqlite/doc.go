@@ -1,0 +1,67 @@
+// Package sqlite is the default store.Store: one SQLite file, nothing to run.
+//
+// It uses modernc.org/sqlite (pure Go, no cgo), so the harvest binary stays
+// static.
+//
+// # Schema
+//
+// Numbered migrations (schema.go) are applied by Open, all pending ones in one
+// transaction, and recorded in schema_migrations; a database written by a
+// newer harvest (a version this one does not know) is refused rather than
+// misread.
+//
+//	sessions  (sid PK, id UNIQUE)  the scalar fields of store.Session as columns
+//	                               (owner, state, created_at, updated_at are
+//	                               indexed for ListSessions); repos, limits and
+//	                               usage as JSON; sandbox and agent_state as blobs
+//	messages  (session, seq) PK    UNIQUE (session, id); seq 1, 2, ... per session
+//	events    (sid, seq) PK        type, time, turn, agent, repo, data (the
+//	                               payload as JSON, decoded back with event.Decode)
+//	locks     (key PK)             holder, expires
+//	tokens    (id PK)              name, hash UNIQUE (SHA-256 only), admin
+//
+// events is the big, hot table: it is WITHOUT ROWID, clustered on (sid,
+// seq), where sid is the session's integer rowid, so an append touches one
+// B-tree with integer keys and a replay reads consecutive rows. Rows are
+// inserted up to 64 to a statement, with statements prepared once.
+//
+// messages and events reference sessions ON DELETE CASCADE, so DeleteSession
+// is one statement and nothing of a deleted session can be left behind or
+// appended afterwards (AppendEvents for a missing session is ErrNotFound).
+//
+// Times are INTEGER nanoseconds since the Unix epoch, UTC; 0 is the zero
+// time.Time. They come back in UTC.
+//
+// # Concurrency
+//
+// SQLite allows one writer at a time. Rather than let writers race for the
+// file lock and see SQLITE_BUSY, the Store has two pools:
+//
+//	writer  one connection (SetMaxOpenConns(1)). Every write is a transaction
+//	        on it, started with BEGIN IMMEDIATE. Writers queue in database/sql
+//	        for that connection, in Go, honouring their contexts; none of them
+//	        ever sees SQLITE_BUSY from another writer of this process.
+//	readers a pool of query_only connections. In WAL mode readers never block
+//	        the writer nor each other, and see every transaction committed
+//	        before their query began.
+//
+// Read-modify-write operations (UpdateSession, AddMessage's seq, AcquireLock)
+// run entirely inside the writer's transaction, so they are atomic without
+// retries. Another process on the same file (harvest token create while
+// harvest serve runs) is serialised by SQLite's own lock; busy_timeout
+// (10 s) makes it wait instead of failing.
+//
+// # Durability
+//
+// journal_mode=WAL and synchronous=FULL on every connection: a commit returns
+// after the WAL is fsynced, so a write whose call returned nil survives a
+// process crash and a power loss. NORMAL would survive a process crash but
+// could lose the last commits on power loss, and the journal fans an event
+// out as soon as its commit returns: a lost event's seq would then be given
+// to a different event after the restart, and a client resuming from it
+// would silently skip one. FULL costs one fsync per transaction; the journal
+// amortises it by committing events in batches (group commit).
+//
+// The database file is created 0600: it holds token hashes and agent
+// conversations. SQLite gives its -wal and -shm files the same mode.
+package sqlite

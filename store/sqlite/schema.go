@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; migration i has version i+1. Never edit
+// one that has shipped: add a new one.
+var migrations = []struct {
+	name string
+	sql  string
+}{
+	{"initial", `
+CREATE TABLE sessions (
+	sid         INTEGER PRIMARY KEY,          -- the events' compact key
+	id          TEXT NOT NULL UNIQUE,
+	owner       TEXT NOT NULL,
+	title       TEXT NOT NULL DEFAULT '',
+	state       TEXT NOT NULL,
+	agent       TEXT NOT NULL DEFAULT '',
+	model       TEXT NOT NULL DEFAULT '',
+	backend     TEXT NOT NULL DEFAULT '',
+	mode        TEXT NOT NULL DEFAULT '',
+	repos       TEXT NOT NULL DEFAULT 'null', -- JSON []store.Repo
+	limits      TEXT NOT NULL DEFAULT '{}',   -- JSON store.Limits
+	sandbox     BLOB,
+	agent_state BLOB,
+	turns       INTEGER NOT NULL DEFAULT 0,
+	usage       TEXT NOT NULL DEFAULT '{}',   -- JSON event.Usage
+	cost_usd    REAL NOT NULL DEFAULT 0,
+	error       TEXT NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,             -- ns since the epoch, UTC
+	updated_at  INTEGER NOT NULL,
+	active_at   INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX sessions_created ON sessions (created_at DESC, id DESC);
+CREATE INDEX sessions_owner ON sessions (owner, created_at DESC);
+CREATE INDEX sessions_state ON sessions (state);
+CREATE INDEX sessions_updated ON sessions (updated_at);
+
+CREATE TABLE messages (
+	session      TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	seq          INTEGER NOT NULL,
+	id           TEXT NOT NULL,
+	text         TEXT NOT NULL,
+	mode         TEXT NOT NULL DEFAULT '',
+	state        TEXT NOT NULL,
+	turn         TEXT NOT NULL DEFAULT '',
+	created_at   INTEGER NOT NULL,
+	delivered_at INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (session, seq),
+	UNIQUE (session, id)
+) STRICT;
+
+CREATE TABLE events (
+	sid     INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+	seq     INTEGER NOT NULL,
+	type    TEXT NOT NULL,
+	time    INTEGER NOT NULL,
+	turn    TEXT NOT NULL DEFAULT '',
+	agent   TEXT NOT NULL DEFAULT '',
+	repo    TEXT NOT NULL DEFAULT '',
+	data    BLOB NOT NULL,                    -- JSON payload
+	PRIMARY KEY (sid, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE locks (
+	key     TEXT PRIMARY KEY,
+	holder  TEXT NOT NULL,
+	expires INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE tokens (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	hash       BLOB NOT NULL UNIQUE,
+	admin      INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+) STRICT;
+`},
+}
+
+// migrate applies the migrations the database has not seen, all in one
+// transaction: either the schema is brought fully up to date or it is left
+// as it was.
+func (s *Store) migrate(ctx context.Context) error {
+	return s.write(ctx, "sqlite: migrate "+s.path, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_at INTEGER NOT NULL
+) STRICT`); err != nil {
+			return fmt.Errorf("sqlite: %s: creating schema_migrations: %w", s.path, err)
+		}
+		var have int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+			return fmt.Errorf("sqlite: %s: reading the schema version: %w", s.path, err)
+		}
+		if have > len(migrations) {
+			return fmt.Errorf("sqlite: %s has schema version %d but this harvest knows only up to %d: it was written by a newer harvest; upgrade harvest", s.path, have, len(migrations))
+		}
+		for v := have + 1; v <= len(migrations); v++ {
+			m := migrations[v-1]
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("sqlite: %s: migration %d (%s): %w", s.path, v, m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, v, m.name, ts(s.now())); err != nil {
+				return fmt.Errorf("sqlite: %s: recording migration %d: %w", s.path, v, err)
+			}
+		}
+		return nil
+	})
+}

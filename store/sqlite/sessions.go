@@ -1,0 +1,218 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at`
+
+// CreateSession stores s and, if first is not nil, its first message (Seq 1)
+// in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
+// zero first.CreatedAt and an empty first.State (queued). A session id that
+// exists is ErrConflict.
+func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *store.Message) error {
+	if sess.ID == "" {
+		return errors.New("sqlite: create session: empty id")
+	}
+	now := s.now().UTC()
+	if sess.CreatedAt.IsZero() {
+		sess.CreatedAt = now
+	}
+	if sess.UpdatedAt.IsZero() {
+		sess.UpdatedAt = sess.CreatedAt
+	}
+	args, err := sessionArgs(sess)
+	if err != nil {
+		return fmt.Errorf("sqlite: create session %s: %w", sess.ID, err)
+	}
+	var m store.Message
+	if first != nil {
+		m = *first
+		m.Session, m.Seq = sess.ID, 1
+		defaultMessage(&m, now)
+	}
+	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+			if isDuplicate(err) {
+				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
+			}
+			return fmt.Errorf("sqlite: create session %s: %w", sess.ID, err)
+		}
+		if first != nil {
+			return insertMessage(ctx, tx, &m)
+		}
+		return nil
+	})
+	if err == nil && first != nil {
+		*first = m
+	}
+	return err
+}
+
+func sessionArgs(s *store.Session) ([]any, error) {
+	repos, err := json.Marshal(s.Repos)
+	if err != nil {
+		return nil, fmt.Errorf("encoding repos: %w", err)
+	}
+	limits, err := json.Marshal(s.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("encoding limits: %w", err)
+	}
+	usage, err := json.Marshal(s.Usage)
+	if err != nil {
+		return nil, fmt.Errorf("encoding usage: %w", err)
+	}
+	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
+		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt)}, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSession(r scanner) (*store.Session, error) {
+	var (
+		s                          store.Session
+		state, repos, limits, use  string
+		created, updated, activeAt int64
+	)
+	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
+		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
+		&created, &updated, &activeAt); err != nil {
+		return nil, err
+	}
+	s.State = store.State(state)
+	s.CreatedAt, s.UpdatedAt, s.ActiveAt = tm(created), tm(updated), tm(activeAt)
+	if err := json.Unmarshal([]byte(repos), &s.Repos); err != nil {
+		return nil, fmt.Errorf("session %s: decoding repos: %w", s.ID, err)
+	}
+	if err := json.Unmarshal([]byte(limits), &s.Limits); err != nil {
+		return nil, fmt.Errorf("session %s: decoding limits: %w", s.ID, err)
+	}
+	if err := json.Unmarshal([]byte(use), &s.Usage); err != nil {
+		return nil, fmt.Errorf("session %s: decoding usage: %w", s.ID, err)
+	}
+	return &s, nil
+}
+
+// GetSession returns the session id, or ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	sess, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("session %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get session %s: %w", id, err)
+	}
+	return sess, nil
+}
+
+// ListSessions returns the sessions matching f, newest (by CreatedAt) first.
+func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.Owner != "" {
+		where = append(where, "owner = ?")
+		args = append(args, f.Owner)
+	}
+	if len(f.States) > 0 {
+		where = append(where, "state IN (?"+strings.Repeat(",?", len(f.States)-1)+")")
+		for _, st := range f.States {
+			args = append(args, string(st))
+		}
+	}
+	if !f.UpdatedBefore.IsZero() {
+		where = append(where, "updated_at < ?")
+		args = append(args, ts(f.UpdatedBefore))
+	}
+	q := `SELECT ` + sessionCols + ` FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Session
+	for rows.Next() {
+		sess, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list sessions: %w", err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSession reads the session, calls fn on it and writes it back, all in
+// one writer transaction, so concurrent updates never lose each other's
+// changes. UpdatedAt is set to now unless fn set it. fn must not change the
+// ID. fn may be called once only; it must not call the store.
+func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error) {
+	var out *store.Session
+	err := s.write(ctx, "sqlite: update session "+id, func(tx *sql.Tx) error {
+		sess, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("session %s: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: update session %s: %w", id, err)
+		}
+		before := sess.UpdatedAt
+		if err := fn(sess); err != nil {
+			return err
+		}
+		if sess.ID != id {
+			return fmt.Errorf("sqlite: update session %s: the update changed the id to %q; ids are fixed", id, sess.ID)
+		}
+		if sess.UpdatedAt.Equal(before) {
+			sess.UpdatedAt = s.now().UTC()
+		}
+		args, err := sessionArgs(sess)
+		if err != nil {
+			return fmt.Errorf("sqlite: update session %s: %w", id, err)
+		}
+		// args[0] is the id: move it to the WHERE.
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
+	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
+	error=?, created_at=?, updated_at=?, active_at=? WHERE id=?`, append(args[1:], id)...); err != nil {
+			return fmt.Errorf("sqlite: update session %s: %w", id, err)
+		}
+		out = sess
+		return nil
+	})
+	return out, err
+}
+
+// DeleteSession removes the session; its messages and events go with it
+// (ON DELETE CASCADE).
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	return s.write(ctx, "sqlite: delete session "+id, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete session %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("session %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}

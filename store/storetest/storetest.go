@@ -1,0 +1,43 @@
+// Package storetest is the conformance suite of store.Store: every
+// implementation (store/sqlite today, PostgreSQL later) runs Run and passes
+// it, so the layers above can rely on the contract and not on one database.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store {
+//			s, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
+//			...
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// Each subtest gets a fresh, empty store from open. The suite uses no
+// sleeps: lock expiry is checked with leases whose TTL is already over.
+// Times the suite writes have microsecond precision, which every database
+// keeps; times a store sets itself are compared to the clock with a
+// tolerance.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Run runs the suite; open returns a new empty store (closed by the
+// caller's cleanup).
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
+	t.Run("ListSessions", func(t *testing.T) { testListSessions(t, open) })
+	t.Run("UpdateSession", func(t *testing.T) { testUpdateSession(t, open) })
+	t.Run("UpdateSessionConcurrent", func(t *testing.T) { testUpdateConcurrent(t, open) })
+	t.Run("DeleteSession", func(t *testing.T) { testDeleteSession(t, open) })
+	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
+	t.Run("MessagesConcurrent", func(t *testing.T) { testMessagesConcurrent(t, open) })
+	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
+	t.Run("EventConflicts", func(t *testing.T) { testEventConflicts(t, open) })
+	t.Run("Locks", func(t *testing.T) { testLocks(t, open) })
+	t.Run("LockExpiry", func(t *testing.T) { testLockExpiry(t, open) })
+	t.Run("Tokens", func(t *testing.T) { testTokens(t, open) })
+	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open) })
+}
