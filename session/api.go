@@ -1,0 +1,78 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+// What callers (the HTTP server, tests) see of the session layer. The
+// Manager's methods (manager.go) take and return these.
+
+// Delivery modes of a message sent while the agent works.
+const (
+	ModeQueue     = "queue"     // delivered in order when the turn ends (default)
+	ModeInterrupt = "interrupt" // cancels the running turn; starts the next one
+)
+
+// RepoSpec is a repository to put in a new session's box.
+type RepoSpec struct {
+	// Name is the workspace name (/workspace/{Name}); default: the last
+	// element of Source.
+	Name string `json:"name,omitempty"`
+	// Source is a local directory (copied, never touched) or a git URL
+	// (cloned).
+	Source string `json:"source"`
+	// Ref is a branch or commit to check out after a clone.
+	Ref string `json:"ref,omitempty"`
+}
+
+// CreateRequest is everything a new session can be given.
+type CreateRequest struct {
+	Title string     `json:"title,omitempty"`
+	Repos []RepoSpec `json:"repos"`
+	// Prompt is the first message; empty starts an idle session.
+	Prompt  string       `json:"prompt,omitempty"`
+	Agent   string       `json:"agent,omitempty"`   // default: the builtin agent
+	Model   string       `json:"model,omitempty"`   // default: the server's
+	Backend string       `json:"backend,omitempty"` // default: the server's (local)
+	Mode    string       `json:"mode,omitempty"`    // queue (default) | interrupt
+	Limits  store.Limits `json:"limits,omitempty"`
+}
+
+// View is a session as the API shows it: the stored session and the
+// messages still waiting for the agent.
+type View struct {
+	*store.Session
+	Queue []*store.Message `json:"queue"`
+}
+
+// Errors the API maps to statuses (wrapped with detail).
+var (
+	// ErrNotFound: no such session (or not visible to the caller): 404.
+	ErrNotFound = store.ErrNotFound
+	// ErrConflict: the session's state does not allow the call (a message
+	// to a stopped session): 409.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the server is shutting down: 503.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// InputError is a request that cannot be accepted as it is: 400. It lists
+// every problem, each saying what to change.
+type InputError struct{ Problems []string }
+
+func (e *InputError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0]
+	}
+	return fmt.Sprintf("%d problems: %s", len(e.Problems), strings.Join(e.Problems, "; "))
+}
+
+// IsInput reports whether err is an *InputError.
+func IsInput(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}

@@ -1,0 +1,182 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Defaults of a session's limits (seeds 000 and 003), used where neither the
+// request nor Config.Defaults says otherwise.
+const (
+	DefaultIdleTimeout  = 5 * time.Minute
+	DefaultMaxLifetime  = 24 * time.Hour
+	DefaultTurnWatchdog = 30 * time.Minute
+	DefaultMemoryBytes  = sandbox.DefaultMemory
+	// DefaultLockTTL is how long a turn's session lock lives without being
+	// renewed: a run that died holding it blocks the session at most this
+	// long.
+	DefaultLockTTL = 2 * time.Minute
+	// DefaultLockRetry is how often a runner whose session is locked by
+	// another run tries again.
+	DefaultLockRetry = 2 * time.Second
+)
+
+// AgentBuiltin is the only agent this version runs (CreateRequest.Agent).
+const AgentBuiltin = "builtin"
+
+// Config is what a Manager needs.
+type Config struct {
+	// Store keeps sessions and messages. Required.
+	Store store.Store
+	// Journal numbers, stores and fans out events; it must write to Store.
+	// Required. The Manager does not close it: close it after Manager.Close.
+	Journal *journal.Journal
+	// Backends opens a sandbox backend by name ("local", "docker", "host").
+	// The Manager calls it at most once per name and does not close what it
+	// returns: the caller owns the providers (close them after
+	// Manager.Close). Nil opens backends.Open(name, {AgentBinary}) and the
+	// Manager closes those itself.
+	Backends func(name string) (sandbox.Provider, error)
+	// DefaultBackend is used when a request names none (default "local").
+	DefaultBackend string
+	// AgentBinary is the harvest-agent binary for the backends the Manager
+	// opens itself (Backends nil); "" finds it as sandbox.AgentBinary does.
+	AgentBinary string
+	// DataDir holds the workspaces: DataDir/workspaces/session/{id}/{repo}.
+	// Required.
+	DataDir string
+	// Models says where models are served (providers.FromEnv, or harvest
+	// sim's endpoint in tests); DefaultModel is used when a request names
+	// none ("provider/model").
+	Models       providers.Config
+	DefaultModel string
+	// AgentsDir is the operator's agent definitions directory (NAME.md),
+	// searched after the repositories' .harvest/agents; "" searches only
+	// the repositories.
+	AgentsDir string
+	// Defaults fill the zero fields of a request's limits; their own zero
+	// fields take the Default* constants.
+	Defaults store.Limits
+	// LockTTL and LockRetry tune the session lock (Default* when zero).
+	LockTTL, LockRetry time.Duration
+	// Clock measures every timeout (idle, lifetime, watchdog, lock retry)
+	// and stamps times. Nil is the real clock.
+	Clock Clock
+	// Logger receives what goes wrong in the background; nil discards it.
+	Logger *slog.Logger
+}
+
+func (c *Config) check() error {
+	var missing []string
+	if c.Store == nil {
+		missing = append(missing, "Store")
+	}
+	if c.Journal == nil {
+		missing = append(missing, "Journal")
+	}
+	if c.DataDir == "" {
+		missing = append(missing, "DataDir")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("session.Config: %v not set: a Manager needs a store, the journal writing to it and a data directory", missing)
+	}
+	if c.DefaultBackend == "" {
+		c.DefaultBackend = backends.Default
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.LockTTL <= 0 {
+		c.LockTTL = DefaultLockTTL
+	}
+	if c.LockRetry <= 0 {
+		c.LockRetry = DefaultLockRetry
+	}
+	d := &c.Defaults
+	if d.IdleTimeout < 0 || d.MaxLifetime < 0 || d.TurnWatchdog < 0 || d.MemoryBytes < 0 || d.MaxSteps < 0 || d.BudgetUSD < 0 {
+		return errors.New("session.Config: Defaults has a negative limit; use zero for the built-in default")
+	}
+	if d.IdleTimeout == 0 {
+		d.IdleTimeout = DefaultIdleTimeout
+	}
+	if d.MaxLifetime == 0 {
+		d.MaxLifetime = DefaultMaxLifetime
+	}
+	if d.TurnWatchdog == 0 {
+		d.TurnWatchdog = DefaultTurnWatchdog
+	}
+	if d.MemoryBytes == 0 {
+		d.MemoryBytes = DefaultMemoryBytes
+	}
+	return nil
+}
+
+// limits returns req with its zero fields taken from the defaults, or the
+// problems with it.
+func (c *Config) limits(req store.Limits) (store.Limits, []string) {
+	var problems []string
+	if req.IdleTimeout < 0 || req.MaxLifetime < 0 || req.TurnWatchdog < 0 {
+		problems = append(problems, "limits: durations must be positive (zero takes the server's default)")
+	}
+	if req.MemoryBytes < 0 || (req.MemoryBytes > 0 && req.MemoryBytes < sandbox.MinMemory) {
+		problems = append(problems, fmt.Sprintf("limits.memory_bytes %d: give at least %d (32 MiB), or zero for the default", req.MemoryBytes, int64(sandbox.MinMemory)))
+	}
+	if req.MaxSteps < 0 {
+		problems = append(problems, "limits.max_steps must be positive (zero: the agent's default)")
+	}
+	if req.BudgetUSD < 0 {
+		problems = append(problems, "limits.budget_usd must be positive (zero: no budget)")
+	}
+	d := c.Defaults
+	if req.IdleTimeout == 0 {
+		req.IdleTimeout = d.IdleTimeout
+	}
+	if req.MaxLifetime == 0 {
+		req.MaxLifetime = d.MaxLifetime
+	}
+	if req.TurnWatchdog == 0 {
+		req.TurnWatchdog = d.TurnWatchdog
+	}
+	if req.MemoryBytes == 0 {
+		req.MemoryBytes = d.MemoryBytes
+	}
+	if req.MaxSteps == 0 {
+		req.MaxSteps = d.MaxSteps
+	}
+	if req.BudgetUSD == 0 {
+		req.BudgetUSD = d.BudgetUSD
+	}
+	return req, problems
+}
+
+// Clock is the time source of the session layer. Tests inject one they move
+// by hand; everything that waits for a time waits on At.
+type Clock interface {
+	Now() time.Time
+	// At returns a channel that receives once when the clock reaches t (at
+	// once if it has), and a function that releases the timer.
+	At(t time.Time) (<-chan time.Time, func())
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+// Now implements Clock.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// At implements Clock.
+func (RealClock) At(t time.Time) (<-chan time.Time, func()) {
+	tm := time.NewTimer(time.Until(t))
+	return tm.C, func() { tm.Stop() }
+}

@@ -1,0 +1,213 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// A crash, for real: a child process (this test binary, running
+// TestCrashChild) runs a Manager on the test's store, sandboxes and sim,
+// and is killed with SIGKILL in the middle of a turn. A new Manager on the
+// same store recovers:
+//
+//   - session A was in a turn (a bash process tree) with two messages
+//     queued: the turn is marked interrupted, its old box (and the tree)
+//     destroyed, and the queued messages delivered in order in a new box;
+//   - session B was idle: its box is reattached, not replaced;
+//   - session C was suspended: it stays so, with no box;
+//   - a box named for session A that no session owns (a crash between
+//     starting a box and storing its handle) is destroyed; one named for a
+//     session this store does not know (another server's) is left alone;
+//   - every session's event seqs are 1..N with no gap.
+func TestCrashRecovery(t *testing.T) {
+	e := newEnv(t, withoutManager)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
+	cmd.Env = append(os.Environ(),
+		"HARVEST_SESSION_CRASH_CHILD=1",
+		"HARVEST_SESSION_DB="+e.dbPath, "HARVEST_SESSION_RUN_DIR="+e.runDir,
+		"HARVEST_SESSION_DATA_DIR="+e.dataDir, "HARVEST_SESSION_REPO="+e.repo,
+		"HARVEST_SESSION_SIM="+e.simURL, "HARVEST_SESSION_AGENT="+e.agent,
+	)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	ready := make(chan []string, 1)
+	readerDone := make(chan struct{})
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		<-readerDone
+	})
+	go func() {
+		defer close(readerDone)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 5 && f[0] == "READY" {
+				ready <- f[1:]
+				break
+			}
+		}
+		close(ready)
+		for sc.Scan() {
+		}
+	}()
+	var a, b, c, bBox string
+	select {
+	case f, ok := <-ready:
+		if !ok {
+			t.Fatalf("the child exited without getting ready: %v", cmd.Wait())
+		}
+		a, b, c, bBox = f[0], f[1], f[2], f[3]
+	case <-time.After(waitTimeout):
+		t.Fatal("the child did not get ready")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	_ = cmd.Wait()
+
+	// The child's boxes outlive it; its turn's process tree runs on.
+	if len(procsWith("sleep", "31337")) == 0 {
+		t.Fatal("session A's tool process died with the child: the test proves nothing")
+	}
+	// A box of session A that nobody owns.
+	ctx := ctxT(t)
+	orphan, err := e.prov.Start(ctx, sandbox.Spec{ID: newBoxID(a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan.Close()
+	// A box of another server sharing the run dir: a session this store
+	// does not have. Not ours to reap.
+	foreign, err := e.prov.Start(ctx, sandbox.Spec{ID: newBoxID(newSessionID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign.Close()
+
+	e.open()
+	queued, err := e.st.Messages(ctx, a, store.MessageQueued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queued) != 2 || queued[0].Text != "msg a1" || queued[1].Text != "msg a2" {
+		t.Fatalf("session A's queue after the crash: %+v, want msg a1, msg a2", queued)
+	}
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{a, b, c} {
+		if _, err := e.m.Get(ctx, "", id); err != nil {
+			t.Fatalf("session %s after the crash: %v", id, err)
+		}
+	}
+
+	wa := e.watch(a)
+	f := typed[event.TurnFailed](wa, "t1", nil)
+	if f.Kind != "interrupted" {
+		t.Fatalf("A's t1: %+v, want kind interrupted", f)
+	}
+	for i, turn := range []string{"t2", "t3"} {
+		d := typed[event.MessageDelivered](wa, turn, nil)
+		if d.MessageID != queued[i].ID {
+			t.Fatalf("A's %s took %s, want %s", turn, d.MessageID, queued[i].ID)
+		}
+		wa.finished(turn)
+	}
+	eventually(t, 10*time.Second, "the interrupted turn's processes are gone", func() bool { return len(procsWith("sleep", "31337")) == 0 })
+
+	wb := e.watch(b)
+	e.send(b, "msg b2", "")
+	wb.finished("t2")
+	if h := handleOf(t, e, b); h != bBox {
+		t.Fatalf("B runs in box %s, want its old box %s reattached", h, bBox)
+	}
+	if s := e.get(c); s.State != store.StateSuspended || s.Sandbox != nil {
+		t.Fatalf("C after recovery: %s, box %s; want suspended with no box", s.State, s.Sandbox)
+	}
+
+	want := []string{handleOf(t, e, a), bBox, foreign.ID()}
+	slices.Sort(want)
+	if got := e.boxes(); !slices.Equal(got, want) {
+		t.Fatalf("boxes after recovery: %v, want only the sessions' %v", got, want)
+	}
+	for _, id := range []string{a, b, c} {
+		checkGapless(t, e.st, id)
+	}
+}
+
+func handleOf(t testing.TB, e *env, id string) string {
+	t.Helper()
+	s, err := e.st.GetSession(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHandle(s.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.ID
+}
+
+// TestCrashChild is TestCrashRecovery's victim: it sets sessions up, says
+// READY with their ids and waits to be killed.
+func TestCrashChild(t *testing.T) {
+	if os.Getenv("HARVEST_SESSION_CRASH_CHILD") == "" {
+		t.Skip("run by TestCrashRecovery in a child process")
+	}
+	e := &env{
+		t: t, clock: newTestClock(),
+		dbPath: os.Getenv("HARVEST_SESSION_DB"), runDir: os.Getenv("HARVEST_SESSION_RUN_DIR"),
+		dataDir: os.Getenv("HARVEST_SESSION_DATA_DIR"), repo: os.Getenv("HARVEST_SESSION_REPO"),
+		simURL: os.Getenv("HARVEST_SESSION_SIM"), agent: os.Getenv("HARVEST_SESSION_AGENT"),
+	}
+	e.prov = e.provider()
+	e.open()
+
+	// C: suspended (its idle timeout is shorter than anyone's).
+	c := e.create("msg c", func(r *CreateRequest) { r.Limits.IdleTimeout = time.Minute })
+	wc := e.watch(c.ID)
+	wc.idleAfter("t1")
+	e.clock.Advance(time.Minute)
+	wc.state(store.StateSuspended)
+
+	// B: idle in its box.
+	b := e.create("msg b")
+	wb := e.watch(b.ID)
+	wb.idleAfter("t1")
+
+	// A: in a turn, two messages queued.
+	a := e.create("tree task")
+	wa := e.watch(a.ID)
+	typed[event.ToolStarted](wa, "t1", nil)
+	eventually(t, 10*time.Second, "A's tool runs", func() bool { return len(procsWith("sleep", "31337")) > 0 })
+	e.send(a.ID, "msg a1", "")
+	e.send(a.ID, "msg a2", "")
+
+	fmt.Printf("READY %s %s %s %s\n", a.ID, b.ID, c.ID, handleOf(t, e, b.ID))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	<-ctx.Done()
+	t.Fatal("TestCrashChild was not killed")
+}

@@ -1,0 +1,113 @@
+// Package session runs Harvest sessions: durable conversations with an agent
+// on one or more repositories, each in its own sandbox, that outlive
+// browsers, idle hours and restarts of the server.
+//
+// A Manager owns every session of one Harvest server. It stores sessions and
+// messages in a store.Store, writes their events through a journal.Journal
+// (which numbers, stores and fans them out), and gives each live session one
+// runner goroutine that owns its box and its agent.
+//
+// # States
+//
+//	                 Create
+//	                   │
+//	                   ▼
+//	               pending ──► provisioning ◄──────────────────┐ a message
+//	                               │ workspaces, box, agent    │ (or Recover
+//	                               ▼                           │  with a queue)
+//	       ┌─────────────────────► idle ──── idle timeout ───► suspended
+//	       │ turn ended            │  ▲                        box destroyed,
+//	       │ (finished, failed,    │  │ lock held by another   workspace and
+//	       │  cancelled)           │  │ run: stay idle, retry   agent state kept
+//	       │                       ▼  │
+//	       ├──────────────────── working ── Cancel / interrupt ─► cancelling
+//	       │                                                         │
+//	       └─────────────────────────────────────────────────────────┘
+//
+//	any state ──► stopped   max lifetime (queued messages dropped)
+//	any state ──► failed    the box or the agent cannot be set up (Error says why)
+//
+// waiting (the agent asks the user something) is reserved for agents that
+// can ask; the builtin agent never does. Every transition is first written
+// to the store (store.UpdateSession) and then journaled as a session.state
+// event, so what the API shows and what the event stream says agree, and a
+// crash between the two loses an event, never a state.
+//
+// # Messages
+//
+// Send stores the message (state queued) and journals message.queued before
+// it returns: an acknowledged message survives a crash. The runner delivers
+// queued messages one per turn, in the order they were stored
+// (message.delivered, then the agent's turn.started ... turn.finished). A
+// message sent with mode "interrupt" while a turn runs cancels that turn
+// (turn.cancelled) and the queue goes on, in order, with whatever is
+// queued. Cancel ends the running turn, not the session: the session goes
+// back to idle and the queue is kept but paused until the next message
+// arrives (a restart also resumes it), so "stop" means stop.
+//
+// # Turns
+//
+// Before a turn the runner takes the session lock (sequential
+// collaboration, seed 004: store lock "session/{id}", held by run
+// "{id}/t{N}") unless it holds it already: it keeps it, renewed, while
+// queued messages follow one another and releases it when the queue is
+// empty or paused (lock.go). A run of someone else holding it leaves the
+// message queued, says "locked by run X" in a session.state event and
+// retries. The agent's payloads are wrapped in envelopes (session, turn
+// "t{N}", agent) and journaled; the event that ends a turn is written
+// synchronously. After every turn, however it ended, the session row gets
+// the turn's usage and cost (the sum of its step.finished events) and the
+// agent's state (its conversation), in one write.
+//
+// A turn that emits nothing for Limits.TurnWatchdog is cancelled and ends
+// as turn.failed kind "watchdog". Limits.MemoryBytes is the box's memory
+// limit. Timeouts (idle, lifetime, watchdog, lock retries) are measured on
+// Config.Clock, so tests move time instead of sleeping.
+//
+// # Concurrency
+//
+// The runner goroutine is the only writer of a session's state, its box
+// and its agent. The agent's turn runs on a goroutine of its own that the
+// runner starts and waits for; while it runs the runner watches for the
+// watchdog, the lock's renewal, cancels and shutdown. Manager methods never
+// touch a box: they store, then wake the runner (a buffered channel of one:
+// wakes coalesce, the runner re-reads the store). A runner exits (idle
+// suspension, stop, failure) under Manager.mu only when no wake is pending,
+// and Send starts a runner under the same mutex when none exists, so a
+// message can never fall between an exiting runner and a new one. Delete
+// holds the session's write lock (Send holds it for reading) so that no
+// message or event is written for a session being removed.
+//
+// Lock order: a session's gate (Send, Delete), then Manager.mu, then
+// runner.mu; Manager.pmu (backends and model clients) stands alone.
+// Manager.mu and runner.mu are never held across a store, journal or
+// sandbox call.
+//
+// # Shutdown and recovery
+//
+// Close stops every runner without losing anything: a running turn is
+// cancelled and ends as turn.failed kind "interrupted", the agent's state
+// and the usage are saved, and the session is left idle with its box
+// RUNNING and its handle persisted (background processes the agent started
+// are stopped), so that the next server reattaches it. Queued messages stay
+// queued.
+//
+// Recover, called once when a server starts, resumes every session that was
+// live: an idle session's box is reattached from its persisted handle (a box
+// that is gone is replaced by a new one on the kept workspace); a session
+// that was in a turn gets turn.failed kind "interrupted" for it (unless the
+// turn's end was already journaled), its box is replaced (the dead turn's
+// processes may still run in the old one), and it goes back to idle. Then
+// the queued messages are delivered. Suspended sessions with queued
+// messages are resumed. Finally every box of a backend in use that no
+// session owns (a crash between starting a box and storing its handle,
+// between destroying it and storing that) is destroyed.
+//
+// # Workspaces
+//
+// A session's repositories are copied (or cloned) once, under
+// DataDir/workspaces/session/{id}/{repo}, and survive suspension, restarts
+// and new boxes; Delete removes them. WorkspaceDir resolves the other
+// scopes of seed 004 (workflow/{id}, run/{id}) for callers that are not
+// sessions.
+package session

@@ -1,0 +1,628 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+// Manager runs the sessions of one Harvest server. Its methods are safe for
+// concurrent use. See the package doc.
+type Manager struct {
+	cfg   Config
+	st    store.Store
+	j     *journal.Journal
+	clock Clock
+	log   *slog.Logger
+
+	// base is every runner's parent context; Close cancels it with
+	// errShutdown.
+	base    context.Context
+	stopAll context.CancelCauseFunc
+	wg      sync.WaitGroup // runners
+
+	gates gates // per-session: Send reads, Delete writes
+
+	mu       sync.Mutex
+	closed   bool
+	runners  map[string]*runner
+	deleting map[string]bool
+
+	pmu       sync.Mutex
+	providers map[string]sandbox.Provider
+	owned     []io.Closer // providers the Manager opened itself
+	clients   map[string]*llm.Client
+}
+
+// NewManager returns a Manager. It starts nothing: call Recover, then serve.
+func NewManager(cfg Config) (*Manager, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	base, stop := context.WithCancelCause(context.Background())
+	return &Manager{
+		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,
+		log:  cfg.Logger.With("component", "session"),
+		base: base, stopAll: stop,
+		runners: map[string]*runner{}, deleting: map[string]bool{},
+		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{},
+	}, nil
+}
+
+// Causes of a runner's or a turn's cancellation.
+var (
+	errShutdown  = errors.New("Harvest is shutting down")
+	errDeleted   = errors.New("the session was deleted")
+	errCancelled = errors.New("cancelled by the user")
+	errWatchdog  = errors.New("turn watchdog")
+	errLifetime  = errors.New("the session reached its max lifetime")
+	errLockLost  = errors.New("the session lock was lost to another run")
+)
+
+// interruptError cancels a turn for a newer message.
+type interruptError struct{ message string }
+
+func (e *interruptError) Error() string { return "interrupted by message " + e.message }
+
+var (
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	refPattern  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/@^~+-]{0,199}$`)
+)
+
+const maxTitle = 200
+
+// Create stores a new session (with its prompt as the first message, if any)
+// and starts its runner, which copies the repositories, starts the box and
+// delivers the prompt. It returns at once: progress is in the events.
+func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (*View, error) {
+	if m.isClosed() {
+		return nil, fmt.Errorf("creating a session: %w: Harvest is shutting down, try again when it is back", ErrUnavailable)
+	}
+	s, first, err := m.newSession(owner, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.st.CreateSession(ctx, s, first); err != nil {
+		return nil, fmt.Errorf("storing the new session: %w", err)
+	}
+	m.append(event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.SessionState{State: string(s.State)}})
+	v := &View{Session: s, Queue: []*store.Message{}}
+	if first != nil {
+		ev := event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.MessageQueued{MessageID: first.ID, Text: first.Text, Mode: first.Mode, Position: 1}}
+		if _, err := m.j.AppendSync(ctx, ev); err != nil {
+			return nil, fmt.Errorf("journaling the first message of session %s: %w", s.ID, err)
+		}
+		v.Queue = append(v.Queue, first)
+	}
+	m.wake(s.ID, wakeNew)
+	return v, nil
+}
+
+// newSession validates req and builds the session row and first message.
+func (m *Manager) newSession(owner string, req CreateRequest) (*store.Session, *store.Message, error) {
+	var problems []string
+	if len(req.Title) > maxTitle {
+		problems = append(problems, fmt.Sprintf("title is %d bytes: keep it under %d", len(req.Title), maxTitle))
+	}
+	id := newSessionID()
+	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(req.Repos) == 0 {
+		problems = append(problems, "repos is empty: give at least one repository (a directory on the server or a git URL) in repos[].source")
+	}
+	var repos []store.Repo
+	names := map[string]bool{}
+	for i, r := range req.Repos {
+		src, err := workspace.Parse(r.Source)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("repos[%d].source: %v", i, err))
+			continue
+		}
+		name := r.Name
+		if name == "" {
+			name = src.Name()
+		}
+		if !namePattern.MatchString(name) {
+			problems = append(problems, fmt.Sprintf("repos[%d].name %q: use letters, digits, '.', '-' and '_' (at most 64), starting with a letter or digit", i, name))
+			continue
+		}
+		if names[name] {
+			problems = append(problems, fmt.Sprintf("repos[%d]: two repositories are named %q; give one a different name", i, name))
+			continue
+		}
+		names[name] = true
+		if r.Ref != "" && !refPattern.MatchString(r.Ref) {
+			problems = append(problems, fmt.Sprintf("repos[%d].ref %q is not a branch, tag or commit name", i, r.Ref))
+			continue
+		}
+		repos = append(repos, store.Repo{Name: name, Source: src.String(), Ref: r.Ref, Path: dir + "/" + name})
+	}
+	switch req.Agent {
+	case "", AgentBuiltin:
+	default:
+		problems = append(problems, fmt.Sprintf("agent %q is not available: this Harvest runs the %q agent (leave agent empty)", req.Agent, AgentBuiltin))
+	}
+	model := req.Model
+	if model == "" {
+		model = m.cfg.DefaultModel
+	}
+	if model == "" {
+		problems = append(problems, "model is empty and the server has no default model: give model as provider/model, like anthropic/claude-sonnet-4-5")
+	} else if _, err := m.client(model); err != nil {
+		problems = append(problems, "model: "+err.Error())
+	}
+	backend := req.Backend
+	if backend == "" {
+		backend = m.cfg.DefaultBackend
+	}
+	if _, err := m.provider(backend); err != nil {
+		problems = append(problems, "backend: "+err.Error())
+	}
+	mode := req.Mode
+	switch mode {
+	case "":
+		mode = ModeQueue
+	case ModeQueue, ModeInterrupt:
+	default:
+		problems = append(problems, fmt.Sprintf("mode %q: use %q (messages wait for the turn to end) or %q (a message cancels the running turn)", req.Mode, ModeQueue, ModeInterrupt))
+	}
+	limits, lp := m.cfg.limits(req.Limits)
+	problems = append(problems, lp...)
+	if len(problems) > 0 {
+		return nil, nil, &InputError{Problems: problems}
+	}
+	now := m.clock.Now().UTC()
+	s := &store.Session{
+		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
+		Agent: AgentBuiltin, Model: model, Backend: backend, Repos: repos,
+		Limits: limits, Mode: mode, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+	}
+	var first *store.Message
+	if strings.TrimSpace(req.Prompt) != "" {
+		first = &store.Message{ID: newMessageID(), Session: id, Text: req.Prompt, Mode: mode, State: store.MessageQueued, CreatedAt: now}
+	}
+	return s, first, nil
+}
+
+// Get returns a session and its queued messages. owner "" is an admin, who
+// sees every session; anyone else sees only their own (another's is
+// ErrNotFound).
+func (m *Manager) Get(ctx context.Context, owner, id string) (*View, error) {
+	s, err := m.session(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	q, err := m.st.Messages(ctx, id, store.MessageQueued)
+	if err != nil {
+		return nil, fmt.Errorf("reading the queue of session %s: %w", id, err)
+	}
+	if q == nil {
+		q = []*store.Message{}
+	}
+	return &View{Session: s, Queue: q}, nil
+}
+
+// List lists sessions, newest first: an owner's own, or (owner "") all that
+// match f.
+func (m *Manager) List(ctx context.Context, owner string, f store.SessionFilter) ([]*store.Session, error) {
+	if owner != "" {
+		f.Owner = owner
+	}
+	return m.st.ListSessions(ctx, f)
+}
+
+// Send stores a message for the session and returns it once it is stored
+// and journaled (message.queued). mode "" is the session's mode. The runner
+// delivers it after the messages before it; "interrupt" also cancels the
+// running turn.
+func (m *Manager) Send(ctx context.Context, owner, id, text, mode string) (*store.Message, error) {
+	var problems []string
+	if strings.TrimSpace(text) == "" {
+		problems = append(problems, "text is empty: say what the agent should do")
+	}
+	switch mode {
+	case "", ModeQueue, ModeInterrupt:
+	default:
+		problems = append(problems, fmt.Sprintf("mode %q: use %q or %q (or leave it empty for the session's)", mode, ModeQueue, ModeInterrupt))
+	}
+	if len(problems) > 0 {
+		return nil, &InputError{Problems: problems}
+	}
+	defer m.gates.rlock(id)()
+	if m.isClosed() {
+		return nil, fmt.Errorf("sending to session %s: %w: Harvest is shutting down; the message was not stored, send it again when it is back", id, ErrUnavailable)
+	}
+	if m.isDeleting(id) {
+		return nil, fmt.Errorf("session %s: %w (it is being deleted)", id, ErrNotFound)
+	}
+	s, err := m.session(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.State.Ended() {
+		return nil, fmt.Errorf("session %s is %s: %w; start a new session", id, s.State, ErrConflict)
+	}
+	if end := s.CreatedAt.Add(s.Limits.MaxLifetime); !m.clock.Now().Before(end) {
+		return nil, fmt.Errorf("session %s reached its max lifetime of %s: %w; start a new session", id, s.Limits.MaxLifetime, ErrConflict)
+	}
+	if mode == "" {
+		mode = s.Mode
+	}
+	msg := &store.Message{ID: newMessageID(), Session: id, Text: text, Mode: mode, State: store.MessageQueued, CreatedAt: m.clock.Now().UTC()}
+	if err := m.st.AddMessage(ctx, msg); err != nil {
+		return nil, fmt.Errorf("storing the message for session %s: %w", id, err)
+	}
+	pos := 1
+	if q, err := m.st.Messages(ctx, id, store.MessageQueued); err == nil {
+		pos = len(q)
+		if i := slices.IndexFunc(q, func(x *store.Message) bool { return x.ID == msg.ID }); i >= 0 {
+			pos = i + 1
+		}
+	}
+	ev := event.Event{Session: id, Time: msg.CreatedAt, Data: event.MessageQueued{MessageID: msg.ID, Text: text, Mode: mode, Position: pos}}
+	if _, err := m.j.AppendSync(ctx, ev); err != nil {
+		// The message is stored and will be delivered; only its event may
+		// be late.
+		m.log.Warn("journaling message.queued", "session", id, "message", msg.ID, "err", err)
+	}
+	w := wakeNew
+	if mode == ModeInterrupt {
+		w.interrupt = msg
+	}
+	m.wake(id, w)
+	return msg, nil
+}
+
+// Cancel ends the running turn (turn.cancelled), not the session, and waits
+// until the session is idle again (or ctx ends). Queued messages stay
+// queued, paused until the next message arrives. With no turn running it
+// only pauses the queue.
+func (m *Manager) Cancel(ctx context.Context, owner, id string) error {
+	s, err := m.session(ctx, owner, id)
+	if err != nil {
+		return err
+	}
+	if s.State.Ended() {
+		return fmt.Errorf("session %s is %s: %w", id, s.State, ErrConflict)
+	}
+	m.mu.Lock()
+	r := m.runners[id]
+	m.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	done := r.cancelTurn()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the turn of session %s to end: %w (it is still being cancelled)", id, ctx.Err())
+	}
+}
+
+// Delete stops the session's runner, destroys its box, removes its
+// workspaces, its lock and its rows (messages and events included), and
+// ends its event subscriptions.
+func (m *Manager) Delete(ctx context.Context, owner, id string) error {
+	if _, err := m.session(ctx, owner, id); err != nil {
+		return err
+	}
+	defer m.gates.lock(id)()
+	m.mu.Lock()
+	if m.deleting[id] {
+		m.mu.Unlock()
+		return fmt.Errorf("session %s: %w (it is being deleted)", id, ErrNotFound)
+	}
+	m.deleting[id] = true
+	r := m.runners[id]
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.deleting, id)
+		m.mu.Unlock()
+	}()
+	if r != nil {
+		r.cancel(errDeleted)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return fmt.Errorf("deleting session %s: waiting for its runner to stop: %w; try again", id, ctx.Err())
+		}
+	}
+	s, err := m.st.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(s.Sandbox) > 0 {
+		if err := m.destroyHandle(ctx, s.Backend, s.Sandbox); err != nil {
+			return fmt.Errorf("deleting session %s: %w; try again", id, err)
+		}
+	}
+	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: id})
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("deleting session %s: removing its workspaces: %w", id, err)
+	}
+	if err := m.st.ForceUnlock(ctx, lockKey(id)); err != nil {
+		return fmt.Errorf("deleting session %s: releasing its lock: %w", id, err)
+	}
+	if err := m.j.Flush(ctx, id); err != nil {
+		return fmt.Errorf("deleting session %s: writing its last events: %w", id, err)
+	}
+	if err := m.st.DeleteSession(ctx, id); err != nil {
+		return fmt.Errorf("deleting session %s: %w", id, err)
+	}
+	m.j.Forget(id)
+	return nil
+}
+
+// Subscribe streams the session's events with seq > after: the stored ones,
+// then live ones. See journal.Subscription.
+func (m *Manager) Subscribe(ctx context.Context, owner, id string, after int64) (*journal.Subscription, error) {
+	if _, err := m.session(ctx, owner, id); err != nil {
+		return nil, err
+	}
+	return m.j.Subscribe(ctx, id, after)
+}
+
+// Unlock force-releases the session lock, whoever holds it (an admin's
+// way out of a lock whose holder is known to be dead), and wakes the
+// session's runner.
+func (m *Manager) Unlock(ctx context.Context, id string) error {
+	if _, err := m.session(ctx, "", id); err != nil {
+		return err
+	}
+	if err := m.st.ForceUnlock(ctx, lockKey(id)); err != nil {
+		return fmt.Errorf("unlocking session %s: %w", id, err)
+	}
+	m.mu.Lock()
+	if r := m.runners[id]; r != nil {
+		r.notify(wakeOpts{})
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// Close stops every runner without losing anything (see the package doc:
+// running turns end as turn.failed kind "interrupted", boxes are left
+// running for the next server to reattach, queued messages stay queued)
+// and waits for them, or for ctx. Later calls are refused with
+// ErrUnavailable. Close the journal after it.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.stopAll(errShutdown)
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("closing sessions: runners still stopping: %w", ctx.Err())
+	}
+	m.pmu.Lock()
+	owned := m.owned
+	m.owned = nil
+	m.pmu.Unlock()
+	for _, c := range owned {
+		c.Close()
+	}
+	return nil
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+func (m *Manager) isDeleting(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.deleting[id]
+}
+
+// session reads a session the owner may see.
+func (m *Manager) session(ctx context.Context, owner, id string) (*store.Session, error) {
+	if !ValidID(id) {
+		return nil, fmt.Errorf("session %q: %w (session ids look like s-abcdefghijklmnop)", id, ErrNotFound)
+	}
+	s, err := m.st.GetSession(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+		}
+		return nil, fmt.Errorf("reading session %s: %w", id, err)
+	}
+	if owner != "" && s.Owner != owner {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	return m.withDefaults(s), nil
+}
+
+// withDefaults gives the zero limits of s (a row written by someone else
+// than Create) the defaults, in memory.
+func (m *Manager) withDefaults(s *store.Session) *store.Session {
+	s.Limits, _ = m.cfg.limits(s.Limits)
+	return s
+}
+
+// wakeOpts says why a runner is woken.
+type wakeOpts struct {
+	// unpause: a new message arrived; a queue paused by Cancel goes on.
+	unpause bool
+	// interrupt: this message cancels the running turn (if that turn took
+	// an earlier message).
+	interrupt *store.Message
+	// start: start a runner if the session has none.
+	start bool
+}
+
+var wakeNew = wakeOpts{unpause: true, start: true}
+
+// wake tells the session's runner to look at its session again, starting
+// one when there is none (and w.start).
+func (m *Manager) wake(id string, w wakeOpts) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.deleting[id] {
+		return
+	}
+	r := m.runners[id]
+	if r == nil {
+		if !w.start {
+			return
+		}
+		r = newRunner(m, id)
+		m.runners[id] = r
+		m.wg.Add(1)
+		go r.run()
+	}
+	r.notify(w)
+}
+
+// provider opens (once) the backend called name.
+func (m *Manager) provider(name string) (sandbox.Provider, error) {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	if p, ok := m.providers[name]; ok {
+		return p, nil
+	}
+	var p sandbox.Provider
+	var err error
+	if m.cfg.Backends != nil {
+		p, err = m.cfg.Backends(name)
+	} else {
+		p, err = backends.Open(name, backends.Options{AgentBinary: m.cfg.AgentBinary, LocalPool: 2})
+		if c, ok := p.(io.Closer); ok && err == nil {
+			m.owned = append(m.owned, c)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.providers[name] = p
+	return p, nil
+}
+
+// client opens (once) a client for model.
+func (m *Manager) client(model string) (*llm.Client, error) {
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
+	if c, ok := m.clients[model]; ok {
+		return c, nil
+	}
+	c, err := providers.Open(m.cfg.Models, model)
+	if err != nil {
+		return nil, err
+	}
+	m.clients[model] = c
+	return c, nil
+}
+
+// destroyHandle destroys the box of a persisted handle.
+func (m *Manager) destroyHandle(ctx context.Context, backend string, raw []byte) error {
+	h, err := decodeHandle(raw)
+	if err != nil {
+		return err
+	}
+	if h.Backend != "" {
+		backend = h.Backend
+	}
+	p, err := m.provider(backend)
+	if err != nil {
+		return fmt.Errorf("destroying box %s: %w", h.ID, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.Destroy(dctx, h); err != nil {
+		return fmt.Errorf("destroying box %s: %w (remove it with: harvest sandbox rm %s)", h.ID, err, h.ID)
+	}
+	return nil
+}
+
+// append journals ev, logging a failure (the journal only fails when it is
+// closed).
+func (m *Manager) append(ev event.Event) {
+	if _, err := m.j.Append(ev); err != nil {
+		m.log.Warn("journaling an event", "session", ev.Session, "type", ev.Type(), "err", err)
+	}
+}
+
+// gates are per-session read-write locks, made on demand and dropped when
+// unused.
+type gates struct {
+	mu sync.Mutex
+	m  map[string]*gate
+}
+
+type gate struct {
+	rw   sync.RWMutex
+	refs int
+}
+
+func (g *gates) get(id string) *gate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]*gate{}
+	}
+	x := g.m[id]
+	if x == nil {
+		x = &gate{}
+		g.m[id] = x
+	}
+	x.refs++
+	return x
+}
+
+func (g *gates) put(id string, x *gate) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if x.refs--; x.refs == 0 {
+		delete(g.m, id)
+	}
+}
+
+func (g *gates) rlock(id string) func() {
+	x := g.get(id)
+	x.rw.RLock()
+	return func() { x.rw.RUnlock(); g.put(id, x) }
+}
+
+func (g *gates) lock(id string) func() {
+	x := g.get(id)
+	x.rw.Lock()
+	return func() { x.rw.Unlock(); g.put(id, x) }
+}

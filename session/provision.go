@@ -1,0 +1,277 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// boxMargin is how long a box outlives its session's max lifetime: the
+// box's own time limit, which ends it even if Harvest is gone.
+const boxMargin = 10 * time.Minute
+
+// startTimeout bounds starting a box.
+const startTimeout = 2 * time.Minute
+
+// provision makes the session's workspaces, box and agent, and moves it to
+// idle. Errors that retrying cannot fix are fatal (the session fails).
+func (r *runner) provision() error {
+	if r.s.State != store.StateProvisioning {
+		if err := r.setState(r.ctx, store.StateProvisioning, "", nil); err != nil {
+			return err
+		}
+	}
+	fresh, err := prepareWorkspaces(r.ctx, r.s)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return err
+		}
+		return fatal(err)
+	}
+	sb, ag, err := r.startBox(fresh)
+	if err != nil {
+		return err
+	}
+	h, err := json.Marshal(sb.Handle())
+	if err == nil {
+		err = r.setState(r.ctx, store.StateIdle, "", func(s *store.Session) { s.Sandbox = h })
+	}
+	if err != nil {
+		r.discard(sb, ag)
+		return err
+	}
+	r.box, r.ag = sb, ag
+	return nil
+}
+
+// startBox starts a box on the session's workspaces and its agent.
+func (r *runner) startBox(fresh []string) (*sandbox.Sandbox, agent.Agent, error) {
+	s := r.s
+	p, err := r.m.provider(s.Backend)
+	if err != nil {
+		return nil, nil, fatal(fmt.Errorf("backend %s: %w", s.Backend, err))
+	}
+	user, _ := boxUser()
+	timeout := r.lifetimeEnd().Sub(r.m.clock.Now()) + boxMargin
+	if timeout < boxMargin {
+		timeout = boxMargin
+	}
+	spec := sandbox.Spec{
+		ID:      newBoxID(s.ID),
+		User:    user,
+		Limits:  sandbox.Limits{MemoryBytes: s.Limits.MemoryBytes},
+		Timeout: timeout,
+		Labels:  map[string]string{"harvest.session": s.ID},
+	}
+	for _, repo := range s.Repos {
+		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: repo.Name, HostPath: repo.Path})
+	}
+	r.setBoxID(spec.ID)
+	ctx, cancel := context.WithTimeout(r.ctx, startTimeout)
+	defer cancel()
+	sb, err := p.Start(ctx, spec)
+	if err != nil {
+		r.setBoxID("")
+		if r.ctx.Err() != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fatal(fmt.Errorf("starting the sandbox (%s backend): %w", s.Backend, err))
+	}
+	if err := r.checkout(ctx, sb, fresh); err != nil {
+		r.discard(sb, nil)
+		return nil, nil, err
+	}
+	ag, err := r.newAgent(ctx, sb)
+	if err != nil {
+		r.discard(sb, nil)
+		return nil, nil, err
+	}
+	return sb, ag, nil
+}
+
+// attach gives a live session that has no box in hand (after a restart) its
+// box back: the persisted one if it still runs, else a new one.
+func (r *runner) attach() error {
+	if len(r.s.Sandbox) > 0 {
+		sb, ag, err := r.reattach()
+		if err == nil {
+			r.box, r.ag = sb, ag
+			r.log.Info("reattached the box", "box", sb.ID())
+			return nil
+		}
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		r.log.Info("the box is gone or unusable; starting a new one on the kept workspace", "err", err)
+		r.dropBox()
+	}
+	return r.setState(r.ctx, store.StateProvisioning, "the box was lost (restart); starting a new one on the kept workspace", func(s *store.Session) { s.Sandbox = nil })
+}
+
+// reattach recovers the persisted box and makes the agent in it.
+func (r *runner) reattach() (*sandbox.Sandbox, agent.Agent, error) {
+	h, err := decodeHandle(r.s.Sandbox)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := r.m.provider(h.Backend)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, startTimeout)
+	defer cancel()
+	sb, err := p.Recover(ctx, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.setBoxID(sb.ID())
+	ag, err := r.newAgent(ctx, sb)
+	if err != nil {
+		sb.Close()
+		return nil, nil, err
+	}
+	return sb, ag, nil
+}
+
+// discard releases a box (and agent) that will not be used.
+func (r *runner) discard(sb *sandbox.Sandbox, ag agent.Agent) {
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	if ag != nil {
+		_ = ag.Close(ctx)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		r.log.Warn("destroying an unused box", "box", sb.ID(), "err", err)
+	}
+	r.setBoxID("")
+}
+
+// checkout checks out the requested refs of freshly copied repositories,
+// inside the box (host code never runs git in a workspace).
+func (r *runner) checkout(ctx context.Context, sb *sandbox.Sandbox, fresh []string) error {
+	for _, repo := range r.s.Repos {
+		if repo.Ref == "" || !contains(fresh, repo.Name) {
+			continue
+		}
+		var errb bytes.Buffer
+		st, err := sb.Run(ctx, &sandbox.Cmd{
+			Args: []string{"git", "-c", "advice.detachedHead=false", "checkout", "-q", repo.Ref},
+			Dir:  sb.WorkspacePath(repo.Name), Stderr: &errb, OutputLimit: 64 << 10, Timeout: 2 * time.Minute,
+		})
+		if err != nil {
+			return err
+		}
+		if !st.Success() {
+			return fatal(fmt.Errorf("repository %s: checking out %s failed (%s): %s; give a branch, tag or commit that exists", repo.Name, repo.Ref, st, strings.TrimSpace(errb.String())))
+		}
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// newAgent makes the session's agent in sb, continuing its saved
+// conversation.
+func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent, error) {
+	s := r.s
+	client, err := r.m.client(s.Model)
+	if err != nil {
+		return nil, fatal(fmt.Errorf("model %s: %w", s.Model, err))
+	}
+	var ws []builtin.Workspace
+	for _, repo := range s.Repos {
+		ws = append(ws, builtin.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)})
+	}
+	def, err := builtin.LoadDefinition(ctx, sb, ws, r.m.cfg.AgentsDir, "default")
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fatal(err)
+	}
+	if s.Limits.MaxSteps > 0 {
+		def.Harness.MaxSteps = s.Limits.MaxSteps
+	}
+	if s.Limits.BudgetUSD > 0 {
+		def.Harness.BudgetUSD = s.Limits.BudgetUSD
+	}
+	ag, err := builtin.New(ctx, builtin.Config{
+		Client: client, Box: sb, Definition: def, Workspaces: ws, SessionID: s.ID, Logger: r.log,
+	}, s.AgentState)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fatal(err)
+	}
+	return ag, nil
+}
+
+// recoverTurn ends a turn that was running when the previous server died:
+// turn.failed kind "interrupted" (unless its end was journaled; its lock
+// was taken over when the runner started), its box destroyed (the dead turn's processes may
+// still run there), and the session back to provisioning.
+func (r *runner) recoverTurn() error {
+	n := r.s.Turns
+	tid := turnID(n)
+	ended, usage, cost, err := r.turnEnd(tid)
+	if err != nil {
+		return err
+	}
+	if !ended {
+		p := event.TurnFailed{Kind: builtin.KindInterrupted, Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, but its conversation is as it was before the turn; send the message again to go on"}
+		if _, err := r.m.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
+			return err
+		}
+	}
+	r.dropBox()
+	return r.setState(r.ctx, store.StateProvisioning, "recovering: the turn "+tid+" was interrupted", func(s *store.Session) {
+		s.Sandbox = nil
+		s.Usage = s.Usage.Add(usage)
+		s.CostUSD += cost
+		s.ActiveAt = r.m.clock.Now().UTC()
+	})
+}
+
+// turnEnd looks for the event that ended turn tid among the session's last
+// events, with the usage it reports.
+func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
+	last, err := r.m.st.LastSeq(r.ctx, r.id)
+	if err != nil {
+		return false, event.Usage{}, 0, err
+	}
+	evs, err := r.m.st.Events(r.ctx, r.id, max(0, last-64), 0)
+	if err != nil {
+		return false, event.Usage{}, 0, err
+	}
+	for _, ev := range evs {
+		if ev.Turn != tid {
+			continue
+		}
+		switch p := ev.Data.(type) {
+		case event.TurnFinished:
+			return true, p.Usage, p.CostUSD, nil
+		case event.TurnFailed:
+			return true, p.Usage, p.Cost, nil
+		case event.TurnCancelled:
+			return true, event.Usage{}, 0, nil
+		}
+	}
+	return false, event.Usage{}, 0, nil
+}

@@ -1,0 +1,464 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// runner owns one live session: its state, its box and its agent. One
+// goroutine (run) does all of it; see the package doc.
+type runner struct {
+	m   *Manager
+	id  string
+	log *slog.Logger
+
+	ctx    context.Context // cancelled with errDeleted, or errShutdown via the Manager
+	cancel context.CancelCauseFunc
+	wake   chan struct{} // capacity 1: wakes coalesce
+	done   chan struct{} // closed when run has returned
+
+	mu     sync.Mutex
+	paused bool     // Cancel paused the queue; a new message resumes it
+	turn   *turnCtl // the running turn, if any
+	boxID  string   // the box being started or held (Recover's orphan check)
+
+	// Owned by the run goroutine.
+	s         *store.Session
+	box       *sandbox.Sandbox
+	ag        agent.Agent
+	lease     *lease    // the session lock, held for a streak of turns
+	lockRetry time.Time // when a turn waiting for the lock tries again
+	lockSaid  string    // the holder last reported in a session.state event
+}
+
+// turnCtl is a running turn as other goroutines see it.
+type turnCtl struct {
+	msgSeq int64 // the message it took
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed when the turn ended and the session is idle again
+}
+
+func newRunner(m *Manager, id string) *runner {
+	ctx, cancel := context.WithCancelCause(m.base)
+	return &runner{
+		m: m, id: id, log: m.log.With("session", id),
+		ctx: ctx, cancel: cancel,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+}
+
+// notify wakes the runner. Called under Manager.mu.
+func (r *runner) notify(w wakeOpts) {
+	r.mu.Lock()
+	if w.unpause {
+		r.paused = false
+	}
+	if w.interrupt != nil && r.turn != nil && r.turn.msgSeq < w.interrupt.Seq {
+		r.turn.cancel(&interruptError{message: w.interrupt.ID})
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cancelTurn pauses the queue and cancels the running turn, returning a
+// channel closed when it has ended (nil when none runs).
+func (r *runner) cancelTurn() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paused = true
+	if r.turn == nil {
+		return nil
+	}
+	r.turn.cancel(errCancelled)
+	return r.turn.done
+}
+
+func (r *runner) isPaused() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paused
+}
+
+func (r *runner) setBoxID(id string) {
+	r.mu.Lock()
+	r.boxID = id
+	r.mu.Unlock()
+}
+
+func (r *runner) heldBox() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.boxID
+}
+
+// run is the runner's goroutine.
+func (r *runner) run() {
+	defer r.m.wg.Done()
+	defer close(r.done)
+	defer r.cancel(nil)
+	r.loop()
+	r.release()
+	r.m.mu.Lock()
+	if r.m.runners[r.id] == r {
+		delete(r.m.runners, r.id)
+	}
+	r.m.mu.Unlock()
+}
+
+// loop drives the state machine until the session needs no runner.
+func (r *runner) loop() {
+	s, err := r.m.st.GetSession(r.ctx, r.id)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) && r.ctx.Err() == nil {
+			r.log.Error("reading the session to run it", "err", err)
+		}
+		return
+	}
+	r.s = r.m.withDefaults(s)
+	if !r.try(takeOver(r.ctx, r.m.st, r.id)) {
+		return
+	}
+	if s.State == store.StateWorking || s.State == store.StateCancelling {
+		if !r.try(r.recoverTurn()) {
+			return
+		}
+	}
+	for r.ctx.Err() == nil {
+		st := r.s.State
+		switch {
+		case st.Ended():
+			if r.exit() {
+				return
+			}
+		case !r.m.clock.Now().Before(r.lifetimeEnd()):
+			if !r.try(r.stop(fmt.Sprintf("the session reached its max lifetime of %s", r.s.Limits.MaxLifetime))) {
+				return
+			}
+		case st == store.StateSuspended:
+			work, err := r.hasWork()
+			if !r.try(err) {
+				return
+			}
+			if !work {
+				if r.exit() {
+					return
+				}
+				continue
+			}
+			if !r.try(r.provision()) {
+				return
+			}
+		case st == store.StatePending || st == store.StateProvisioning:
+			if !r.try(r.provision()) {
+				return
+			}
+		case r.box == nil:
+			// Live with no box in hand: a session recovered after a restart.
+			if !r.try(r.attach()) {
+				return
+			}
+		default:
+			if !r.try(r.idle()) {
+				return
+			}
+		}
+	}
+}
+
+// try handles an error of a step of the loop: false means the runner must
+// stop (the context ended, or the session is gone). Other errors are
+// logged and retried after a pause.
+func (r *runner) try(err error) bool {
+	if err == nil {
+		return true
+	}
+	if r.ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	var fe *fatalError
+	if errors.As(err, &fe) {
+		if ferr := r.fail(fe.err); ferr != nil && r.ctx.Err() == nil {
+			r.log.Error("marking the session failed", "err", ferr, "because", fe.err)
+			return false
+		}
+		return true
+	}
+	r.log.Error("session runner step failed; retrying", "err", err)
+	c, stop := r.m.clock.At(r.m.clock.Now().Add(time.Second))
+	defer stop()
+	select {
+	case <-c:
+	case <-r.ctx.Done():
+		return false
+	}
+	// The row may have changed under a failed step: read it again.
+	s, gerr := r.m.st.GetSession(r.ctx, r.id)
+	if gerr != nil {
+		return !errors.Is(gerr, store.ErrNotFound) && r.ctx.Err() == nil
+	}
+	r.s = r.m.withDefaults(s)
+	return true
+}
+
+// fatalError ends the session as failed.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+func fatal(err error) error { return &fatalError{err} }
+
+// exit removes the runner from the Manager unless a wake is pending (a
+// message arrived: go round again). Reports whether it did.
+func (r *runner) exit() bool {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-r.wake:
+		return false
+	default:
+	}
+	if m.runners[r.id] == r {
+		delete(m.runners, r.id)
+	}
+	return true
+}
+
+func (r *runner) lifetimeEnd() time.Time { return r.s.CreatedAt.Add(r.s.Limits.MaxLifetime) }
+
+// hasWork: queued messages the runner should deliver now.
+func (r *runner) hasWork() (bool, error) {
+	q, err := r.m.st.Messages(r.ctx, r.id, store.MessageQueued)
+	if err != nil {
+		return false, err
+	}
+	return len(q) > 0 && !r.isPaused(), nil
+}
+
+// setState writes a transition (with fn's other changes) and journals it.
+func (r *runner) setState(ctx context.Context, st store.State, reason string, fn func(*store.Session)) error {
+	s, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
+		s.State = st
+		if fn != nil {
+			fn(s)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("session %s: moving to %s: %w", r.id, st, err)
+	}
+	r.s = r.m.withDefaults(s)
+	r.m.append(r.event("", event.SessionState{State: string(st), Reason: reason}))
+	return nil
+}
+
+// update writes fn's changes without a transition.
+func (r *runner) update(ctx context.Context, fn func(*store.Session)) error {
+	s, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error { fn(s); return nil })
+	if err != nil {
+		return fmt.Errorf("session %s: %w", r.id, err)
+	}
+	r.s = r.m.withDefaults(s)
+	return nil
+}
+
+func (r *runner) event(turn string, p event.Payload) event.Event {
+	ev := event.Event{Session: r.id, Time: r.m.clock.Now().UTC(), Turn: turn, Data: p}
+	if turn != "" {
+		ev.Agent = r.s.Agent
+	}
+	return ev
+}
+
+// finalCtx is for the writes that record how something ended: they must
+// happen even when the runner is being shut down.
+func (r *runner) finalCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+}
+
+// idle delivers the next queued message, or waits for one, for the idle
+// timeout, the max lifetime or the lock.
+func (r *runner) idle() error {
+	q, err := r.m.st.Messages(r.ctx, r.id, store.MessageQueued)
+	if err != nil {
+		return err
+	}
+	now := r.m.clock.Now()
+	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) {
+		return r.runTurn(q[0])
+	}
+	// The streak of turns is over: let other runs have the workspace.
+	r.dropLease()
+	idleC, stopIdle := r.m.clock.At(r.s.ActiveAt.Add(r.s.Limits.IdleTimeout))
+	defer stopIdle()
+	lifeC, stopLife := r.m.clock.At(r.lifetimeEnd())
+	defer stopLife()
+	var retryC <-chan time.Time
+	if len(q) > 0 && !r.lockRetry.IsZero() {
+		c, stop := r.m.clock.At(r.lockRetry)
+		defer stop()
+		retryC = c
+	}
+	select {
+	case <-r.ctx.Done():
+		return nil
+	case <-r.wake:
+		r.lockRetry = time.Time{} // a message, or an unlock: try the lock at once
+		return nil
+	case <-retryC:
+		return nil
+	case <-lifeC:
+		return nil // the loop stops the session
+	case <-idleC:
+		return r.suspend()
+	}
+}
+
+// suspend destroys the box and keeps everything else.
+func (r *runner) suspend() error {
+	r.dropLease()
+	if r.ag != nil {
+		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+		if err := r.ag.Close(ctx); err != nil {
+			r.log.Warn("closing the agent before suspending", "err", err)
+		}
+		cancel()
+		r.ag = nil
+	}
+	if r.box != nil {
+		ctx, cancel := context.WithTimeout(r.ctx, time.Minute)
+		err := r.box.Destroy(ctx)
+		cancel()
+		if err != nil {
+			// The handle is dropped all the same: the next Recover destroys
+			// the box as an orphan (its id names this session).
+			r.log.Warn("destroying the box to suspend", "box", r.box.ID(), "err", err)
+		}
+		r.box = nil
+		r.setBoxID("")
+	}
+	return r.setState(r.ctx, store.StateSuspended, fmt.Sprintf("idle for %s: the box was stopped; the workspace and the conversation are kept, and the next message resumes them", r.s.Limits.IdleTimeout), func(s *store.Session) {
+		s.Sandbox = nil
+	})
+}
+
+// stop ends the session for good (max lifetime): box destroyed, queued
+// messages dropped, workspace kept until Delete.
+func (r *runner) stop(reason string) error {
+	r.dropBox()
+	if err := r.dropQueue(); err != nil {
+		return err
+	}
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	return r.setState(ctx, store.StateStopped, reason, func(s *store.Session) { s.Sandbox = nil })
+}
+
+// fail ends the session as failed with cause.
+func (r *runner) fail(cause error) error {
+	r.log.Error("session failed", "err", cause)
+	r.dropBox()
+	if err := r.dropQueue(); err != nil {
+		return err
+	}
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	return r.setState(ctx, store.StateFailed, cause.Error(), func(s *store.Session) {
+		s.Sandbox = nil
+		s.Error = cause.Error()
+	})
+}
+
+// dropBox closes the agent and destroys the box, if any (and releases the
+// session lock).
+func (r *runner) dropBox() {
+	r.dropLease()
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	if r.ag != nil {
+		if err := r.ag.Close(ctx); err != nil {
+			r.log.Warn("closing the agent", "err", err)
+		}
+		r.ag = nil
+	}
+	if r.box != nil {
+		if err := r.box.Destroy(ctx); err != nil {
+			r.log.Warn("destroying the box", "box", r.box.ID(), "err", err)
+		}
+		r.box = nil
+	} else if len(r.s.Sandbox) > 0 {
+		if err := r.m.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+			r.log.Warn("destroying the box", "err", err)
+		}
+	}
+	r.setBoxID("")
+}
+
+// dropQueue marks every queued message dropped.
+func (r *runner) dropQueue() error {
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	q, err := r.m.st.Messages(ctx, r.id, store.MessageQueued)
+	if err != nil {
+		return err
+	}
+	for _, msg := range q {
+		if err := r.m.st.SetMessageState(ctx, r.id, msg.ID, store.MessageDropped, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release lets go of the box when the runner ends: left running (its
+// handle is persisted) on shutdown, destroyed on delete.
+func (r *runner) release() {
+	r.dropLease()
+	if r.ag == nil && r.box == nil {
+		return
+	}
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	if r.ag != nil {
+		if err := r.ag.Close(ctx); err != nil {
+			r.log.Warn("closing the agent", "err", err)
+		}
+		r.ag = nil
+	}
+	if r.box == nil {
+		return
+	}
+	if errors.Is(context.Cause(r.ctx), errDeleted) {
+		if err := r.box.Destroy(ctx); err != nil {
+			r.log.Warn("destroying the box of a deleted session", "box", r.box.ID(), "err", err)
+		}
+	} else {
+		r.box.Close()
+	}
+	r.box = nil
+}
+
+func decodeHandle(raw []byte) (sandbox.Handle, error) {
+	var h sandbox.Handle
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return h, fmt.Errorf("the stored sandbox handle is unreadable: %w", err)
+	}
+	return h, nil
+}

@@ -1,0 +1,233 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// runTurn delivers msg to the agent as turn t{N+1} and supervises the turn
+// until it ends and the session is idle again.
+func (r *runner) runTurn(msg *store.Message) error {
+	m := r.m
+	n := r.s.Turns + 1
+	tid := turnID(n)
+	if r.lease == nil {
+		l, err := acquireLock(r.ctx, m.st, r.id, runID(r.id, n), m.cfg.LockTTL, m.clock.Now())
+		if le, ok := lockedBy(err); ok {
+			r.lockRetry = m.clock.Now().Add(m.cfg.LockRetry)
+			if le.Lock.Holder != r.lockSaid {
+				r.lockSaid = le.Lock.Holder
+				r.m.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: the session is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, le, m.cfg.LockRetry, r.id)}))
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.lease = l
+		r.lockRetry, r.lockSaid = time.Time{}, ""
+	}
+
+	tctx, tcancel := context.WithCancelCause(r.ctx)
+	defer tcancel(nil)
+	ctl := &turnCtl{msgSeq: msg.Seq, cancel: tcancel, done: make(chan struct{})}
+	r.mu.Lock()
+	r.turn = ctl
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.turn = nil
+		r.mu.Unlock()
+		close(ctl.done)
+	}()
+
+	err := r.setState(r.ctx, store.StateWorking, "", func(s *store.Session) {
+		s.Turns = n
+		s.ActiveAt = m.clock.Now().UTC()
+	})
+	if err == nil {
+		err = m.st.SetMessageState(r.ctx, r.id, msg.ID, store.MessageDelivered, tid)
+	}
+	if err != nil {
+		// Turns may have moved on: the message, still queued, goes to the
+		// next one.
+		return err
+	}
+	m.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
+
+	sink := &turnSink{r: r, tid: tid, agent: r.s.Agent, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	sink.last.Store(m.clock.Now().UnixNano())
+	outc := make(chan agent.Outcome, 1)
+	ag := r.ag
+	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
+	out := r.supervise(tctx, tcancel, outc, sink)
+
+	cause := context.Cause(tctx)
+	if errors.Is(context.Cause(r.ctx), errDeleted) {
+		return nil // nothing more is written for a deleted session
+	}
+	st, serr := r.ag.State()
+	if serr != nil {
+		r.log.Error("the agent's state cannot be saved; the next turn continues from the last saved one", "err", serr)
+	}
+	reason := ""
+	switch {
+	case out.Cancelled != nil:
+		reason = "the turn was cancelled: " + out.Cancelled.Reason
+	case out.Failed != nil:
+		reason = "the turn failed (" + out.Failed.Kind + ")"
+	}
+	if errors.Is(cause, errCancelled) && reason != "" {
+		reason += "; queued messages, if any, wait for the next message"
+	}
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	return r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
+		s.Usage = s.Usage.Add(sink.usage)
+		s.CostUSD += sink.cost
+		if serr == nil {
+			s.AgentState = st
+		}
+		s.ActiveAt = m.clock.Now().UTC()
+	})
+}
+
+// dropLease releases the session lock, if the runner holds it.
+func (r *runner) dropLease() {
+	if r.lease == nil {
+		return
+	}
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	if err := r.lease.release(ctx); err != nil {
+		r.log.Warn("releasing the session lock", "run", r.lease.holder, "err", err)
+	}
+	r.lease = nil
+}
+
+// supervise waits for the turn's outcome while keeping its watchdog, its
+// lock and the session's lifetime, and records a cancellation as the
+// cancelling state. Wakes are left for after the turn: messages are read
+// from the store then, and cancels and interrupts act on the turn's context
+// directly.
+func (r *runner) supervise(tctx context.Context, tcancel context.CancelCauseFunc, outc <-chan agent.Outcome, sink *turnSink) agent.Outcome {
+	clock := r.m.clock
+	lifeC, stopLife := clock.At(r.lifetimeEnd())
+	defer stopLife()
+	cancelled := tctx.Done()
+	for {
+		wdAt := time.Unix(0, sink.last.Load()).Add(sink.watchdog)
+		wdC, stopWd := clock.At(wdAt)
+		renewC, stopRenew := (<-chan time.Time)(nil), func() {}
+		if r.lease != nil {
+			renewC, stopRenew = clock.At(r.lease.renewAt())
+		}
+		select {
+		case out := <-outc:
+			stopWd()
+			stopRenew()
+			return out
+		case <-wdC:
+			if last := time.Unix(0, sink.last.Load()); !clock.Now().Before(last.Add(sink.watchdog)) {
+				tcancel(errWatchdog)
+			}
+		case <-renewC:
+			err := r.lease.renew(tctx, clock.Now())
+			if _, lost := lockedBy(err); lost {
+				r.log.Error("the turn lost its session lock; cancelling it", "err", err)
+				r.lease = nil
+				tcancel(errLockLost)
+			} else if err != nil && tctx.Err() == nil {
+				r.log.Warn("renewing the session lock; retrying", "err", err)
+				r.lease.renewed = clock.Now().Add(-r.lease.ttl / 3).Add(time.Second)
+			}
+		case <-lifeC:
+			tcancel(errLifetime)
+		case <-cancelled:
+			cancelled = nil
+			c := context.Cause(tctx)
+			var ie *interruptError
+			if errors.Is(c, errCancelled) || errors.As(c, &ie) {
+				if err := r.setState(r.ctx, store.StateCancelling, c.Error(), nil); err != nil && r.ctx.Err() == nil {
+					r.log.Warn("recording the cancelling state", "err", err)
+				}
+			}
+		}
+		stopWd()
+		stopRenew()
+	}
+}
+
+// turnSink receives the agent's payloads (on the turn's goroutine, never
+// concurrently), wraps them in envelopes and journals them.
+type turnSink struct {
+	r        *runner
+	tid      string
+	agent    string
+	ctx      context.Context // the turn's
+	watchdog time.Duration
+	last     atomic.Int64 // clock time of the last event, ns
+	// Read by the runner after the turn's goroutine is done.
+	usage event.Usage
+	cost  float64
+}
+
+func (t *turnSink) emit(p event.Payload) {
+	r := t.r
+	now := r.m.clock.Now()
+	t.last.Store(now.UnixNano())
+	switch v := p.(type) {
+	case event.StepFinished:
+		t.usage = t.usage.Add(v.Usage)
+		t.cost += v.CostUSD
+	case event.TurnCancelled:
+		p = t.outcome(v)
+	}
+	if errors.Is(context.Cause(r.ctx), errDeleted) {
+		return
+	}
+	ev := event.Event{Session: r.id, Time: now.UTC(), Turn: t.tid, Agent: t.agent, Data: p}
+	switch p.(type) {
+	case event.TurnFinished, event.TurnCancelled, event.TurnFailed:
+		ctx, cancel := r.finalCtx()
+		defer cancel()
+		if _, err := r.m.j.AppendSync(ctx, ev); err != nil {
+			r.log.Error("journaling the end of a turn", "turn", t.tid, "err", err)
+		}
+	default:
+		r.m.append(ev)
+	}
+}
+
+// outcome turns a cancellation the session caused into what it means: the
+// watchdog's and a shutdown's are failures of the turn, not a user's
+// cancel.
+func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
+	cause := context.Cause(t.ctx)
+	switch {
+	case errors.Is(cause, errWatchdog):
+		return event.TurnFailed{Kind: KindWatchdog, Usage: t.usage, Cost: t.cost,
+			Error: fmt.Sprintf("the turn made no progress (no event) for %s and was cancelled; send a message to go on, or raise limits.turn_watchdog", t.watchdog)}
+	case errors.Is(cause, errShutdown):
+		return event.TurnFailed{Kind: builtin.KindInterrupted, Usage: t.usage, Cost: t.cost,
+			Error: "Harvest shut down during this turn: what the agent did is kept; send the message again to go on"}
+	case errors.Is(cause, errLockLost):
+		return event.TurnFailed{Kind: KindLock, Usage: t.usage, Cost: t.cost,
+			Error: "the session lock expired and another run took it, so this turn stopped; send the message again when that run is done"}
+	}
+	return c
+}
+
+// Failure kinds of turn.failed the session layer adds to the agent's.
+const (
+	KindWatchdog = "watchdog"
+	KindLock     = "lock"
+)

@@ -1,0 +1,97 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+// Scope says whose workspace a run works in (seed 004's resolver).
+type Scope struct {
+	Session  string // a session id: the session's workspace, kept across runs
+	Workflow string // a workflow run id: shared by the workflow's steps
+	Run      string // an agent run id: the run's own
+}
+
+var scopeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// WorkspaceDir resolves where a run's repositories live, by priority: a
+// session → DataDir/workspaces/session/{id}, else a workflow run →
+// workspaces/workflow/{id}, else workspaces/run/{id}. Each repository is a
+// directory under it, named after it.
+func WorkspaceDir(dataDir string, sc Scope) (string, error) {
+	kind, id := "run", sc.Run
+	switch {
+	case sc.Session != "":
+		kind, id = "session", sc.Session
+	case sc.Workflow != "":
+		kind, id = "workflow", sc.Workflow
+	}
+	if id == "" {
+		return "", errors.New("workspace scope: give a session, a workflow run or a run id")
+	}
+	if !scopeIDPattern.MatchString(id) {
+		return "", fmt.Errorf("workspace scope %s id %q: use letters, digits, '.', '-' and '_' (at most 128)", kind, id)
+	}
+	return filepath.Join(dataDir, "workspaces", kind, id), nil
+}
+
+// boxUser is who runs in a session's boxes and owns its workspaces: uid
+// 1000 when Harvest runs as root (the box must not be root), else the caller
+// (as `harvest run` does).
+func boxUser() (sandbox.User, workspace.Owner) {
+	if os.Geteuid() != 0 {
+		return sandbox.User{UID: os.Geteuid(), GID: os.Getegid()}, workspace.Owner{}
+	}
+	return sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID}, workspace.Owner{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID}
+}
+
+// prepareWorkspaces makes sure every repository of s has its workspace on
+// the host. A missing one is copied (or cloned) from its source, into a
+// temporary sibling renamed into place, so a crash never leaves a half copy
+// under the real name. Only a session that has no conversation yet may be
+// copied afresh: later, a missing workspace means the agent's work is gone,
+// which the caller must hear about. It returns the repositories it copied.
+func prepareWorkspaces(ctx context.Context, s *store.Session) ([]string, error) {
+	_, owner := boxUser()
+	var fresh []string
+	for _, r := range s.Repos {
+		if _, err := os.Stat(r.Path); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fresh, fmt.Errorf("workspace %s: %w", r.Name, err)
+		}
+		if len(s.AgentState) > 0 {
+			return fresh, fmt.Errorf("workspace %s (%s) is gone: the agent's work in it is lost; delete the session and start a new one", r.Name, r.Path)
+		}
+		src, err := workspace.Parse(r.Source)
+		if err != nil {
+			return fresh, fmt.Errorf("repository %s: %w", r.Name, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(r.Path), 0o711); err != nil {
+			return fresh, fmt.Errorf("creating %s: %w (is the data directory writable?)", filepath.Dir(r.Path), err)
+		}
+		tmp := r.Path + ".copying"
+		if err := os.RemoveAll(tmp); err != nil {
+			return fresh, fmt.Errorf("removing the partial copy %s: %w", tmp, err)
+		}
+		if _, err := workspace.Prepare(ctx, src, tmp, owner); err != nil {
+			os.RemoveAll(tmp)
+			return fresh, fmt.Errorf("copying repository %s: %w", r.Name, err)
+		}
+		if err := os.Rename(tmp, r.Path); err != nil {
+			os.RemoveAll(tmp)
+			return fresh, fmt.Errorf("workspace %s: %w", r.Name, err)
+		}
+		fresh = append(fresh, r.Name)
+	}
+	return fresh, nil
+}
