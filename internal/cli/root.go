@@ -73,6 +73,7 @@ Start here:
 	root.AddCommand(newRunCmd(), newSandboxCmd(), newDoctorCmd(), newVersionCmd())
 	root.AddCommand(newAgentCmds()...)
 	root.AddCommand(newSimCmd())
+	root.AddCommand(newServeCmd(), newSessionCmd(), newTokenCmd())
 	return root
 }
 

@@ -1,0 +1,267 @@
+// Package client is a Go client of Harvest's HTTP API (package server):
+// what the CLI's `harvest session ...` commands and the tests use.
+//
+// Every call takes a context and returns an *Error for an error response,
+// carrying the API's status, code and message. Events streams (Events)
+// reconnect on their own with Last-Event-ID, so a reader sees every event
+// of a session once, in order, across disconnects and server restarts.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Client talks to one Harvest server with one token.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// New returns a client of the server at baseURL (like
+// http://127.0.0.1:7777) using token. hc nil uses a client of its own.
+func New(baseURL, token string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: give it as http://HOST:PORT", baseURL)
+	}
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return &Client{base: u, token: token, hc: hc}, nil
+}
+
+// URL is the server's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// Error is an error response of the API.
+type Error struct {
+	Status  int
+	Code    string // server.Code*
+	Message string
+	Details []string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("the server answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return e.Message
+}
+
+// IsNotFound reports whether err is a 404 from the server.
+func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
+
+// StatusOf returns the HTTP status of an *Error, else 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// request sends one call: in is encoded as the JSON body (nil: none), out
+// decoded from a 2xx body (nil: ignored).
+func (c *Client) request(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base.JoinPath(path)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.netError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return readError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decoding the response: %w", method, path, err)
+	}
+	return nil
+}
+
+// netError says that the server could not be reached, and what to check.
+func (c *Client) netError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return ue.Err
+	}
+	return fmt.Errorf("cannot reach the Harvest server at %s: %w (is harvest serve running? pass --server or set HARVEST_SERVER)", c.base, err)
+}
+
+// readError decodes an error response.
+func readError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb server.ErrorBody
+	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
+		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
+	}
+	msg := strings.TrimSpace(string(b))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return &Error{Status: resp.StatusCode, Message: fmt.Sprintf("the server answered %d %s: %s (is this a Harvest server?)", resp.StatusCode, http.StatusText(resp.StatusCode), msg)}
+}
+
+// Health asks GET /healthz. A server shutting down answers 503: an
+// *Error, with the Health it sent.
+func (c *Client) Health(ctx context.Context) (*server.Health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("/healthz").String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.netError(err)
+	}
+	defer resp.Body.Close()
+	var h server.Health
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || h.Status == "" {
+		return nil, &Error{Status: resp.StatusCode, Message: fmt.Sprintf("GET /healthz answered %d with no health status: is %s a Harvest server?", resp.StatusCode, c.base)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return &h, &Error{Status: resp.StatusCode, Code: server.CodeUnavailable, Message: fmt.Sprintf("the server is %s", strings.ReplaceAll(h.Status, "_", " "))}
+	}
+	return &h, nil
+}
+
+// CreateSession creates a session.
+func (c *Client) CreateSession(ctx context.Context, req session.CreateRequest) (*session.View, error) {
+	var v session.View
+	return &v, c.request(ctx, http.MethodPost, "/v1/sessions", nil, req, &v)
+}
+
+// ListOptions filter ListSessions; zero fields match all.
+type ListOptions struct {
+	States        []store.State
+	Limit         int
+	UpdatedBefore time.Time
+	Owner         string // a token id (admins)
+}
+
+// ListSessions lists sessions, newest first.
+func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*store.Session, error) {
+	q := url.Values{}
+	if len(o.States) > 0 {
+		var s []string
+		for _, st := range o.States {
+			s = append(s, string(st))
+		}
+		q.Set("state", strings.Join(s, ","))
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if !o.UpdatedBefore.IsZero() {
+		q.Set("updated_before", o.UpdatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if o.Owner != "" {
+		q.Set("owner", o.Owner)
+	}
+	var l server.SessionList
+	if err := c.request(ctx, http.MethodGet, "/v1/sessions", q, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Sessions, nil
+}
+
+// GetSession returns a session with its queue.
+func (c *Client) GetSession(ctx context.Context, id string) (*session.View, error) {
+	var v session.View
+	return &v, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil, &v)
+}
+
+// Send sends a message; mode "" is the session's.
+func (c *Client) Send(ctx context.Context, id, text, mode string) (*store.Message, error) {
+	var m store.Message
+	return &m, c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, server.SendRequest{Text: text, Mode: mode}, &m)
+}
+
+// Cancel cancels the running turn of a session.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	return c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
+}
+
+// DeleteSession deletes a session (its box, workspace, messages, events).
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.request(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil, nil)
+}
+
+// Lock says who holds a session's lock.
+func (c *Client) Lock(ctx context.Context, id string) (*server.LockInfo, error) {
+	var l server.LockInfo
+	return &l, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/lock", nil, nil, &l)
+}
+
+// Unlock force-releases a session's lock (admin).
+func (c *Client) Unlock(ctx context.Context, id string) error {
+	return c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/unlock", nil, nil, nil)
+}
+
+// EventLog returns a page of a session's stored events with seq > after
+// (limit 0: the server's default page).
+func (c *Client) EventLog(ctx context.Context, id string, after int64, limit int) (*server.EventPage, error) {
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p server.EventPage
+	return &p, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/log", q, nil, &p)
+}
+
+// CreateToken makes an API token (admin); the secret is in the result only.
+func (c *Client) CreateToken(ctx context.Context, name string, admin bool) (*server.TokenCreated, error) {
+	var t server.TokenCreated
+	return &t, c.request(ctx, http.MethodPost, "/v1/tokens", nil, server.TokenRequest{Name: name, Admin: admin}, &t)
+}
+
+// ListTokens lists the API tokens (admin).
+func (c *Client) ListTokens(ctx context.Context) ([]*store.Token, error) {
+	var l server.TokenList
+	if err := c.request(ctx, http.MethodGet, "/v1/tokens", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Tokens, nil
+}
+
+// DeleteToken deletes an API token (admin).
+func (c *Client) DeleteToken(ctx context.Context, id string) error {
+	return c.request(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil, nil)
+}

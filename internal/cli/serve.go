@@ -1,0 +1,440 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harvest-dev/harvest/internal/demo"
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/sim"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlite"
+)
+
+// DefaultListen is where harvest serve listens, and where the session
+// commands look for it, unless told otherwise.
+const DefaultListen = "127.0.0.1:7777"
+
+// adminTokenFile is the admin token's file in the data directory.
+const adminTokenFile = "admin-token"
+
+type serveFlags struct {
+	listen     string
+	data       string
+	backend    string
+	model      string
+	simScript  string
+	unsafeHost bool
+	pool       int
+	quiet      bool
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--data DIR]",
+		Short: "Run the Harvest server: sessions, their sandboxes, the HTTP API",
+		Long: `Serve Harvest's HTTP API (described at /openapi.json): sessions that outlive
+clients and restarts, each a conversation with an agent in its own sandbox.
+
+State lives in the data directory (--data, else $HARVEST_HOME, else
+~/.harvest): harvest.db (SQLite: sessions, messages, events, tokens) and
+workspaces/. On first start an admin token is written to DATA/admin-token
+(mode 0600); the session commands read it from there, or take $HARVEST_TOKEN.
+Make tokens for others with: harvest token create NAME.
+
+On start, sessions that were live are recovered: their sandboxes are
+reattached or remade from the kept workspace, an interrupted turn is marked
+as such, queued messages are delivered, and boxes no session owns are
+removed. SIGINT or SIGTERM stops it gracefully (again: at once); nothing is
+lost either way.
+
+Models: like harvest run (--model, $HARVEST_MODEL, the API keys in the
+environment; with no key, the bundled demo on harvest sim, said so).`,
+		Example: `  harvest serve
+  harvest serve --listen 127.0.0.1:8080 --data /srv/harvest
+  HARVEST_HOME=/tmp/h harvest serve --sim-script task.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", DefaultListen, "address to listen on, HOST:PORT (port 0: any free port)")
+	fl.StringVar(&f.data, "data", "", "data directory (default $HARVEST_HOME, else ~/.harvest)")
+	fl.StringVar(&f.backend, "backend", backends.Default, "default sandbox backend of new sessions: "+strings.Join(backends.Names(), ", "))
+	fl.StringVar(&f.model, "model", "", "default model of new sessions, as provider/model")
+	fl.StringVar(&f.simScript, "sim-script", "", "serve every model from harvest sim with this script instead of a model API")
+	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow sessions on the host backend: tools run on this machine with NO isolation")
+	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
+	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
+	return cmd
+}
+
+// serverDataDir is harvest serve's data directory: the flag, else
+// $HARVEST_HOME, else ~/.harvest.
+func serverDataDir(flag string) (string, error) {
+	if flag != "" {
+		return filepath.Abs(flag)
+	}
+	if d := os.Getenv("HARVEST_HOME"); d != "" {
+		return filepath.Abs(d)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory for the data directory: set HARVEST_HOME or pass --data (%v)", err)
+	}
+	return filepath.Join(home, ".harvest"), nil
+}
+
+func serve(cmd *cobra.Command, f serveFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if f.pool < 0 {
+		return exitCode(2, fmt.Errorf("--pool %d: must be positive", f.pool))
+	}
+	if _, err := backends.Lookup(f.backend); err != nil {
+		return exitCode(2, fmt.Errorf("--backend: %w", err))
+	}
+	data, err := serverDataDir(f.data)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	if err := os.MkdirAll(data, 0o711); err != nil {
+		return exitCode(exitHarvestError, fmt.Errorf("creating the data directory %s: %w (pass --data or set HARVEST_HOME to a writable directory)", data, err))
+	}
+	level := slog.LevelInfo
+	if f.quiet {
+		level = slog.LevelWarn
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	models, err := serveModels(f, stderr)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	defer models.stop()
+
+	st, err := sqlite.Open(filepath.Join(data, "harvest.db"))
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	defer st.Close()
+	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	if created {
+		fmt.Fprintf(stderr, "harvest: created an admin token and wrote it to %s (mode 0600); the session commands read it from there\n", tokenPath)
+	} else {
+		fmt.Fprintf(stderr, "harvest: the admin token is in %s\n", tokenPath)
+	}
+
+	j := journal.New(st, journal.Options{Logger: logger})
+	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
+	mgr, err := session.NewManager(session.Config{
+		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
+		DataDir: data, Models: models.cfg, DefaultModel: models.model,
+		AgentsDir: agentsDir(), Logger: logger,
+	})
+	if err != nil {
+		j.Close(context.Background())
+		provs.close()
+		return exitCode(exitHarvestError, err)
+	}
+	// Shutdown order: the API (Drain, Shutdown), then the runners, then the
+	// journal (which flushes), then the sandbox providers, then the store.
+	closeAll := func(ctx context.Context) {
+		if err := mgr.Close(ctx); err != nil {
+			logger.Error("stopping the sessions", "err", err)
+		}
+		if err := j.Close(ctx); err != nil {
+			logger.Error("flushing the journal", "err", err)
+		}
+		provs.close()
+	}
+
+	// Signals: the first stops gracefully; a second abandons waiting.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	stopCtx, stop := context.WithCancel(cmd.Context())
+	defer stop()
+	hard, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+	var sigWG sync.WaitGroup
+	sigDone := make(chan struct{})
+	sigWG.Add(1)
+	go func() {
+		defer sigWG.Done()
+		n := 0
+		for {
+			select {
+			case s := <-sigs:
+				n++
+				if n == 1 {
+					fmt.Fprintf(stderr, "harvest: %s: stopping (again to stop at once)\n", s)
+					stop()
+				} else {
+					hardStop()
+				}
+			case <-sigDone:
+				return
+			}
+		}
+	}()
+	defer func() { close(sigDone); sigWG.Wait() }()
+
+	recoverCtx, cancelRecover := context.WithTimeout(stopCtx, 5*time.Minute)
+	err = mgr.Recover(recoverCtx)
+	cancelRecover()
+	if err != nil {
+		closeAll(hard)
+		return exitCode(exitHarvestError, fmt.Errorf("recovering the sessions: %w", err))
+	}
+
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version})
+	if err != nil {
+		closeAll(hard)
+		return exitCode(exitHarvestError, err)
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		closeAll(hard)
+		return exitCode(exitHarvestError, fmt.Errorf("--listen %s: %w (is another harvest serve running? pick another address)", f.listen, err))
+	}
+	if host, _, _ := net.SplitHostPort(f.listen); !isLoopback(host) {
+		fmt.Fprintf(stderr, "harvest: WARNING: listening on %s, beyond this machine, over plain HTTP: tokens cross the network in clear; put a TLS proxy in front\n", f.listen)
+	}
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "harvest serve listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stderr, "harvest: data in %s; default backend %s, default model %s\n", data, f.backend, models.model)
+
+	var failed error
+	select {
+	case <-stopCtx.Done():
+	case err := <-serveErr:
+		failed = fmt.Errorf("serving: %w", err)
+	}
+	api.Drain()
+	shutCtx, cancelShut := context.WithTimeout(hard, 10*time.Second)
+	if err := hs.Shutdown(shutCtx); err != nil {
+		hs.Close()
+	}
+	cancelShut()
+	if failed == nil {
+		<-serveErr // http.ErrServerClosed
+	}
+	closeCtx, cancelClose := context.WithTimeout(hard, time.Minute)
+	closeAll(closeCtx)
+	cancelClose()
+	if failed != nil {
+		return exitCode(exitHarvestError, failed)
+	}
+	fmt.Fprintln(stderr, "harvest: stopped")
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ensureAdminToken makes sure DATA/admin-token holds the secret of an admin
+// token in the store: it creates both on first start, and remakes them if
+// the file is gone or names no token (a new database).
+func ensureAdminToken(ctx context.Context, st store.Store, data string) (path string, created bool, err error) {
+	path = filepath.Join(data, adminTokenFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		secret := string(bytes.TrimSpace(b))
+		t, err := st.TokenByHash(ctx, server.HashToken(secret))
+		if err == nil && t.Admin {
+			return path, false, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return path, false, fmt.Errorf("checking the admin token of %s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return path, false, fmt.Errorf("reading the admin token: %w", err)
+	}
+	secret, t := server.NewToken("admin", true, time.Now())
+	if err := st.CreateToken(ctx, t); err != nil {
+		return path, false, fmt.Errorf("creating the admin token: %w", err)
+	}
+	tmp, err := os.CreateTemp(data, ".admin-token-*")
+	if err != nil {
+		return path, false, fmt.Errorf("writing the admin token: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err == nil {
+		_, err = tmp.WriteString(secret + "\n")
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), path)
+		}
+	}
+	if err != nil {
+		return path, false, fmt.Errorf("writing the admin token to %s: %w", path, err)
+	}
+	return path, true, nil
+}
+
+// providerSet opens each sandbox backend once, for the Manager, and closes
+// them all at the end.
+type providerSet struct {
+	opts   backends.Options
+	stderr io.Writer
+
+	mu    sync.Mutex
+	open_ map[string]sandbox.Provider
+}
+
+func (p *providerSet) open(name string) (sandbox.Provider, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr, ok := p.open_[name]; ok {
+		return pr, nil
+	}
+	pr, err := backends.Open(name, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	if name == "host" {
+		fmt.Fprintln(p.stderr, "harvest:", unsafeWarning)
+	}
+	if p.open_ == nil {
+		p.open_ = map[string]sandbox.Provider{}
+	}
+	p.open_[name] = pr
+	return pr, nil
+}
+
+func (p *providerSet) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.open_ {
+		if c, ok := pr.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
+	p.open_ = nil
+}
+
+// serverModels is where the server's sessions get their models.
+type serverModels struct {
+	cfg   providers.Config
+	model string
+	stop  func()
+}
+
+// serveModels picks the models as harvest run does: --sim-script, else
+// --model / $HARVEST_MODEL / the keys in the environment, else the demo.
+func serveModels(f serveFlags, stderr io.Writer) (*serverModels, error) {
+	cfg := providers.FromEnv()
+	model := f.model
+	if model == "" {
+		model = strings.TrimSpace(os.Getenv("HARVEST_MODEL"))
+	}
+	if f.simScript != "" {
+		s, err := sim.LoadScript(f.simScript)
+		if err != nil {
+			return nil, fmt.Errorf("--sim-script: %w", err)
+		}
+		fmt.Fprintf(stderr, "harvest: every model is served by harvest sim with the script %s: the answers are scripted\n", f.simScript)
+		return simModels(cfg, s, model)
+	}
+	if model == "" {
+		switch {
+		case cfg.Endpoints["anthropic"].APIKey != "":
+			model = "anthropic/claude-sonnet-4-5"
+		case cfg.Endpoints["openai"].APIKey != "":
+			model = "openai/gpt-4.1"
+		default:
+			s, err := demo.Script()
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintln(stderr, "harvest: no model key is configured (ANTHROPIC_API_KEY or OPENAI_API_KEY), so sessions run on harvest sim's bundled DEMO script, which only knows how to fix examples/calc")
+			return simModels(cfg, s, demo.Model)
+		}
+	}
+	if _, err := providers.Open(cfg, model); err != nil {
+		return nil, fmt.Errorf("model %s: %w", model, err)
+	}
+	return &serverModels{cfg: cfg, model: model, stop: func() {}}, nil
+}
+
+// simModels serves script on loopback for the whole server.
+func simModels(cfg providers.Config, s *sim.Script, model string) (*serverModels, error) {
+	if model == "" {
+		model = demo.Model
+	}
+	api, _, err := llm.ParseModel(model)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	if api != "anthropic" && api != "openai" {
+		return nil, fmt.Errorf("--model %s: on harvest sim use an anthropic/ or openai/ model", model)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("starting harvest sim: %w", err)
+	}
+	srv := &http.Server{Handler: sim.New(s), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	base := "http://" + ln.Addr().String()
+	if api == "openai" {
+		base += "/v1"
+	}
+	cfg.Endpoints = map[string]providers.Endpoint{api: {API: api, BaseURL: base, APIKey: "harvest-sim"}}
+	return &serverModels{cfg: cfg, model: model, stop: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}}, nil
+}
+
+// openStore opens the SQLite store at path.
+func openStore(path string) (store.Store, error) {
+	st, err := sqlite.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}

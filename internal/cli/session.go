@@ -1,0 +1,766 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/harvest-dev/harvest/client"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Exit codes of the commands that talk to a server.
+const exitRequestFailed = 1 // the server refused (not found, conflict, ...) or could not be reached
+
+// connFlags say which server to talk to, as whom.
+type connFlags struct {
+	server string
+	data   string
+}
+
+func (c *connFlags) register(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&c.server, "server", "", "Harvest server URL (default $HARVEST_SERVER, else http://"+DefaultListen+")")
+	fl.StringVar(&c.data, "data", "", "data directory of a local harvest serve, for its admin-token (default $HARVEST_HOME, else ~/.harvest)")
+}
+
+// serverURL is --server, else $HARVEST_SERVER, else the default address.
+func (c *connFlags) serverURL() string {
+	switch {
+	case c.server != "":
+		return c.server
+	case os.Getenv("HARVEST_SERVER") != "":
+		return os.Getenv("HARVEST_SERVER")
+	}
+	return "http://" + DefaultListen
+}
+
+// token is $HARVEST_TOKEN, else DATA/admin-token.
+func (c *connFlags) token() (string, error) {
+	if t := strings.TrimSpace(os.Getenv("HARVEST_TOKEN")); t != "" {
+		return t, nil
+	}
+	data, err := serverDataDir(c.data)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(data, adminTokenFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("no token: set HARVEST_TOKEN to a token (harvest token create NAME makes one), or run where harvest serve keeps %s (--data DIR)", p)
+		}
+		return "", fmt.Errorf("reading the admin token: %w (set HARVEST_TOKEN instead)", err)
+	}
+	return string(bytes.TrimSpace(b)), nil
+}
+
+func (c *connFlags) client() (*client.Client, error) {
+	tok, err := c.token()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(c.serverURL(), tok, nil)
+}
+
+// apiErr is the exit of a failed request: its message, exit 1.
+func apiErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *client.Error
+	if errors.As(err, &ce) && len(ce.Details) > 1 {
+		return exitCode(exitRequestFailed, fmt.Errorf("%s:\n  %s", strings.SplitN(ce.Message, ":", 2)[0], strings.Join(ce.Details, "\n  ")))
+	}
+	return exitCode(exitRequestFailed, err)
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+func newSessionCmd() *cobra.Command {
+	var conn connFlags
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Start, talk to and manage sessions on a Harvest server",
+		Long: `Sessions live in harvest serve: each is a conversation with an agent on one
+or more repositories, in its own sandbox, that outlives this command.
+
+The server is --server, else $HARVEST_SERVER, else http://` + DefaultListen + `.
+The token is $HARVEST_TOKEN, else the admin token that harvest serve keeps in
+DATA/admin-token (--data, else $HARVEST_HOME, else ~/.harvest).
+
+Exit status: 0 done, 1 the server refused or could not be reached (with
+new/send --follow: also a turn that failed or was cancelled), 2 bad usage,
+130 Ctrl-C during new/send --follow (logs -f ends with 0).`,
+	}
+	conn.register(cmd)
+	cmd.AddCommand(
+		newSessionNewCmd(&conn), newSessionLsCmd(&conn), newSessionShowCmd(&conn), newSessionSendCmd(&conn),
+		newSessionCancelCmd(&conn), newSessionLogsCmd(&conn), newSessionRmCmd(&conn), newSessionCleanupCmd(&conn),
+		newSessionUnlockCmd(&conn), newSessionInfoCmd(&conn),
+	)
+	return cmd
+}
+
+type newFlags struct {
+	repos       []string
+	title       string
+	agent       string
+	model       string
+	backend     string
+	mode        string
+	idleTimeout time.Duration
+	maxLifetime time.Duration
+	watchdog    time.Duration
+	memory      string
+	maxSteps    int
+	budget      float64
+	follow      bool
+	json        bool
+}
+
+func newSessionNewCmd(conn *connFlags) *cobra.Command {
+	var f newFlags
+	cmd := &cobra.Command{
+		Use:   "new --repo PATH [flags] [PROMPT]",
+		Short: "Create a session; with PROMPT its first turn starts at once",
+		Long: `Create a session on one or more repositories and print its id. With PROMPT
+("-" reads it from stdin) the agent starts on it at once; without, the
+session waits for a message (harvest session send).
+
+--repo is a directory on the server's machine (copied; the original is never
+written) or a git URL (cloned). Repeat it for several repositories.
+With --follow, the session's events are shown until the first turn ends.`,
+		Example: `  harvest session new --repo . "Fix the failing test"
+  harvest session new --repo ~/src/api --repo ~/src/web --title "login flow" -f "Add SSO"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(f.repos) == 0 {
+				return errors.New(`no repository: give --repo DIR (or a git URL), like: harvest session new --repo . "Fix the failing test"`)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request(cmd, args)
+			if err != nil {
+				return exitCode(2, err)
+			}
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			v, err := c.CreateSession(ctx, req)
+			if err != nil {
+				return apiErr(err)
+			}
+			if f.json {
+				printJSON(cmd.OutOrStdout(), v)
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), v.ID)
+				fmt.Fprintf(cmd.ErrOrStderr(), "harvest: session %s is %s; follow it with: harvest session logs -f %s\n", v.ID, v.State, v.ID)
+			}
+			if f.follow && req.Prompt != "" && len(v.Queue) > 0 {
+				return followTurn(ctx, cmd, c, v.ID, v.Queue[0].ID, 0, f.json)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.repos, "repo", nil, "repository: a directory on the server's machine or a git URL (repeatable)")
+	fl.StringVar(&f.title, "title", "", "a title to list the session by")
+	fl.StringVar(&f.agent, "agent", "", "agent definition name (default: the repository's or the built-in one)")
+	fl.StringVar(&f.model, "model", "", "model as provider/model (default: the server's)")
+	fl.StringVar(&f.backend, "backend", "", "sandbox backend (default: the server's)")
+	fl.StringVar(&f.mode, "mode", "", "messages sent while the agent works: queue (default) or interrupt")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "suspend the session after this long idle (default: the server's, 5m)")
+	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "stop the session after this long (default: the server's, 24h)")
+	fl.DurationVar(&f.watchdog, "turn-watchdog", 0, "fail a turn with no progress for this long (default: the server's, 30m)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit of the sandbox, like 4g (default: the server's, 6g)")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "most model calls per turn")
+	fl.Float64Var(&f.budget, "budget", 0, "most USD per turn")
+	fl.BoolVarP(&f.follow, "follow", "f", false, "show the events until the first turn ends")
+	fl.BoolVar(&f.json, "json", false, "print the session (and events) as JSON")
+	return cmd
+}
+
+func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequest, error) {
+	req := session.CreateRequest{Title: f.title, Agent: f.agent, Model: f.model, Backend: f.backend, Mode: f.mode}
+	switch {
+	case f.idleTimeout < 0, f.maxLifetime < 0, f.watchdog < 0:
+		return req, errors.New("--idle-timeout, --max-lifetime and --turn-watchdog must be positive")
+	case f.maxSteps < 0:
+		return req, fmt.Errorf("--max-steps %d: must be positive", f.maxSteps)
+	case f.budget < 0:
+		return req, fmt.Errorf("--budget %v: must be positive (USD)", f.budget)
+	case f.mode != "" && f.mode != session.ModeQueue && f.mode != session.ModeInterrupt:
+		return req, fmt.Errorf("--mode %q: use queue or interrupt", f.mode)
+	}
+	req.Limits = store.Limits{IdleTimeout: f.idleTimeout, MaxLifetime: f.maxLifetime, TurnWatchdog: f.watchdog, MaxSteps: f.maxSteps, BudgetUSD: f.budget}
+	if f.memory != "" {
+		n, err := sandbox.ParseSize(f.memory)
+		if err != nil {
+			return req, fmt.Errorf("--memory: %w", err)
+		}
+		req.Limits.MemoryBytes = n
+	}
+	for _, r := range f.repos {
+		src := r
+		if !strings.Contains(r, "://") && !strings.HasPrefix(r, "git@") {
+			// A directory: the server resolves it on its machine, so send
+			// it absolute.
+			abs, err := filepath.Abs(r)
+			if err != nil {
+				return req, fmt.Errorf("--repo %s: %w", r, err)
+			}
+			src = abs
+		}
+		req.Repos = append(req.Repos, session.RepoSpec{Source: src})
+	}
+	prompt, err := readText(cmd, args)
+	if err != nil {
+		return req, err
+	}
+	req.Prompt = prompt
+	return req, nil
+}
+
+// readText joins the arguments; "-" reads stdin.
+func readText(cmd *cobra.Command, args []string) (string, error) {
+	text := strings.Join(args, " ")
+	if text == "-" {
+		b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), server.MaxBody))
+		if err != nil {
+			return "", fmt.Errorf("reading stdin: %w", err)
+		}
+		text = string(b)
+	}
+	return text, nil
+}
+
+func printJSON(w io.Writer, v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+func newSessionLsCmd(conn *connFlags) *cobra.Command {
+	var states []string
+	var limit int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sessions, newest first",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			var o client.ListOptions
+			for _, s := range states {
+				for p := range strings.SplitSeq(s, ",") {
+					o.States = append(o.States, store.State(strings.TrimSpace(p)))
+				}
+			}
+			o.Limit = limit
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			list, err := c.ListSessions(ctx, o)
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), list)
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tTURNS\tCOST\tLAST USED\tTITLE")
+			now := time.Now()
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t$%.4f\t%s\t%s\n", s.ID, s.State, s.Turns, s.CostUSD, ago(now, lastUsed(s)), describeSession(s))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringArrayVar(&states, "state", nil, "only sessions in these states (comma-separated or repeated)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func lastUsed(s *store.Session) time.Time {
+	if s.ActiveAt.After(s.UpdatedAt) {
+		return s.ActiveAt
+	}
+	return s.UpdatedAt
+}
+
+func describeSession(s *store.Session) string {
+	if s.Title != "" {
+		return s.Title
+	}
+	var names []string
+	for _, r := range s.Repos {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+func idArgs(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("give one session id, like: harvest session %s s-abcdefghijklmnop (harvest session ls lists them)", what)
+		}
+		return nil
+	}
+}
+
+func newSessionShowCmd(conn *connFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a session: state, queued messages, usage and cost",
+		Args:  idArgs("show"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			v, err := c.GetSession(ctx, args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), v)
+				return nil
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s  %s\n", v.ID, v.State)
+			if v.Title != "" {
+				fmt.Fprintf(w, "title:   %s\n", v.Title)
+			}
+			fmt.Fprintf(w, "repos:   %s\n", describeSession(v.Session))
+			fmt.Fprintf(w, "agent:   %s (%s) on %s\n", v.Agent, orDash(v.Model), v.Backend)
+			fmt.Fprintf(w, "turns:   %d · %s in, %s out tokens · $%.4f\n", v.Turns, commas(v.Usage.InputTokens), commas(v.Usage.OutputTokens), v.CostUSD)
+			if v.Error != "" {
+				fmt.Fprintf(w, "error:   %s\n", v.Error)
+			}
+			fmt.Fprintf(w, "queue:   %d %s\n", len(v.Queue), plural(len(v.Queue), "message", "messages"))
+			for _, m := range v.Queue {
+				fmt.Fprintf(w, "  %d. %s  %s\n", m.Seq, m.ID, firstLineOf(m.Text, 100))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newSessionInfoCmd(conn *connFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "info ID",
+		Short: "Everything about a session: workspaces, limits, sandbox, lock, times",
+		Args:  idArgs("info"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			v, err := c.GetSession(ctx, args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			lock, err := c.Lock(ctx, args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), struct {
+					*session.View
+					Lock *server.LockInfo `json:"lock"`
+				}{v, lock})
+				return nil
+			}
+			w := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+			fmt.Fprintf(tw, "id:\t%s\n", v.ID)
+			fmt.Fprintf(tw, "owner:\t%s\n", v.Owner)
+			fmt.Fprintf(tw, "state:\t%s\n", v.State)
+			if v.Error != "" {
+				fmt.Fprintf(tw, "error:\t%s\n", v.Error)
+			}
+			fmt.Fprintf(tw, "agent:\t%s\n", v.Agent)
+			fmt.Fprintf(tw, "model:\t%s\n", orDash(v.Model))
+			fmt.Fprintf(tw, "backend:\t%s (sandbox %s)\n", v.Backend, map[bool]string{true: "present", false: "none"}[len(v.Sandbox) > 0])
+			fmt.Fprintf(tw, "mode:\t%s\n", v.Mode)
+			for _, r := range v.Repos {
+				ref := ""
+				if r.Ref != "" {
+					ref = " @" + r.Ref
+				}
+				fmt.Fprintf(tw, "repo %s:\t%s%s → %s\n", r.Name, r.Source, ref, orDash(r.Path))
+			}
+			l := v.Limits
+			fmt.Fprintf(tw, "limits:\tidle %s, lifetime %s, watchdog %s, memory %s, max steps %s, budget %s\n",
+				durOr(l.IdleTimeout), durOr(l.MaxLifetime), durOr(l.TurnWatchdog), sizeOr(l.MemoryBytes), intOr(l.MaxSteps), usdOr(l.BudgetUSD))
+			fmt.Fprintf(tw, "turns:\t%d\n", v.Turns)
+			fmt.Fprintf(tw, "usage:\t%s in (+%s cached), %s out tokens · $%.4f\n", commas(v.Usage.InputTokens), commas(v.Usage.CacheReadTokens+v.Usage.CacheWriteTokens), commas(v.Usage.OutputTokens), v.CostUSD)
+			fmt.Fprintf(tw, "queue:\t%d %s\n", len(v.Queue), plural(len(v.Queue), "message", "messages"))
+			if lock.Held {
+				fmt.Fprintf(tw, "lock:\theld by %s until %s\n", lock.Holder, lock.Expires.Local().Format(time.DateTime))
+			} else {
+				fmt.Fprintf(tw, "lock:\tfree\n")
+			}
+			now := time.Now()
+			fmt.Fprintf(tw, "created:\t%s (%s)\n", v.CreatedAt.Local().Format(time.DateTime), ago(now, v.CreatedAt))
+			fmt.Fprintf(tw, "updated:\t%s (%s)\n", v.UpdatedAt.Local().Format(time.DateTime), ago(now, v.UpdatedAt))
+			fmt.Fprintf(tw, "active:\t%s (%s)\n", v.ActiveAt.Local().Format(time.DateTime), ago(now, v.ActiveAt))
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the session with its lock)")
+	return cmd
+}
+
+func durOr(d time.Duration) string {
+	if d == 0 {
+		return "default"
+	}
+	return d.String()
+}
+
+func sizeOr(n int64) string {
+	if n == 0 {
+		return "default"
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
+func intOr(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
+}
+
+func usdOr(f float64) string {
+	if f == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("$%.2f", f)
+}
+
+func newSessionSendCmd(conn *connFlags) *cobra.Command {
+	var interrupt, follow, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "send ID TEXT",
+		Short: "Send a message; queued while the agent works (or --interrupt the turn)",
+		Long: `Send a message to a session. It is stored before this command returns. If
+the agent is working, it waits in the queue and is taken when the turn ends;
+with --interrupt, the running turn is cancelled and this message starts the
+next one. A suspended session is resumed with its whole conversation.
+TEXT "-" reads the message from stdin.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return errors.New(`give a session id and the message, like: harvest session send s-abcdefghijklmnop "Now add a test"`)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			text, err := readText(cmd, args[1:])
+			if err != nil {
+				return exitCode(2, err)
+			}
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			mode := ""
+			if interrupt {
+				mode = session.ModeInterrupt
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			// Events from here on: the ones this message causes.
+			var after int64
+			if follow {
+				p, err := c.EventLog(ctx, args[0], 0, 1)
+				if err != nil {
+					return apiErr(err)
+				}
+				after = p.LastSeq
+			}
+			m, err := c.Send(ctx, args[0], text, mode)
+			if err != nil {
+				return apiErr(err)
+			}
+			if asJSON {
+				printJSON(cmd.OutOrStdout(), m)
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), m.ID)
+			}
+			if follow {
+				return followTurn(ctx, cmd, c, args[0], m.ID, after, asJSON)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&interrupt, "interrupt", false, "cancel the running turn and start this message now")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "show the events until the turn that takes this message ends")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the message (and events) as JSON")
+	return cmd
+}
+
+func newSessionCancelCmd(conn *connFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel the running turn (the session stays; queued messages stay queued)",
+		Args:  idArgs("cancel"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			return apiErr(c.Cancel(ctx, args[0]))
+		},
+	}
+}
+
+func newSessionRmCmd(conn *connFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"delete"},
+		Short:   "Delete sessions: stop them, destroy their sandboxes, remove workspaces and history",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("give session ids (harvest session ls lists them)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			var failed error
+			for _, id := range args {
+				if err := c.DeleteSession(ctx, id); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "harvest: %s: %v\n", id, err)
+					failed = exitCode(exitRequestFailed, nil)
+					continue
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+			}
+			return failed
+		},
+	}
+}
+
+// parseAge parses a duration that may also be in days (7d) or weeks (2w).
+func parseAge(s string) (time.Duration, error) {
+	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			f, err := strconv.ParseFloat(n, 64)
+			if err != nil || f < 0 {
+				break
+			}
+			return time.Duration(f * float64(unit)), nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: give a duration like 7d, 2w, 12h or 90m", s)
+	}
+	return d, nil
+}
+
+func newSessionCleanupCmd(conn *connFlags) *cobra.Command {
+	var olderThan string
+	var states []string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "cleanup --older-than D",
+		Short: "Delete the sessions not used for a while (suspended, stopped or failed ones)",
+		Long: `Delete every session in one of --state (default: suspended, stopped, failed)
+whose last update is older than --older-than (like 7d, 2w, 12h). Live
+sessions are never touched unless named in --state. Prints what it deletes.`,
+		Example: `  harvest session cleanup --older-than 7d
+  harvest session cleanup --older-than 1d --state failed --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if olderThan == "" {
+				return exitCode(2, errors.New("--older-than is required, like --older-than 7d"))
+			}
+			age, err := parseAge(olderThan)
+			if err != nil {
+				return exitCode(2, fmt.Errorf("--older-than %w", err))
+			}
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			o := client.ListOptions{UpdatedBefore: time.Now().Add(-age)}
+			for _, s := range states {
+				for p := range strings.SplitSeq(s, ",") {
+					o.States = append(o.States, store.State(strings.TrimSpace(p)))
+				}
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			list, err := c.ListSessions(ctx, o)
+			if err != nil {
+				return apiErr(err)
+			}
+			var failed error
+			for _, s := range list {
+				if !dryRun {
+					if err := c.DeleteSession(ctx, s.ID); err != nil && !client.IsNotFound(err) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "harvest: %s: %v\n", s.ID, err)
+						failed = exitCode(exitRequestFailed, nil)
+						continue
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", s.ID, s.State, ago(time.Now(), lastUsed(s)))
+			}
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "harvest: %s %d %s\n", verb, len(list), plural(len(list), "session", "sessions"))
+			return failed
+		},
+	}
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "delete sessions last used longer ago than this (like 7d, 2w, 12h)")
+	cmd.Flags().StringArrayVar(&states, "state", []string{"suspended,stopped,failed"}, "only sessions in these states")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
+	return cmd
+}
+
+func newSessionUnlockCmd(conn *connFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unlock ID",
+		Short: "Force-release a session's lock, held by a run that died (admin)",
+		Args:  idArgs("unlock"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			return apiErr(c.Unlock(ctx, args[0]))
+		},
+	}
+}
+
+func newSessionLogsCmd(conn *connFlags) *cobra.Command {
+	var follow, asJSON bool
+	var since int64
+	cmd := &cobra.Command{
+		Use:   "logs ID [-f] [--since SEQ]",
+		Short: "Show a session's events; -f keeps following them live",
+		Long: `Print a session's events after --since (their seq; default all). With -f,
+keep printing them as they happen, reconnecting if the server restarts,
+until Ctrl-C or the session is deleted. --json prints each event as one
+JSON line (with its seq, to resume from).`,
+		Args: idArgs("logs"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if since < 0 {
+				return exitCode(2, fmt.Errorf("--since %d: give the seq of the last event you have (0 for all)", since))
+			}
+			c, err := conn.client()
+			if err != nil {
+				return exitCode(2, err)
+			}
+			ctx, cancel := signalContext(cmd.Context())
+			defer cancel()
+			out := newEventPrinter(cmd.OutOrStdout(), asJSON)
+			defer out.close()
+			id := args[0]
+			if !follow {
+				after := since
+				for {
+					p, err := c.EventLog(ctx, id, after, 0)
+					if err != nil {
+						return apiErr(err)
+					}
+					for _, ev := range p.Events {
+						out.event(ev)
+						after = ev.Seq
+					}
+					if len(p.Events) == 0 || after >= p.LastSeq {
+						return nil
+					}
+				}
+			}
+			st := c.Events(ctx, id, client.StreamOptions{After: since})
+			defer st.Close()
+			for {
+				ev, err := st.Next()
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil // Ctrl-C
+					}
+					return apiErr(err)
+				}
+				out.event(ev)
+			}
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep following the events live")
+	cmd.Flags().Int64Var(&since, "since", 0, "only events after this seq")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON line")
+	return cmd
+}

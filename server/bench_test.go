@@ -1,0 +1,103 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/client"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// reportPercentiles reports p50 and p99 of ds in milliseconds.
+func reportPercentiles(b *testing.B, ds []time.Duration, unit string) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	at := func(p float64) float64 {
+		i := int(p * float64(len(ds)-1))
+		return float64(ds[i].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.50), "p50-"+unit)
+	b.ReportMetric(at(0.99), "p99-"+unit)
+	b.ReportMetric(at(1), "max-"+unit)
+}
+
+// BenchmarkSSELatency: from journal.Append of an event to the client
+// reading it from the SSE stream over loopback HTTP: the commit to SQLite
+// (fsync included), the fan-out, the handler's write and flush, the
+// client's parse. One event at a time, so each is measured alone.
+//
+//	go test -run '^$' -bench SSELatency -benchtime 2000x ./server/
+func BenchmarkSSELatency(b *testing.B) {
+	e := newAPIEnv(b)
+	v := e.create(e.aliceC, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	defer st.Close()
+	until(b, st, "idle", isState(store.StateIdle))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		seq, err := e.j.Append(event.Event{Session: v.ID, Data: event.SessionState{State: "idle", Reason: "latency probe"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			ev, err := st.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ev.Seq == seq {
+				break
+			}
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat, "ms")
+}
+
+// BenchmarkCreateToFirstModelRequest: from POST /v1/sessions (a one-file
+// repository, a prompt) to harvest sim receiving the agent's first model
+// request: storing the session, copying the repository, starting a local
+// box (from the backend's pool of ready shims, as harvest serve runs it),
+// loading the agent, and the request. The session is deleted between
+// iterations, off the clock.
+//
+//	go test -run '^$' -bench CreateToFirstModelRequest -benchtime 30x ./server/
+func BenchmarkCreateToFirstModelRequest(b *testing.B) {
+	e := newAPIEnv(b, func(c *envConfig) { c.pool = 2; c.simHits = true })
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		v, err := e.aliceC.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: e.repo}}, Prompt: "msg hi"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-e.simHits:
+		case <-time.After(waitTimeout):
+			b.Fatal("no model request")
+		}
+		lat = append(lat, time.Since(t0))
+		b.StopTimer()
+		st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+		until(b, st, "the turn to end", turnEnded("t1"))
+		st.Close()
+		if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat, "ms")
+}

@@ -1,0 +1,75 @@
+// Package server is Harvest's HTTP API: what `harvest serve` listens with,
+// what the CLI's `harvest session ...` commands and package client speak.
+//
+// It is a thin edge over package session: it authenticates, decodes and
+// checks requests, calls the session.Manager, and turns its answers and
+// errors into JSON with the right status. It keeps no state of its own but
+// the open event streams.
+//
+// # Routes
+//
+// routes.go has the table, the single list of the API; /openapi.json
+// (openapi.json, hand-written) documents it, and TestOpenAPIMatchesRoutes
+// fails when they drift (a route, a method, a status, a body field).
+//
+//	GET    /healthz                      no token
+//	GET    /openapi.json                 no token
+//	POST   /v1/sessions                  CreateRequest → 201 View
+//	GET    /v1/sessions                  ?state=a,b&limit=N&updated_before=T&owner=TOK → SessionList
+//	GET    /v1/sessions/{id}             → View (state, queue, usage, cost)
+//	DELETE /v1/sessions/{id}             → 204
+//	POST   /v1/sessions/{id}/messages    SendRequest → 202 Message (stored before the reply)
+//	POST   /v1/sessions/{id}/cancel      → 204 (the turn, not the session)
+//	GET    /v1/sessions/{id}/events      SSE, after Last-Event-ID or ?since=N (sse.go)
+//	GET    /v1/sessions/{id}/log         ?after=N&limit=M → EventPage (stored events, JSON)
+//	GET    /v1/sessions/{id}/lock        → LockInfo
+//	POST   /v1/sessions/{id}/unlock      admin → 204
+//	POST   /v1/tokens                    admin, TokenRequest → 201 TokenCreated (the secret, once)
+//	GET    /v1/tokens                    admin → TokenList
+//	DELETE /v1/tokens/{id}               admin → 204
+//
+// # Auth
+//
+// Every /v1 route needs "Authorization: Bearer TOKEN". Tokens are in the
+// store as the SHA-256 of their secret only (store.Token); the request's
+// owner is the token's id. A token sees only the sessions it created (to
+// anyone else they do not exist: 404, never 403, so ids cannot be probed);
+// an admin token sees all of them and manages tokens and locks.
+//
+// # Errors
+//
+// Every error is {"error":{"code","message"[,"details"]}}; the message says
+// what was wrong and what to do. In the order a request is checked:
+//
+//	404 not_found              no such route, or a path that is not clean (//, /./, /../)
+//	405 method_not_allowed     the path exists, the method does not (Allow lists those it takes)
+//	503 unavailable            the server is draining for shutdown (Retry-After)
+//	401 unauthorized           no token, a header that is not "Bearer TOKEN", an unknown token
+//	403 forbidden              an admin route with a user token
+//	404 not_found              an id of the wrong shape (refused before any lookup)
+//	400 bad_request            an unknown or malformed query parameter; malformed JSON, an
+//	                           unknown field, a second value after the object, not UTF-8
+//	413 too_large              a body over MaxBody (1 MiB), whatever Content-Length says
+//	415 unsupported_media_type a body that is not application/json
+//	400 invalid                well-formed but unacceptable (details lists every problem)
+//	404 not_found              no such session, or not the caller's
+//	409 conflict               the session's state does not allow it (it has ended)
+//	500 internal               a bug or a failing store (logged)
+//
+// Bodies are decoded strictly (decode.go): at most MaxBody bytes, exactly
+// one JSON object, DisallowUnknownFields at every depth. Routes that take
+// no body accept an empty one or {}. The decoders are pure functions of
+// (Content-Type, bytes), fuzzed by FuzzDecode*.
+//
+// # Concurrency
+//
+// Handlers run on net/http's goroutines and share nothing but the Manager
+// and the Store, which are safe for concurrent use. An event stream is its
+// handler's goroutine reading one journal subscription: it owns the
+// subscription and closes it when it returns. It returns when the client
+// goes away (the request context), when a write stalls past WriteTimeout,
+// when the subscription ends (cut off as too slow, session deleted, journal
+// closed), or when Drain is called. Drain, then http.Server.Shutdown (which
+// waits for every handler), then Manager.Close: nothing the server started
+// outlives Shutdown.
+package server

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Error codes of the API, one per kind of mistake. Clients branch on the
+// code; the message is for people and says what to change.
+const (
+	CodeBadRequest       = "bad_request"            // 400: malformed JSON, a bad query parameter, a body where none is taken
+	CodeInvalid          = "invalid"                // 400: the request is well formed but cannot be accepted (details lists why)
+	CodeUnauthorized     = "unauthorized"           // 401: no token or an unknown one
+	CodeForbidden        = "forbidden"              // 403: the token may not do this (admin only)
+	CodeNotFound         = "not_found"              // 404: no such route, session or token (or not yours)
+	CodeMethodNotAllowed = "method_not_allowed"     // 405
+	CodeConflict         = "conflict"               // 409: the session's state does not allow it
+	CodeTooLarge         = "too_large"              // 413: the body is over MaxBody
+	CodeMediaType        = "unsupported_media_type" // 415: a body that is not application/json
+	CodeUnavailable      = "unavailable"            // 503: the server is shutting down
+	CodeInternal         = "internal"               // 500: a bug or a failing store; the message says which
+)
+
+// ErrorBody is every error response: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+// ErrorInfo says what went wrong.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Details lists every problem of an invalid request, one a line.
+	Details []string `json:"details,omitempty"`
+}
+
+// apiError is an error response a handler returns.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	details []string
+	// cause is logged, never sent (for 500s it is also in the message).
+	cause error
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func errorf(status int, code, message string) *apiError {
+	return &apiError{status: status, code: code, message: message}
+}
+
+// writeError sends e as the JSON error envelope.
+func writeError(w http.ResponseWriter, e *apiError) {
+	h := w.Header()
+	switch e.status {
+	case http.StatusUnauthorized:
+		h.Set("WWW-Authenticate", `Bearer realm="harvest"`)
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", "5")
+	}
+	writeJSON(w, e.status, ErrorBody{Error: ErrorInfo{Code: e.code, Message: e.message, Details: e.details}})
+}
+
+// writeJSON sends v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(ErrorBody{Error: ErrorInfo{Code: CodeInternal, Message: "encoding the response: " + err.Error()}})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// fromManager maps an error of the session layer (or the store) to a
+// response: the sentinels of session/api.go give the status, the error's
+// text (which says what was wrong) the message.
+func fromManager(err error) *apiError {
+	var ie *session.InputError
+	var le *store.LockError
+	switch {
+	case errors.As(err, &ie):
+		e := errorf(http.StatusBadRequest, CodeInvalid, err.Error())
+		e.details = ie.Problems
+		return e
+	case errors.Is(err, session.ErrNotFound):
+		return errorf(http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.As(err, &le), errors.Is(err, session.ErrConflict), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrLocked):
+		return errorf(http.StatusConflict, CodeConflict, err.Error())
+	case errors.Is(err, session.ErrUnavailable):
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client went away (or the server is stopping); nobody reads this.
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, message: "the request was cancelled: " + err.Error(), cause: err}
+	}
+	return &apiError{status: http.StatusInternalServerError, code: CodeInternal,
+		message: "the server failed: " + err.Error() + " (see the server's log; retry, and report it if it persists)", cause: err}
+}
+
+// logError logs what the client was not told in full.
+func logError(l *slog.Logger, r *http.Request, e *apiError) {
+	if e.status >= 500 && e.cause != nil && !errors.Is(e.cause, context.Canceled) {
+		l.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", e.status, "err", e.cause)
+	}
+}

@@ -1,0 +1,337 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// table is the API: every route, once. openapi.json documents exactly
+// these (TestOpenAPIMatchesRoutes).
+func (s *Server) table() []route {
+	return []route{
+		{http.MethodGet, "/healthz", public, s.health},
+		{http.MethodGet, "/openapi.json", public, s.openAPI},
+
+		{http.MethodPost, "/v1/sessions", user, s.createSession},
+		{http.MethodGet, "/v1/sessions", user, s.listSessions},
+		{http.MethodGet, "/v1/sessions/{id}", user, s.getSession},
+		{http.MethodDelete, "/v1/sessions/{id}", user, s.deleteSession},
+		{http.MethodPost, "/v1/sessions/{id}/messages", user, s.sendMessage},
+		{http.MethodPost, "/v1/sessions/{id}/cancel", user, s.cancelTurn},
+		{http.MethodGet, "/v1/sessions/{id}/events", user, s.streamEvents},
+		{http.MethodGet, "/v1/sessions/{id}/log", user, s.eventLog},
+		{http.MethodGet, "/v1/sessions/{id}/lock", user, s.getLock},
+		{http.MethodPost, "/v1/sessions/{id}/unlock", admin, s.unlock},
+
+		{http.MethodPost, "/v1/tokens", admin, s.createToken},
+		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
+		{http.MethodDelete, "/v1/tokens/{id}", admin, s.deleteToken},
+	}
+}
+
+// Response bodies (the session layer's View and store.Message are the rest).
+
+// Health is the body of GET /healthz.
+type Health struct {
+	// Status is "ok", or "shutting_down" (with status 503).
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// SessionList is the body of GET /v1/sessions.
+type SessionList struct {
+	Sessions []*store.Session `json:"sessions"`
+}
+
+// EventPage is the body of GET /v1/sessions/{id}/log.
+type EventPage struct {
+	Events []event.Event `json:"events"`
+	// LastSeq is the session's newest stored event; ask again with
+	// after=<seq of the last event here> while it is larger.
+	LastSeq int64 `json:"last_seq"`
+}
+
+// LockInfo is the body of GET /v1/sessions/{id}/lock.
+type LockInfo struct {
+	Held    bool      `json:"held"`
+	Key     string    `json:"key"`
+	Holder  string    `json:"holder,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// TokenCreated is the body of POST /v1/tokens: the token and, this once,
+// its secret.
+type TokenCreated struct {
+	*store.Token
+	Secret string `json:"token"`
+}
+
+// TokenList is the body of GET /v1/tokens.
+type TokenList struct {
+	Tokens []*store.Token `json:"tokens"`
+}
+
+// LockKey is the store key of a session's lock (see package session).
+func LockKey(id string) string { return "session/" + id }
+
+// noQuery refuses query parameters on routes that take none, so a typo
+// (?sinse=5) is an error rather than silently ignored.
+func noQuery(r *http.Request) *apiError {
+	for k := range r.URL.Query() {
+		return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: %s %s takes none", k, r.Method, r.URL.Path))
+	}
+	return nil
+}
+
+// noBody reads the body of a route that takes none: empty or {}.
+func noBody(w http.ResponseWriter, r *http.Request) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	b, e := readBody(w, r)
+	if e != nil {
+		return e
+	}
+	var v struct{}
+	return decodeBody(r.Header.Get("Content-Type"), b, &v, false)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "shutting_down", Version: s.cfg.Version})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.cfg.Version})
+	return nil
+}
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(openAPIDoc)
+	return nil
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	b, e := readBody(w, r)
+	if e != nil {
+		return e
+	}
+	req, e := decodeCreate(r.Header.Get("Content-Type"), b)
+	if e != nil {
+		return e
+	}
+	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, req)
+	if err != nil {
+		return fromManager(err)
+	}
+	w.Header().Set("Location", "/v1/sessions/"+v.ID)
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	q, e := parseList(r.URL.Query())
+	if e != nil {
+		return e
+	}
+	if !c.token.Admin {
+		if q.owner && q.filter.Owner != c.token.ID {
+			return errorf(http.StatusForbidden, CodeForbidden, "owner: only an admin token lists other tokens' sessions; leave owner out for your own")
+		}
+		q.filter.Owner = c.token.ID
+	}
+	list, err := s.cfg.Manager.List(r.Context(), c.owner(), q.filter)
+	if err != nil {
+		return fromManager(err)
+	}
+	if list == nil {
+		list = []*store.Session{}
+	}
+	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	v, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id"))
+	if err != nil {
+		return fromManager(err)
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noBody(w, r); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Delete(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+		return fromManager(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	b, e := readBody(w, r)
+	if e != nil {
+		return e
+	}
+	req, e := decodeSend(r.Header.Get("Content-Type"), b)
+	if e != nil {
+		return e
+	}
+	m, err := s.cfg.Manager.Send(r.Context(), c.owner(), r.PathValue("id"), req.Text, req.Mode)
+	if err != nil {
+		return fromManager(err)
+	}
+	writeJSON(w, http.StatusAccepted, m)
+	return nil
+}
+
+func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noBody(w, r); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Cancel(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+		return fromManager(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// eventLog pages through a session's stored events: what `harvest session
+// logs` (without -f) prints, and a way to read history without a stream.
+func (s *Server) eventLog(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	id := r.PathValue("id")
+	var after int64
+	limit := 1000
+	for k, vs := range r.URL.Query() {
+		v := vs[len(vs)-1]
+		switch k {
+		case "after":
+			var e *apiError
+			if after, e = parseSeq("after", v); e != nil {
+				return e
+			}
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 10000 {
+				return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("limit %q: give a whole number from 1 to 10000", v))
+			}
+			limit = n
+		default:
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET %s takes after and limit", k, r.URL.Path))
+		}
+	}
+	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), id); err != nil {
+		return fromManager(err)
+	}
+	last, err := s.cfg.Store.LastSeq(r.Context(), id)
+	if err != nil {
+		return fromManager(err)
+	}
+	evs, err := s.cfg.Store.Events(r.Context(), id, after, limit)
+	if err != nil {
+		return fromManager(err)
+	}
+	if evs == nil {
+		evs = []event.Event{}
+	}
+	writeJSON(w, http.StatusOK, EventPage{Events: evs, LastSeq: last})
+	return nil
+}
+
+func (s *Server) getLock(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	id := r.PathValue("id")
+	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), id); err != nil {
+		return fromManager(err)
+	}
+	l, err := s.cfg.Store.GetLock(r.Context(), LockKey(id))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeJSON(w, http.StatusOK, LockInfo{Key: LockKey(id)})
+	case err != nil:
+		return fromManager(err)
+	default:
+		writeJSON(w, http.StatusOK, LockInfo{Held: !l.Expires.Before(time.Now()), Key: l.Key, Holder: l.Holder, Expires: l.Expires})
+	}
+	return nil
+}
+
+func (s *Server) unlock(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noBody(w, r); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Unlock(r.Context(), r.PathValue("id")); err != nil {
+		return fromManager(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	b, e := readBody(w, r)
+	if e != nil {
+		return e
+	}
+	req, e := decodeToken(r.Header.Get("Content-Type"), b)
+	if e != nil {
+		return e
+	}
+	secret, t := NewToken(req.Name, req.Admin, time.Now())
+	if err := s.cfg.Store.CreateToken(r.Context(), t); err != nil {
+		return fromManager(fmt.Errorf("storing the token: %w", err))
+	}
+	writeJSON(w, http.StatusCreated, TokenCreated{Token: t, Secret: secret})
+	return nil
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	ts, err := s.cfg.Store.ListTokens(r.Context())
+	if err != nil {
+		return fromManager(err)
+	}
+	if ts == nil {
+		ts = []*store.Token{}
+	}
+	writeJSON(w, http.StatusOK, TokenList{Tokens: ts})
+	return nil
+}
+
+func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noBody(w, r); e != nil {
+		return e
+	}
+	if err := s.cfg.Store.DeleteToken(r.Context(), r.PathValue("id")); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no token %s: see GET /v1/tokens", r.PathValue("id")))
+		}
+		return fromManager(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

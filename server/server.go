@@ -1,0 +1,197 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Config is what a Server serves.
+type Config struct {
+	// Manager runs the sessions (required).
+	Manager *session.Manager
+	// Store holds the API tokens and the session locks (required; the same
+	// store the Manager uses).
+	Store store.Store
+	// Logger gets one line per failed request (default: discard).
+	Logger *slog.Logger
+	// Version is reported by /healthz.
+	Version string
+	// KeepAlive is how often an idle event stream gets a comment line, so
+	// proxies and clients see the connection is alive (default 15s).
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write to an event stream: a client that
+	// stops reading for this long is disconnected (default 30s).
+	WriteTimeout time.Duration
+}
+
+// Server is the HTTP API. It is an http.Handler; serve it with an
+// http.Server, and call Drain before that server's Shutdown.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []route
+
+	draining atomic.Bool
+	// drain is cancelled by Drain: open event streams end with an
+	// "unavailable" error event (clients reconnect later).
+	drain       context.Context
+	cancelDrain context.CancelFunc
+}
+
+// New returns the API server of cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Manager == nil || cfg.Store == nil {
+		return nil, errors.New("server: Config.Manager and Config.Store are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "server"), mux: http.NewServeMux()}
+	s.drain, s.cancelDrain = context.WithCancel(context.Background())
+	s.routes = s.table()
+	byPath := map[string][]route{}
+	var paths []string
+	for _, rt := range s.routes {
+		if _, ok := byPath[rt.path]; !ok {
+			paths = append(paths, rt.path)
+		}
+		byPath[rt.path] = append(byPath[rt.path], rt)
+	}
+	for _, p := range paths {
+		s.mux.Handle(p, s.dispatch(byPath[p]))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s: the API is described at /openapi.json", r.Method, r.URL.Path)))
+	})
+	return s, nil
+}
+
+// ServeHTTP serves the API. A path that is not clean (//, /./, /../)
+// names no route: 404, rather than the mux's redirect with an HTML body.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.EscapedPath()
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	if c != p {
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s: the path is not clean (did an id come out empty?); the API is described at /openapi.json", r.Method, clip(p, 200))))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Drain makes the server refuse new requests with 503 and ends the open
+// event streams (each gets an "unavailable" error event, so its client
+// reconnects once the server is back). Requests in flight finish. Call it,
+// then http.Server.Shutdown, then close the Manager.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.cancelDrain()
+}
+
+// access says who may call a route.
+type access int
+
+const (
+	public access = iota // anyone (health, the API document)
+	user                 // any valid token
+	admin                // an admin token
+)
+
+// route is one method on one path. The table (routes.go) is the single
+// list of the API; the mux, the 405s and the OpenAPI test all read it.
+type route struct {
+	method string
+	path   string // http.ServeMux pattern syntax, {id} for an id segment
+	access access
+	handle func(w http.ResponseWriter, r *http.Request, c caller) *apiError
+}
+
+// dispatch serves every method of one path: 405 for the others, then the
+// token, then the id's shape, then the handler.
+func (s *Server) dispatch(rts []route) http.Handler {
+	var allow []string
+	for _, rt := range rts {
+		allow = append(allow, rt.method)
+	}
+	slices.Sort(allow)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := slices.IndexFunc(rts, func(rt route) bool { return rt.method == r.Method })
+		if i < 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("%s %s: this path takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))))
+			return
+		}
+		rt := rts[i]
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				writeError(w, errorf(http.StatusInternalServerError, CodeInternal, fmt.Sprintf("the server failed (a bug: %v); see its log", v)))
+			}
+		}()
+		if e := s.serve(w, r, rt); e != nil {
+			logError(s.log, r, e)
+			writeError(w, e)
+		}
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiError {
+	if s.draining.Load() && rt.path != "/healthz" {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down: retry in a few seconds")
+	}
+	var c caller
+	if rt.access != public {
+		var e *apiError
+		if c, e = s.authenticate(r); e != nil {
+			return e
+		}
+		if rt.access == admin && !c.token.Admin {
+			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("%s %s needs an admin token; token %s (%s) is not one", r.Method, rt.path, c.token.ID, c.token.Name))
+		}
+	}
+	if strings.Contains(rt.path, "{id}") {
+		id := r.PathValue("id")
+		if strings.HasPrefix(rt.path, "/v1/tokens/") {
+			if !validTokenID(id) {
+				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a token id: token ids look like tok-0123456789ab (see GET /v1/tokens)", clip(id, 80)))
+			}
+		} else if !session.ValidID(id) {
+			return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a session id: session ids look like s-abcdefghijklmnop (see GET /v1/sessions)", clip(id, 80)))
+		}
+	}
+	return rt.handle(w, r, c)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/journal"
+)
+
+// Event streams (GET /v1/sessions/{id}/events) are Server-Sent Events:
+//
+//	retry: 1000                 once, first: how long EventSource waits to reconnect
+//	id: 42                      per event: its seq
+//	event: tool.started         its type
+//	data: {"session":...}       the whole event as one line of JSON
+//	: keepalive                 a comment every KeepAlive while nothing happens
+//	event: error                last, when the stream ends for a reason the
+//	data: {"error":{...}}       client should know (no id: it is not an event)
+//
+// The stream starts after Last-Event-ID (the header, as EventSource sends
+// it on reconnecting) or ?since=N, or from the first event. It replays the
+// stored events, then goes live (package journal guarantees no gap and no
+// duplicate at the handoff). A client cut off for reading too slowly
+// (error code too_slow) or by a restart (unavailable) reconnects with the
+// last id it got and loses nothing.
+
+// Codes of the final error event.
+const (
+	StreamTooSlow     = "too_slow"    // reconnect now with Last-Event-ID
+	StreamUnavailable = "unavailable" // the server is stopping: reconnect in a few seconds
+	StreamDeleted     = "deleted"     // the session is gone: do not reconnect
+	StreamInternal    = "internal"
+)
+
+// maxBatch bounds the events written between two flushes: events that are
+// already waiting are written together, and one flush sends them all, so a
+// burst costs one syscall rather than one each. A lone event is flushed as
+// soon as it is written.
+const maxBatch = 256
+
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	var after int64
+	var e *apiError
+	q := r.URL.Query()
+	for k := range q {
+		if k != "since" {
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: the event stream takes since (or the Last-Event-ID header)", k))
+		}
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		after, e = parseSeq("Last-Event-ID", v)
+	} else if q.Has("since") {
+		after, e = parseSeq("since", q.Get("since"))
+	}
+	if e != nil {
+		return e
+	}
+	// The stream ends when the client goes away or the server drains.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stopDrain := context.AfterFunc(s.drain, cancel)
+	defer stopDrain()
+
+	sub, err := s.cfg.Manager.Subscribe(ctx, c.owner(), r.PathValue("id"), after)
+	if err != nil {
+		return fromManager(err)
+	}
+	defer sub.Close()
+
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	sw.buf = append(sw.buf, "retry: 1000\n\n"...)
+	if sw.flush() != nil {
+		return nil
+	}
+
+	keep := time.NewTicker(s.cfg.KeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				s.endStream(sw, sub.Err(), r)
+				return nil
+			}
+			if err := sw.event(ev); err != nil {
+				s.log.Error("event stream: encoding an event", "session", ev.Session, "seq", ev.Seq, "err", err)
+				sw.errorEvent(StreamInternal, err.Error())
+				return nil
+			}
+			// Whatever else is ready goes in the same flush.
+		batch:
+			for range maxBatch - 1 {
+				select {
+				case ev, ok := <-sub.C:
+					if !ok {
+						break batch // the next receive sees the close
+					}
+					if err := sw.event(ev); err != nil {
+						s.log.Error("event stream: encoding an event", "session", ev.Session, "seq", ev.Seq, "err", err)
+						sw.errorEvent(StreamInternal, err.Error())
+						return nil
+					}
+				default:
+					break batch
+				}
+			}
+			if sw.flush() != nil {
+				return nil // the client is gone or stalled
+			}
+			keep.Reset(s.cfg.KeepAlive)
+		case <-keep.C:
+			sw.buf = append(sw.buf, ": keepalive\n\n"...)
+			if sw.flush() != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// endStream writes why a subscription ended, when the client is still
+// there to read it.
+func (s *Server) endStream(sw *sseWriter, err error, r *http.Request) {
+	switch {
+	case s.drain.Err() != nil, errors.Is(err, journal.ErrClosed):
+		sw.errorEvent(StreamUnavailable, "the server is shutting down: reconnect with Last-Event-ID in a few seconds")
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads.
+	case errors.Is(err, journal.ErrTooSlow):
+		sw.errorEvent(StreamTooSlow, "this stream read events too slowly and was cut off: reconnect with Last-Event-ID set to the last id you got, and nothing is lost")
+	case errors.Is(err, journal.ErrDeleted):
+		sw.errorEvent(StreamDeleted, "the session was deleted")
+	case err == nil:
+		sw.errorEvent(StreamUnavailable, "the stream ended: reconnect with Last-Event-ID")
+	default:
+		s.log.Error("event stream ended", "path", r.URL.Path, "err", err)
+		sw.errorEvent(StreamInternal, "the stream failed: "+err.Error()+": reconnect with Last-Event-ID")
+	}
+}
+
+// sseWriter formats events into buf and writes them out on flush, each
+// write bounded by timeout so a stalled client cannot hold the handler.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     []byte
+}
+
+// event appends one event: id, type and the envelope as one line of JSON
+// (encoding/json never writes a raw newline, so one data line is enough).
+func (sw *sseWriter) event(ev event.Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	sw.buf = appendEvent(sw.buf, strconv.FormatInt(ev.Seq, 10), string(ev.Type()), b)
+	return nil
+}
+
+func appendEvent(buf []byte, id, typ string, data []byte) []byte {
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "event: "...)
+	buf = append(buf, typ...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, data...)
+	return append(buf, "\n\n"...)
+}
+
+// errorEvent writes the final error event and flushes it.
+func (sw *sseWriter) errorEvent(code, msg string) {
+	b, _ := json.Marshal(ErrorBody{Error: ErrorInfo{Code: code, Message: msg}})
+	sw.buf = appendEvent(sw.buf, "", "error", b)
+	sw.flush()
+}
+
+func (sw *sseWriter) flush() error {
+	if len(sw.buf) == 0 {
+		return nil
+	}
+	// Not every ResponseWriter supports deadlines (httptest's recorder
+	// does not); without one the write simply has no bound.
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	_, err := sw.w.Write(sw.buf)
+	sw.buf = sw.buf[:0]
+	if err != nil {
+		return err
+	}
+	return sw.rc.Flush()
+}
