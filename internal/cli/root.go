@@ -65,6 +65,9 @@ func newRoot() *cobra.Command {
 Start here:
   harvest run --repo DIR "PROMPT"    run the agent on a copy of DIR, in a fresh sandbox
   harvest doctor                     which sandbox backends work on this machine
+  harvest serve                      the server: durable sessions over an HTTP API
+  harvest session new --repo DIR "PROMPT"
+                                     start a session on a running server (see harvest session -h)
   harvest sandbox run -- CMD [ARGS]  run a command in a fresh, isolated box`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
