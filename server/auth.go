@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -49,13 +48,6 @@ func (c caller) owner() string {
 		return ""
 	}
 	return c.token.ID
-}
-
-type callerKey struct{}
-
-func callerFrom(ctx context.Context) caller {
-	c, _ := ctx.Value(callerKey{}).(caller)
-	return c
 }
 
 // authenticate finds the token of a request's "Authorization: Bearer".

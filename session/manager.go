@@ -68,7 +68,7 @@ func NewManager(cfg Config) (*Manager, error) {
 
 // Causes of a runner's or a turn's cancellation.
 var (
-	errShutdown  = errors.New("Harvest is shutting down")
+	errShutdown  = errors.New("harvest is shutting down")
 	errDeleted   = errors.New("the session was deleted")
 	errCancelled = errors.New("cancelled by the user")
 	errWatchdog  = errors.New("turn watchdog")

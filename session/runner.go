@@ -269,16 +269,6 @@ func (r *runner) setState(ctx context.Context, st store.State, reason string, fn
 	return nil
 }
 
-// update writes fn's changes without a transition.
-func (r *runner) update(ctx context.Context, fn func(*store.Session)) error {
-	s, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error { fn(s); return nil })
-	if err != nil {
-		return fmt.Errorf("session %s: %w", r.id, err)
-	}
-	r.s = r.m.withDefaults(s)
-	return nil
-}
-
 func (r *runner) event(turn string, p event.Payload) event.Event {
 	ev := event.Event{Session: r.id, Time: r.m.clock.Now().UTC(), Turn: turn, Data: p}
 	if turn != "" {

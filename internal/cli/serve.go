@@ -292,7 +292,7 @@ func ensureAdminToken(ctx context.Context, st store.Store, data string) (path st
 		return path, false, fmt.Errorf("writing the admin token: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
+	if err = tmp.Chmod(0o600); err == nil {
 		_, err = tmp.WriteString(secret + "\n")
 		if err == nil {
 			err = tmp.Sync()
