@@ -215,19 +215,35 @@ func openModel(f agentRunFlags) (*modelSetup, error) {
 
 // startSim serves script on loopback and opens model against it.
 func startSim(cfg providers.Config, s *sim.Script, model, notice string) (*modelSetup, error) {
+	cfg, model, stop, err := serveSim(cfg, s, model)
+	if err != nil {
+		return nil, err
+	}
+	client, err := providers.Open(cfg, model)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &modelSetup{client: client, notice: notice, stop: stop}, nil
+}
+
+// serveSim serves script on loopback until stop is called, and returns cfg
+// with model's provider pointed at it (model defaults to the demo's). Both
+// harvest run and harvest serve use it.
+func serveSim(cfg providers.Config, s *sim.Script, model string) (_ providers.Config, _ string, stop func(), _ error) {
 	if model == "" {
 		model = demo.Model
 	}
 	api, _, err := llm.ParseModel(model)
 	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
+		return cfg, "", nil, fmt.Errorf("--model: %w", err)
 	}
 	if api != "anthropic" && api != "openai" {
-		return nil, fmt.Errorf("--model %s: on harvest sim use an anthropic/ or openai/ model", model)
+		return cfg, "", nil, fmt.Errorf("--model %s: on harvest sim use an anthropic/ or openai/ model", model)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("starting harvest sim: %w", err)
+		return cfg, "", nil, fmt.Errorf("starting harvest sim: %w", err)
 	}
 	srv := &http.Server{Handler: sim.New(s), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
@@ -240,18 +256,13 @@ func startSim(cfg providers.Config, s *sim.Script, model, notice string) (*model
 		base += "/v1"
 	}
 	cfg.Endpoints = map[string]providers.Endpoint{api: {API: api, BaseURL: base, APIKey: "harvest-sim"}}
-	client, err := providers.Open(cfg, model)
-	stop := func() {
+	stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-done
 	}
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &modelSetup{client: client, notice: notice, stop: stop}, nil
+	return cfg, model, stop, nil
 }
 
 func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/journal"
-	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
@@ -397,37 +396,11 @@ func serveModels(f serveFlags, stderr io.Writer) (*serverModels, error) {
 
 // simModels serves script on loopback for the whole server.
 func simModels(cfg providers.Config, s *sim.Script, model string) (*serverModels, error) {
-	if model == "" {
-		model = demo.Model
-	}
-	api, _, err := llm.ParseModel(model)
+	cfg, model, stop, err := serveSim(cfg, s, model)
 	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
+		return nil, err
 	}
-	if api != "anthropic" && api != "openai" {
-		return nil, fmt.Errorf("--model %s: on harvest sim use an anthropic/ or openai/ model", model)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("starting harvest sim: %w", err)
-	}
-	srv := &http.Server{Handler: sim.New(s), ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	base := "http://" + ln.Addr().String()
-	if api == "openai" {
-		base += "/v1"
-	}
-	cfg.Endpoints = map[string]providers.Endpoint{api: {API: api, BaseURL: base, APIKey: "harvest-sim"}}
-	return &serverModels{cfg: cfg, model: model, stop: func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}}, nil
+	return &serverModels{cfg: cfg, model: model, stop: stop}, nil
 }
 
 // openStore opens the SQLite store at path.
