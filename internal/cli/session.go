@@ -79,6 +79,18 @@ func (c *connFlags) client() (*client.Client, error) {
 	return client.New(c.serverURL(), tok, nil)
 }
 
+// open is what every session command starts with: a client for the
+// server (exit 2 when there is no token or the URL is bad), and a context
+// cancelled by SIGINT or SIGTERM.
+func (c *connFlags) open(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, nil, nil, exitCode(2, err)
+	}
+	ctx, cancel := signalContext(cmd.Context())
+	return cl, ctx, cancel, nil
+}
+
 // apiErr is the exit of a failed request: its message, exit 1.
 func apiErr(err error) error {
 	if err == nil {
@@ -163,11 +175,10 @@ With --follow, the session's events are shown until the first turn ends.`,
 			if err != nil {
 				return exitCode(2, err)
 			}
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			v, err := c.CreateSession(ctx, req)
 			if err != nil {
@@ -358,11 +369,10 @@ func newSessionShowCmd(conn *connFlags) *cobra.Command {
 		Short: "Show a session: state, queued messages, usage and cost",
 		Args:  idArgs("show"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			v, err := c.GetSession(ctx, args[0])
 			if err != nil {
@@ -408,11 +418,10 @@ func newSessionInfoCmd(conn *connFlags) *cobra.Command {
 		Short: "Everything about a session: workspaces, limits, sandbox, lock, times",
 		Args:  idArgs("info"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			v, err := c.GetSession(ctx, args[0])
 			if err != nil {
@@ -565,11 +574,10 @@ func newSessionCancelCmd(conn *connFlags) *cobra.Command {
 		Short: "Cancel the running turn (the session stays; queued messages stay queued)",
 		Args:  idArgs("cancel"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			return apiErr(c.Cancel(ctx, args[0]))
 		},
@@ -588,11 +596,10 @@ func newSessionRmCmd(conn *connFlags) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			var failed error
 			for _, id := range args {
@@ -694,11 +701,10 @@ func newSessionUnlockCmd(conn *connFlags) *cobra.Command {
 		Short: "Force-release a session's lock, held by a run that died (admin)",
 		Args:  idArgs("unlock"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			return apiErr(c.Unlock(ctx, args[0]))
 		},
@@ -720,11 +726,10 @@ JSON line (with its seq, to resume from).`,
 			if since < 0 {
 				return exitCode(2, fmt.Errorf("--since %d: give the seq of the last event you have (0 for all)", since))
 			}
-			c, err := conn.client()
+			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
-				return exitCode(2, err)
+				return err
 			}
-			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			out := newEventPrinter(cmd.OutOrStdout(), asJSON)
 			defer out.close()
