@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // boxMargin is how long a box outlives its session's max lifetime: the
@@ -157,9 +158,23 @@ func (r *runner) discard(sb *sandbox.Sandbox, ag agent.Agent) {
 
 // checkout checks out the requested refs of freshly copied repositories,
 // inside the box (host code never runs git in a workspace).
+//
+// A fresh copy that is not a git repository is made one, with its initial
+// state committed, so the agent's git tools (status, diff, log) show what it
+// changed, as in harvest run.
 func (r *runner) checkout(ctx context.Context, sb *sandbox.Sandbox, fresh []string) error {
 	for _, repo := range r.s.Repos {
-		if repo.Ref == "" || !contains(fresh, repo.Name) {
+		if !contains(fresh, repo.Name) {
+			continue
+		}
+		if repo.Ref == "" {
+			t, err := workspace.Track(ctx, sb, sb.WorkspacePath(repo.Name))
+			if err != nil {
+				return err
+			}
+			if t == workspace.MadeGit {
+				r.m.log.Info("made a workspace a git repository to track the agent's changes", "session", r.id, "repo", repo.Name)
+			}
 			continue
 		}
 		var errb bytes.Buffer

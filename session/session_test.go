@@ -47,6 +47,11 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 		w.finished(turn)
 	}
 	w.state(store.StateIdle)
+	// The source was a plain directory: the session's copy was made a git
+	// repository (in the box) so the agent's git tools show its changes.
+	if _, err := os.Stat(filepath.Join(v.Repos[0].Path, ".git", "HEAD")); err != nil {
+		t.Errorf("the workspace of a plain-directory source is not a git repository: %v", err)
+	}
 
 	// Delivery order, and no turn started before the previous one ended.
 	delivered, turns := ofType[event.MessageDelivered](w.seen)

@@ -519,24 +519,16 @@ func isTerminal(w io.Writer) bool {
 // its initial state committed, so that the agent's git tools and the summary
 // at the end show what changed. It runs inside the box, as the box user.
 func trackChanges(ctx context.Context, box *sandbox.Sandbox, ws []builtin.Workspace, stderr io.Writer) error {
-	const script = `git rev-parse --is-inside-work-tree >/dev/null 2>&1 && exit 0
-command -v git >/dev/null || exit 3
-git init -q && git add -A && git -c user.name=Harvest -c user.email=harvest@localhost commit -q --no-verify --allow-empty -m "Initial state (recorded by harvest run)" || exit 4
-exit 2`
 	for _, w := range ws {
-		var errb bytes.Buffer
-		st, err := box.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Dir: w.Path, Stderr: &errb, OutputLimit: 64 << 10, Timeout: 2 * time.Minute})
+		t, err := workspace.Track(ctx, box, w.Path)
 		if err != nil {
-			return fmt.Errorf("preparing workspace %s: %w", w.Name, err)
+			return err
 		}
-		switch st.Code {
-		case 0:
-		case 2:
+		switch t {
+		case workspace.MadeGit:
 			fmt.Fprintf(stderr, "harvest: %s is not a git repository; made it one in the copy, with its initial state committed, to track the agent's changes\n", w.Name)
-		case 3:
+		case workspace.NoGit:
 			fmt.Fprintf(stderr, "harvest: %s is not a git repository and the box has no git; its changes will not be listed\n", w.Name)
-		default:
-			return fmt.Errorf("preparing workspace %s: recording its initial state with git failed (%s): %s", w.Name, st, strings.TrimSpace(errb.String()))
 		}
 	}
 	return nil
