@@ -569,19 +569,7 @@ TEXT "-" reads the message from stdin.`,
 }
 
 func newSessionCancelCmd(conn *connFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel the running turn (the session stays; queued messages stay queued)",
-		Args:  idArgs("cancel"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := conn.open(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			return apiErr(c.Cancel(ctx, args[0]))
-		},
-	}
+	return idCmd(conn, "cancel", "Cancel the running turn (the session stays; queued messages stay queued)", (*client.Client).Cancel)
 }
 
 func newSessionRmCmd(conn *connFlags) *cobra.Command {
@@ -696,17 +684,22 @@ sessions are never touched unless named in --state. Prints what it deletes.`,
 }
 
 func newSessionUnlockCmd(conn *connFlags) *cobra.Command {
+	return idCmd(conn, "unlock", "Force-release a session's lock, held by a run that died (admin)", (*client.Client).Unlock)
+}
+
+// idCmd is a command that makes one call on one session and prints nothing.
+func idCmd(conn *connFlags, use, short string, call func(*client.Client, context.Context, string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   "unlock ID",
-		Short: "Force-release a session's lock, held by a run that died (admin)",
-		Args:  idArgs("unlock"),
+		Use:   use + " ID",
+		Short: short,
+		Args:  idArgs(use),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, cancel, err := conn.open(cmd)
 			if err != nil {
 				return err
 			}
 			defer cancel()
-			return apiErr(c.Unlock(ctx, args[0]))
+			return apiErr(call(c, ctx, args[0]))
 		},
 	}
 }
