@@ -65,7 +65,8 @@ type Server struct {
 	procs    map[uint64]*proc
 	nextProc uint64
 	conns    map[*conn]struct{}
-	closing  bool
+	closing  bool // Close has begun
+	ending   bool // Shutdown has begun: new connections are refused
 
 	// listeners and forwards count open box listeners and forwarded
 	// connections (InfoReply).
@@ -184,7 +185,10 @@ func (s *Server) Serve(l net.Listener) error {
 		s.log.Debug("accepted")
 		c := newConn(s, nc)
 		s.mu.Lock()
-		if s.closing {
+		if s.closing || s.ending {
+			// A box on its way out takes no new clients: a host that
+			// reconnects now (Recover) sees the agent gone, not a box
+			// that dies under it a moment later.
 			s.mu.Unlock()
 			nc.Close()
 			continue
@@ -206,6 +210,9 @@ const NoGraceLimit time.Duration = -1
 // exit, SIGKILL the rest, then close Exited. Safe to call more than once.
 func (s *Server) Shutdown(grace time.Duration) {
 	s.exitOnce.Do(func() {
+		s.mu.Lock()
+		s.ending = true
+		s.mu.Unlock()
 		s.goroutine(func() {
 			s.terminateAll(grace)
 			close(s.exited)
