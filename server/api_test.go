@@ -382,7 +382,7 @@ func TestSessionOverHTTP(t *testing.T) {
 		t.Errorf("cancel with nothing running: %v", err)
 	}
 	lock, err := e.aliceC.Lock(ctx, v.ID)
-	if err != nil || lock.Held || lock.Key != server.LockKey(v.ID) {
+	if err != nil || lock.Held || lock.Key != "session/"+v.ID {
 		t.Errorf("lock: %+v %v", lock, err)
 	}
 	if err := e.adminC.Unlock(ctx, v.ID); err != nil {

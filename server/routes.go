@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -76,9 +77,6 @@ type TokenCreated struct {
 type TokenList struct {
 	Tokens []*store.Token `json:"tokens"`
 }
-
-// LockKey is the store key of a session's lock (see package session).
-func LockKey(id string) string { return "session/" + id }
 
 // noQuery refuses query parameters on routes that take none, so a typo
 // (?sinse=5) is an error rather than silently ignored.
@@ -261,13 +259,15 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request, c caller) *apiE
 		return e
 	}
 	id := r.PathValue("id")
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), id); err != nil {
+	v, err := s.cfg.Manager.Get(r.Context(), c.owner(), id)
+	if err != nil {
 		return fromManager(err)
 	}
-	l, err := s.cfg.Store.GetLock(r.Context(), LockKey(id))
+	key := session.LockKeyOf(v.Session)
+	l, err := s.cfg.Store.GetLock(r.Context(), key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeJSON(w, http.StatusOK, LockInfo{Key: LockKey(id)})
+		writeJSON(w, http.StatusOK, LockInfo{Key: key})
 	case err != nil:
 		return fromManager(err)
 	default:

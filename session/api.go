@@ -40,6 +40,14 @@ type CreateRequest struct {
 	Backend string       `json:"backend,omitempty"` // default: the server's (local)
 	Mode    string       `json:"mode,omitempty"`    // queue (default) | interrupt
 	Limits  store.Limits `json:"limits,omitempty"`
+	// Workflow puts the session in its owner's workflow of that name,
+	// sharing the workflow's repositories with its other sessions (see
+	// collab.go). Empty: the session has a workspace of its own.
+	Workflow string `json:"workflow,omitempty"`
+	// Collaboration is how, in a workflow: "sequential" (default: one
+	// shared workspace, one run at a time) or "parallel" (a copy on a
+	// branch of its own; runs concurrently).
+	Collaboration string `json:"collaboration,omitempty"`
 }
 
 // View is a session as the API shows it: the stored session and the

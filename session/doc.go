@@ -47,13 +47,14 @@
 //
 // # Turns
 //
-// Before a turn the runner takes the session lock (sequential
-// collaboration, seed 004: store lock "session/{id}", held by run
+// Before a turn the runner takes the session lock (seed 004's sequential
+// collaboration: store lock "session/{id}", or "workflow/{owner}/{wf}" for
+// a sequential session of a workflow (collab.go), held by run
 // "{id}/t{N}") unless it holds it already: it keeps it, renewed, while
 // queued messages follow one another and releases it when the queue is
-// empty or paused (lock.go). A run of someone else holding it leaves the
-// message queued, says "locked by run X" in a session.state event and
-// retries. The agent's payloads are wrapped in envelopes (session, turn
+// empty or paused (lock.go), waking the workflow's other runners. A run of
+// someone else holding it leaves the message queued, says "locked by run
+// X" in a session.state event and retries. The agent's payloads are wrapped in envelopes (session, turn
 // "t{N}", agent) and journaled; the event that ends a turn is written
 // synchronously. After every turn, however it ended, the session row gets
 // the turn's usage and cost (the sum of its step.finished events) and the

@@ -43,8 +43,33 @@ import (
 //	"long task"         a bash call that waits for the file "go" in the
 //	                    workspace (the test creates it to end the turn)
 //	"tree task"         a bash call that starts a process tree that never ends
+//	"write a", "write b" a bash call that commits a.txt or b.txt, then
+//	                    "committed on {branch}"
+//	"merge"             a bash call that merges workflow wf's parallel branches
+//	                    (from /runs) into the workspace
 const script = `
 rules:
+  - name: committed
+    when: {tool_result: "committed on"}
+    reply: {text: "written", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: merged
+    when: {tool_result: "merged:"}
+    reply: {text: "merge done", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: write a
+    when: {last_user: "write a"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo A > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm 'add a' && echo committed on $(git branch --show-current)"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: write b
+    when: {last_user: "write b"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo B > b.txt && git add b.txt && git -c user.name=t -c user.email=t@t commit -qm 'add b' && echo committed on $(git branch --show-current)"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: merge
+    when: {last_user: "merge"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "for d in /runs/*/repo; do s=${d#/runs/}; s=${s%/repo}; git fetch -q $d harvest/wf/$s && git -c user.name=t -c user.email=t@t merge -q --no-edit FETCH_HEAD || exit 1; done; echo merged: $(ls *.txt)"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: msg
     when: {last_user_regexp: "^msg"}
     reply: {text: "ok", usage: {input_tokens: 100, output_tokens: 10}}

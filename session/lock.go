@@ -36,10 +36,10 @@ type lease struct {
 	renewed time.Time // on the Manager's clock
 }
 
-// acquireLock takes the session lock for run, or fails with a
-// *store.LockError naming the holder.
-func acquireLock(ctx context.Context, st store.Store, session, run string, ttl time.Duration, now time.Time) (*lease, error) {
-	l := &lease{st: st, key: lockKey(session), holder: run, ttl: ttl, renewed: now}
+// acquireLock takes the lock key (the session's, or its workflow's: see
+// lockKeyOf) for run, or fails with a *store.LockError naming the holder.
+func acquireLock(ctx context.Context, st store.Store, key, run string, ttl time.Duration, now time.Time) (*lease, error) {
+	l := &lease{st: st, key: key, holder: run, ttl: ttl, renewed: now}
 	if _, err := st.AcquireLock(ctx, l.key, run, ttl); err != nil {
 		return nil, err
 	}
@@ -61,10 +61,22 @@ func (l *lease) renew(ctx context.Context, now time.Time) error {
 // the last renewal, so two renewals can fail before it expires.
 func (l *lease) renewAt() time.Time { return l.renewed.Add(l.ttl / 3) }
 
-// takeOver releases the session lock if a runner of the session itself
-// holds it (one that died with the previous server).
-func takeOver(ctx context.Context, st store.Store, session string) error {
-	l, err := st.GetLock(ctx, lockKey(session))
+// takeOver releases the locks s's runs take (lockKeyOf, and its
+// workflow's) if a run of the session itself holds them: one that died
+// with the previous server.
+func takeOver(ctx context.Context, st store.Store, s *store.Session) error {
+	if err := takeOverKey(ctx, st, lockKey(s.ID), s.ID); err != nil {
+		return err
+	}
+	if s.Collab.Workflow == "" {
+		return nil
+	}
+	return takeOverKey(ctx, st, workflowLockKey(s.Owner, s.Collab.Workflow), s.ID)
+}
+
+// takeOverKey releases lock key if a run of session holds it.
+func takeOverKey(ctx context.Context, st store.Store, key, session string) error {
+	l, err := st.GetLock(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

@@ -95,7 +95,14 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	if m.isClosed() {
 		return nil, fmt.Errorf("creating a session: %w: Harvest is shutting down, try again when it is back", ErrUnavailable)
 	}
-	s, first, err := m.newSession(owner, req)
+	var others []*store.Session
+	if req.Workflow != "" && workflowPattern.MatchString(req.Workflow) {
+		var err error
+		if others, err = m.st.ListSessions(ctx, store.SessionFilter{Owner: owner, Workflow: req.Workflow}); err != nil {
+			return nil, fmt.Errorf("creating a session: reading workflow %s: %w", req.Workflow, err)
+		}
+	}
+	s, first, err := m.newSession(owner, req, others)
 	if err != nil {
 		return nil, err
 	}
@@ -116,16 +123,14 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 }
 
 // newSession validates req and builds the session row and first message.
-func (m *Manager) newSession(owner string, req CreateRequest) (*store.Session, *store.Message, error) {
+func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
 	var problems []string
 	if len(req.Title) > maxTitle {
 		problems = append(problems, fmt.Sprintf("title is %d bytes: keep it under %d", len(req.Title), maxTitle))
 	}
 	id := newSessionID()
-	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: id})
-	if err != nil {
-		return nil, nil, err
-	}
+	collab, dir, cp := m.collabFor(owner, id, req, others)
+	problems = append(problems, cp...)
 	if len(req.Repos) == 0 {
 		problems = append(problems, "repos is empty: give at least one repository (a directory on the server or a git URL) in repos[].source")
 	}
@@ -194,7 +199,7 @@ func (m *Manager) newSession(owner string, req CreateRequest) (*store.Session, *
 	s := &store.Session{
 		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
 		Agent: AgentBuiltin, Model: model, Backend: backend, Repos: repos,
-		Limits: limits, Mode: mode, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+		Limits: limits, Mode: mode, Collab: collab, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
 	}
 	var first *store.Message
 	if strings.TrimSpace(req.Prompt) != "" {
@@ -370,6 +375,9 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	if err := m.st.ForceUnlock(ctx, lockKey(id)); err != nil {
 		return fmt.Errorf("deleting session %s: releasing its lock: %w", id, err)
 	}
+	if err := m.leaveWorkflow(ctx, s); err != nil {
+		return fmt.Errorf("deleting session %s: %w; try again", id, err)
+	}
 	if err := m.j.Flush(ctx, id); err != nil {
 		return fmt.Errorf("deleting session %s: writing its last events: %w", id, err)
 	}
@@ -389,14 +397,15 @@ func (m *Manager) Subscribe(ctx context.Context, owner, id string, after int64) 
 	return m.j.Subscribe(ctx, id, after)
 }
 
-// Unlock force-releases the session lock, whoever holds it (an admin's
-// way out of a lock whose holder is known to be dead), and wakes the
-// session's runner.
+// Unlock force-releases the lock the session's runs take (its own, or its
+// sequential workflow's), whoever holds it (an admin's way out of a lock
+// whose holder is known to be dead), and wakes the session's runner.
 func (m *Manager) Unlock(ctx context.Context, id string) error {
-	if _, err := m.session(ctx, "", id); err != nil {
+	s, err := m.session(ctx, "", id)
+	if err != nil {
 		return err
 	}
-	if err := m.st.ForceUnlock(ctx, lockKey(id)); err != nil {
+	if err := m.st.ForceUnlock(ctx, LockKeyOf(s)); err != nil {
 		return fmt.Errorf("unlocking session %s: %w", id, err)
 	}
 	m.mu.Lock()

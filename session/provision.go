@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -31,12 +32,9 @@ func (r *runner) provision() error {
 			return err
 		}
 	}
-	fresh, err := prepareWorkspaces(r.ctx, r.s)
+	fresh, err := r.m.prepareWorkspaces(r.ctx, r.s)
 	if err != nil {
-		if r.ctx.Err() != nil {
-			return err
-		}
-		return fatal(err)
+		return err
 	}
 	sb, ag, err := r.startBox(fresh)
 	if err != nil {
@@ -55,7 +53,7 @@ func (r *runner) provision() error {
 }
 
 // startBox starts a box on the session's workspaces and its agent.
-func (r *runner) startBox(fresh []string) (*sandbox.Sandbox, agent.Agent, error) {
+func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agent, error) {
 	s := r.s
 	p, err := r.m.provider(s.Backend)
 	if err != nil {
@@ -75,6 +73,14 @@ func (r *runner) startBox(fresh []string) (*sandbox.Sandbox, agent.Agent, error)
 	}
 	for _, repo := range s.Repos {
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: repo.Name, HostPath: repo.Path})
+	}
+	if s.Collab.Mode == store.Sequential {
+		// The merge step's view of the parallel sessions' copies.
+		runs := runsDir(r.m.cfg.DataDir, s.Owner, s.Collab.Workflow)
+		if err := os.MkdirAll(runs, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("creating %s: %w", runs, err)
+		}
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{HostPath: runs, BoxPath: RunsMount})
 	}
 	r.setBoxID(spec.ID)
 	ctx, cancel := context.WithTimeout(r.ctx, startTimeout)
@@ -162,43 +168,59 @@ func (r *runner) discard(sb *sandbox.Sandbox, ag agent.Agent) {
 // A fresh copy that is not a git repository is made one, with its initial
 // state committed, so the agent's git tools (status, diff, log) show what it
 // changed, as in harvest run.
-func (r *runner) checkout(ctx context.Context, sb *sandbox.Sandbox, fresh []string) error {
+func (r *runner) checkout(ctx context.Context, sb *sandbox.Sandbox, fresh map[string]copied) error {
 	for _, repo := range r.s.Repos {
-		if !contains(fresh, repo.Name) {
+		from, ok := fresh[repo.Name]
+		if !ok {
 			continue
 		}
-		if repo.Ref == "" {
-			t, err := workspace.Track(ctx, sb, sb.WorkspacePath(repo.Name))
-			if err != nil {
+		// A copy of the workflow's shared workspace is on its working
+		// branch already.
+		if from != fromShared {
+			if err := r.checkoutRef(ctx, sb, repo); err != nil {
 				return err
 			}
-			if t == workspace.MadeGit {
-				r.m.log.Info("made a workspace a git repository to track the agent's changes", "session", r.id, "repo", repo.Name)
+		}
+		if b := r.s.Collab.Branch; b != "" {
+			if err := gitInBox(ctx, sb, repo, "making the session's branch "+b, "checkout", "-q", "-b", b); err != nil {
+				return err
 			}
-			continue
-		}
-		var errb bytes.Buffer
-		st, err := sb.Run(ctx, &sandbox.Cmd{
-			Args: []string{"git", "-c", "advice.detachedHead=false", "checkout", "-q", repo.Ref},
-			Dir:  sb.WorkspacePath(repo.Name), Stderr: &errb, OutputLimit: 64 << 10, Timeout: 2 * time.Minute,
-		})
-		if err != nil {
-			return err
-		}
-		if !st.Success() {
-			return fatal(fmt.Errorf("repository %s: checking out %s failed (%s): %s; give a branch, tag or commit that exists", repo.Name, repo.Ref, st, strings.TrimSpace(errb.String())))
 		}
 	}
 	return nil
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
+// checkoutRef checks out repo.Ref in a fresh copy, or makes sure the copy
+// is a git repository.
+func (r *runner) checkoutRef(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo) error {
+	if repo.Ref != "" {
+		return gitInBox(ctx, sb, repo, "checking out "+repo.Ref+" (give a branch, tag or commit that exists)", "-c", "advice.detachedHead=false", "checkout", "-q", repo.Ref)
 	}
-	return false
+	t, err := workspace.Track(ctx, sb, sb.WorkspacePath(repo.Name))
+	if err != nil {
+		return err
+	}
+	if t == workspace.MadeGit {
+		r.m.log.Info("made a workspace a git repository to track the agent's changes", "session", r.id, "repo", repo.Name)
+	}
+	return nil
+}
+
+// gitInBox runs git args in repo's workspace, in the box; a failure is
+// fatal to the session and says what was being done.
+func gitInBox(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo, doing string, args ...string) error {
+	var errb bytes.Buffer
+	st, err := sb.Run(ctx, &sandbox.Cmd{
+		Args: append([]string{"git"}, args...),
+		Dir:  sb.WorkspacePath(repo.Name), Stderr: &errb, OutputLimit: 64 << 10, Timeout: 2 * time.Minute,
+	})
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
+		return fatal(fmt.Errorf("repository %s: %s failed (%s): %s", repo.Name, doing, st, strings.TrimSpace(errb.String())))
+	}
+	return nil
 }
 
 // newAgent makes the session's agent in sb, continuing its saved

@@ -31,6 +31,7 @@ type runner struct {
 	paused bool     // Cancel paused the queue; a new message resumes it
 	turn   *turnCtl // the running turn, if any
 	boxID  string   // the box being started or held (Recover's orphan check)
+	lkey   string   // the lock its turns take (lockKeyOf), once the session is read
 
 	// Owned by the run goroutine.
 	s         *store.Session
@@ -55,6 +56,18 @@ func newRunner(m *Manager, id string) *runner {
 		ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
+}
+
+func (r *runner) setLockKey(k string) {
+	r.mu.Lock()
+	r.lkey = k
+	r.mu.Unlock()
+}
+
+func (r *runner) lockKey() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lkey
 }
 
 // notify wakes the runner. Called under Manager.mu.
@@ -128,7 +141,8 @@ func (r *runner) loop() {
 		return
 	}
 	r.s = r.m.withDefaults(s)
-	if !r.try(takeOver(r.ctx, r.m.st, r.id)) {
+	r.setLockKey(LockKeyOf(s))
+	if !r.try(takeOver(r.ctx, r.m.st, s)) {
 		return
 	}
 	if s.State == store.StateWorking || s.State == store.StateCancelling {

@@ -321,7 +321,7 @@ func TestSessionLock(t *testing.T) {
 	if q := e.get(v.ID).Queue; len(q) != 1 {
 		t.Fatalf("queue %d while locked, want 1", len(q))
 	}
-	if _, err := acquireLock(ctx, e.st, v.ID, "run-third", time.Minute, time.Now()); err == nil || !strings.Contains(err.Error(), "locked by run-other") {
+	if _, err := acquireLock(ctx, e.st, lockKey(v.ID), "run-third", time.Minute, time.Now()); err == nil || !strings.Contains(err.Error(), "locked by run-other") {
 		t.Fatalf("a second run got %v, want locked by run-other", err)
 	}
 	if err := e.m.Unlock(ctx, v.ID); err != nil {

@@ -20,12 +20,16 @@ func (r *runner) runTurn(msg *store.Message) error {
 	n := r.s.Turns + 1
 	tid := turnID(n)
 	if r.lease == nil {
-		l, err := acquireLock(r.ctx, m.st, r.id, runID(r.id, n), m.cfg.LockTTL, m.clock.Now())
+		l, err := acquireLock(r.ctx, m.st, LockKeyOf(r.s), runID(r.id, n), m.cfg.LockTTL, m.clock.Now())
 		if le, ok := lockedBy(err); ok {
 			r.lockRetry = m.clock.Now().Add(m.cfg.LockRetry)
 			if le.Lock.Holder != r.lockSaid {
 				r.lockSaid = le.Lock.Holder
-				r.m.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: the session is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, le, m.cfg.LockRetry, r.id)}))
+				what := "the session"
+				if wf := r.s.Collab.Workflow; wf != "" {
+					what = "workflow " + wf
+				}
+				r.m.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: %s is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, what, le, m.cfg.LockRetry, r.id)}))
 			}
 			return nil
 		}
@@ -111,6 +115,7 @@ func (r *runner) dropLease() {
 		r.log.Warn("releasing the session lock", "run", r.lease.holder, "err", err)
 	}
 	r.lease = nil
+	r.m.wakeWorkflow(r.s)
 }
 
 // supervise waits for the turn's outcome while keeping its watchdog, its

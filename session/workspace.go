@@ -55,14 +55,16 @@ func boxUser() (sandbox.User, workspace.Owner) {
 }
 
 // prepareWorkspaces makes sure every repository of s has its workspace on
-// the host. A missing one is copied (or cloned) from its source, into a
+// the host. A missing one is copied (or cloned) from its source (a parallel
+// session's, from its workflow's shared workspace: copySource), into a
 // temporary sibling renamed into place, so a crash never leaves a half copy
 // under the real name. Only a session that has no conversation yet may be
 // copied afresh: later, a missing workspace means the agent's work is gone,
-// which the caller must hear about. It returns the repositories it copied.
-func prepareWorkspaces(ctx context.Context, s *store.Session) ([]string, error) {
+// which the caller must hear about. It returns the repositories it copied,
+// and from where.
+func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[string]copied, error) {
 	_, owner := boxUser()
-	var fresh []string
+	fresh := map[string]copied{}
 	for _, r := range s.Repos {
 		if _, err := os.Stat(r.Path); err == nil {
 			continue
@@ -70,11 +72,11 @@ func prepareWorkspaces(ctx context.Context, s *store.Session) ([]string, error) 
 			return fresh, fmt.Errorf("workspace %s: %w", r.Name, err)
 		}
 		if len(s.AgentState) > 0 {
-			return fresh, fmt.Errorf("workspace %s (%s) is gone: the agent's work in it is lost; delete the session and start a new one", r.Name, r.Path)
+			return fresh, fatal(fmt.Errorf("workspace %s (%s) is gone: the agent's work in it is lost; delete the session and start a new one", r.Name, r.Path))
 		}
-		src, err := workspace.Parse(r.Source)
+		src, shared, err := m.copySource(s, r)
 		if err != nil {
-			return fresh, fmt.Errorf("repository %s: %w", r.Name, err)
+			return fresh, fatal(fmt.Errorf("repository %s: %w", r.Name, err))
 		}
 		if err := os.MkdirAll(filepath.Dir(r.Path), 0o711); err != nil {
 			return fresh, fmt.Errorf("creating %s: %w (is the data directory writable?)", filepath.Dir(r.Path), err)
@@ -83,15 +85,41 @@ func prepareWorkspaces(ctx context.Context, s *store.Session) ([]string, error) 
 		if err := os.RemoveAll(tmp); err != nil {
 			return fresh, fmt.Errorf("removing the partial copy %s: %w", tmp, err)
 		}
-		if _, err := workspace.Prepare(ctx, src, tmp, owner); err != nil {
+		copyIt := func() error {
+			_, err := workspace.Prepare(ctx, src, tmp, owner)
+			return err
+		}
+		if shared {
+			err = m.withWorkflowLock(ctx, s, copyIt)
+		} else {
+			err = copyIt()
+		}
+		if err != nil {
 			os.RemoveAll(tmp)
-			return fresh, fmt.Errorf("copying repository %s: %w", r.Name, err)
+			if _, ok := lockedBy(err); ok {
+				return fresh, fmt.Errorf("copying workflow %s's repository %s: waiting for the run that works in it: %w", s.Collab.Workflow, r.Name, err)
+			}
+			if ctx.Err() != nil {
+				return fresh, err
+			}
+			return fresh, fatal(fmt.Errorf("copying repository %s: %w", r.Name, err))
 		}
 		if err := os.Rename(tmp, r.Path); err != nil {
 			os.RemoveAll(tmp)
 			return fresh, fmt.Errorf("workspace %s: %w", r.Name, err)
 		}
-		fresh = append(fresh, r.Name)
+		fresh[r.Name] = fromSource
+		if shared {
+			fresh[r.Name] = fromShared
+		}
 	}
 	return fresh, nil
 }
+
+// copied says where a fresh workspace was copied from.
+type copied int
+
+const (
+	fromSource copied = iota // the repository's source
+	fromShared               // the workflow's shared workspace
+)

@@ -96,6 +96,9 @@ type Session struct {
 	Backend string `json:"backend"`
 	Repos   []Repo `json:"repos"`
 	Limits  Limits `json:"limits"`
+	// Collab is how the session shares a workflow's workspace; zero: it
+	// has a workspace of its own.
+	Collab Collab `json:"collab,omitzero"`
 	// Mode is how a message sent while the agent works is delivered:
 	// "queue" (after the turn) or "interrupt" (cancels the turn).
 	Mode string `json:"mode"`
@@ -114,6 +117,25 @@ type Session struct {
 	// ActiveAt is the last time a message arrived or a turn ended (idle
 	// timeout counts from it).
 	ActiveAt time.Time `json:"active_at"`
+}
+
+// Collaboration modes of sessions sharing a workflow's workspace (seed 004).
+const (
+	// Sequential: the sessions work in one workspace, on one branch, one
+	// run at a time (the workflow lock).
+	Sequential = "sequential"
+	// Parallel: each session works on its own copy of the workflow's
+	// repositories, on a branch of its own; they run concurrently.
+	Parallel = "parallel"
+)
+
+// Collab places a session in a workflow.
+type Collab struct {
+	Workflow string `json:"workflow"`
+	Mode     string `json:"mode"` // Sequential | Parallel
+	// Branch is a parallel session's own branch, made from the working
+	// branch when its workspace is copied.
+	Branch string `json:"branch,omitempty"`
 }
 
 // MessageState is where a user message is.
@@ -145,6 +167,8 @@ type Message struct {
 type SessionFilter struct {
 	Owner  string
 	States []State
+	// Workflow matches the sessions of a workflow (Collab.Workflow).
+	Workflow string
 	// UpdatedBefore matches sessions last updated before it.
 	UpdatedBefore time.Time
 	// Limit bounds the result (0: no bound); newest first.

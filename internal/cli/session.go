@@ -148,6 +148,8 @@ type newFlags struct {
 	budget      float64
 	follow      bool
 	json        bool
+	workflow    string
+	collab      string
 }
 
 func newSessionNewCmd(conn *connFlags) *cobra.Command {
@@ -161,9 +163,17 @@ session waits for a message (harvest session send).
 
 --repo is a directory on the server's machine (copied; the original is never
 written) or a git URL (cloned). Repeat it for several repositories.
-With --follow, the session's events are shown until the first turn ends.`,
+With --follow, the session's events are shown until the first turn ends.
+
+--workflow puts the session in one of your workflows, sharing its
+repositories with the workflow's other sessions. --collaboration sequential
+(the default) works in the workflow's one workspace, one session's turns at a
+time; parallel gives the session a copy on a branch of its own
+(harvest/WORKFLOW/SESSION) and runs at once. A sequential session sees the
+parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 		Example: `  harvest session new --repo . "Fix the failing test"
-  harvest session new --repo ~/src/api --repo ~/src/web --title "login flow" -f "Add SSO"`,
+  harvest session new --repo ~/src/api --repo ~/src/web --title "login flow" -f "Add SSO"
+  harvest session new --repo . --workflow review --collaboration parallel "Check for SQL injection"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(f.repos) == 0 {
 				return errors.New(`no repository: give --repo DIR (or a git URL), like: harvest session new --repo . "Fix the failing test"`)
@@ -209,14 +219,21 @@ With --follow, the session's events are shown until the first turn ends.`,
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the sandbox, like 4g (default: the server's, 6g)")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "most model calls per turn")
 	fl.Float64Var(&f.budget, "budget", 0, "most USD per turn")
+	fl.StringVar(&f.workflow, "workflow", "", "share the repositories with your other sessions of this workflow")
+	fl.StringVar(&f.collab, "collaboration", "", "in a workflow: sequential (default: one workspace, one run at a time) or parallel (own copy and branch)")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "show the events until the first turn ends")
 	fl.BoolVar(&f.json, "json", false, "print the session (and events) as JSON")
 	return cmd
 }
 
 func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequest, error) {
-	req := session.CreateRequest{Title: f.title, Agent: f.agent, Model: f.model, Backend: f.backend, Mode: f.mode}
+	req := session.CreateRequest{Title: f.title, Agent: f.agent, Model: f.model, Backend: f.backend, Mode: f.mode,
+		Workflow: f.workflow, Collaboration: f.collab}
 	switch {
+	case f.collab != "" && f.workflow == "":
+		return req, errors.New("--collaboration needs --workflow: it says how the session shares the workflow's repositories")
+	case f.collab != "" && f.collab != store.Sequential && f.collab != store.Parallel:
+		return req, fmt.Errorf("--collaboration %q: use sequential or parallel", f.collab)
 	case f.idleTimeout < 0, f.maxLifetime < 0, f.watchdog < 0:
 		return req, errors.New("--idle-timeout, --max-lifetime and --turn-watchdog must be positive")
 	case f.maxSteps < 0:
@@ -389,6 +406,13 @@ func newSessionShowCmd(conn *connFlags) *cobra.Command {
 			}
 			fmt.Fprintf(w, "repos:   %s\n", describeSession(v.Session))
 			fmt.Fprintf(w, "agent:   %s (%s) on %s\n", v.Agent, orDash(v.Model), v.Backend)
+			if c := v.Collab; c.Workflow != "" {
+				fmt.Fprintf(w, "workflow: %s, %s", c.Workflow, c.Mode)
+				if c.Branch != "" {
+					fmt.Fprintf(w, " on branch %s", c.Branch)
+				}
+				fmt.Fprintln(w)
+			}
 			fmt.Fprintf(w, "turns:   %d · %s in, %s out tokens · $%.4f\n", v.Turns, commas(v.Usage.InputTokens), commas(v.Usage.OutputTokens), v.CostUSD)
 			if v.Error != "" {
 				fmt.Fprintf(w, "error:   %s\n", v.Error)

@@ -80,6 +80,10 @@ CREATE TABLE tokens (
 	created_at INTEGER NOT NULL
 ) STRICT;
 `},
+	{"collab", `
+ALTER TABLE sessions ADD COLUMN collab TEXT NOT NULL DEFAULT '{}'; -- JSON store.Collab
+CREATE INDEX sessions_workflow ON sessions (json_extract(collab, '$.workflow')) WHERE collab <> '{}';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -12,7 +12,7 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab`
 
 // CreateSession stores s and, if first is not nil, its first message (Seq 1)
 // in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
@@ -40,7 +40,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 		defaultMessage(&m, now)
 	}
 	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
 			}
@@ -70,9 +70,13 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding usage: %w", err)
 	}
+	collab, err := json.Marshal(s.Collab)
+	if err != nil {
+		return nil, fmt.Errorf("encoding collab: %w", err)
+	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt)}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab)}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -81,11 +85,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	var (
 		s                          store.Session
 		state, repos, limits, use  string
+		collab                     string
 		created, updated, activeAt int64
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt); err != nil {
+		&created, &updated, &activeAt, &collab); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -98,6 +103,9 @@ func scanSession(r scanner) (*store.Session, error) {
 	}
 	if err := json.Unmarshal([]byte(use), &s.Usage); err != nil {
 		return nil, fmt.Errorf("session %s: decoding usage: %w", s.ID, err)
+	}
+	if err := json.Unmarshal([]byte(collab), &s.Collab); err != nil {
+		return nil, fmt.Errorf("session %s: decoding collab: %w", s.ID, err)
 	}
 	return &s, nil
 }
@@ -129,6 +137,10 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		for _, st := range f.States {
 			args = append(args, string(st))
 		}
+	}
+	if f.Workflow != "" {
+		where = append(where, "collab <> '{}' AND json_extract(collab, '$.workflow') = ?")
+		args = append(args, f.Workflow)
 	}
 	if !f.UpdatedBefore.IsZero() {
 		where = append(where, "updated_at < ?")
@@ -193,7 +205,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		// args[0] is the id: move it to the WHERE.
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
-	error=?, created_at=?, updated_at=?, active_at=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	error=?, created_at=?, updated_at=?, active_at=?, collab=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
 		}
 		out = sess

@@ -28,6 +28,7 @@ func fullSession(id string) *store.Session {
 		Limits: store.Limits{IdleTimeout: 5 * time.Minute, MaxLifetime: 24 * time.Hour,
 			TurnWatchdog: 30 * time.Minute, MemoryBytes: 6 << 30, MaxSteps: 50, BudgetUSD: 2.5},
 		Mode:       "queue",
+		Collab:     store.Collab{Workflow: "wf-1", Mode: store.Parallel, Branch: "harvest/wf-1/" + id},
 		Sandbox:    []byte(`{"backend":"local","id":"box-1"}`),
 		AgentState: []byte("\x00binary\xffstate"),
 		Turns:      3,
@@ -137,8 +138,12 @@ func testListSessions(t *testing.T, open func(*testing.T) store.Store) {
 	states := []store.State{store.StateIdle, store.StateWorking, store.StateSuspended, store.StateIdle, store.StateStopped, store.StateWorking}
 	for i := range owners {
 		c := base.Add(time.Duration(i) * time.Minute)
-		mustCreate(t, st, &store.Session{ID: fmt.Sprintf("s%d", i), Owner: owners[i], State: states[i],
-			CreatedAt: c, UpdatedAt: c.Add(30 * time.Second)})
+		sess := &store.Session{ID: fmt.Sprintf("s%d", i), Owner: owners[i], State: states[i],
+			CreatedAt: c, UpdatedAt: c.Add(30 * time.Second)}
+		if i%2 == 1 {
+			sess.Collab = store.Collab{Workflow: "wf-odd", Mode: store.Sequential}
+		}
+		mustCreate(t, st, sess)
 	}
 	ids := func(ss []*store.Session) []string {
 		out := []string{}
@@ -161,6 +166,9 @@ func testListSessions(t *testing.T, open func(*testing.T) store.Store) {
 		{"limit", store.SessionFilter{Limit: 2}, []string{"s5", "s4"}},
 		{"everything", store.SessionFilter{Owner: "a", States: []store.State{store.StateIdle, store.StateSuspended, store.StateWorking}, UpdatedBefore: base.Add(10 * time.Minute), Limit: 2}, []string{"s5", "s2"}},
 		{"no match", store.SessionFilter{Owner: "c"}, []string{}},
+		{"workflow", store.SessionFilter{Workflow: "wf-odd"}, []string{"s5", "s3", "s1"}},
+		{"workflow and owner", store.SessionFilter{Workflow: "wf-odd", Owner: "a"}, []string{"s5"}},
+		{"no such workflow", store.SessionFilter{Workflow: "wf-none"}, []string{}},
 	} {
 		got, err := st.ListSessions(ctx, tc.f)
 		if err != nil {
