@@ -1,0 +1,350 @@
+package claudecode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/local"
+	"github.com/harvest-dev/harvest/sim"
+)
+
+// The tests run the real thing: the pinned Claude Code CLI as the box user
+// in a real local box (network none), talking to `harvest sim` served on a
+// box listener, the way the session layer serves the model proxy.
+
+const (
+	testModel = "claude-sonnet-4-5"
+	testKey   = "sk-ant-harvest-claudecode-test-token"
+	// faultMount is where the fault tests mount their fault injector.
+	faultMount = "/opt/harvest-fault"
+)
+
+// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
+// machine without the local backend fails the tests instead of skipping.
+func localRequired() bool {
+	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
+	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
+}
+
+// env is one test's provider, workspace, sim and fault injector.
+type env struct {
+	t      *testing.T
+	prov   *local.Provider
+	claude string // the CLI's path, the same in the box
+	ws     string // host directory of workspace "repo"
+	sim    *sim.Server
+	faults string // host directory mounted at faultMount
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	claude := testbin.Claude(t)
+	if !strings.HasPrefix(claude, testbin.NPMPrefix+"/") {
+		t.Skipf("claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
+	}
+	e := &env{t: t, claude: claude}
+	e.prov = local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
+	t.Cleanup(func() { e.prov.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.prov.Available(ctx); err != nil {
+		if localRequired() {
+			t.Fatalf("the local sandbox backend is required here: %v", err)
+		}
+		t.Skipf("the local sandbox backend is not available: %v", err)
+	}
+	script, err := sim.LoadScript(filepath.Join("testdata", "script.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim = sim.New(script)
+	e.ws = testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
+	e.writeWorkspace("hello.txt", "helo, world\n")
+
+	e.faults = testbin.TempDir(t)
+	if err := os.Chmod(e.faults, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join("testdata", "fault.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.faults, "claude"), src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.setFault("")
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.logRequests()
+		}
+	})
+	return e
+}
+
+func (e *env) writeWorkspace(name, content string) {
+	e.t.Helper()
+	p := filepath.Join(e.ws, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(p, sandbox.DefaultUID, sandbox.DefaultGID); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// setFault sets the fault injector's mode ("" runs the real CLI).
+func (e *env) setFault(mode string) {
+	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(e.faults, "mode"), []byte(mode), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// box starts a box on the workspace with the CLIs and the fault injector
+// mounted, serves the sim on a listener in it, and returns the box and the
+// sim's in-box URL. Both end with the test.
+func (e *env) box(ctx context.Context) (*sandbox.Sandbox, string) {
+	t := e.t
+	t.Helper()
+	sb, err := e.prov.Start(ctx, sandbox.Spec{
+		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: e.ws}},
+		User:       sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID},
+		Mounts: []sandbox.Mount{
+			{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix},
+			{HostPath: e.faults, BoxPath: faultMount},
+		},
+	})
+	if err != nil {
+		t.Fatalf("starting a box: %v", err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening in the box: %v", err)
+	}
+	srv := &http.Server{Handler: e.sim}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		srv.Close()
+		<-served
+	})
+	return sb, "http://" + ln.Addr().String()
+}
+
+// config is the agent's configuration for a box.
+func (e *env) config(sb *sandbox.Sandbox, url string) Config {
+	return Config{
+		Box: sb, Workdir: sb.WorkspacePath("repo"), CLI: e.claude,
+		ModelURL: url, ModelKey: testKey, Model: testModel,
+		SessionID: "test-" + strings.ReplaceAll(e.t.Name(), "/", "-"),
+		Logger:    slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+}
+
+// newAgent makes an agent, closed when the test ends.
+func (e *env) newAgent(ctx context.Context, cfg Config, state []byte) *Agent {
+	e.t.Helper()
+	a, err := New(ctx, cfg, state)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := a.Close(ctx); err != nil {
+			e.t.Errorf("Close: %v", err)
+		}
+	})
+	return a
+}
+
+// requests returns the sim's requests answered by rule.
+func (e *env) requests(rule string) []sim.Request {
+	var out []sim.Request
+	for _, r := range e.sim.Requests() {
+		if r.Rule == rule {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// request returns the one request answered by rule.
+func (e *env) request(rule string) sim.Request {
+	e.t.Helper()
+	rs := e.requests(rule)
+	if len(rs) != 1 {
+		e.t.Fatalf("rule %s answered %d requests, want 1", rule, len(rs))
+	}
+	return rs[0]
+}
+
+func (e *env) logRequests() {
+	for _, r := range e.sim.Requests() {
+		e.t.Logf("sim request #%d %s %s rule %q status %d %s", r.Seq, r.Method, r.Path, r.Rule, r.Status, r.Error)
+	}
+}
+
+// conversation is the text of a model request's messages and system
+// prompt, to look for earlier exchanges in.
+func conversation(t *testing.T, r sim.Request) (system, messages string) {
+	t.Helper()
+	var body struct {
+		System   json.RawMessage `json:"system"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("request #%d: %v", r.Seq, err)
+	}
+	return string(body.System), string(body.Messages)
+}
+
+// recorder collects a turn's events; next hands them over one at a time to
+// a test that watches a running turn.
+type recorder struct {
+	mu     sync.Mutex
+	events []event.Payload
+	ch     chan event.Payload
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan event.Payload, 4096)} }
+
+func (r *recorder) emit(p event.Payload) {
+	r.mu.Lock()
+	r.events = append(r.events, p)
+	r.mu.Unlock()
+	r.ch <- p
+}
+
+func (r *recorder) all() []event.Payload {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]event.Payload(nil), r.events...)
+}
+
+// waitFor returns the first event (from the ones not yet taken) that ok
+// accepts.
+func (r *recorder) waitFor(ctx context.Context, t *testing.T, what string, ok func(event.Payload) bool) event.Payload {
+	t.Helper()
+	for {
+		select {
+		case p := <-r.ch:
+			if ok(p) {
+				return p
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event: %v; events so far: %s", what, ctx.Err(), types(r.all()))
+			return nil
+		}
+	}
+}
+
+// turn runs one turn and checks the contract: TurnStarted first, exactly
+// one outcome, last, equal to the one returned.
+func turnOf(ctx context.Context, t *testing.T, a agent.Agent, prompt string) (agent.Outcome, []event.Payload) {
+	t.Helper()
+	rec := newRecorder()
+	out := a.Turn(ctx, prompt, rec.emit)
+	evs := rec.all()
+	checkContract(t, out, evs)
+	return out, evs
+}
+
+func checkContract(t *testing.T, out agent.Outcome, evs []event.Payload) {
+	t.Helper()
+	if len(evs) < 2 {
+		t.Fatalf("the turn emitted %s", types(evs))
+	}
+	if _, ok := evs[0].(event.TurnStarted); !ok {
+		t.Errorf("first event %s, want turn.started", evs[0].EventType())
+	}
+	outcomes := 0
+	for _, p := range evs {
+		switch p.(type) {
+		case event.TurnFinished, event.TurnCancelled, event.TurnFailed:
+			outcomes++
+		}
+	}
+	if outcomes != 1 {
+		t.Errorf("%d outcome events, want 1: %s", outcomes, types(evs))
+	}
+	if last := evs[len(evs)-1]; fmt.Sprint(last) != fmt.Sprint(out.Payload()) {
+		t.Errorf("last event %#v, want the outcome %#v", last, out.Payload())
+	}
+	started := map[string]bool{}
+	for _, p := range evs {
+		switch e := p.(type) {
+		case event.ToolStarted:
+			started[e.CallID] = true
+		case event.ToolFinished:
+			if !started[e.CallID] {
+				t.Errorf("tool.finished for %s, which did not start", e.CallID)
+			}
+			delete(started, e.CallID)
+		}
+	}
+	if len(started) > 0 {
+		t.Errorf("tool calls that never finished: %v", started)
+	}
+}
+
+func types(evs []event.Payload) string {
+	var s []string
+	for _, p := range evs {
+		s = append(s, string(p.EventType()))
+	}
+	return strings.Join(s, " ")
+}
+
+func finished(t *testing.T, out agent.Outcome, evs []event.Payload) *event.TurnFinished {
+	t.Helper()
+	if out.Finished == nil {
+		t.Fatalf("the turn did not finish: %#v; events: %s", out.Payload(), types(evs))
+	}
+	return out.Finished
+}
+
+// boxProcesses lists the command lines of the box's processes.
+func boxProcesses(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) string {
+	t.Helper()
+	var out strings.Builder
+	st, err := sb.Run(ctx, &sandbox.Cmd{
+		Args:   []string{"sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null`},
+		Stdout: &out,
+	})
+	if err != nil || !st.Success() {
+		t.Fatalf("listing the box's processes: %v %v", st, err)
+	}
+	return out.String()
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+var errTestCancel = errors.New("the test cancelled the turn")

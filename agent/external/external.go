@@ -1,0 +1,262 @@
+// Package external opens the agents Harvest does not write itself — the
+// Claude Code CLI (agent/claudecode), OpenCode (agent/opencode) and any
+// CLI in a terminal (agent/terminal) — in a box, behind the same
+// agent.Agent contract as the builtin loop, and bridges their model calls
+// to the host.
+//
+// # The model bridge
+//
+// A box has no network. Open listens on 127.0.0.1 inside the box
+// (sandbox.Sandbox.Listen: the in-box agent carries each connection to the
+// host), serves the host's modelproxy.Proxy on that listener, and gives
+// the CLI the listener's address as its API base URL and a per-session
+// proxy token as its API key. The real key stays on the host, in the
+// proxy; the token is revoked when the agent is closed.
+//
+//	CLI in box ──► 127.0.0.1:N (box listener) ══ agentd ══► host: Proxy ──► model API (+ real key)
+//
+// Open owns one goroutine per agent, the proxy's Serve on that listener;
+// Close stops it (closing the listener) and waits for it.
+//
+// # Usage
+//
+// Claude Code and OpenCode report every model call's usage and cost
+// themselves; the agents turn them into step.finished events. An
+// interactive CLI in a terminal reports nothing, so for the terminal
+// agent the usage the proxy measured during the turn is emitted as
+// step.finished events just before the turn's last event, whose totals
+// it fills in. The proxy also enforces the session's budget for every
+// kind: BudgetUSD is per turn, as for the builtin agent.
+package external
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/modelproxy"
+	"github.com/harvest-dev/harvest/sandbox"
+)
+
+// The agent kinds besides the builtin one.
+const (
+	ClaudeCode = "claudecode"
+	OpenCode   = "opencode"
+	Terminal   = "terminal"
+)
+
+// Kinds lists the external agent kinds Open runs.
+var Kinds = []string{ClaudeCode}
+
+// IsKind reports whether name is an external agent kind Open runs.
+func IsKind(name string) bool { return slices.Contains(Kinds, name) }
+
+// DefaultCLIPrefix is where scripts/setup installs the pinned CLIs (npm
+// install --prefix).
+const DefaultCLIPrefix = "/opt/harvest/npm"
+
+// cliName is the binary each kind runs.
+func cliName(kind string) string {
+	switch kind {
+	case OpenCode:
+		return "opencode"
+	default:
+		return "claude"
+	}
+}
+
+// CLIPath is the path of kind's CLI under prefix, on the host and, as
+// Mounts shows prefix at the same path, in the box.
+func CLIPath(prefix, kind string) string {
+	return filepath.Join(prefix, "node_modules", ".bin", cliName(kind))
+}
+
+// CheckCLI reports, on the host, whether kind's CLI is installed under
+// prefix, saying how to install it when it is not.
+func CheckCLI(prefix, kind string) error {
+	p := CLIPath(prefix, kind)
+	fi, err := os.Stat(p)
+	if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("not an executable file")
+	}
+	return fmt.Errorf("the %s agent needs its CLI at %s (%v): run scripts/setup, or point Harvest at another npm prefix", kind, p, err)
+}
+
+// Mounts is what a box for kind needs besides its workspaces: the CLIs'
+// npm prefix, read-only at the same path.
+func Mounts(prefix, kind string) []sandbox.Mount {
+	return []sandbox.Mount{{HostPath: prefix, BoxPath: prefix}}
+}
+
+// NewProxy returns a model proxy for the endpoint of model (a Harvest model
+// name, "endpoint/model") as models configures it: its real key is what
+// the proxy adds, and API returns the endpoint's wire API.
+func NewProxy(models providers.Config, model string, log *slog.Logger) (p *modelproxy.Proxy, api string, err error) {
+	name, _, err := llm.ParseModel(model)
+	if err != nil {
+		return nil, "", err
+	}
+	e, ok := models.Endpoints[name]
+	if !ok {
+		return nil, "", fmt.Errorf("model %q: no endpoint %q is configured", model, name)
+	}
+	api = e.API
+	if api == "" {
+		api = name
+	}
+	up := &modelproxy.Upstream{BaseURL: e.BaseURL, APIKey: e.APIKey}
+	cfg := modelproxy.Config{Prices: models.Prices, Logger: log}
+	switch api {
+	case "anthropic":
+		cfg.Anthropic = up
+	case "openai":
+		cfg.OpenAI = up
+	default:
+		return nil, "", fmt.Errorf("model %q: endpoint %q speaks %q, which the model proxy does not", model, name, api)
+	}
+	p, err = modelproxy.New(cfg)
+	return p, api, err
+}
+
+// CheckModel reports whether kind can use a model of an endpoint
+// speaking api.
+func CheckModel(kind, api string) error {
+	if kind == ClaudeCode && api != "anthropic" {
+		return fmt.Errorf("the %s agent speaks the Anthropic API: give an anthropic/... model", kind)
+	}
+	return nil
+}
+
+// Spec is an external agent to open in a box.
+type Spec struct {
+	Kind string
+	// Box is started by the caller with Mounts(CLIPrefix, Kind).
+	Box *sandbox.Sandbox
+	// Workdir is the box path the CLI works in (the first workspace).
+	Workdir   string
+	CLIPrefix string
+	// Model is the model id the CLI asks for, without Harvest's provider
+	// prefix (claude-sonnet-4-5).
+	Model string
+	// Proxy carries the CLI's model calls to the real API.
+	Proxy *modelproxy.Proxy
+	// BudgetUSD caps each turn's model spending (0: no cap).
+	BudgetUSD float64
+	// Instructions are added to the CLI's system prompt.
+	Instructions string
+	SessionID    string
+	// State is what the agent's State returned before (a suspension).
+	State  []byte
+	Logger *slog.Logger
+}
+
+// Open starts the bridge and the agent. The caller closes the agent;
+// the box stays the caller's.
+func Open(ctx context.Context, s Spec) (agent.Agent, error) {
+	if !IsKind(s.Kind) {
+		return nil, fmt.Errorf("agent kind %q: this Harvest runs %s", s.Kind, strings.Join(Kinds, ", "))
+	}
+	if s.Box == nil || s.Proxy == nil {
+		return nil, errors.New("external agent: a box and a model proxy are required")
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	ln, err := s.Box.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bridging the model endpoint into the box: %w", err)
+	}
+	b := &bridged{proxy: s.Proxy, session: s.SessionID, budget: s.BudgetUSD, ln: ln, served: make(chan struct{})}
+	token, revoke := s.Proxy.Grant(modelproxy.Grant{Session: s.SessionID, OnUsage: b.onUsage})
+	b.revoke = revoke
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.stopServe = cancel
+	go func() {
+		defer close(b.served)
+		if err := s.Proxy.Serve(sctx, ln); err != nil && sctx.Err() == nil {
+			s.Logger.Warn("serving the model proxy in the box stopped", "session", s.SessionID, "err", err)
+		}
+	}()
+	url := "http://" + ln.Addr().String()
+	var ag agent.Agent
+	switch s.Kind {
+	case ClaudeCode:
+		ag, err = claudecode.New(ctx, claudecode.Config{
+			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
+			ModelURL: url, ModelKey: token, Model: s.Model,
+			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
+		}, s.State)
+	}
+	if err != nil {
+		b.stop()
+		return nil, err
+	}
+	b.Agent = ag
+	return b, nil
+}
+
+// bridged is an agent with its model bridge.
+type bridged struct {
+	agent.Agent
+	proxy   *modelproxy.Proxy
+	session string
+	budget  float64
+
+	ln        *sandbox.Listener
+	revoke    func()
+	stopServe context.CancelFunc
+	served    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	mu    sync.Mutex
+	usage []modelproxy.Usage // during a turn (OnUsage runs on the proxy's request goroutines)
+}
+
+func (b *bridged) onUsage(u modelproxy.Usage) {
+	b.mu.Lock()
+	b.usage = append(b.usage, u)
+	b.mu.Unlock()
+}
+
+// Turn sets the turn's budget on the proxy (what the session spent so far
+// plus BudgetUSD) and runs the agent's turn.
+func (b *bridged) Turn(ctx context.Context, prompt string, emit func(event.Payload)) agent.Outcome {
+	b.mu.Lock()
+	b.usage = nil
+	b.mu.Unlock()
+	if b.budget > 0 {
+		b.proxy.SetBudget(b.session, b.proxy.Spent(b.session)+b.budget)
+	}
+	return b.Agent.Turn(ctx, prompt, emit)
+}
+
+// Close closes the agent, then the bridge.
+func (b *bridged) Close(ctx context.Context) error {
+	b.closeOnce.Do(func() {
+		b.closeErr = b.Agent.Close(ctx)
+		b.stop()
+	})
+	return b.closeErr
+}
+
+func (b *bridged) stop() {
+	b.revoke()
+	b.stopServe()
+	b.ln.Close()
+	<-b.served
+}
