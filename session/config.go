@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent/external"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -29,7 +30,8 @@ const (
 	DefaultLockRetry = 2 * time.Second
 )
 
-// AgentBuiltin is the only agent this version runs (CreateRequest.Agent).
+// AgentBuiltin is Harvest's own agent loop, the default
+// (CreateRequest.Agent); the others are agent/external's kinds.
 const AgentBuiltin = "builtin"
 
 // Config is what a Manager needs.
@@ -62,6 +64,9 @@ type Config struct {
 	// searched after the repositories' .harvest/agents; "" searches only
 	// the repositories.
 	AgentsDir string
+	// CLIPrefix is the npm prefix the external agents' CLIs are installed
+	// under (external.DefaultCLIPrefix when empty); boxes see it read-only.
+	CLIPrefix string
 	// Defaults fill the zero fields of a request's limits; their own zero
 	// fields take the Default* constants.
 	Defaults store.Limits
@@ -72,6 +77,13 @@ type Config struct {
 	Clock Clock
 	// Logger receives what goes wrong in the background; nil discards it.
 	Logger *slog.Logger
+}
+
+func (c *Config) cliPrefix() string {
+	if c.CLIPrefix == "" {
+		return external.DefaultCLIPrefix
+	}
+	return c.CLIPrefix
 }
 
 func (c *Config) check() error {

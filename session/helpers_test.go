@@ -117,11 +117,15 @@ type env struct {
 	pool    int
 	noOpen  bool
 	agent   string // the harvest-agent binary
+	key     string // the model endpoint's API key
 }
 
 type envOpt func(*env)
 
 func withPool(n int) envOpt { return func(e *env) { e.pool = n } }
+
+// withKey gives the model endpoint the API key k (default "sk-test").
+func withKey(k string) envOpt { return func(e *env) { e.key = k } }
 
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
@@ -129,7 +133,7 @@ func withoutManager(e *env) { e.noOpen = true }
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clock: newTestClock()}
+	e := &env{t: t, clock: newTestClock(), key: "sk-test"}
 	for _, o := range opts {
 		o(e)
 	}
@@ -213,7 +217,7 @@ func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
 		},
 		DataDir: e.dataDir,
 		Models: providers.Config{
-			Endpoints: map[string]providers.Endpoint{"anthropic": {API: "anthropic", BaseURL: e.simURL, APIKey: "sk-test"}},
+			Endpoints: map[string]providers.Endpoint{"anthropic": {API: "anthropic", BaseURL: e.simURL, APIKey: e.key}},
 			Retry:     llm.RetryPolicy{MaxAttempts: 1},
 		},
 		DefaultModel: testModel,

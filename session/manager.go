@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/store"
@@ -49,6 +50,7 @@ type Manager struct {
 	providers map[string]sandbox.Provider
 	owned     []io.Closer // providers the Manager opened itself
 	clients   map[string]*llm.Client
+	proxies   map[string]*modelproxy.Proxy // by endpoint name
 }
 
 // NewManager returns a Manager. It starts nothing: call Recover, then serve.
@@ -62,7 +64,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		log:  cfg.Logger.With("component", "session"),
 		base: base, stopAll: stop,
 		runners: map[string]*runner{}, deleting: map[string]bool{},
-		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{},
+		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{}, proxies: map[string]*modelproxy.Proxy{},
 	}, nil
 }
 
@@ -161,11 +163,6 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 		}
 		repos = append(repos, store.Repo{Name: name, Source: src.String(), Ref: r.Ref, Path: dir + "/" + name})
 	}
-	switch req.Agent {
-	case "", AgentBuiltin:
-	default:
-		problems = append(problems, fmt.Sprintf("agent %q is not available: this Harvest runs the %q agent (leave agent empty)", req.Agent, AgentBuiltin))
-	}
 	model := req.Model
 	if model == "" {
 		model = m.cfg.DefaultModel
@@ -190,6 +187,8 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	default:
 		problems = append(problems, fmt.Sprintf("mode %q: use %q (messages wait for the turn to end) or %q (a message cancels the running turn)", req.Mode, ModeQueue, ModeInterrupt))
 	}
+	kind, ap := m.checkAgent(req.Agent, model, backend)
+	problems = append(problems, ap...)
 	limits, lp := m.cfg.limits(req.Limits)
 	problems = append(problems, lp...)
 	if len(problems) > 0 {
@@ -198,7 +197,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	now := m.clock.Now().UTC()
 	s := &store.Session{
 		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
-		Agent: AgentBuiltin, Model: model, Backend: backend, Repos: repos,
+		Agent: kind, Model: model, Backend: backend, Repos: repos,
 		Limits: limits, Mode: mode, Collab: collab, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
 	}
 	var first *store.Message

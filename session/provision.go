@@ -74,6 +74,7 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 	for _, repo := range s.Repos {
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: repo.Name, HostPath: repo.Path})
 	}
+	spec.Mounts = append(spec.Mounts, r.m.boxMounts(s.Agent)...)
 	if s.Collab.Mode == store.Sequential {
 		// The merge step's view of the parallel sessions' copies.
 		runs := runsDir(r.m.cfg.DataDir, s.Owner, s.Collab.Workflow)
@@ -227,6 +228,9 @@ func gitInBox(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo, doing s
 // conversation.
 func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent, error) {
 	s := r.s
+	if s.Agent != AgentBuiltin {
+		return r.newExternal(ctx, sb)
+	}
 	client, err := r.m.client(s.Model)
 	if err != nil {
 		return nil, fatal(fmt.Errorf("model %s: %w", s.Model, err))

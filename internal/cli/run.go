@@ -21,12 +21,14 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/agent/external"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -78,7 +80,11 @@ With no key at all, Harvest runs on harvest sim with its bundled demo script
 runs on harvest sim with your own script instead.
 
 The agent is --agent NAME: .harvest/agents/NAME.md in the repository, else
-~/.config/harvest/agents/NAME.md, else the built-in default.
+~/.config/harvest/agents/NAME.md, else the built-in default. --agent
+claudecode runs the Claude Code CLI in the box instead (installed by
+scripts/setup under $HARVEST_CLI_PREFIX, default /opt/harvest/npm; local
+backend), its model calls going through a proxy on this machine that adds
+the key: the box sees only a per-run token.
 
 Ctrl-C cancels the turn: the running tool's processes are killed and the
 box is destroyed. Exit status: 0 done, 1 the agent failed (a limit, a loop,
@@ -100,7 +106,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.repos, "repo", nil, "repository to work on: a directory or a git URL (repeatable)")
-	fl.StringVar(&f.agentName, "agent", "", "agent definition name (default: the repository's or built-in default)")
+	fl.StringVar(&f.agentName, "agent", "", "agent definition name (default: the repository's or built-in default), or claudecode")
 	fl.StringVar(&f.model, "model", "", "model as provider/model, like anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
 	fl.StringVar(&f.backend, "backend", backends.Default, "sandbox backend: "+strings.Join(backends.Names(), ", "))
 	fl.BoolVar(&f.json, "json", false, "print every event as a JSON line instead of the progress view")
@@ -167,7 +173,10 @@ func agentsDir() string {
 // modelSetup is the model client and, when it runs on the sim, the server.
 type modelSetup struct {
 	client *llm.Client
-	notice string // said once on stderr
+	models providers.Config // where models are served (the sim's endpoint on the sim)
+	name   string           // the model, provider/model
+	demo   bool             // the bundled demo script plays the model
+	notice string           // said once on stderr
 	stop   func()
 }
 
@@ -184,7 +193,7 @@ func openModel(f agentRunFlags) (*modelSetup, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--sim-script: %w", err)
 		}
-		return startSim(cfg, s, f.model, fmt.Sprintf("running on harvest sim with the script %s: the answers are scripted, not from a model.", f.simScript))
+		return startSim(cfg, s, f.model, false, fmt.Sprintf("running on harvest sim with the script %s: the answers are scripted, not from a model.", f.simScript))
 	}
 	model := f.model
 	if model == "" {
@@ -201,7 +210,7 @@ func openModel(f agentRunFlags) (*modelSetup, error) {
 			if err != nil {
 				return nil, err
 			}
-			return startSim(cfg, s, demo.Model, "no model key is configured (ANTHROPIC_API_KEY or OPENAI_API_KEY), so this is a DEMO: "+
+			return startSim(cfg, s, demo.Model, true, "no model key is configured (ANTHROPIC_API_KEY or OPENAI_API_KEY), so this is a DEMO: "+
 				"Harvest runs on harvest sim with its bundled demo script, which only knows how to fix examples/calc. "+
 				"The sandbox, the tools and the agent loop are real; the model's answers are scripted.")
 		}
@@ -210,11 +219,11 @@ func openModel(f agentRunFlags) (*modelSetup, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &modelSetup{client: client, stop: func() {}}, nil
+	return &modelSetup{client: client, models: cfg, name: model, stop: func() {}}, nil
 }
 
 // startSim serves script on loopback and opens model against it.
-func startSim(cfg providers.Config, s *sim.Script, model, notice string) (*modelSetup, error) {
+func startSim(cfg providers.Config, s *sim.Script, model string, isDemo bool, notice string) (*modelSetup, error) {
 	cfg, model, stop, err := serveSim(cfg, s, model)
 	if err != nil {
 		return nil, err
@@ -224,7 +233,7 @@ func startSim(cfg providers.Config, s *sim.Script, model, notice string) (*model
 		stop()
 		return nil, err
 	}
-	return &modelSetup{client: client, notice: notice, stop: stop}, nil
+	return &modelSetup{client: client, models: cfg, name: model, demo: isDemo, notice: notice, stop: stop}, nil
 }
 
 // serveSim serves script on loopback until stop is called, and returns cfg
@@ -313,6 +322,11 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		return exitCode(exitHarvestError, err)
 	}
 	defer model.stop()
+	if external.IsKind(f.agentName) {
+		if err := checkExternal(f, model); err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+	}
 	if model.notice != "" {
 		fmt.Fprintln(stderr, "harvest:", model.notice)
 	}
@@ -368,6 +382,9 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		owner = workspace.Owner{}
 	}
 	spec := sandbox.Spec{User: user, Limits: limits, Image: f.image, Labels: map[string]string{"harvest.run": runID}}
+	if external.IsKind(f.agentName) {
+		spec.Mounts = external.Mounts(cliPrefix(), f.agentName)
+	}
 	for _, src := range sources {
 		dst := filepath.Join(runDir, src.Name())
 		if _, err := workspace.Prepare(ctx, src, dst, owner); err != nil {
@@ -411,31 +428,6 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	if err := trackChanges(ctx, box, ws, stderr); err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	def, err := builtin.LoadDefinition(ctx, box, ws, agentsDir(), f.agentName)
-	if err != nil {
-		return exitCode(exitHarvestError, err)
-	}
-	if f.maxSteps > 0 {
-		def.Harness.MaxSteps = f.maxSteps
-	}
-	if f.timeout > 0 {
-		def.Harness.Timeout = builtin.Duration(f.timeout)
-	}
-	if f.budget > 0 {
-		def.Harness.BudgetUSD = f.budget
-	}
-	if f.maxOutput > 0 {
-		def.Harness.MaxOutputTokens = f.maxOutput
-	}
-	if def.Model != "" && f.model == "" && os.Getenv("HARVEST_MODEL") == "" && model.notice == "" {
-		// The agent definition names its model; flags and HARVEST_MODEL win.
-		c, err := providers.Open(providers.FromEnv(), def.Model)
-		if err != nil {
-			return exitCode(exitHarvestError, fmt.Errorf("agent %s: %w", def.Name, err))
-		}
-		model.client = c
-	}
-
 	audit, err := os.OpenFile(filepath.Join(runDir, "audit.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -447,12 +439,25 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 	defer events.Close()
 
-	ag, err := builtin.New(ctx, builtin.Config{
-		Client: model.client, Box: box, Definition: def, Workspaces: ws, SessionID: runID,
-		Hooks: []builtin.HookRegistration{builtin.AuditHook(audit, runID)},
-	}, nil)
+	var ag agent.Agent
+	var desc string
+	if external.IsKind(f.agentName) {
+		ag, err = openExternal(ctx, f, model, box, ws, runID)
+		desc = fmt.Sprintf("%s agent, %s", f.agentName, model.name)
+	} else {
+		var def *builtin.Definition
+		ag, def, err = openBuiltin(ctx, f, model, box, ws, runID, audit)
+		if def != nil {
+			desc = fmt.Sprintf("%s agent, %s", def.Name, model.client)
+		}
+	}
 	if err != nil {
 		return exitCode(exitHarvestError, err)
+	}
+	if f.timeout > 0 && external.IsKind(f.agentName) {
+		var cancelT context.CancelFunc
+		ctx, cancelT = context.WithTimeoutCause(ctx, f.timeout, fmt.Errorf("the turn reached its time limit (--timeout %s)", f.timeout))
+		defer cancelT()
 	}
 
 	var view eventSink
@@ -460,7 +465,7 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		view = &jsonView{w: stdout}
 	} else {
 		view = newTextView(stdout, isTerminal(stdout))
-		fmt.Fprintf(stderr, "harvest: %s on %s in a %s box (%s agent, %s)\n", describeRepos(sources), runDir, box.Backend(), def.Name, model.client)
+		fmt.Fprintf(stderr, "harvest: %s on %s in a %s box (%s)\n", describeRepos(sources), runDir, box.Backend(), desc)
 	}
 	rec := &eventLog{run: runID, turn: "t1", sinks: []eventSink{&jsonView{w: events}, view}}
 	out := ag.Turn(ctx, prompt, rec.emit)
@@ -493,6 +498,88 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	default:
 		return exitCode(exitTurnFailed, nil)
 	}
+}
+
+// openBuiltin makes Harvest's own agent, from its definition and the
+// flags.
+func openBuiltin(ctx context.Context, f agentRunFlags, model *modelSetup, box *sandbox.Sandbox, ws []builtin.Workspace, runID string, audit io.Writer) (agent.Agent, *builtin.Definition, error) {
+	def, err := builtin.LoadDefinition(ctx, box, ws, agentsDir(), f.agentName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.maxSteps > 0 {
+		def.Harness.MaxSteps = f.maxSteps
+	}
+	if f.timeout > 0 {
+		def.Harness.Timeout = builtin.Duration(f.timeout)
+	}
+	if f.budget > 0 {
+		def.Harness.BudgetUSD = f.budget
+	}
+	if f.maxOutput > 0 {
+		def.Harness.MaxOutputTokens = f.maxOutput
+	}
+	if def.Model != "" && f.model == "" && os.Getenv("HARVEST_MODEL") == "" && model.notice == "" {
+		// The agent definition names its model; flags and HARVEST_MODEL win.
+		c, err := providers.Open(providers.FromEnv(), def.Model)
+		if err != nil {
+			return nil, nil, fmt.Errorf("agent %s: %w", def.Name, err)
+		}
+		model.client = c
+	}
+
+	ag, err := builtin.New(ctx, builtin.Config{
+		Client: model.client, Box: box, Definition: def, Workspaces: ws, SessionID: runID,
+		Hooks: []builtin.HookRegistration{builtin.AuditHook(audit, runID)},
+	}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	return ag, def, nil
+}
+
+// openExternal starts an external agent's CLI in the box, its model calls
+// going through a model proxy that holds the real key.
+func openExternal(ctx context.Context, f agentRunFlags, model *modelSetup, box *sandbox.Sandbox, ws []builtin.Workspace, runID string) (agent.Agent, error) {
+	p, api, err := external.NewProxy(model.models, model.name, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := external.CheckModel(f.agentName, api); err != nil {
+		return nil, fmt.Errorf("--model %s: %w", model.name, err)
+	}
+	_, id, err := llm.ParseModel(model.name)
+	if err != nil {
+		return nil, err
+	}
+	return external.Open(ctx, external.Spec{
+		Kind: f.agentName, Box: box, Workdir: ws[0].Path, CLIPrefix: cliPrefix(),
+		Model: id, Proxy: p, BudgetUSD: f.budget, SessionID: runID,
+	})
+}
+
+// checkExternal says what stops an external agent from running with these
+// flags and this model.
+func checkExternal(f agentRunFlags, model *modelSetup) error {
+	switch {
+	case model.demo:
+		return fmt.Errorf("the %s agent needs a model: set ANTHROPIC_API_KEY (or give --model), or run it on harvest sim with --sim-script FILE (the bundled demo script is written for the builtin agent)", f.agentName)
+	case f.backend != local.Name:
+		return fmt.Errorf("--agent %s runs on the local backend only for now (its CLI needs the host's Node.js): leave --backend out", f.agentName)
+	case f.maxSteps > 0, f.maxOutput > 0:
+		return fmt.Errorf("--max-steps and --max-output-tokens are the builtin agent's; the %s agent's CLI has its own", f.agentName)
+	}
+	return external.CheckCLI(cliPrefix(), f.agentName)
+}
+
+// cliPrefix is where the external agents' CLIs are installed:
+// $HARVEST_CLI_PREFIX, else where scripts/setup puts them.
+func cliPrefix() string {
+	if p := os.Getenv("HARVEST_CLI_PREFIX"); p != "" {
+		return p
+	}
+	return external.DefaultCLIPrefix
 }
 
 func sigName(s os.Signal) string {

@@ -245,6 +245,7 @@ func TestRunBadInput(t *testing.T) {
 	env, _ := runEnv(t)
 	repo := t.TempDir()
 	bad := writeScript(t, "rules:\n  - reply: {txt: oops}\n")
+	script := writeScript(t, "rules:\n  - reply: {text: ok}\n")
 	cases := []struct {
 		args []string
 		code int
@@ -261,11 +262,63 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--repo", repo, "--model", "acme/model-1", "x"}, 125, `unknown provider "acme"`},
 		{[]string{"run", "--repo", repo, "--repo", repo, "x"}, 125, "two repositories are named"},
 		{[]string{"run", "--repo", repo, "--backend", "podman", "x"}, 125, `unknown backend "podman"`},
+		{[]string{"run", "--repo", repo, "--agent", "claudecode", "x"}, 125, "the claudecode agent needs a model: set ANTHROPIC_API_KEY"},
+		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--backend", "docker", "x"}, 125, "runs on the local backend only"},
+		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--max-steps", "3", "x"}, 125, "--max-steps and --max-output-tokens are the builtin agent's"},
+		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--model", "openai/gpt-4.1", "x"}, 125, "speaks the Anthropic API"},
 	}
 	for _, c := range cases {
 		code, _, errOut := runHarvest(t, env, "", c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("harvest %s:\n  exit %d, want %d\n  stderr %q\n  want it to contain %q", strings.Join(c.args, " "), code, c.code, errOut, c.want)
 		}
+	}
+}
+
+// TestRunClaudeCode: harvest run --agent claudecode runs the real Claude
+// Code CLI in the box on harvest sim, through the model proxy: the scripted
+// task's tools really run and the answer comes back, with the same kinds
+// of events as the builtin agent's.
+func TestRunClaudeCode(t *testing.T) {
+	needRoot(t)
+	testbin.Claude(t)
+	env, _ := runEnv(t)
+	repo := t.TempDir()
+	os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644)
+	script, err := filepath.Abs("../../sim/examples/claude-code.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runHarvest(t, env, "", "run", "--agent", "claudecode", "--repo", repo, "--sim-script", script, "--json",
+		"Write a greeting script greet.sh, run it, and tell me what it printed")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	seen := map[string]bool{}
+	var result string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Type string `json:"type"`
+			Data struct {
+				Result string `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		seen[e.Type] = true
+		if e.Type == "turn.finished" {
+			result = e.Data.Result
+		}
+	}
+	for _, want := range []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"} {
+		if !seen[want] {
+			t.Errorf("no %s event; seen %v", want, seen)
+		}
+	}
+	if !strings.Contains(result, "hello, harvest") {
+		t.Errorf("result %q", result)
 	}
 }

@@ -1,0 +1,190 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sim"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// claudeScript is the model side of a Claude Code session: a task whose
+// command waits for the file "go" (so a follow-up queues behind it), a
+// follow-up, and a question after a suspension.
+const claudeScript = `
+rules:
+  - name: one-wait
+    when: {api: anthropic, last_user: "Task one", turn: 1, tools: [Bash]}
+    reply:
+      tool_calls: [{name: Bash, input: {command: "until [ -e go ]; do sleep 0.02; done; echo fixed > fixed.txt; echo released", description: "Wait for go"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: one-answer
+    when: {api: anthropic, last_user: "Task one", turn: 2, tool_result: "released"}
+    reply: {text: "Task one done.", usage: {input_tokens: 110, output_tokens: 5}}
+  - name: two
+    when: {api: anthropic, last_user: "Task two"}
+    reply: {text: "Task two done.", usage: {input_tokens: 120, output_tokens: 5}}
+  - name: three
+    when: {api: anthropic, last_user: "Task three"}
+    reply: {text: "I remember both tasks.", usage: {input_tokens: 130, output_tokens: 5}}
+`
+
+// canaryKey is the real key of the test's model endpoint: it must reach
+// the sim (through the model proxy) and nothing in or from the box.
+const canaryKey = "sk-ant-canary-4c1f0e9b7d2a48e3a6f1-never-in-the-box"
+
+// A session with the real Claude Code as its agent: the same contract as
+// the builtin agent's — events of the same kinds, a follow-up queued
+// behind a running turn, idle suspension and resume with the whole
+// conversation — with the model reached only through the model proxy: the
+// real key is absent from the box and from every event, and the sim sees
+// it arrive.
+func TestClaudeCodeSession(t *testing.T) {
+	testbin.Claude(t)
+	e := newEnv(t, withKey(canaryKey))
+	s, err := sim.ParseScript("claude-session.yaml", []byte(claudeScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Store(sim.New(s))
+	ctx := ctxT(t)
+
+	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent = external.ClaudeCode })
+	if v.Agent != external.ClaudeCode {
+		t.Fatalf("agent %q", v.Agent)
+	}
+	w := e.watch(v.ID)
+	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return p.Tool == "Bash" })
+	e.send(v.ID, "Task two, after that", "")
+	if q := e.get(v.ID).Queue; len(q) != 1 {
+		t.Fatalf("queue %d while Claude Code works, want the follow-up", len(q))
+	}
+
+	// The box holds no real key while the CLI runs.
+	scanSessionBox(t, e, v.ID)
+
+	release(t, v)
+	if f := w.finished("t1"); f.Result != "Task one done." || f.Usage.InputTokens == 0 || f.CostUSD <= 0 {
+		t.Fatalf("t1 finished with %+v", f)
+	}
+	if f := w.finished("t2"); f.Result != "Task two done." {
+		t.Fatalf("t2 finished with %+v", f)
+	}
+	w.state(store.StateIdle)
+	if b, err := os.ReadFile(filepath.Join(v.Repos[0].Path, "fixed.txt")); err != nil || string(b) != "fixed\n" {
+		t.Fatalf("the workspace after t1: fixed.txt %q, %v", b, err)
+	}
+	kinds := map[string]bool{}
+	for _, ev := range w.seen {
+		if ev.Turn == "t1" {
+			kinds[string(ev.Data.EventType())] = true
+		}
+	}
+	for _, want := range []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"} {
+		if !kinds[want] {
+			t.Errorf("turn t1 has no %s event (it has %v)", want, kinds)
+		}
+	}
+
+	// Idle suspension destroys the box; the next message resumes Claude
+	// Code's conversation in a new one.
+	e.clock.Advance(DefaultIdleTimeout)
+	w.state(store.StateSuspended)
+	e.send(v.ID, "Task three: what did you do?", "")
+	if f := w.finished("t3"); f.Result != "I remember both tasks." {
+		t.Fatalf("t3 finished with %+v", f)
+	}
+	var last sim.Request
+	for _, r := range e.sim.Load().Requests() {
+		if r.Rule == "three" {
+			last = r
+		}
+		if got := r.Header.Get("X-Api-Key"); got != canaryKey {
+			t.Errorf("request %d (%s) reached the model with key %q, want the real one added by the proxy", r.Seq, r.Path, got)
+		}
+	}
+	for _, want := range []string{"Task one: make fixed.txt", "Task one done.", "Task two, after that", "Task two done."} {
+		if !bytes.Contains(last.Body, []byte(want)) {
+			t.Fatalf("the resumed turn's request lacks %q: the conversation was not resumed\n%.3000s", want, last.Body)
+		}
+	}
+
+	// No event carries the key.
+	evs, err := e.st.Events(ctx, v.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		b, _ := json.Marshal(ev)
+		if strings.Contains(string(b), canaryKey[:20]) {
+			t.Fatalf("event %d carries the real key: %s", ev.Seq, b)
+		}
+	}
+	checkGapless(t, e.st, v.ID)
+}
+
+// scanSessionBox connects to the session's box and looks, from inside,
+// everywhere a process there could find a key: every process's environment
+// and command line, and the files under HOME, the workspaces and /tmp.
+func scanSessionBox(t *testing.T, e *env, id string) {
+	t.Helper()
+	s, err := e.st.GetSession(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHandle(s.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := e.prov.Recover(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	script := `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do echo "== $f"; tr '\0' '\n' < "$f"; echo; done
+find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo scan-done`
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
+	if err != nil || !strings.Contains(out.String(), "scan-done") {
+		t.Fatalf("scanning the box: %v %v\n%s", st, err, out.String())
+	}
+	scan := out.String()
+	if !strings.Contains(scan, "ANTHROPIC_BASE_URL=http://127.0.0.1:") || !strings.Contains(scan, "harvest-session-") {
+		t.Fatalf("the scan does not show the CLI's proxy settings, so it did not look where it should:\n%.3000s", scan)
+	}
+	for _, part := range []string{canaryKey, canaryKey[:20], canaryKey[len(canaryKey)-20:]} {
+		if strings.Contains(scan, part) {
+			t.Fatalf("the real key (%q) is in the box", part)
+		}
+	}
+}
+
+// A request for an external agent is checked like the rest: an unknown
+// kind, and a backend it cannot run on, are input errors.
+func TestExternalAgentValidation(t *testing.T) {
+	e := newEnv(t)
+	for name, tc := range map[string]struct {
+		req  CreateRequest
+		want string
+	}{
+		"unknown kind":  {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: "aider"}, `agent "aider": use "builtin"`},
+		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode, Backend: "docker"}, `runs on the "local" backend only`},
+	} {
+		_, err := e.m.Create(ctxT(t), "owner-1", tc.req)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", name, err, tc.want)
+		}
+	}
+}
