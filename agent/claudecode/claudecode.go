@@ -118,8 +118,13 @@ type Agent struct {
 	proc    *proc      // the running CLI, or nil
 	saved   *files
 	saveErr error
-	closed  bool
-	seq     int // control request ids
+	// unsaved: a turn ended since the files were last copied out; State
+	// copies them (waiting for untilUUID), not the turn, so the answer is
+	// not held back by Claude Code's transcript flush.
+	unsaved   bool
+	untilUUID string
+	closed    bool
+	seq       int // control request ids
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -218,10 +223,17 @@ func (a *Agent) TranscriptPath() string {
 }
 
 // State implements agent.Agent: Claude Code's session id and its files, as
-// copied out of the box at the end of the last turn (gzipped: the
+// copied out of the box after the last turn (here, if not yet) (gzipped: the
 // transcript holds every tool output, so it grows with the session, up to
 // Config.MaxStateBytes uncompressed).
 func (a *Agent) State() ([]byte, error) {
+	a.mu.Lock()
+	unsaved, until := a.unsaved, a.untilUUID
+	a.unsaved = false
+	a.mu.Unlock()
+	if unsaved && a.box.Alive() {
+		a.save(context.Background(), until)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.saveErr != nil {
@@ -465,8 +477,8 @@ func (a *Agent) Turn(ctx context.Context, prompt string, emit func(event.Payload
 	if a.proc != nil && !a.proc.exited() {
 		until = t.m.last // a live CLI may not have written it yet
 	}
+	a.unsaved, a.untilUUID = true, until
 	a.mu.Unlock()
-	a.save(ctx, until)
 	emit(out.Payload())
 	return out
 }

@@ -99,11 +99,12 @@
 //
 // Claude Code keeps the conversation in CLAUDE_CONFIG_DIR/projects/<cwd with
 // every non-alphanumeric character as '-'>/<session>.jsonl (plus
-// <session>/ for tool results kept apart and subagent transcripts). At the
-// end of every turn the agent copies those files out of the box into memory,
-// incrementally (the transcript only grows), after waiting for the turn's
-// last line to reach it: 2.1.197 writes the transcript 100-200 ms after
-// printing the line. State returns the session id and the files (a gzipped
+// <session>/ for tool results kept apart and subagent transcripts). State
+// (not the turn: the answer is not held back) copies those files out of the
+// box into memory, incrementally (the transcript only grows), after waiting
+// for the last turn's last line to reach it: 2.1.197 writes the transcript
+// 100-200 ms after printing the line; Close copies them one last time.
+// State returns the session id and the files (a gzipped
 // tar; the transcript grows with every tool output, and the copy is
 // bounded by Config.MaxStateBytes). New writes them back into the new box,
 // as the box user, and the first turn starts the CLI with --resume ID, which

@@ -17,6 +17,15 @@
 //	                     TCP: what the sandbox costs Claude Code
 //	builtin loop         Harvest's loop in-process in an already running box:
 //	                     what the loop costs without the CLI and box start
+//	harvest run --agent claudecode
+//	                     the harvest binary running Claude Code as its agent
+//	claude -p in a running box / claudecode agent in a running box
+//	                     one turn of the raw CLI (sim on a box listener) and of
+//	                     Harvest's claudecode agent (model proxy on a box
+//	                     listener, stream-json mapped to events, transcript
+//	                     kept): the per-turn overhead Harvest adds to the CLI
+//	resume               after a turn, the state, a new box, and the time from
+//	                     opening the agent on it to its first model request
 //
 // Every run is checked: log.txt must have one line per command and the final
 // answer must arrive. Needs root, bwrap and the CLIs scripts/setup installs.
@@ -36,10 +45,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/agent/external"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -77,6 +89,7 @@ func script(steps int) string {
 		fmt.Fprintf(&b, "  - name: harvest-%d\n    when: {turn: %d, tools: [bash]}\n    reply: {text: \"Step %d.\", tool_calls: [{name: bash, input: {command: %q}}]}\n", i, i, i, cmd)
 		fmt.Fprintf(&b, "  - name: claude-%d\n    when: {turn: %d, tools: [Bash]}\n    reply: {text: \"Step %d.\", tool_calls: [{name: Bash, input: {command: %q, description: \"Step %d\"}}]}\n", i, i, i, cmd, i)
 	}
+	b.WriteString("  - name: resume\n    when: {last_user: \"Resume check\"}\n    reply: {text: \"resumed\"}\n")
 	fmt.Fprintf(&b, "  - name: done\n    when: {turn: %d}\n    reply: {text: %q}\n", steps, finalTxt)
 	return b.String()
 }
@@ -123,12 +136,21 @@ func main() {
 		{name: "Claude Code in a local box"},
 		{name: "Claude Code on the host, no sandbox"},
 		{name: "builtin loop in a running local box"},
+		{name: "`harvest run --agent claudecode` (local box)"},
+		{name: "Claude Code `-p` in a running local box (one turn)"},
+		{name: "claudecode agent in a running local box (one turn)"},
+		{name: "claudecode resume: open on a new box → first model request"},
 	}
 	for i := 0; i < *n; i++ {
 		results[0].samples = append(results[0].samples, harvestRun(tmp, runDir, scriptPath, i))
 		results[1].samples = append(results[1].samples, claudeInBox(ctx, p, s, tmp, claude, i))
 		results[2].samples = append(results[2].samples, claudeOnHost(ctx, s, tmp, claude, i))
 		results[3].samples = append(results[3].samples, builtinLoop(ctx, p, s, tmp, i))
+		results[4].samples = append(results[4].samples, harvestRun(tmp, runDir, scriptPath, i, "--agent", "claudecode"))
+		raw, agentTurn, resume := claudeTurns(ctx, p, s, tmp, claude, i)
+		results[5].samples = append(results[5].samples, raw)
+		results[6].samples = append(results[6].samples, agentTurn)
+		results[7].samples = append(results[7].samples, resume)
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", i+1, *n)
 	}
 
@@ -174,10 +196,12 @@ func checkLog(dir string) {
 }
 
 // harvestRun runs the real harvest binary.
-func harvestRun(tmp, runDir, scriptPath string, i int) time.Duration {
-	repo := workspace(tmp, fmt.Sprintf("repo-h%d", i))
-	home := filepath.Join(tmp, fmt.Sprintf("home-h%d", i))
-	cmd := exec.Command(*harvestBin, "run", "--repo", repo, "--sim-script", scriptPath, "--json", prompt)
+func harvestRun(tmp, runDir, scriptPath string, i int, flags ...string) time.Duration {
+	tag := strings.Join(flags, "")
+	repo := workspace(tmp, fmt.Sprintf("repo-h%s%d", tag, i))
+	home := filepath.Join(tmp, fmt.Sprintf("home-h%s%d", tag, i))
+	args := append([]string{"run", "--repo", repo, "--sim-script", scriptPath, "--json"}, flags...)
+	cmd := exec.Command(*harvestBin, append(args, prompt)...)
 	cmd.Env = append(os.Environ(), "HARVEST_HOME="+home, "HARVEST_RUN_DIR="+runDir, "HARVEST_AGENT_BINARY="+*agentBin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -331,4 +355,145 @@ func builtinLoop(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 	}
 	checkLog(ws)
 	return d
+}
+
+// claudeTurns measures, in one running box each: the raw CLI's turn (claude
+// -p, the sim on a box listener), the claudecode agent's first turn (the
+// CLI started by the agent, the sim behind the model proxy on a box
+// listener), and after it a resume on a new box: from opening the agent
+// with the saved state to its first model request.
+func claudeTurns(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claude string, i int) (raw, turn, resume time.Duration) {
+	box := func(name string) (*sandbox.Sandbox, string) {
+		ws := workspace(tmp, fmt.Sprintf("%s%d", name, i))
+		sb, err := p.Start(ctx, sandbox.Spec{
+			Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
+			User:       sandbox.User{UID: boxUID, GID: boxUID},
+			Mounts:     external.Mounts(*npmPrefix, external.ClaudeCode),
+		})
+		if err != nil {
+			die("starting a box: %v", err)
+		}
+		return sb, ws
+	}
+
+	// The raw CLI.
+	sb, ws := box("repo-cr")
+	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		die("listening in the box: %v", err)
+	}
+	srv := &http.Server{Handler: sim.New(s)}
+	go srv.Serve(ln)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	st, err := sb.Run(ctx, &sandbox.Cmd{
+		Args: claudeArgs(claude), Env: claudeEnv("http://"+ln.Addr().String(), "/home/user"), Dir: "/workspace/repo",
+		Stdout: &out, Stderr: &errb, Timeout: 5 * time.Minute,
+	})
+	raw = time.Since(start)
+	if err != nil || !st.Success() {
+		die("claude in the box: %v %v\n%s", st, err, errb.String())
+	}
+	checkClaude(out.Bytes())
+	checkLog(ws)
+	srv.Close()
+	sb.Destroy(ctx)
+
+	// The claudecode agent, the sim behind the model proxy.
+	hs := &firstRequest{h: sim.New(s)}
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		die("%v", err)
+	}
+	usrv := &http.Server{Handler: hs}
+	go usrv.Serve(up)
+	defer usrv.Close()
+	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + up.Addr().String(), APIKey: "sk-ant-agent-bench"}}}
+	proxy, _, err := external.NewProxy(models, "anthropic/"+model, nil)
+	if err != nil {
+		die("%v", err)
+	}
+	open := func(sb *sandbox.Sandbox, state []byte) agentTurner {
+		a, err := external.Open(ctx, external.Spec{Kind: external.ClaudeCode, Box: sb, Workdir: "/workspace/repo",
+			CLIPrefix: *npmPrefix, Model: model, Proxy: proxy, SessionID: fmt.Sprintf("bench-%d", i), State: state})
+		if err != nil {
+			die("opening the claudecode agent: %v", err)
+		}
+		return a
+	}
+	sb, ws = box("repo-ca")
+	start = time.Now()
+	a := open(sb, nil)
+	o := a.Turn(ctx, prompt, func(event.Payload) {})
+	turn = time.Since(start)
+	if o.Finished == nil || o.Finished.Result != finalTxt {
+		die("claudecode agent: %+v", o.Payload())
+	}
+	checkLog(ws)
+	state, err := a.State()
+	if err != nil {
+		die("claudecode state: %v", err)
+	}
+	a.Close(ctx)
+	sb.Destroy(ctx)
+
+	// Resume on a new box.
+	sb, _ = box("repo-cs")
+	defer sb.Destroy(ctx)
+	hs.reset()
+	start = time.Now()
+	a = open(sb, state)
+	done := make(chan agentOutcome, 1)
+	go func() { done <- agentOutcome{a.Turn(ctx, "Resume check", func(event.Payload) {})} }()
+	first := hs.wait()
+	resume = first.Sub(start)
+	if o := <-done; o.Finished == nil || o.Finished.Result != "resumed" {
+		die("claudecode resume: %+v", o.Payload())
+	}
+	a.Close(ctx)
+	return raw, turn, resume
+}
+
+type agentTurner interface {
+	Turn(context.Context, string, func(event.Payload)) agent.Outcome
+	State() ([]byte, error)
+	Close(context.Context) error
+}
+
+type agentOutcome struct{ agent.Outcome }
+
+// firstRequest records when the first /v1/messages request arrives.
+type firstRequest struct {
+	h    http.Handler
+	mu   sync.Mutex
+	at   time.Time
+	seen chan struct{}
+}
+
+func (f *firstRequest) reset() {
+	f.mu.Lock()
+	f.at, f.seen = time.Time{}, make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *firstRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		f.mu.Lock()
+		if f.at.IsZero() && f.seen != nil {
+			f.at = time.Now()
+			close(f.seen)
+		}
+		f.mu.Unlock()
+	}
+	f.h.ServeHTTP(w, r)
+}
+
+func (f *firstRequest) wait() time.Time {
+	f.mu.Lock()
+	c := f.seen
+	f.mu.Unlock()
+	<-c
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.at
 }
