@@ -27,7 +27,7 @@ func ocPrices() *llm.PriceTable {
 // runOpenCode runs `opencode run prompt` as the box user in dir, with an
 // OpenAI-compatible provider whose base URL is the proxy and whose key is
 // token, and returns its exit error and output.
-func runOpenCode(t *testing.T, opencode, proxyURL, token, dir string, prompt string) (error, string) {
+func runOpenCode(t *testing.T, opencode, proxyURL, token, dir string, prompt string) (string, error) {
 	t.Helper()
 	home := ownedDir(t, "home")
 	cfg, _ := json.Marshal(map[string]any{
@@ -69,7 +69,7 @@ func runOpenCode(t *testing.T, opencode, proxyURL, token, dir string, prompt str
 			t.Logf("opencode run (%v):\n%s", err, out.String())
 		}
 	})
-	return err, out.String()
+	return out.String(), err
 }
 
 // The real OpenCode CLI, its provider's base URL the proxy and its key a
@@ -85,7 +85,7 @@ func TestOpenCodeThroughProxy(t *testing.T) {
 	tok := h.grant(Grant{Session: "oc-1", OnUsage: got.add})
 	ws := ownedDir(t, "ws")
 
-	err, out := runOpenCode(t, opencode, h.url, tok, ws,
+	out, err := runOpenCode(t, opencode, h.url, tok, ws,
 		"Write a greeting script greet.sh that greets its first argument, run it with the argument harvest saving the output to out.txt, and check the output.")
 	if err != nil || !strings.Contains(out, `Done: greet.sh prints "hello, harvest"`) {
 		t.Errorf("opencode run: %v", err)
@@ -133,7 +133,7 @@ func TestOpenCodeStopsAtBudget(t *testing.T) {
 	tok := h.grant(Grant{Session: "oc-2", BudgetUSD: 0.000001})
 	ws := ownedDir(t, "ws")
 
-	err, out := runOpenCode(t, opencode, h.url, tok, ws,
+	out, err := runOpenCode(t, opencode, h.url, tok, ws,
 		"Write a greeting script greet.sh that greets its first argument, run it with the argument harvest saving the output to out.txt, and check the output.")
 	if err == nil || !strings.Contains(out, "the model budget of session oc-2 is spent") {
 		t.Errorf("opencode run: %v, want the proxy's message and a failure", err)

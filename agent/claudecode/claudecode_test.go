@@ -394,7 +394,7 @@ func TestFaults(t *testing.T) {
 			e.setFault(tc.mode)
 			a = e.newAgent(ctx, cfg, state)
 			start := time.Now()
-			out, evs = turnOf(ctx, t, a, "Ping bravo")
+			out, _ = turnOf(ctx, t, a, "Ping bravo")
 			if out.Failed == nil || out.Failed.Kind != tc.kind || !strings.Contains(out.Failed.Error, tc.says) {
 				t.Fatalf("outcome %#v, want turn.failed %s saying %q", out.Payload(), tc.kind, tc.says)
 			}
