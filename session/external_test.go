@@ -37,6 +37,14 @@ rules:
   - name: three
     when: {api: anthropic, last_user: "Task three"}
     reply: {text: "I remember both tasks.", usage: {input_tokens: 130, output_tokens: 5}}
+  - name: four-tree
+    when: {api: anthropic, last_user: "Task four", tools: [Bash]}
+    reply:
+      tool_calls: [{name: Bash, input: {command: "sh -c 'sleep 41337' & sleep 41338; echo never", description: "Never ends"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: five
+    when: {api: anthropic, last_user: "Task five"}
+    reply: {text: "Still here.", usage: {input_tokens: 100, output_tokens: 5}}
 `
 
 // canaryKey is the real key of the test's model endpoint: it must reach
@@ -117,6 +125,32 @@ func TestClaudeCodeSession(t *testing.T) {
 		if !bytes.Contains(last.Body, []byte(want)) {
 			t.Fatalf("the resumed turn's request lacks %q: the conversation was not resumed\n%.3000s", want, last.Body)
 		}
+	}
+
+	// Cancel during a Bash tool: its process tree is gone within a
+	// second, the session is idle with its queue kept, and the next turn
+	// goes on in the same conversation.
+	e.send(v.ID, "Task four: run forever", "")
+	typed[event.ToolStarted](w, "t4", nil)
+	eventually(t, 10*time.Second, "the tool's process tree runs", func() bool {
+		return len(procsWith("sleep", "41337")) > 0 && len(procsWith("sleep", "41338")) > 0
+	})
+	queued := e.send(v.ID, "Task five: still there?", "")
+	start := time.Now()
+	if err := e.m.Cancel(ctx, "owner-1", v.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Second-time.Since(start), "the process tree is gone", func() bool {
+		return len(procsWith("sleep", "41337")) == 0 && len(procsWith("sleep", "41338")) == 0
+	})
+	t.Logf("cancel to process tree gone: %s", time.Since(start))
+	typed[event.TurnCancelled](w, "t4", nil)
+	if got := e.get(v.ID); got.State != store.StateIdle || len(got.Queue) != 1 || got.Queue[0].ID != queued.ID {
+		t.Fatalf("after cancel: %s with queue %+v, want idle with the queued message", got.State, got.Queue)
+	}
+	e.send(v.ID, "Task five, again", "") // resumes the paused queue
+	if f := w.finished("t5"); f.Result != "Still here." {
+		t.Fatalf("t5 finished with %+v", f)
 	}
 
 	// No event carries the key.
