@@ -26,7 +26,9 @@ type Cmd struct {
 	// Stdin, when set, is copied to the process; nil means /dev/null.
 	Stdin io.Reader
 	// Stdout and Stderr receive the output; nil discards it. With a TTY both
-	// are the terminal and everything goes to Stdout.
+	// are the terminal and everything goes to Stdout. The streams are
+	// copied concurrently; when both are the same writer it gets one Write
+	// at a time, as with os/exec.
 	Stdout io.Writer
 	Stderr io.Writer
 	// TTY runs the command on a pseudo-terminal of this size.
@@ -227,6 +229,12 @@ func (p *Process) run(stdin io.Reader, stdout, stderr io.Writer, tty bool) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	if sameWriter(stdout, stderr) {
+		// As os/exec does: one writer for both streams gets one Write at
+		// a time (the streams are copied by two goroutines).
+		w := &lockedWriter{w: stdout}
+		stdout, stderr = w, w
+	}
 	p.copies.Add(1)
 	go p.copyOut(proto.FdStdout, stdout)
 	if !tty {
@@ -252,6 +260,27 @@ func (p *Process) run(stdin io.Reader, stdout, stderr io.Writer, tty bool) {
 		p.st.mu.Unlock()
 		close(p.done)
 	}()
+}
+
+// sameWriter reports whether a and b are the same comparable writer.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil { // an incomparable dynamic type
+			same = false
+		}
+	}()
+	return a == b && a != io.Discard
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // copyOut delivers one fd's output to w and returns credit as w accepts it.

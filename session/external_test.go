@@ -23,6 +23,9 @@ import (
 // follow-up, and a question after a suspension.
 const claudeScript = `
 rules:
+  - name: title
+    when: {api: anthropic, system: "Generate a concise, sentence-case title"}
+    reply: {text: '{"title": "Make fixed.txt"}', usage: {input_tokens: 150, output_tokens: 10}}
   - name: one-wait
     when: {api: anthropic, last_user: "Task one", turn: 1, tools: [Bash]}
     reply:
@@ -51,13 +54,20 @@ rules:
 // the sim (through the model proxy) and nothing in or from the box.
 const canaryKey = "sk-ant-canary-4c1f0e9b7d2a48e3a6f1-never-in-the-box"
 
-// A session with the real Claude Code as its agent: the same contract as
-// the builtin agent's — events of the same kinds, a follow-up queued
-// behind a running turn, idle suspension and resume with the whole
-// conversation — with the model reached only through the model proxy: the
-// real key is absent from the box and from every event, and the sim sees
-// it arrive.
+// A session with the real Claude Code as its agent, driven through
+// stream-json (claudecode) or typed into its interactive TUI in a terminal
+// (terminal): the same contract as the builtin agent's — events of the
+// same kinds, a follow-up queued behind a running turn, cancel during a
+// tool, idle suspension and resume with the whole conversation — with the
+// model reached only through the model proxy: the real key is absent from
+// the box and from every event, and the sim sees it arrive.
 func TestClaudeCodeSession(t *testing.T) {
+	for _, kind := range []string{external.ClaudeCode, external.Terminal} {
+		t.Run(kind, func(t *testing.T) { testClaudeCodeSession(t, kind) })
+	}
+}
+
+func testClaudeCodeSession(t *testing.T, kind string) {
 	testbin.Claude(t)
 	e := newEnv(t, withKey(canaryKey))
 	s, err := sim.ParseScript("claude-session.yaml", []byte(claudeScript))
@@ -67,8 +77,8 @@ func TestClaudeCodeSession(t *testing.T) {
 	e.sim.Store(sim.New(s))
 	ctx := ctxT(t)
 
-	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent = external.ClaudeCode })
-	if v.Agent != external.ClaudeCode {
+	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent = kind })
+	if v.Agent != kind {
 		t.Fatalf("agent %q", v.Agent)
 	}
 	w := e.watch(v.ID)
@@ -98,7 +108,11 @@ func TestClaudeCodeSession(t *testing.T) {
 			kinds[string(ev.Data.EventType())] = true
 		}
 	}
-	for _, want := range []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"} {
+	want := []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"}
+	if kind == external.Terminal {
+		want = append(want, "terminal.output")
+	}
+	for _, want := range want {
 		if !kinds[want] {
 			t.Errorf("turn t1 has no %s event (it has %v)", want, kinds)
 		}
@@ -187,16 +201,18 @@ func scanSessionBox(t *testing.T, e *env, id string) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	var out bytes.Buffer
+	var out, errb bytes.Buffer // one writer each: the streams are copied concurrently
 	script := `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do echo "== $f"; tr '\0' '\n' < "$f"; echo; done
 find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo scan-done`
-	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, Timeout: time.Minute})
-	if err != nil || !strings.Contains(out.String(), "scan-done") {
-		t.Fatalf("scanning the box: %v %v\n%s", st, err, out.String())
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errb, Timeout: time.Minute})
+	if err != nil || !strings.Contains(out.String(), "scan-done") || st.Dropped > 0 {
+		t.Fatalf("scanning the box: %v %v (%d bytes dropped)\n%s\n%s", st, err, st.Dropped, out.String(), errb.String())
 	}
 	scan := out.String()
-	if !strings.Contains(scan, "ANTHROPIC_BASE_URL=http://127.0.0.1:") || !strings.Contains(scan, "harvest-session-") {
-		t.Fatalf("the scan does not show the CLI's proxy settings, so it did not look where it should:\n%.3000s", scan)
+	for _, want := range []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:", "ANTHROPIC_API_KEY=harvest-session-"} {
+		if !strings.Contains(scan, want) {
+			t.Fatalf("the scan does not show %q, so it did not look where it should:\n%s", want, scan)
+		}
 	}
 	for _, part := range []string{canaryKey, canaryKey[:20], canaryKey[len(canaryKey)-20:]} {
 		if strings.Contains(scan, part) {

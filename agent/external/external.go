@@ -25,7 +25,8 @@
 // interactive CLI in a terminal reports nothing, so for the terminal
 // agent the usage the proxy measured during the turn is emitted as
 // step.finished events just before the turn's last event, whose totals
-// it fills in. The proxy also enforces the session's budget for every
+// it fills in. (That includes the CLI's side calls, a session title for
+// instance: they are spent too.) The proxy also enforces the session's budget for every
 // kind: BudgetUSD is per turn, as for the builtin agent.
 package external
 
@@ -36,12 +37,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -57,7 +61,7 @@ const (
 )
 
 // Kinds lists the external agent kinds Open runs.
-var Kinds = []string{ClaudeCode}
+var Kinds = []string{ClaudeCode, Terminal}
 
 // IsKind reports whether name is an external agent kind Open runs.
 func IsKind(name string) bool { return slices.Contains(Kinds, name) }
@@ -135,7 +139,7 @@ func NewProxy(models providers.Config, model string, log *slog.Logger) (p *model
 // CheckModel reports whether kind can use a model of an endpoint
 // speaking api.
 func CheckModel(kind, api string) error {
-	if kind == ClaudeCode && api != "anthropic" {
+	if (kind == ClaudeCode || kind == Terminal) && api != "anthropic" {
 		return fmt.Errorf("the %s agent speaks the Anthropic API: give an anthropic/... model", kind)
 	}
 	return nil
@@ -158,7 +162,13 @@ type Spec struct {
 	BudgetUSD float64
 	// Instructions are added to the CLI's system prompt.
 	Instructions string
-	SessionID    string
+	// Command, for the terminal kind, is an interactive CLI to run instead
+	// of Claude Code (with DonePattern or IdleTimeout saying when it is
+	// done); empty runs Claude Code interactively.
+	Command     []string
+	DonePattern *regexp.Regexp
+	IdleTimeout time.Duration
+	SessionID   string
 	// State is what the agent's State returned before (a suspension).
 	State  []byte
 	Logger *slog.Logger
@@ -200,6 +210,14 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 			ModelURL: url, ModelKey: token, Model: s.Model,
 			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
 		}, s.State)
+	case Terminal:
+		b.meter = true
+		ag, err = terminal.New(ctx, terminal.Config{
+			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
+			ModelURL: url, ModelKey: token, Model: s.Model,
+			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
+			Command: s.Command, DonePattern: s.DonePattern, IdleTimeout: s.IdleTimeout,
+		}, s.State)
 	}
 	if err != nil {
 		b.stop()
@@ -223,6 +241,9 @@ type bridged struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// meter: the CLI reports no usage (a terminal), so the turn's usage is
+	// what the proxy measured.
+	meter bool
 	mu    sync.Mutex
 	usage []modelproxy.Usage // during a turn (OnUsage runs on the proxy's request goroutines)
 }
@@ -242,7 +263,56 @@ func (b *bridged) Turn(ctx context.Context, prompt string, emit func(event.Paylo
 	if b.budget > 0 {
 		b.proxy.SetBudget(b.session, b.proxy.Spent(b.session)+b.budget)
 	}
-	return b.Agent.Turn(ctx, prompt, emit)
+	if !b.meter {
+		return b.Agent.Turn(ctx, prompt, emit)
+	}
+	var total event.Usage
+	var cost float64
+	var n int
+	withUsage := func(p event.Payload) event.Payload {
+		switch p := p.(type) {
+		case event.TurnFinished:
+			total, cost, n = b.steps(emit)
+			p.Usage, p.CostUSD, p.Steps = total, cost, n
+			return p
+		case event.TurnFailed:
+			total, cost, _ = b.steps(emit)
+			p.Usage, p.Cost = total, cost
+			return p
+		case event.TurnCancelled:
+			total, cost, _ = b.steps(emit)
+		}
+		return p
+	}
+	out := b.Agent.Turn(ctx, prompt, func(p event.Payload) { emit(withUsage(p)) })
+	switch {
+	case out.Finished != nil:
+		out.Finished.Usage, out.Finished.CostUSD, out.Finished.Steps = total, cost, n
+	case out.Failed != nil:
+		out.Failed.Usage, out.Failed.Cost = total, cost
+	}
+	return out
+}
+
+// steps emits the model calls the proxy metered during the turn as
+// step.finished events, and returns their sum and number. The proxy records a call's
+// usage before the CLI sees its response end, so every call of the turn
+// is there by the time the CLI says it is done.
+func (b *bridged) steps(emit func(event.Payload)) (event.Usage, float64, int) {
+	b.mu.Lock()
+	us := b.usage
+	b.usage = nil
+	b.mu.Unlock()
+	var total event.Usage
+	var cost float64
+	for i, u := range us {
+		eu := event.Usage{InputTokens: int64(u.Tokens.InputTokens), OutputTokens: int64(u.Tokens.OutputTokens),
+			CacheReadTokens: int64(u.Tokens.CacheReadTokens), CacheWriteTokens: int64(u.Tokens.CacheWriteTokens)}
+		emit(event.StepFinished{Step: i + 1, Model: u.Model, Usage: eu, CostUSD: u.CostUSD, DurationMS: u.Duration.Milliseconds()})
+		total = total.Add(eu)
+		cost += u.CostUSD
+	}
+	return total, cost, len(us)
 }
 
 // Close closes the agent, then the bridge.

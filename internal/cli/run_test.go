@@ -275,11 +275,18 @@ func TestRunBadInput(t *testing.T) {
 	}
 }
 
-// TestRunClaudeCode: harvest run --agent claudecode runs the real Claude
-// Code CLI in the box on harvest sim, through the model proxy: the scripted
+// TestRunClaudeCode: harvest run --agent claudecode (stream-json) and
+// --agent terminal (the interactive TUI in a PTY) run the real Claude Code
+// CLI in the box on harvest sim, through the model proxy: the scripted
 // task's tools really run and the answer comes back, with the same kinds
 // of events as the builtin agent's.
 func TestRunClaudeCode(t *testing.T) {
+	for _, kind := range []string{"claudecode", "terminal"} {
+		t.Run(kind, func(t *testing.T) { testRunClaudeCode(t, kind) })
+	}
+}
+
+func testRunClaudeCode(t *testing.T, kind string) {
 	needRoot(t)
 	testbin.Claude(t)
 	env, _ := runEnv(t)
@@ -289,7 +296,7 @@ func TestRunClaudeCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runHarvest(t, env, "", "run", "--agent", "claudecode", "--repo", repo, "--sim-script", script, "--json",
+	code, out, errOut := runHarvest(t, env, "", "run", "--agent", kind, "--repo", repo, "--sim-script", script, "--json",
 		"Write a greeting script greet.sh, run it, and tell me what it printed")
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
@@ -313,7 +320,11 @@ func TestRunClaudeCode(t *testing.T) {
 			result = e.Data.Result
 		}
 	}
-	for _, want := range []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"} {
+	want := []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"}
+	if kind == "terminal" {
+		want = append(want, "terminal.output")
+	}
+	for _, want := range want {
 		if !seen[want] {
 			t.Errorf("no %s event; seen %v", want, seen)
 		}

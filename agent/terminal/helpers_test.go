@@ -1,0 +1,212 @@
+package terminal
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/local"
+)
+
+// The tests run the real thing: real local boxes (network none) as the
+// box user, real interactive CLIs on the box's PTY — bash and python3 for
+// the generic path, the pinned Claude Code for the hook path — and, for
+// Claude Code, harvest sim served on a box listener.
+
+// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
+// machine without the local backend fails the tests instead of skipping.
+func localRequired() bool {
+	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
+	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("HARVEST_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// provider returns a local provider, skipping (or failing, see
+// localRequired) where bubblewrap boxes cannot run.
+func provider(t *testing.T) *local.Provider {
+	t.Helper()
+	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
+	t.Cleanup(func() { p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Available(ctx); err != nil {
+		if localRequired() {
+			t.Fatalf("the local sandbox backend is required here: %v", err)
+		}
+		t.Skipf("the local sandbox backend is not available: %v", err)
+	}
+	return p
+}
+
+// startBox starts a box with workspace "repo" on ws; it is destroyed when
+// the test ends.
+func startBox(ctx context.Context, t *testing.T, p *local.Provider, ws string, mounts ...sandbox.Mount) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := p.Start(ctx, sandbox.Spec{
+		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
+		User:       sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID},
+		Mounts:     mounts,
+	})
+	if err != nil {
+		t.Fatalf("starting a box: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sb.Destroy(ctx); err != nil {
+			t.Errorf("destroying the box: %v", err)
+		}
+	})
+	return sb
+}
+
+// recorder collects a turn's events; tests may wait on them while the turn
+// runs.
+type recorder struct {
+	mu     sync.Mutex
+	events []event.Payload
+	notify chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
+
+func (r *recorder) emit(p event.Payload) {
+	r.mu.Lock()
+	r.events = append(r.events, p)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) snapshot() []event.Payload {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// wait waits until cond holds (checked after each event), or ctx ends.
+func (r *recorder) wait(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor waits until cond holds for the events so far.
+func (r *recorder) waitFor(ctx context.Context, t *testing.T, what string, cond func([]event.Payload) bool) {
+	t.Helper()
+	for !cond(r.snapshot()) {
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v; events: %s", what, ctx.Err(), summarize(r.snapshot()))
+		}
+	}
+}
+
+// raw is the concatenated terminal output.
+func (r *recorder) raw() []byte {
+	var b []byte
+	for _, e := range r.snapshot() {
+		if o, ok := e.(event.TerminalOutput); ok {
+			b = append(b, o.Data...)
+		}
+	}
+	return b
+}
+
+// screenText is the terminal output replayed on a screen of the default
+// size (what a web terminal shows, with its scrollback).
+func (r *recorder) screenText() string {
+	s := newScreen(DefaultRows, DefaultCols)
+	s.write(r.raw())
+	return s.text(0)
+}
+
+func summarize(evs []event.Payload) string {
+	var out []string
+	n, size := 0, 0
+	for _, e := range evs {
+		if o, ok := e.(event.TerminalOutput); ok {
+			n++
+			size += len(o.Data)
+			continue
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("terminal.output×%d(%dB)", n, size))
+			n, size = 0, 0
+		}
+		out = append(out, fmt.Sprintf("%s%+v", e.EventType(), e))
+	}
+	if n > 0 {
+		out = append(out, fmt.Sprintf("terminal.output×%d(%dB)", n, size))
+	}
+	return strings.Join(out, "\n  ")
+}
+
+// checkShape checks what every turn must look like: turn.started first, the
+// outcome last and nowhere else, terminal.output chunks of at most
+// chunkSize.
+func checkShape(t *testing.T, evs []event.Payload, out agent.Outcome) {
+	t.Helper()
+	if len(evs) < 2 {
+		t.Fatalf("%d events: %s", len(evs), summarize(evs))
+	}
+	if _, ok := evs[0].(event.TurnStarted); !ok {
+		t.Errorf("first event is %s, want turn.started", evs[0].EventType())
+	}
+	last := evs[len(evs)-1]
+	if last.EventType() != out.Payload().EventType() {
+		t.Errorf("last event is %s, the outcome %s", last.EventType(), out.Payload().EventType())
+	}
+	for i, e := range evs[:len(evs)-1] {
+		switch e.EventType() {
+		case event.TypeTurnFinished, event.TypeTurnCancelled, event.TypeTurnFailed:
+			t.Errorf("event %d is %s before the end", i, e.EventType())
+		}
+		if o, ok := e.(event.TerminalOutput); ok && (len(o.Data) == 0 || len(o.Data) > chunkSize) {
+			t.Errorf("terminal.output of %d bytes", len(o.Data))
+		}
+	}
+}
+
+// run runs one turn and checks its shape.
+func run(ctx context.Context, t *testing.T, a *Agent, prompt string) (agent.Outcome, *recorder) {
+	t.Helper()
+	r := newRecorder()
+	start := time.Now()
+	out := a.Turn(ctx, prompt, r.emit)
+	t.Logf("turn %q: %s in %s", prompt, out.Payload().EventType(), time.Since(start).Round(time.Millisecond))
+	checkShape(t, r.snapshot(), out)
+	return out, r
+}
+
+func mustFinish(t *testing.T, out agent.Outcome, r *recorder) *event.TurnFinished {
+	t.Helper()
+	if out.Finished == nil {
+		t.Fatalf("turn ended with %+v, want turn.finished; events:\n  %s\nscreen:\n%s", out.Payload(), summarize(r.snapshot()), r.screenText())
+	}
+	return out.Finished
+}

@@ -1,0 +1,720 @@
+package terminal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/event"
+)
+
+// The phases of a turn (see the package doc's diagram).
+type phase int
+
+const (
+	phaseStarting   phase = iota // the CLI is starting: wait until it is ready for input
+	phasePasted                  // Claude Code: the prompt is pasted; Enter follows once it is shown
+	phaseSubmitted               // Claude Code: Enter typed; wait for its UserPromptSubmit hook
+	phaseWorking                 // wait for the completion signal
+	phaseSettling                // completion seen: let the last of the output arrive
+	phaseCancelling              // cancel keys typed: wait for the CLI to settle, else escalate
+)
+
+var phaseNames = [...]string{"starting", "pasted", "submitted", "working", "settling", "cancelling"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// Timing of the turn's steps. Quiet means no terminal output.
+const (
+	readyQuiet   = 500 * time.Millisecond // after the CLI's first render: ready for input
+	pasteQuiet   = 50 * time.Millisecond  // after a paste was echoed: type Enter
+	pasteMax     = time.Second            // type Enter by then anyway
+	submitRetry  = 3 * time.Second        // Claude Code: Enter again if the prompt was not submitted
+	submitTries  = 3                      // Enters typed in all before giving up
+	settleQuiet  = 150 * time.Millisecond // after the completion signal
+	settleMax    = 2 * time.Second
+	cancelQuiet  = time.Second     // after the cancel keys: the CLI settled
+	commandQuiet = time.Second     // Claude Code: a slash command is done when its TUI is idle this long
+	promptQuiet  = 5 * time.Second // Claude Code: idle this long without a Stop hook, the turn is over
+	signalGrace  = 5 * time.Second // SIGINT, then SIGKILL, each gets this long
+	maxWake      = 250 * time.Millisecond
+	errorTail    = 12  // lines of screen quoted in errors
+	screenLines  = 200 // lines of screen searched for a result read off it
+	matchLines   = 64  // lines at the end of the output a done pattern is matched against
+	toolOutputMx = 64 << 10
+)
+
+type openTool struct {
+	name  string
+	start time.Time
+	seq   int
+}
+
+// turn is one Turn's state; only the caller's goroutine touches it.
+type turn struct {
+	a      *Agent
+	ctx    context.Context
+	emit   func(event.Payload)
+	prompt string
+	start  time.Time
+
+	c       *cli
+	phase   phase
+	since   time.Time // when the phase began
+	resumed bool      // Claude Code: this run was started with --resume
+	fresh   bool      // a failed --resume was already retried without it
+
+	tries      int
+	command    bool // Claude Code: the prompt is a slash command
+	submitted  bool // Claude Code: its UserPromptSubmit hook ran for the prompt
+	promptID   string
+	result     string
+	stopReason string
+	failure    *event.TurnFailed
+	tools      map[string]openTool
+	toolSeq    int
+	textVer    uint64
+	textMatch  bool
+	cancel     string // why the turn is cancelled ("" while it is not)
+	cancelDone bool   // Claude Code: its Stop hook ran after the cancel keys
+	signalled  time.Time
+	killed     time.Time
+	flushDue   time.Time
+}
+
+// Turn implements agent.Agent: it (re)starts the CLI when needed, types
+// the prompt, streams the terminal's bytes as terminal.output and ends
+// with the completion signal, a cancel or the CLI's exit.
+func (a *Agent) Turn(ctx context.Context, prompt string, emit func(event.Payload)) agent.Outcome {
+	a.turnMu.Lock()
+	defer a.turnMu.Unlock()
+	t := &turn{a: a, ctx: ctx, emit: emit, prompt: prompt, start: time.Now(), tools: map[string]openTool{}}
+	model := ""
+	if a.claude != nil {
+		model = a.cfg.Model
+	}
+	emit(event.TurnStarted{Prompt: prompt, Model: model})
+	if d := a.out.setInTurn(true); d > 0 {
+		a.logger.Warn("terminal output dropped between turns", "bytes", d)
+	}
+	defer a.out.setInTurn(false)
+	var out agent.Outcome
+	if a.closed {
+		out = t.fail(KindStart, "the terminal agent is closed")
+	} else {
+		out = t.run()
+	}
+	t.flush(time.Now(), true)
+	t.closeTools("the turn ended before the tool finished")
+	emit(out.Payload())
+	a.logger.Debug("turn ended", "outcome", out.Payload().EventType(), "phase", t.phase, "duration", time.Since(t.start))
+	return out
+}
+
+func (t *turn) run() agent.Outcome {
+	a := t.a
+	if a.claude != nil && strings.TrimSpace(pasteText(t.prompt)) == "" {
+		return t.fail(KindInput, "the prompt is empty: Claude Code does not submit an empty input")
+	}
+	if t.ctx.Err() != nil {
+		t.cancel = cancelReason(t.ctx)
+		return t.cancelled() // nothing typed
+	}
+	if a.claude != nil && !a.claude.w.running() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 30*time.Second)
+		err := a.claude.w.start(ctx)
+		cancel()
+		if err != nil {
+			return t.fail(KindStart, err.Error())
+		}
+		a.logger.Warn("the hook log's tail had ended: started it again")
+	}
+	t.c = a.currentCLI()
+	if t.c != nil && t.c.exited() {
+		a.logger.Info("the CLI exited between turns; starting it again", "status", t.c.status())
+		a.reap(t.c)
+		t.c = nil
+	}
+	switch {
+	case t.c == nil:
+		if err := t.startCLI(); err != nil {
+			return t.fail(KindStart, err.Error())
+		}
+	case !t.c.ready:
+		t.setPhase(phaseStarting)
+	default:
+		t.submit()
+	}
+
+	var marks <-chan struct{}
+	if a.claude != nil {
+		marks = a.claude.w.notify
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	ctxDone, closing := t.ctx.Done(), a.closing.Done()
+	for {
+		now := time.Now()
+		if out, done := t.step(now); done {
+			return out
+		}
+		timer.Reset(max(t.wake(now).Sub(now), time.Millisecond))
+		select {
+		case <-a.out.notify:
+		case <-marks:
+		case <-t.c.p.Done():
+		case <-timer.C:
+		case <-ctxDone:
+			ctxDone, closing = nil, nil
+			t.cancel = cancelReason(t.ctx)
+		case <-closing:
+			ctxDone, closing = nil, nil
+			t.cancel = cancelReason(a.closing)
+		}
+	}
+}
+
+func cancelReason(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c.Error()
+	}
+	return "cancelled"
+}
+
+func (t *turn) setPhase(p phase) {
+	t.phase, t.since = p, time.Now()
+}
+
+// startCLI starts the CLI (Claude Code with --resume once it has a
+// session) on a fresh PTY.
+func (t *turn) startCLI() error {
+	a := t.a
+	var args, env []string
+	if a.claude != nil {
+		args, env = a.claude.args(&a.cfg), a.claude.env(&a.cfg)
+		id, _ := a.claude.session()
+		t.resumed = id != ""
+	} else {
+		args, env = a.cfg.Command, a.cfg.Env
+	}
+	rows, cols := a.size()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 30*time.Second)
+	defer cancel()
+	a.out.mark()
+	c, err := startCLI(ctx, a.sb, args, env, a.cfg.Workdir, rows, cols, a.out)
+	if err != nil {
+		return fmt.Errorf("starting the CLI in the box: %w", err)
+	}
+	a.logger.Info("CLI started", "pid", c.p.PID(), "resume", t.resumed)
+	a.setCLI(c)
+	t.c = c
+	t.setPhase(phaseStarting)
+	return nil
+}
+
+// submit types the prompt.
+func (t *turn) submit() {
+	a := t.a
+	a.out.mark()
+	t.textVer, t.textMatch = 0, false
+	if a.claude != nil {
+		t.command = strings.HasPrefix(strings.TrimSpace(t.prompt), "/")
+		t.c.send(pasted(t.prompt))
+		t.setPhase(phasePasted)
+		return
+	}
+	in := []byte(t.prompt)
+	if a.cfg.Paste {
+		in = pasted(t.prompt)
+	}
+	t.c.send(append(in, a.cfg.SubmitKeys...))
+	t.setPhase(phaseWorking)
+}
+
+// pasted wraps text in bracketed-paste markers, so that its newlines are
+// part of the input instead of Enter. Markers inside the text are removed:
+// a prompt cannot end the paste early and type keys of its own.
+func pasted(s string) []byte {
+	return []byte("\x1b[200~" + pasteText(s) + "\x1b[201~")
+}
+
+// pasteText is the text of a paste: newlines as "\n", no paste markers.
+func pasteText(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	s = strings.ReplaceAll(s, "\x1b[200~", "")
+	return strings.ReplaceAll(s, "\x1b[201~", "")
+}
+
+// step looks at everything that may have changed and moves the turn on.
+func (t *turn) step(now time.Time) (agent.Outcome, bool) {
+	a := t.a
+	t.flush(now, false)
+	if a.claude != nil {
+		for _, line := range a.claude.w.take() {
+			t.hook(line)
+		}
+	}
+	if t.c.exited() {
+		return t.exited()
+	}
+	if t.cancel != "" && t.phase != phaseCancelling {
+		if t.phase == phaseStarting {
+			return t.cancelled(), true // nothing typed yet; the CLI goes on starting
+		}
+		t.setPhase(phaseCancelling)
+		t.c.send(a.cfg.CancelKeys)
+		a.logger.Info("turn cancelled: typed the cancel keys", "keys", fmt.Sprintf("%q", a.cfg.CancelKeys), "reason", t.cancel)
+	}
+	last := a.out.lastOutput()
+	quiet := now.Sub(later(last, t.since))
+	switch t.phase {
+	case phaseStarting:
+		if now.Sub(t.c.started) >= a.cfg.StartTimeout {
+			return t.fail(KindStart, fmt.Sprintf("the CLI did not get to its prompt within %s; its screen shows:\n%s", a.cfg.StartTimeout, a.out.tail(errorTail))), true
+		}
+		var ready bool
+		switch {
+		case a.claude != nil:
+			ready = t.c.sessionStarted && quiet >= readyQuiet && !t.claudeBusy()
+		case a.cfg.ReadyPattern != nil:
+			ready = t.matches(a.cfg.ReadyPattern) && quiet >= settleQuiet
+		default:
+			ready = quiet >= readyQuiet
+		}
+		if ready {
+			t.c.ready = true
+			t.submit()
+		}
+	case phasePasted:
+		if quiet >= pasteQuiet || now.Sub(t.since) >= pasteMax {
+			t.c.send(KeyEnter)
+			t.tries = 1
+			if t.command {
+				// Claude Code runs slash commands without the
+				// UserPromptSubmit hook (and most without Stop).
+				t.setPhase(phaseWorking)
+			} else {
+				t.setPhase(phaseSubmitted)
+			}
+		}
+	case phaseSubmitted:
+		if now.Sub(t.since) >= submitRetry {
+			if t.tries >= submitTries {
+				out := t.fail(KindInput, fmt.Sprintf("Claude Code did not take the prompt (no UserPromptSubmit hook after %d Enters); the next turn starts it again. Its screen shows:\n%s", t.tries, a.out.tail(errorTail)))
+				// The prompt may still sit in its input box: start afresh
+				// (--resume) rather than type the next one after it.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 2*signalGrace)
+				defer cancel()
+				if err := t.c.terminate(ctx, signalGrace, syscall.SIGINT); err != nil {
+					a.logger.Warn("ending Claude Code after it did not take the prompt", "err", err)
+				}
+				a.reap(t.c)
+				return out, true
+			}
+			t.tries++
+			t.c.send(KeyEnter)
+			t.since = now
+			a.logger.Warn("prompt not submitted yet: typing Enter again", "try", t.tries)
+		}
+	case phaseWorking:
+		if a.claude == nil && a.cfg.DonePattern != nil && t.matches(a.cfg.DonePattern) {
+			t.stopReason = StopDonePattern
+			t.setPhase(phaseSettling)
+			break
+		}
+		if a.claude != nil && quiet >= commandQuiet && (t.command || quiet >= promptQuiet) && !t.claudeBusy() {
+			// Back at its prompt without a Stop hook: a slash command
+			// ran, or the prompt ended some other way (a hook of the
+			// caller's settings refused it, say).
+			if !t.command {
+				a.logger.Warn("Claude Code is idle at its prompt but its Stop hook did not run: ending the turn", "quiet", quiet)
+			}
+			t.stopReason = StopPrompt
+			t.result = claudeScreenText(a.out.tail(screenLines), t.prompt)
+			return t.finished(), true
+		}
+		if quiet >= a.cfg.IdleTimeout {
+			t.stopReason = StopIdle
+			if a.claude != nil {
+				t.result = claudeScreenText(a.out.tail(screenLines), t.prompt)
+			} else {
+				text, _ := a.out.text(0)
+				t.result = genericResult(text, t.prompt, nil)
+			}
+			a.logger.Warn("no completion signal: the turn ends on the idle timeout", "idle", a.cfg.IdleTimeout)
+			return t.finished(), true
+		}
+	case phaseSettling:
+		if t.claudeBusy() {
+			// Still working after its Stop hook: another Stop hook (of
+			// the caller's settings) told it to go on. Wait for the next.
+			if now.Sub(t.since) >= settleMax {
+				a.logger.Info("Claude Code went on working after its Stop hook")
+				t.result, t.failure = "", nil
+				t.setPhase(phaseWorking)
+			}
+			break
+		}
+		if quiet >= settleQuiet || now.Sub(t.since) >= settleMax {
+			if a.claude == nil {
+				if !t.matches(a.cfg.DonePattern) {
+					t.setPhase(phaseWorking) // more came after the prompt: not done
+					break
+				}
+				text, _ := a.out.text(0)
+				t.result = genericResult(text, t.prompt, a.cfg.DonePattern)
+			}
+			if t.failure != nil {
+				return agent.Outcome{Failed: t.failure}, true
+			}
+			return t.finished(), true
+		}
+	case phaseCancelling:
+		var settled bool
+		switch {
+		case t.cancelDone:
+			settled = true
+		case a.claude != nil:
+			// Idle again: the status line no longer offers "esc to
+			// interrupt" and the interrupted render is done; or nothing
+			// moved for a while (working, its spinner redraws at least
+			// twice a second).
+			busy := t.claudeBusy()
+			settled = !busy && quiet >= settleQuiet && (last.After(t.since) || quiet >= cancelQuiet) ||
+				quiet >= 2*cancelQuiet
+		case a.cfg.DonePattern != nil:
+			settled = t.matches(a.cfg.DonePattern) && quiet >= settleQuiet
+		default:
+			settled = quiet >= cancelQuiet
+		}
+		if settled {
+			return t.cancelled(), true
+		}
+		if out, done := t.escalate(now); done {
+			return out, true
+		}
+	}
+	return agent.Outcome{}, false
+}
+
+// escalate: the CLI did not settle after the cancel keys. SIGINT after
+// CancelGrace, SIGKILL of its tree signalGrace later; if even that does not
+// end it, the turn gives it up (the next turn starts a new one).
+func (t *turn) escalate(now time.Time) (agent.Outcome, bool) {
+	a := t.a
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), signalGrace)
+	defer cancel()
+	switch {
+	case t.signalled.IsZero() && now.Sub(t.since) >= a.cfg.CancelGrace:
+		a.logger.Warn("the CLI did not settle after the cancel keys: SIGINT", "grace", a.cfg.CancelGrace)
+		t.signalled = now
+		if err := t.c.p.Signal(ctx, syscall.SIGINT); err != nil {
+			a.logger.Warn("SIGINT", "err", err)
+		}
+	case !t.signalled.IsZero() && t.killed.IsZero() && now.Sub(t.signalled) >= signalGrace:
+		a.logger.Warn("the CLI ignored SIGINT: killing it")
+		t.killed = now
+		if err := t.c.p.Kill(ctx); err != nil {
+			a.logger.Warn("kill", "err", err)
+		}
+	case !t.killed.IsZero() && now.Sub(t.killed) >= signalGrace:
+		a.logger.Error("the CLI is still there after SIGKILL: abandoning it", "pid", t.c.p.PID())
+		a.reap(t.c)
+		return t.cancelled(), true
+	}
+	return agent.Outcome{}, false
+}
+
+// wake is when step should look again if nothing happens before.
+func (t *turn) wake(now time.Time) time.Time {
+	a := t.a
+	last := later(a.out.lastOutput(), t.since)
+	var cands []time.Time
+	if !t.flushDue.IsZero() {
+		cands = append(cands, t.flushDue)
+	}
+	switch t.phase {
+	case phaseStarting:
+		cands = append(cands, t.c.started.Add(a.cfg.StartTimeout), last.Add(readyQuiet), last.Add(settleQuiet))
+	case phasePasted:
+		cands = append(cands, last.Add(pasteQuiet), t.since.Add(pasteMax))
+	case phaseSubmitted:
+		cands = append(cands, t.since.Add(submitRetry))
+	case phaseWorking:
+		cands = append(cands, last.Add(a.cfg.IdleTimeout), last.Add(commandQuiet), last.Add(promptQuiet))
+	case phaseSettling:
+		cands = append(cands, last.Add(settleQuiet), t.since.Add(settleMax))
+	case phaseCancelling:
+		cands = append(cands, last.Add(cancelQuiet), last.Add(2*cancelQuiet), last.Add(settleQuiet), t.since.Add(a.cfg.CancelGrace))
+		if !t.signalled.IsZero() {
+			cands = append(cands, t.signalled.Add(signalGrace))
+		}
+		if !t.killed.IsZero() {
+			cands = append(cands, t.killed.Add(signalGrace))
+		}
+	}
+	w := now.Add(maxWake)
+	for _, c := range cands {
+		if c.After(now) && c.Before(w) {
+			w = c
+		}
+	}
+	return w
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// matches reports whether re matches the end of the text since the input
+// (re-evaluated only when output came).
+func (t *turn) matches(re *regexp.Regexp) bool {
+	if re == nil {
+		return false
+	}
+	if !t.a.out.changed(t.textVer) && t.textVer != 0 {
+		return t.textMatch
+	}
+	text, v := t.a.out.text(matchLines)
+	_, t.textMatch = matchEnd(re, text)
+	t.textVer = v
+	return t.textMatch
+}
+
+// matchEnd finds re's last match in text and reports whether only blanks
+// follow it; start is where that match begins.
+func matchEnd(re *regexp.Regexp, text string) (start int, ok bool) {
+	locs := re.FindAllStringIndex(text, -1)
+	if len(locs) == 0 {
+		return 0, false
+	}
+	l := locs[len(locs)-1]
+	return l[0], strings.TrimSpace(text[l[1]:]) == ""
+}
+
+// genericResult is a generic CLI's answer: the text it printed after the
+// input, without the echo of the input and without the prompt it ended
+// with.
+func genericResult(text, prompt string, done *regexp.Regexp) string {
+	if done != nil {
+		if start, ok := matchEnd(done, text); ok {
+			text = text[:start]
+		}
+	}
+	lines := strings.Split(text, "\n")
+	for _, p := range strings.Split(strings.ReplaceAll(prompt, "\r\n", "\n"), "\n") {
+		p = strings.TrimSpace(p)
+		if p == "" || len(lines) == 0 || !strings.HasSuffix(strings.TrimSpace(lines[0]), p) {
+			break
+		}
+		lines = lines[1:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// flush emits the output that is due (all of it when force).
+func (t *turn) flush(now time.Time, force bool) {
+	chunks, due := t.a.out.take(now, force)
+	for _, c := range chunks {
+		t.emit(event.TerminalOutput{Data: c})
+	}
+	t.flushDue = due
+}
+
+// exited: the CLI's process is gone (and all its output is in).
+func (t *turn) exited() (agent.Outcome, bool) {
+	a := t.a
+	t.flush(time.Now(), true)
+	_, werr := t.c.p.Wait(context.Background())
+	status, screen := t.c.status(), a.out.tail(errorTail)
+	a.logger.Info("the CLI exited", "status", status, "phase", t.phase)
+	a.reap(t.c)
+	switch {
+	case t.phase == phaseCancelling:
+		return t.cancelled(), true
+	case werr != nil:
+		return t.fail(kindSandbox, fmt.Sprintf("lost the CLI: %v", werr)), true
+	case t.phase == phaseStarting && t.resumed && !t.fresh:
+		// Claude Code could not resume the conversation (a transcript it
+		// cannot read): start a new one rather than fail every turn.
+		a.logger.Warn("Claude Code exited while resuming its session: starting a new conversation", "status", status, "screen", screen)
+		a.claude.forgetSession()
+		t.fresh = true
+		if err := t.startCLI(); err != nil {
+			return t.fail(KindStart, err.Error()), true
+		}
+		return agent.Outcome{}, false
+	case t.phase == phaseStarting:
+		return t.fail(KindStart, fmt.Sprintf("the CLI exited (%s) before it was ready for input; its screen shows:\n%s", status, screen)), true
+	}
+	return t.fail(KindExited, fmt.Sprintf("the CLI exited during the turn (%s); the next turn starts it again. Its screen shows:\n%s", status, screen)), true
+}
+
+// reap forgets a CLI that is gone.
+func (a *Agent) reap(c *cli) {
+	c.release()
+	a.mu.Lock()
+	if a.cli == c {
+		a.cli = nil
+	}
+	a.mu.Unlock()
+}
+
+func (a *Agent) currentCLI() *cli {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cli
+}
+
+// hook acts on one line of Claude Code's hook log.
+func (t *turn) hook(line string) {
+	a := t.a
+	ev, err := a.claude.w.read(context.WithoutCancel(t.ctx), line)
+	if err != nil {
+		a.logger.Warn("ignoring a hook log line", "err", err)
+		return
+	}
+	a.claude.noteSession(ev)
+	switch ev.Event {
+	case hookSessionStart:
+		if t.phase == phaseStarting {
+			t.c.sessionStarted = true
+		}
+	case hookUserPromptSubmit:
+		switch {
+		case t.phase == phasePasted, t.phase == phaseSubmitted:
+		case t.phase == phaseWorking && t.command && !t.submitted:
+			// "/something" that is not a command goes to the model.
+		default:
+			return
+		}
+		t.promptID, t.submitted = ev.PromptID, true
+		if got, want := strings.TrimSpace(ev.Prompt), strings.TrimSpace(pasteText(t.prompt)); got != want {
+			a.logger.Warn("Claude Code received a prompt other than the one typed", "got", got, "want", want)
+		}
+		t.setPhase(phaseWorking)
+	case hookPreToolUse:
+		if t.phase != phaseWorking {
+			return
+		}
+		t.toolSeq++
+		t.tools[ev.ToolUseID] = openTool{name: ev.ToolName, start: time.Now(), seq: t.toolSeq}
+		t.emit(event.ToolStarted{CallID: ev.ToolUseID, Tool: ev.ToolName, Input: ev.ToolInput, Summary: toolSummary(ev.ToolName, ev.ToolInput)})
+	case hookPostToolUse, hookPostToolUseFailure:
+		ot, ok := t.tools[ev.ToolUseID]
+		if !ok {
+			return
+		}
+		delete(t.tools, ev.ToolUseID)
+		fin := event.ToolFinished{CallID: ev.ToolUseID, Tool: ot.name, DurationMS: time.Since(ot.start).Milliseconds()}
+		if ev.Event == hookPostToolUse {
+			fin.Output = toolOutput(ev.ToolResponse)
+		} else {
+			fin.IsError = true
+			fin.Output = jsonText(ev.Error)
+		}
+		t.emit(fin)
+	case hookStop, hookStopFailure:
+		if t.promptID != "" && ev.PromptID != "" && ev.PromptID != t.promptID {
+			a.logger.Debug("a Stop hook of an earlier prompt", "prompt_id", ev.PromptID)
+			return
+		}
+		switch {
+		case t.phase == phaseCancelling:
+			t.cancelDone = true
+			return
+		case t.phase != phaseWorking && t.phase != phaseSettling:
+			return // before this prompt was submitted: an earlier one's
+		case !t.submitted && !t.command:
+			return
+		}
+		t.result = ev.LastAssistantMessage
+		t.stopReason = StopHook
+		if ev.Event == hookStopFailure {
+			msg := "Claude Code ended the turn on an API error: " + jsonText(ev.Error)
+			if ev.ErrorDetails != "" {
+				msg += ": " + ev.ErrorDetails
+			}
+			t.failure = &event.TurnFailed{Kind: kindModel, Error: msg}
+		} else if t.result != "" {
+			t.emit(event.AssistantMessage{Text: t.result})
+		}
+		t.setPhase(phaseSettling)
+	}
+}
+
+// closeTools finishes the tool calls still open (a cancel interrupted them).
+func (t *turn) closeTools(why string) {
+	open := make([]string, 0, len(t.tools))
+	for id := range t.tools {
+		open = append(open, id)
+	}
+	sort.Slice(open, func(i, j int) bool { return t.tools[open[i]].seq < t.tools[open[j]].seq })
+	for _, id := range open {
+		ot := t.tools[id]
+		t.emit(event.ToolFinished{CallID: id, Tool: ot.name, Output: why, IsError: true, DurationMS: time.Since(ot.start).Milliseconds()})
+		delete(t.tools, id)
+	}
+}
+
+func (t *turn) finished() agent.Outcome {
+	return agent.Outcome{Finished: &event.TurnFinished{
+		Result: t.result, StopReason: t.stopReason, DurationMS: time.Since(t.start).Milliseconds(),
+	}}
+}
+
+func (t *turn) cancelled() agent.Outcome {
+	return agent.Outcome{Cancelled: &event.TurnCancelled{Reason: t.cancel}}
+}
+
+func (t *turn) fail(kind, msg string) agent.Outcome {
+	return agent.Outcome{Failed: &event.TurnFailed{Kind: kind, Error: msg}}
+}
+
+// claudeBusyText is on Claude Code's status line while it works (2.1.197).
+const claudeBusyText = "esc to interrupt"
+
+// claudeBusy reports whether Claude Code's screen says it is working.
+func (t *turn) claudeBusy() bool {
+	return t.a.claude != nil && strings.Contains(t.a.out.tail(4), claudeBusyText)
+}
+
+// claudeScreenText is the best-effort answer read off Claude Code's screen
+// (for a slash command, or a turn ended by the idle timeout): the lines
+// after the last echo of the prompt ("❯ prompt"), without the input box,
+// its rules and the status line, and without the "⎿" and "●" gutters.
+// Claude Code redraws its whole screen at times (after /compact, for one),
+// so the lines are searched for the echo rather than taken from a position.
+func claudeScreenText(screen, prompt string) string {
+	lines := strings.Split(screen, "\n")
+	first := strings.TrimSpace(strings.SplitN(pasteText(prompt), "\n", 2)[0])
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "❯") && first != "" && strings.Contains(l, first) {
+			lines = lines[i+1:]
+			break
+		}
+	}
+	var out []string
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "", strings.Trim(l, "─") == "", strings.Contains(l, "⏵⏵"), strings.Contains(l, "? for shortcuts"),
+			strings.HasPrefix(l, "❯"):
+			continue
+		}
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(l, "⎿"), "●"))
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
