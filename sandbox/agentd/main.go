@@ -90,7 +90,12 @@ func Main(args []string) int {
 		// Orphans of our commands come back to us, not to the host's init.
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+	// SIGPIPE and SIGHUP must not end the agent, but are caught, not
+	// ignored: an ignored signal stays ignored across exec, in every command
+	// the agent starts (a `yes | head` would run on, a REPL would survive
+	// its terminal's hangup). A caught one is reset to the default at exec.
+	// The channel is never read: the runtime drops what does not fit.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
 
 	log.Debug("hardened", "pid1", pid1)
 	l, err := listener(*listenFD, *listen)
