@@ -26,6 +26,16 @@ rules:
   - name: title
     when: {api: anthropic, system: "Generate a concise, sentence-case title"}
     reply: {text: '{"title": "Make fixed.txt"}', usage: {input_tokens: 150, output_tokens: 10}}
+  - name: one-wait-builtin
+    when: {api: anthropic, last_user: "Task one", turn: 1, tools: [bash]}
+    reply:
+      tool_calls: [{name: bash, input: {command: "until [ -e go ]; do sleep 0.02; done; echo fixed > fixed.txt; echo released"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: four-tree-builtin
+    when: {api: anthropic, last_user: "Task four", tools: [bash]}
+    reply:
+      tool_calls: [{name: bash, input: {command: "sh -c 'sleep 41337' & sleep 41338; echo never"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: one-wait
     when: {api: anthropic, last_user: "Task one", turn: 1, tools: [Bash]}
     reply:
@@ -54,21 +64,24 @@ rules:
 // the sim (through the model proxy) and nothing in or from the box.
 const canaryKey = "sk-ant-canary-4c1f0e9b7d2a48e3a6f1-never-in-the-box"
 
-// A session with the real Claude Code as its agent, driven through
-// stream-json (claudecode) or typed into its interactive TUI in a terminal
-// (terminal): the same contract as the builtin agent's — events of the
-// same kinds, a follow-up queued behind a running turn, cancel during a
-// tool, idle suspension and resume with the whole conversation — with the
-// model reached only through the model proxy: the real key is absent from
-// the box and from every event, and the sim sees it arrive.
-func TestClaudeCodeSession(t *testing.T) {
-	for _, kind := range []string{external.ClaudeCode, external.Terminal} {
-		t.Run(kind, func(t *testing.T) { testClaudeCodeSession(t, kind) })
+// The same scripted task and session life with every kind of agent: the
+// builtin loop, and the real Claude Code driven through stream-json
+// (claudecode) or typed into its interactive TUI in a terminal (terminal):
+// events of the same kinds, a follow-up queued behind a running turn,
+// cancel during a tool, idle suspension and resume with the whole
+// conversation. The external agents reach the model only through the
+// model proxy: the real key is absent from the box and from every event,
+// and the sim sees it arrive.
+func TestAgentSessions(t *testing.T) {
+	for _, kind := range []string{AgentBuiltin, external.ClaudeCode, external.Terminal} {
+		t.Run(kind, func(t *testing.T) { testAgentSession(t, kind) })
 	}
 }
 
-func testClaudeCodeSession(t *testing.T, kind string) {
-	testbin.Claude(t)
+func testAgentSession(t *testing.T, kind string) {
+	if kind != AgentBuiltin {
+		testbin.Claude(t)
+	}
 	e := newEnv(t, withKey(canaryKey))
 	s, err := sim.ParseScript("claude-session.yaml", []byte(claudeScript))
 	if err != nil {
@@ -82,14 +95,14 @@ func testClaudeCodeSession(t *testing.T, kind string) {
 		t.Fatalf("agent %q", v.Agent)
 	}
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return p.Tool == "Bash" })
+	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.EqualFold(p.Tool, "bash") })
 	e.send(v.ID, "Task two, after that", "")
 	if q := e.get(v.ID).Queue; len(q) != 1 {
 		t.Fatalf("queue %d while Claude Code works, want the follow-up", len(q))
 	}
 
-	// The box holds no real key while the CLI runs.
-	scanSessionBox(t, e, v.ID)
+	// The box holds no real key while the agent works.
+	scanSessionBox(t, e, v.ID, kind != AgentBuiltin)
 
 	release(t, v)
 	if f := w.finished("t1"); f.Result != "Task one done." || f.Usage.InputTokens == 0 || f.CostUSD <= 0 {
@@ -184,7 +197,9 @@ func testClaudeCodeSession(t *testing.T, kind string) {
 // scanSessionBox connects to the session's box and looks, from inside,
 // everywhere a process there could find a key: every process's environment
 // and command line, and the files under HOME, the workspaces and /tmp.
-func scanSessionBox(t *testing.T, e *env, id string) {
+// With cli, the scan must show the agent CLI's proxy settings (proof that
+// it looked where the CLI runs).
+func scanSessionBox(t *testing.T, e *env, id string, cli bool) {
 	t.Helper()
 	s, err := e.st.GetSession(ctxT(t), id)
 	if err != nil {
@@ -210,7 +225,7 @@ find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo
 	}
 	scan := out.String()
 	for _, want := range []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:", "ANTHROPIC_API_KEY=harvest-session-"} {
-		if !strings.Contains(scan, want) {
+		if cli && !strings.Contains(scan, want) {
 			t.Fatalf("the scan does not show %q, so it did not look where it should:\n%s", want, scan)
 		}
 	}
