@@ -59,7 +59,7 @@
 // backend, which has no box filesystem, accepts only a mount whose box path
 // is its host path (and it is not read-only there).
 //
-// # Box listeners
+// # Box listeners and dials
 //
 // A box has no network, yet a process in it often needs to reach something
 // Harvest serves: an agent CLI calling a model API through Harvest's
@@ -75,18 +75,30 @@
 // the box's network stays "none" (the isolation tests check that while a
 // listener is open).
 //
+// Sandbox.Dial is the other direction: the host reaches a server a process
+// in the box runs (an agent CLI's HTTP API bound to the box's 127.0.0.1).
+// The agent connects from inside the box and the connection travels as a
+// stream of the same kind (proto: dial, conn_close), so a dialed connection
+// is the same boxConn as an accepted one. Dial reaches only the box's own
+// loopback (127.0.0.0/8, ::1) and its unix sockets, checked on the host and
+// again by the agent: it serves the box's servers and is never a way out of
+// the box, whatever network a backend gives it. A dial the caller abandons
+// (its context ends) is aborted in the box; nothing listening is an error
+// that errors.Is syscall.ECONNREFUSED.
+//
 // The life of a forwarded connection, host side (boxConn):
 //
-//	Accept ──► open ──CloseWrite──► host half-closed (box reads EOF)
-//	            │  ◄── box shuts its writing half: Read returns io.EOF
-//	            │  ◄── agent Exit (both directions done, or reset: error)
-//	            │  ◄── connection to the agent lost: Read/Write fail ErrClosed
-//	            └──Close──► closed (agent writes what it queued, bounded,
-//	                        then closes the box socket)
+//	Accept/Dial ──► open ──CloseWrite──► host half-closed (box reads EOF)
+//	                 │  ◄── box shuts its writing half: Read returns io.EOF
+//	                 │  ◄── agent Exit (both directions done, or reset: error)
+//	                 │  ◄── connection to the agent lost: Read/Write fail ErrClosed
+//	                 └──Close──► closed (agent writes what it queued, bounded,
+//	                             then closes the box socket)
 //
 // Read and Write honour deadlines (SetDeadline and friends) as net.Conn
 // requires; http.Server relies on a past read deadline waking a blocked Read.
-// A listener belongs to its Sandbox's connection: closing the Sandbox or
-// losing the box closes it and fails pending Accepts, Reads and Writes with
-// ErrClosed naming the box. A recovered Sandbox must listen again.
+// A listener and every forwarded connection (accepted or dialed) belong to
+// its Sandbox's connection: closing the Sandbox or losing the box closes
+// them and fails pending Accepts, Dials, Reads and Writes with ErrClosed
+// naming the box. A recovered Sandbox must listen (and dial) again.
 package sandbox

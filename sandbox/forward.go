@@ -18,7 +18,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
-// Box listeners. See "Box listeners" in the package doc for why and for the
+// Box listeners. See "Box listeners and dials" in the package doc for why and for the
 // life of a forwarded connection.
 
 // listenCloseTimeout bounds Listener.Close's call to the agent.

@@ -13,8 +13,9 @@ import (
 
 // maxConcurrentCalls bounds the calls one connection may have in flight. When
 // it is reached the reader stops reading: backpressure on that host only.
-// Accept calls, which wait for a box process to connect, are counted apart
-// (maxPendingAccepts): they must never hold the reader.
+// Accept calls, which wait for a box process to connect, and dial calls,
+// which wait for a connect in the box, are counted apart (maxPendingAccepts,
+// maxPendingDials): they must never hold the reader.
 const maxConcurrentCalls = 64
 
 // stream is what a host stream id is bound to: a process's stdio (proc) or a
@@ -49,6 +50,7 @@ type conn struct {
 	listeners map[uint64]*boxListener
 	nextLis   uint64
 	accepting int // accept calls waiting, bounded by maxPendingAccepts
+	dialing   int // dial calls connecting, bounded by maxPendingDials
 	hello     bool
 
 	sem       chan struct{}
@@ -216,6 +218,10 @@ func (c *conn) handle(f proto.Frame) bool {
 		}
 		if call.Method == proto.MethodAccept {
 			c.startAccept(f.ID, call.Params)
+			return true
+		}
+		if call.Method == proto.MethodDial {
+			c.startDial(f.ID, call.Params)
 			return true
 		}
 		select {

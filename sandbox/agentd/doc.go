@@ -71,4 +71,16 @@
 // losing the host connection) closes at once. fwdConn.mu is taken alone and
 // never held across socket I/O. Listeners and their connections belong to the
 // host connection that opened them and end with it.
+//
+// # Box dials (dial.go)
+//
+// dial is the other direction: the host asks the agent to connect to a
+// loopback TCP port or a unix socket in the box. Like accept, the call
+// binds its stream (a fwdConn without a socket yet) on the reader goroutine,
+// then connects on its own goroutine (bounded per connection, counted in
+// conn.calls), with a context that ends when the host aborts the stream
+// (conn_close), the host connection or the server ends, or dialTimeout
+// passes. The connected socket becomes an ordinary fwdConn with the same two
+// pumps. Only loopback addresses and unix sockets are dialed, checked here
+// as well as on the host: dial must never become a way out of a box.
 package agentd

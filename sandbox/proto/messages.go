@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -33,6 +34,9 @@ const (
 	MethodAccept      = "accept"
 	MethodListenClose = "listen_close"
 	MethodConnClose   = "conn_close"
+	// MethodDial connects from inside the box: see "Box dials" in the
+	// package doc.
+	MethodDial = "dial"
 )
 
 // File descriptors named in Data, EOF and Window frames.
@@ -55,6 +59,8 @@ const (
 	CodeNoProcess  = "no_process"
 	CodeResource   = "resource" // out of pids, memory, fds: the box is at a limit
 	CodeClosed     = "closed"   // the listener (or the accept) was closed
+	CodeRefused    = "refused"  // dial: nothing listens at that address in the box
+	CodeTimeout    = "timeout"  // dial: the connection was not established in time
 	CodeInternal   = "internal"
 )
 
@@ -79,6 +85,10 @@ func (e *Error) Is(target error) bool {
 		return target == fs.ErrInvalid
 	case CodeClosed:
 		return target == net.ErrClosed
+	case CodeRefused:
+		return target == syscall.ECONNREFUSED
+	case CodeTimeout:
+		return target == syscall.ETIMEDOUT
 	}
 	return false
 }
@@ -394,3 +404,27 @@ type ConnCloseParams struct {
 	Stream uint32 `json:"stream"`
 	Abort  bool   `json:"abort,omitempty"`
 }
+
+// DialParams connects to Addr from inside the box and binds the connection
+// to Stream, which the host registered before the call: Network "tcp" with
+// Addr a loopback "IP:PORT" (127.0.0.0/8 or ::1; the agent resolves no
+// names and dials nothing else, whatever the box's network), or "unix"
+// with Addr an absolute socket path in the box. The reply comes once the
+// connection is established; from then on the stream carries it exactly
+// as an accepted connection's (see AcceptParams): box → host bytes as Data
+// on fd 1 within Window, host → box bytes on fd 0 within the reply's
+// InWindow, EOF frames for half-closes, one Exit when both directions are
+// done. conn_close with Abort on Stream cancels a dial still in progress.
+type DialParams struct {
+	Network string `json:"network"`
+	Addr    string `json:"addr"`
+	Stream  uint32 `json:"stream"`
+	Window  uint32 `json:"window,omitempty"` // initial box → host credit (DefaultWindow when 0)
+	// TimeoutMS bounds the connect in the box (the agent's own bound when
+	// 0 or larger).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// DialReply describes the dialed connection, with addresses as the box
+// sees them: Local is the agent's end, Remote the address dialed.
+type DialReply = AcceptReply

@@ -33,6 +33,13 @@
 // under the same credit rules, with EOF frames for half-closes and one Exit
 // frame when both directions are done (ExitStatus.Error set if it broke).
 // conn_close is closing the socket from the host side; no Exit follows it.
+//
+// # Box dials
+//
+// dial is the reverse: the agent connects from inside the box (to a loopback
+// TCP port or a unix socket there) and binds the connection to a stream the
+// host registered first, which then carries it exactly as an accepted
+// connection. A dial in progress is cancelled with conn_close (Abort).
 package proto
 
 import (

@@ -31,6 +31,17 @@
 //	harvest-probe hold NET ADDR        connect, send "hello\n", read until the
 //	                                   connection ends
 //	harvest-probe idle NET ADDR        connect, print "ok connected", never read
+//	harvest-probe serve NET ADDR MODE [BYTES]
+//	                                   listen, print "ok listening ADDR" (the
+//	                                   address bound), then serve every
+//	                                   connection: echo (copy back, shut the
+//	                                   writing half at EOF), send (BYTES
+//	                                   pattern bytes, then close), or http
+//	                                   (GET /bytes/N, POST /echo)
+//	harvest-probe stall ADDR           listen on TCP ADDR with a backlog of 0
+//	                                   and never accept: the first connect
+//	                                   completes, later ones hang; prints
+//	                                   "ok listening ADDR"
 //
 // The pattern is byte i = i % 251 (package sandboxtest/pattern).
 package main
@@ -45,6 +56,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -275,6 +287,14 @@ func main() {
 		fmt.Println("ok connected", c.LocalAddr())
 		os.Stdout.Sync()
 		holdForever()
+	case "serve":
+		var size int64
+		if len(args) > 3 {
+			size, _ = strconv.ParseInt(args[3], 10, 64)
+		}
+		serve(arg(0), arg(1), arg(2), size)
+	case "stall":
+		stall(arg(0))
 	default:
 		fmt.Println("err EINVAL unknown probe", os.Args[1])
 		os.Exit(2)
@@ -329,6 +349,79 @@ func httpMany(url string, n int, size int64) {
 		}
 	}
 	fmt.Println("ok", results[0].line)
+}
+
+// serve listens and serves every connection in mode until killed.
+func serve(network, addr, mode string, size int64) {
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println("ok listening", l.Addr())
+	os.Stdout.Sync()
+	if mode == "http" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
+			n, _ := strconv.ParseInt(r.PathValue("n"), 10, 64)
+			w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+			io.Copy(w, pattern.New(n))
+		})
+		mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body) // HTTP/1 handlers read before they write
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Write(body)
+		})
+		http.Serve(l, mux)
+		return
+	}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			fail(err)
+		}
+		go func() {
+			defer c.Close()
+			switch mode {
+			case "echo":
+				if _, err := io.Copy(c, c); err == nil {
+					c.(interface{ CloseWrite() error }).CloseWrite()
+					io.Copy(io.Discard, c)
+				}
+			case "send":
+				io.Copy(c, pattern.New(size))
+			}
+		}()
+	}
+}
+
+// stall listens with a backlog of 0 and never accepts.
+func stall(addr string) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		fmt.Println("err EINVAL want an IPv4 IP:PORT")
+		os.Exit(2)
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		fail(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+		fail(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		fail(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		fail(err)
+	}
+	in4 := sa.(*syscall.SockaddrInet4)
+	fmt.Println("ok listening", netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)))
+	os.Stdout.Sync()
+	holdForever()
 }
 
 // forkbomb starts sleeping children until fork fails, reports how many it got,

@@ -1,0 +1,281 @@
+package opencode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/event"
+)
+
+// turn is the state of one running turn.
+type turn struct {
+	a       *Agent
+	ctx     context.Context
+	emit    func(event.Payload)
+	start   time.Time
+	srv     *server
+	session string
+	m       *mapper
+	sub     *subscription
+}
+
+// Turn implements agent.Agent: it sends the prompt to the OpenCode session
+// (prompt_async) and maps the session's events until it is idle again. See
+// "A turn" in the package doc.
+func (a *Agent) Turn(ctx context.Context, prompt string, emit func(event.Payload)) agent.Outcome {
+	t := &turn{a: a, ctx: ctx, emit: emit, start: time.Now()}
+	emit(event.TurnStarted{Prompt: prompt, Model: a.cfg.Model})
+	out := t.run(prompt)
+	if t.sub != nil {
+		t.sub.close()
+	}
+	emit(out.Payload())
+	// What State answers: the conversation as it is now. After a crash it
+	// stays what it was: the next turn's server saves it again.
+	if t.srv != nil && t.srv.alive() {
+		a.save(ctx, t.srv)
+	}
+	return out
+}
+
+func (t *turn) run(prompt string) agent.Outcome {
+	a, ctx := t.a, t.ctx
+	srv, err := a.server(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return t.cancelled()
+		}
+		return t.failed(KindStart, err.Error())
+	}
+	t.srv, t.session = srv, a.Session()
+	t.m = newMapper(t.session, a.cfg.Model)
+	if t.sub, err = a.subscribe(ctx, srv); err != nil {
+		if ctx.Err() != nil {
+			return t.cancelled()
+		}
+		return t.crashed(fmt.Errorf("event stream failed: %w", err))
+	}
+	body := map[string]any{
+		"parts": []map[string]any{{"type": "text", "text": prompt}},
+		"model": map[string]any{"providerID": providerID, "modelID": a.cfg.Model},
+	}
+	if err := a.call(ctx, srv, http.MethodPost, "/session/"+t.session+"/prompt_async", body, http.StatusNoContent, nil); err != nil {
+		if ctx.Err() != nil {
+			return t.cancel()
+		}
+		if !srv.alive() {
+			return t.crashed(nil)
+		}
+		return t.failed(KindCLI, "sending the prompt: "+err.Error())
+	}
+	watchdog := time.NewTimer(a.cfg.NoOutputTimeout)
+	defer watchdog.Stop()
+	for {
+		select {
+		case e, ok := <-t.sub.events:
+			if !ok {
+				return t.crashed(fmt.Errorf("event stream ended: %w", t.sub.cause()))
+			}
+			if t.handle(e) {
+				watchdog.Reset(a.cfg.NoOutputTimeout)
+			}
+			if t.m.idle {
+				return t.finished()
+			}
+		case <-srv.proc.Done():
+			return t.crashed(nil)
+		case <-watchdog.C:
+			return t.hung()
+		case <-ctx.Done():
+			return t.cancel()
+		}
+	}
+}
+
+// handle maps one event and emits what it gives; it answers a permission
+// or question OpenCode waits on. It reports whether the event is a sign
+// of the session's work: any event but the stream's own (heartbeats), as
+// the server serves this session alone and a subagent's work comes as
+// the events of a child session.
+func (t *turn) handle(e ocEvent) bool {
+	out, _, asked, err := t.m.handle(e)
+	if err != nil {
+		t.a.log.Warn("an OpenCode event of an unexpected shape", "type", e.Type, "err", err)
+	}
+	for _, p := range out {
+		t.emit(p)
+	}
+	if asked != nil {
+		t.reject(e.Type, asked)
+	}
+	return !strings.HasPrefix(e.Type, "server.")
+}
+
+// reject refuses a permission request or a question: nobody could answer
+// it during a turn, and the session would wait for it forever.
+func (t *turn) reject(typ string, q *ocAsked) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), requestTimeout)
+	defer cancel()
+	var err error
+	if typ == "permission.asked" {
+		t.a.log.Warn("OpenCode asked for a permission; rejected", "permission", q.Permission)
+		err = t.a.call(ctx, t.srv, http.MethodPost, "/permission/"+q.ID+"/reply", map[string]string{
+			"reply": "reject", "message": "Harvest runs OpenCode unattended: nobody can grant permissions during a turn.",
+		}, http.StatusOK, nil)
+	} else {
+		t.a.log.Warn("OpenCode asked the user a question; rejected")
+		err = t.a.call(ctx, t.srv, http.MethodPost, "/question/"+q.ID+"/reject", nil, http.StatusOK, nil)
+	}
+	if err != nil {
+		t.a.log.Error("rejecting OpenCode's request", "type", typ, "err", err)
+	}
+}
+
+// finished: the session went idle after working on the prompt.
+func (t *turn) finished() agent.Outcome {
+	m := t.m
+	if e := m.err; e != nil {
+		kind := KindCLI
+		switch e.Name {
+		case "APIError", "ProviderAuthError":
+			kind = builtin.KindModel
+		case "ContextOverflowError":
+			kind = builtin.KindContext
+		case "MessageOutputLengthError":
+			kind = builtin.KindMaxTokens
+		case "MessageAbortedError":
+			return t.failed(KindCLI, "OpenCode aborted the turn, and Harvest did not ask it to")
+		}
+		return t.failed(kind, "OpenCode: "+e.String())
+	}
+	return agent.Outcome{Finished: &event.TurnFinished{
+		Result: m.result, StopReason: m.stop, Steps: m.steps,
+		Usage: m.usage, CostUSD: m.cost, DurationMS: time.Since(t.start).Milliseconds(),
+	}}
+}
+
+// cancel: the turn's context ended. OpenCode aborts the session (killing a
+// running tool's process tree); the turn waits for it to go idle, at most
+// AbortGrace, then stops the server if it did not.
+func (t *turn) cancel() agent.Outcome {
+	t.stopSession("the turn was cancelled")
+	for _, p := range t.m.openTools("interrupted: the turn was cancelled") {
+		t.emit(p)
+	}
+	return t.cancelled()
+}
+
+func (t *turn) cancelled() agent.Outcome {
+	reason := "cancelled"
+	if c := context.Cause(t.ctx); c != nil && !errors.Is(c, context.Canceled) {
+		reason = c.Error()
+	}
+	return agent.Outcome{Cancelled: &event.TurnCancelled{Reason: reason}}
+}
+
+// hung: the session reported nothing for NoOutputTimeout.
+func (t *turn) hung() agent.Outcome {
+	t.stopSession("the turn was aborted: OpenCode reported nothing")
+	for _, p := range t.m.openTools("interrupted: OpenCode reported nothing for " + t.a.cfg.NoOutputTimeout.String()) {
+		t.emit(p)
+	}
+	return t.failed(KindHung, fmt.Sprintf("OpenCode reported nothing for %v; the turn was aborted", t.a.cfg.NoOutputTimeout))
+}
+
+// stopSession aborts the session and waits, at most AbortGrace, for it to
+// go idle, mapping what it reports meanwhile (the tool results of the
+// abort); when it does not, the server is stopped (the next turn starts
+// it again).
+func (t *turn) stopSession(why string) {
+	a := t.a
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), a.cfg.AbortGrace)
+	defer cancel()
+	if err := a.abort(ctx, t.srv, t.session); err != nil {
+		a.log.Warn("aborting the OpenCode session", "why", why, "err", err)
+	}
+	// A session that is not busy (the prompt never reached it, or it was
+	// done already) sends no idle.
+	var status map[string]struct {
+		Type string `json:"type"`
+	}
+	if err := a.call(ctx, t.srv, http.MethodGet, "/session/status", nil, http.StatusOK, &status); err == nil {
+		if st, ok := status[t.session]; !ok || st.Type == "idle" {
+			return
+		}
+	}
+	for !t.m.anyIdle {
+		select {
+		case e, ok := <-t.sub.events:
+			if !ok {
+				return // the server is gone: nothing runs any more
+			}
+			t.handle(e)
+			continue
+		case <-t.srv.proc.Done():
+			return
+		case <-ctx.Done():
+		}
+		a.log.Warn("the OpenCode session did not stop after an abort; stopping the server", "why", why, "grace", a.cfg.AbortGrace)
+		a.stopServer(t.srv)
+		return
+	}
+}
+
+// crashed: the server exited, or its event stream broke, during the turn.
+// The server is stopped for good; the next turn starts a new one, which
+// continues the same OpenCode session from the box's database.
+func (t *turn) crashed(err error) agent.Outcome {
+	a := t.a
+	if !a.box.Alive() {
+		return t.failed(builtin.KindSandbox, "lost the connection to the box during the turn")
+	}
+	// A server that dies breaks its stream a moment before the box's agent
+	// reports its exit: give the exit a moment, to say what happened.
+	exited := time.NewTimer(2 * time.Second)
+	select {
+	case <-t.srv.proc.Done():
+	case <-exited.C:
+	}
+	exited.Stop()
+	var what string
+	if t.srv.alive() {
+		what = fmt.Sprintf("the OpenCode server's %v; the server was stopped", err)
+	} else {
+		what = "the OpenCode server " + t.srv.exitReason()
+	}
+	a.stopServer(t.srv)
+	if t.m != nil {
+		for _, p := range t.m.openTools("interrupted: the OpenCode server stopped") {
+			t.emit(p)
+		}
+	}
+	return t.failed(KindCrashed, fmt.Sprintf("%s during the turn; the next turn starts it again and continues OpenCode session %s", what, t.session))
+}
+
+func (t *turn) failed(kind, msg string) agent.Outcome {
+	f := &event.TurnFailed{Kind: kind, Error: msg}
+	if t.m != nil {
+		f.Usage, f.Cost = t.m.usage, t.m.cost
+	}
+	return agent.Outcome{Failed: f}
+}
+
+// stopServer stops s if it is still the agent's server.
+func (a *Agent) stopServer(s *server) {
+	a.srvMu.Lock()
+	defer a.srvMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), stopGrace+15*time.Second)
+	defer cancel()
+	if err := s.stop(ctx); err != nil {
+		a.log.Error("stopping the OpenCode server", "err", err)
+	}
+	if a.srv == s {
+		a.srv = nil
+	}
+}
