@@ -33,20 +33,29 @@ func (m *Manager) checkAgent(kind, model, backend string) (string, []string) {
 	if backend != local.Name {
 		problems = append(problems, fmt.Sprintf("agent %q runs on the %q backend only for now (its CLI needs the host's Node.js); leave backend empty or use %q", kind, local.Name, local.Name))
 	}
-	if model != "" {
-		if name, _, err := llm.ParseModel(model); err == nil {
-			if e, ok := m.cfg.Models.Endpoints[name]; ok {
-				api := e.API
-				if api == "" {
-					api = name
-				}
-				if err := external.CheckModel(kind, api); err != nil {
-					problems = append(problems, fmt.Sprintf("model %q: %v", model, err))
-				}
-			}
+	if api := m.endpointAPI(model); api != "" {
+		if err := external.CheckModel(kind, api); err != nil {
+			problems = append(problems, fmt.Sprintf("model %q: %v", model, err))
 		}
 	}
 	return kind, problems
+}
+
+// endpointAPI is the wire API of model's endpoint, "" when it has none
+// configured.
+func (m *Manager) endpointAPI(model string) string {
+	name, _, err := llm.ParseModel(model)
+	if err != nil {
+		return ""
+	}
+	e, ok := m.cfg.Models.Endpoints[name]
+	if !ok {
+		return ""
+	}
+	if e.API != "" {
+		return e.API
+	}
+	return name
 }
 
 // proxy returns the model proxy for model's endpoint, made on first use.
@@ -90,7 +99,7 @@ func (r *runner) newExternal(ctx context.Context, sb *sandbox.Sandbox) (agent.Ag
 	}
 	ag, err := external.Open(ctx, external.Spec{
 		Kind: s.Agent, Box: sb, Workdir: sb.WorkspacePath(s.Repos[0].Name),
-		CLIPrefix: r.m.cfg.cliPrefix(), Model: id, Proxy: p, BudgetUSD: s.Limits.BudgetUSD,
+		CLIPrefix: r.m.cfg.cliPrefix(), Model: id, API: r.m.endpointAPI(s.Model), Proxy: p, BudgetUSD: s.Limits.BudgetUSD,
 		SessionID: s.ID, State: s.AgentState, Logger: r.log,
 	})
 	if err != nil {

@@ -26,6 +26,16 @@ rules:
   - name: title
     when: {api: anthropic, system: "Generate a concise, sentence-case title"}
     reply: {text: '{"title": "Make fixed.txt"}', usage: {input_tokens: 150, output_tokens: 10}}
+  - name: one-wait-opencode
+    when: {api: anthropic, last_user: "Task one", turn: 1, tools: [bash, todowrite]}
+    reply:
+      tool_calls: [{name: bash, input: {command: "until [ -e go ]; do sleep 0.02; done; echo fixed > fixed.txt; echo released", description: "Wait for go"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: four-tree-opencode
+    when: {api: anthropic, last_user: "Task four", tools: [bash, todowrite]}
+    reply:
+      tool_calls: [{name: bash, input: {command: "sh -c 'sleep 41337' & sleep 41338; echo never", description: "Never ends"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: one-wait-builtin
     when: {api: anthropic, last_user: "Task one", turn: 1, tools: [bash]}
     reply:
@@ -73,13 +83,16 @@ const canaryKey = "sk-ant-canary-4c1f0e9b7d2a48e3a6f1-never-in-the-box"
 // model proxy: the real key is absent from the box and from every event,
 // and the sim sees it arrive.
 func TestAgentSessions(t *testing.T) {
-	for _, kind := range []string{AgentBuiltin, external.ClaudeCode, external.Terminal} {
+	for _, kind := range []string{AgentBuiltin, external.ClaudeCode, external.OpenCode, external.Terminal} {
 		t.Run(kind, func(t *testing.T) { testAgentSession(t, kind) })
 	}
 }
 
 func testAgentSession(t *testing.T, kind string) {
-	if kind != AgentBuiltin {
+	switch kind {
+	case external.OpenCode:
+		testbin.OpenCode(t)
+	case external.ClaudeCode, external.Terminal:
 		testbin.Claude(t)
 	}
 	e := newEnv(t, withKey(canaryKey))
@@ -102,7 +115,14 @@ func testAgentSession(t *testing.T, kind string) {
 	}
 
 	// The box holds no real key while the agent works.
-	scanSessionBox(t, e, v.ID, kind != AgentBuiltin)
+	var mustSee []string // the proxy settings the CLI got: the scan looked where it runs
+	switch kind {
+	case external.ClaudeCode, external.Terminal:
+		mustSee = []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:", "ANTHROPIC_API_KEY=harvest-session-"}
+	case external.OpenCode:
+		mustSee = []string{"OPENCODE_CONFIG_CONTENT=", "harvest-session-"}
+	}
+	scanSessionBox(t, e, v.ID, mustSee...)
 
 	release(t, v)
 	if f := w.finished("t1"); f.Result != "Task one done." || f.Usage.InputTokens == 0 || f.CostUSD <= 0 {
@@ -197,9 +217,9 @@ func testAgentSession(t *testing.T, kind string) {
 // scanSessionBox connects to the session's box and looks, from inside,
 // everywhere a process there could find a key: every process's environment
 // and command line, and the files under HOME, the workspaces and /tmp.
-// With cli, the scan must show the agent CLI's proxy settings (proof that
-// it looked where the CLI runs).
-func scanSessionBox(t *testing.T, e *env, id string, cli bool) {
+// The scan must show mustSee, the agent CLI's proxy settings (proof that it
+// looked where the CLI runs).
+func scanSessionBox(t *testing.T, e *env, id string, mustSee ...string) {
 	t.Helper()
 	s, err := e.st.GetSession(ctxT(t), id)
 	if err != nil {
@@ -224,8 +244,8 @@ find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo
 		t.Fatalf("scanning the box: %v %v (%d bytes dropped)\n%s\n%s", st, err, st.Dropped, out.String(), errb.String())
 	}
 	scan := out.String()
-	for _, want := range []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:", "ANTHROPIC_API_KEY=harvest-session-"} {
-		if cli && !strings.Contains(scan, want) {
+	for _, want := range mustSee {
+		if !strings.Contains(scan, want) {
 			t.Fatalf("the scan does not show %q, so it did not look where it should:\n%s", want, scan)
 		}
 	}

@@ -45,6 +45,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/agent/opencode"
 	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
@@ -61,7 +62,7 @@ const (
 )
 
 // Kinds lists the external agent kinds Open runs.
-var Kinds = []string{ClaudeCode, Terminal}
+var Kinds = []string{ClaudeCode, OpenCode, Terminal}
 
 // IsKind reports whether name is an external agent kind Open runs.
 func IsKind(name string) bool { return slices.Contains(Kinds, name) }
@@ -156,6 +157,9 @@ type Spec struct {
 	// Model is the model id the CLI asks for, without Harvest's provider
 	// prefix (claude-sonnet-4-5).
 	Model string
+	// API is the model endpoint's wire protocol, "anthropic" or "openai"
+	// (OpenCode speaks either; Claude Code only the first).
+	API string
 	// Proxy carries the CLI's model calls to the real API.
 	Proxy *modelproxy.Proxy
 	// BudgetUSD caps each turn's model spending (0: no cap).
@@ -208,6 +212,12 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 		ag, err = claudecode.New(ctx, claudecode.Config{
 			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
 			ModelURL: url, ModelKey: token, Model: s.Model,
+			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
+		}, s.State)
+	case OpenCode:
+		ag, err = opencode.New(ctx, opencode.Config{
+			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
+			ModelURL: url, ModelKey: token, Model: s.Model, API: s.API,
 			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
 		}, s.State)
 	case Terminal:

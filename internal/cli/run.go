@@ -81,10 +81,11 @@ runs on harvest sim with your own script instead.
 
 The agent is --agent NAME: .harvest/agents/NAME.md in the repository, else
 ~/.config/harvest/agents/NAME.md, else the built-in default. --agent
-claudecode runs the Claude Code CLI in the box instead (installed by
-scripts/setup under $HARVEST_CLI_PREFIX, default /opt/harvest/npm; local
-backend), its model calls going through a proxy on this machine that adds
-the key: the box sees only a per-run token.
+claudecode (Claude Code through stream-json), terminal (Claude Code's
+interactive TUI in a PTY) or opencode (an OpenCode server) runs that CLI in
+the box instead (installed by scripts/setup under $HARVEST_CLI_PREFIX,
+default /opt/harvest/npm; local backend), its model calls going through a
+proxy on this machine that adds the key: the box sees only a per-run token.
 
 Ctrl-C cancels the turn: the running tool's processes are killed and the
 box is destroyed. Exit status: 0 done, 1 the agent failed (a limit, a loop,
@@ -106,7 +107,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.repos, "repo", nil, "repository to work on: a directory or a git URL (repeatable)")
-	fl.StringVar(&f.agentName, "agent", "", "agent definition name (default: the repository's or built-in default), or claudecode")
+	fl.StringVar(&f.agentName, "agent", "", "agent definition name (default: the repository's or built-in default), or claudecode, terminal, opencode")
 	fl.StringVar(&f.model, "model", "", "model as provider/model, like anthropic/claude-sonnet-4-5 or openai/gpt-4.1")
 	fl.StringVar(&f.backend, "backend", backends.Default, "sandbox backend: "+strings.Join(backends.Names(), ", "))
 	fl.BoolVar(&f.json, "json", false, "print every event as a JSON line instead of the progress view")
@@ -555,7 +556,7 @@ func openExternal(ctx context.Context, f agentRunFlags, model *modelSetup, box *
 	}
 	return external.Open(ctx, external.Spec{
 		Kind: f.agentName, Box: box, Workdir: ws[0].Path, CLIPrefix: cliPrefix(),
-		Model: id, Proxy: p, BudgetUSD: f.budget, SessionID: runID,
+		Model: id, API: api, Proxy: p, BudgetUSD: f.budget, SessionID: runID,
 	})
 }
 

@@ -275,28 +275,35 @@ func TestRunBadInput(t *testing.T) {
 	}
 }
 
-// TestRunClaudeCode: harvest run --agent claudecode (stream-json) and
-// --agent terminal (the interactive TUI in a PTY) run the real Claude Code
-// CLI in the box on harvest sim, through the model proxy: the scripted
-// task's tools really run and the answer comes back, with the same kinds
-// of events as the builtin agent's.
-func TestRunClaudeCode(t *testing.T) {
-	for _, kind := range []string{"claudecode", "terminal"} {
-		t.Run(kind, func(t *testing.T) { testRunClaudeCode(t, kind) })
+// TestRunExternalAgents: harvest run --agent claudecode (stream-json),
+// --agent terminal (the interactive TUI in a PTY) — the real Claude Code —
+// and --agent opencode (the real OpenCode server, on the OpenAI API) run in
+// the box on harvest sim, through the model proxy: the scripted task's
+// tools really run and the answer comes back, with the same kinds of
+// events as the builtin agent's.
+func TestRunExternalAgents(t *testing.T) {
+	for _, kind := range []string{"claudecode", "terminal", "opencode"} {
+		t.Run(kind, func(t *testing.T) { testRunExternal(t, kind) })
 	}
 }
 
-func testRunClaudeCode(t *testing.T, kind string) {
+func testRunExternal(t *testing.T, kind string) {
 	needRoot(t)
-	testbin.Claude(t)
+	script, model := "../../sim/examples/claude-code.yaml", "anthropic/claude-sonnet-4-5"
+	if kind == "opencode" {
+		testbin.OpenCode(t)
+		script, model = "../../sim/examples/opencode.yaml", "openai/gpt-4.1"
+	} else {
+		testbin.Claude(t)
+	}
 	env, _ := runEnv(t)
 	repo := t.TempDir()
 	os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644)
-	script, err := filepath.Abs("../../sim/examples/claude-code.yaml")
+	script, err := filepath.Abs(script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runHarvest(t, env, "", "run", "--agent", kind, "--repo", repo, "--sim-script", script, "--json",
+	code, out, errOut := runHarvest(t, env, "", "run", "--agent", kind, "--model", model, "--repo", repo, "--sim-script", script, "--json",
 		"Write a greeting script greet.sh, run it, and tell me what it printed")
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)

@@ -209,7 +209,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.repos, "repo", nil, "repository: a directory on the server's machine or a git URL (repeatable)")
 	fl.StringVar(&f.title, "title", "", "a title to list the session by")
-	fl.StringVar(&f.agent, "agent", "", "the agent: builtin (default) or claudecode (the Claude Code CLI in the box)")
+	fl.StringVar(&f.agent, "agent", "", "the agent: builtin (default), claudecode, terminal (Claude Code's TUI in a PTY) or opencode")
 	fl.StringVar(&f.model, "model", "", "model as provider/model (default: the server's)")
 	fl.StringVar(&f.backend, "backend", "", "sandbox backend (default: the server's)")
 	fl.StringVar(&f.mode, "mode", "", "messages sent while the agent works: queue (default) or interrupt")
