@@ -73,45 +73,9 @@ func (c *conn) startDial(id uint32, params json.RawMessage) {
 		c.reply(id, nil, nil, err)
 		return
 	}
-	c.mu.Lock()
-	switch {
-	case c.streams == nil:
-		err = &proto.Error{Code: proto.CodeClosed, Message: "dial: connection closing"}
-	case c.streams[prm.Stream] != nil:
-		err = &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("stream %d is already in use", prm.Stream)}
-	case c.dialing >= maxPendingDials:
-		err = &proto.Error{Code: proto.CodeResource, Message: fmt.Sprintf("dial: %d dials are already waiting on this connection", maxPendingDials)}
-	}
-	if err != nil {
-		c.mu.Unlock()
-		c.reply(id, nil, nil, err)
-		return
-	}
-	window := int64(prm.Window)
-	if window <= 0 {
-		window = proto.DefaultWindow
-	}
-	fc := newFwdConn(c, prm.Stream, window)
-	c.streams[prm.Stream] = fc
-	c.dialing++
-	c.mu.Unlock()
-
-	c.calls.Add(1)
-	go func() {
-		defer c.calls.Done()
-		res, err := c.dial(prm, fc)
-		c.mu.Lock()
-		c.dialing--
-		c.mu.Unlock()
-		if err != nil {
-			c.dropStream(prm.Stream, fc)
-			c.reply(id, nil, nil, err)
-			return
-		}
-		// The reply goes out before the first Data frame (see startAccept).
-		c.reply(id, res, nil, nil)
-		fc.start()
-	}()
+	c.startForward(id, "dial", prm.Stream, prm.Window, &c.dialing, maxPendingDials,
+		func() error { return nil },
+		func(fc *fwdConn) (any, error) { return c.dial(prm, fc) })
 }
 
 // dial connects and binds the connection to fc. It gives up when the host

@@ -213,47 +213,66 @@ func (c *conn) startAccept(id uint32, params json.RawMessage) {
 		c.reply(id, nil, nil, err)
 		return
 	}
+	var l *boxListener
+	c.startForward(id, "accept", prm.Stream, prm.Window, &c.accepting, maxPendingAccepts,
+		func() error {
+			if l = c.listeners[prm.Listener]; l == nil {
+				return &proto.Error{Code: proto.CodeClosed, Message: fmt.Sprintf("accept: no listener %d on this connection (closed?)", prm.Listener)}
+			}
+			return nil
+		},
+		func(fc *fwdConn) (any, error) { return c.waitAccept(l, fc) })
+}
+
+// startForward binds stream to a new fwdConn waiting for its connection,
+// then runs connect (an accept or a dial) on its own goroutine, counted in
+// c.calls and in *pending (at most max at once). check, under c.mu, may
+// refuse the call first. The reply goes out before the first Data frame:
+// the host learns of the connection first (it could take data before, into
+// the stream it registered, but need not).
+func (c *conn) startForward(id uint32, what string, stream uint32, window uint32, pending *int, max int,
+	check func() error, connect func(*fwdConn) (any, error)) {
 	c.mu.Lock()
-	l := c.listeners[prm.Listener]
+	var err error
 	switch {
 	case c.streams == nil:
-		err = &proto.Error{Code: proto.CodeClosed, Message: "accept: connection closing"}
-	case l == nil:
-		err = &proto.Error{Code: proto.CodeClosed, Message: fmt.Sprintf("accept: no listener %d on this connection (closed?)", prm.Listener)}
-	case c.streams[prm.Stream] != nil:
-		err = &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("stream %d is already in use", prm.Stream)}
-	case c.accepting >= maxPendingAccepts:
-		err = &proto.Error{Code: proto.CodeResource, Message: fmt.Sprintf("accept: %d accepts are already waiting on this connection", maxPendingAccepts)}
+		err = &proto.Error{Code: proto.CodeClosed, Message: what + ": connection closing"}
+	default:
+		err = check()
+	}
+	switch {
+	case err != nil:
+	case c.streams[stream] != nil:
+		err = &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("stream %d is already in use", stream)}
+	case *pending >= max:
+		err = &proto.Error{Code: proto.CodeResource, Message: fmt.Sprintf("%s: %d %ss are already waiting on this connection", what, max, what)}
 	}
 	if err != nil {
 		c.mu.Unlock()
 		c.reply(id, nil, nil, err)
 		return
 	}
-	window := int64(prm.Window)
-	if window <= 0 {
-		window = proto.DefaultWindow
+	w := int64(window)
+	if w <= 0 {
+		w = proto.DefaultWindow
 	}
-	fc := newFwdConn(c, prm.Stream, window)
-	c.streams[prm.Stream] = fc
-	c.accepting++
+	fc := newFwdConn(c, stream, w)
+	c.streams[stream] = fc
+	*pending++
 	c.mu.Unlock()
 
 	c.calls.Add(1)
 	go func() {
 		defer c.calls.Done()
-		res, err := c.waitAccept(l, fc)
+		res, err := connect(fc)
 		c.mu.Lock()
-		c.accepting--
+		*pending--
 		c.mu.Unlock()
 		if err != nil {
-			c.dropStream(prm.Stream, fc)
+			c.dropStream(stream, fc)
 			c.reply(id, nil, nil, err)
 			return
 		}
-		// The reply goes out before the first Data frame: the host learns of
-		// the connection first (it could take data before, into the stream
-		// it registered, but need not).
 		c.reply(id, res, nil, nil)
 		fc.start()
 	}()
