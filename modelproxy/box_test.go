@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +22,6 @@ import (
 // not in any process's environment or command line, not in ps, not in any
 // file under HOME, the workspace or /tmp — while the client runs and after.
 
-// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
-// machine without the local backend fails these tests instead of skipping.
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 // startBox starts a local box as the box user with ws as /workspace/repo
 // and the mounts, destroyed when the test ends.
 func startBox(t *testing.T, ws string, mounts ...sandbox.Mount) *sandbox.Sandbox {
@@ -39,7 +31,7 @@ func startBox(t *testing.T, ws string, mounts ...sandbox.Mount) *sandbox.Sandbox
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

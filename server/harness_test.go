@@ -98,11 +98,6 @@ type envConfig struct {
 	simHits   bool
 }
 
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 func quietLogger() *slog.Logger {
 	if os.Getenv("HARVEST_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -163,7 +158,7 @@ func newAPIEnv(t testing.TB, cfgs ...func(*envConfig)) *apiEnv {
 	defer cancel()
 	if err := e.prov.Available(ctx); err != nil {
 		e.prov.Close()
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

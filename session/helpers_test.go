@@ -93,13 +93,6 @@ rules:
 
 const testModel = "anthropic/claude-sonnet-4-5"
 
-// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
-// machine without the local backend fails the tests instead of skipping.
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 // env is one server's worth of session machinery.
 type env struct {
 	t       testing.TB
@@ -161,7 +154,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.prov.Available(ctx); err != nil {
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

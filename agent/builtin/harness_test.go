@@ -35,13 +35,6 @@ type harness struct {
 	client *llm.Client
 }
 
-// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
-// machine without the local backend fails the tests instead of skipping.
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 type harnessOpt struct {
 	wsName string
 	api    string // anthropic (default) or openai
@@ -85,7 +78,7 @@ func newHarnessScript(t testing.TB, s *sim.Script, o harnessOpt) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,13 +32,6 @@ const (
 	testKey   = "harvest-session-opencode-test-token"
 )
 
-// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
-// machine without the local backend fails the tests instead of skipping.
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 // env is one test's provider, workspace and sim.
 type env struct {
 	t        *testing.T
@@ -61,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.prov.Available(ctx); err != nil {
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

@@ -23,13 +23,6 @@ import (
 // the generic path, the pinned Claude Code for the hook path — and, for
 // Claude Code, harvest sim served on a box listener.
 
-// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
-// machine without the local backend fails the tests instead of skipping.
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 func testLogger(t *testing.T) *slog.Logger {
 	if os.Getenv("HARVEST_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
@@ -38,7 +31,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // provider returns a local provider, skipping (or failing, see
-// localRequired) where bubblewrap boxes cannot run.
+// testbin.LocalRequired) where bubblewrap boxes cannot run.
 func provider(t *testing.T) *local.Provider {
 	t.Helper()
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
@@ -46,7 +39,7 @@ func provider(t *testing.T) *local.Provider {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,20 +24,13 @@ type testBox struct {
 
 const ws = "/workspace/w"
 
-// localRequired: in CI, or when HARVEST_REQUIRE_BACKENDS names local, a
-// machine without the local backend fails the tests instead of skipping.
-func localRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
-
 func newBox(t testing.TB, cfg Config) *testBox {
 	t.Helper()
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if localRequired() {
+		if testbin.LocalRequired() {
 			t.Fatalf("the local sandbox backend is required here: %v", err)
 		}
 		t.Skipf("the local sandbox backend is not available: %v", err)

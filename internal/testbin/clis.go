@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -94,4 +95,12 @@ func checkVersion(t testing.TB, p, want string) string {
 		t.Logf("%s: %s", p, got)
 	}
 	return p
+}
+
+// LocalRequired reports whether a machine without the local sandbox
+// backend fails the tests instead of skipping them: in CI (CI set), or
+// when $HARVEST_REQUIRE_BACKENDS names local.
+func LocalRequired() bool {
+	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
+	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
 }
