@@ -177,7 +177,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("run by TestCrashRecovery in a child process")
 	}
 	e := &env{
-		t: t, clock: newTestClock(),
+		t: t, clock: newTestClock(), key: "sk-test",
 		dbPath: os.Getenv("HARVEST_SESSION_DB"), runDir: os.Getenv("HARVEST_SESSION_RUN_DIR"),
 		dataDir: os.Getenv("HARVEST_SESSION_DATA_DIR"), repo: os.Getenv("HARVEST_SESSION_REPO"),
 		simURL: os.Getenv("HARVEST_SESSION_SIM"), agent: os.Getenv("HARVEST_SESSION_AGENT"),

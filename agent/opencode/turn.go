@@ -61,6 +61,11 @@ func (t *turn) run(prompt string) agent.Outcome {
 		}
 		return t.crashed(fmt.Errorf("event stream failed: %w", err))
 	}
+	// A session still busy from an aborted turn (a watchdog's, a
+	// cancel's) would end this one with its late idle: let it settle, then
+	// map with a fresh slate.
+	t.settle()
+	t.m = newMapper(t.session, a.cfg.Model)
 	body := map[string]any{
 		"parts": []map[string]any{{"type": "text", "text": prompt}},
 		"model": map[string]any{"providerID": providerID, "modelID": a.cfg.Model},
@@ -86,6 +91,13 @@ func (t *turn) run(prompt string) agent.Outcome {
 				watchdog.Reset(a.cfg.NoOutputTimeout)
 			}
 			if t.m.idle {
+				if t.m.steps == 0 && t.m.result == "" && t.m.err == nil {
+					// Idle with nothing done for this prompt: the late
+					// busy/idle of an aborted turn. Keep waiting.
+					a.log.Info("an OpenCode idle with nothing done for this turn: taken for an earlier turn's")
+					t.m.busy, t.m.idle = false, false
+					continue
+				}
 				return t.finished()
 			}
 		case <-srv.proc.Done():
@@ -186,6 +198,44 @@ func (t *turn) hung() agent.Outcome {
 		t.emit(p)
 	}
 	return t.failed(KindHung, fmt.Sprintf("OpenCode reported nothing for %v; the turn was aborted", t.a.cfg.NoOutputTimeout))
+}
+
+// settle waits, at most AbortGrace, for the session to be idle before a
+// prompt, dropping what it reports meanwhile (the end of an aborted turn,
+// already reported as that turn's outcome).
+func (t *turn) settle() {
+	a := t.a
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), a.cfg.AbortGrace)
+	defer cancel()
+	busy := func() bool {
+		var status map[string]struct {
+			Type string `json:"type"`
+		}
+		if err := a.call(ctx, t.srv, http.MethodGet, "/session/status", nil, http.StatusOK, &status); err != nil {
+			return false
+		}
+		st, ok := status[t.session]
+		return ok && st.Type != "idle"
+	}
+	if !busy() {
+		return
+	}
+	a.log.Info("the OpenCode session is still busy from an earlier turn: waiting for it to settle")
+	drop := newMapper(t.session, a.cfg.Model)
+	for !drop.anyIdle {
+		select {
+		case e, ok := <-t.sub.events:
+			if !ok {
+				return
+			}
+			_, _, _, _ = drop.handle(e)
+		case <-t.srv.proc.Done():
+			return
+		case <-ctx.Done():
+			a.log.Warn("the OpenCode session is still busy after an abort; sending the prompt anyway", "grace", a.cfg.AbortGrace)
+			return
+		}
+	}
 }
 
 // stopSession aborts the session and waits, at most AbortGrace, for it to

@@ -71,8 +71,8 @@ type watcher struct {
 	mu      sync.Mutex
 	lines   []string
 	partial []byte
-	total   int // complete lines received over every tail run
-	skip    int // lines a restarted tail repeats, to drop
+	seen    int // lines of the log delivered (by the tail or by poll)
+	tailPos int // complete lines the running tail printed (it starts at line 1)
 	proc    *sandbox.Process
 }
 
@@ -82,11 +82,11 @@ func newWatcher(sb *sandbox.Sandbox, dir, nonce string, logger *slog.Logger) *wa
 
 func (w *watcher) logPath() string { return w.dir + "/log" }
 
-// start starts the tail (again, if it ended: the lines already received are
-// skipped).
+// start starts the tail (again, if it ended: the lines already delivered
+// are skipped).
 func (w *watcher) start(ctx context.Context) error {
 	w.mu.Lock()
-	w.skip, w.partial = w.total, nil
+	w.tailPos, w.partial = 0, nil
 	w.mu.Unlock()
 	p, err := w.sb.Start(ctx, &sandbox.Cmd{
 		Args:   []string{"tail", "-F", "-n", "+1", "-s", "0.2", w.logPath()},
@@ -142,11 +142,11 @@ func (w *watcher) Write(p []byte) (int, error) {
 		}
 		line := string(data[:i])
 		data = data[i+1:]
-		w.total++
-		if w.skip > 0 {
-			w.skip--
-			continue
+		w.tailPos++
+		if w.tailPos <= w.seen {
+			continue // delivered already (by poll, or before a restart)
 		}
+		w.seen = w.tailPos
 		w.lines = append(w.lines, line)
 		got = true
 	}
@@ -161,6 +161,39 @@ func (w *watcher) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// poll reads the log itself and delivers the complete lines the tail has
+// not: a backstop for a tail that lags (a loaded machine) or died, so a
+// hook that ran is never missed.
+func (w *watcher) poll(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	data, err := w.sb.ReadFile(rctx, w.logPath())
+	if err != nil {
+		return false // not written yet, or the box is going: the tail or the next poll
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[:i]
+	} else {
+		return false
+	}
+	lines := strings.Split(string(data), "\n")
+	w.mu.Lock()
+	got := false
+	for ; w.seen < len(lines); w.seen++ {
+		w.lines = append(w.lines, lines[w.seen])
+		got = true
+	}
+	w.mu.Unlock()
+	if got {
+		w.logger.Warn("the hook log's tail lagged: read the log directly")
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}
+	return got
 }
 
 // take returns the lines received since the last take.

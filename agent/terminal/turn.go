@@ -306,6 +306,11 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 		}
 	case phaseSubmitted:
 		if now.Sub(t.since) >= submitRetry {
+			// Before typing Enter again: the hook may have run with its
+			// line not yet through the tail.
+			if t.pollHooks() {
+				return agent.Outcome{}, false
+			}
 			if t.tries >= submitTries {
 				out := t.fail(KindInput, fmt.Sprintf("Claude Code did not take the prompt (no UserPromptSubmit hook after %d Enters); the next turn starts it again. Its screen shows:\n%s", t.tries, a.out.tail(errorTail)))
 				// The prompt may still sit in its input box: start afresh
@@ -330,6 +335,9 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 			break
 		}
 		if a.claude != nil && quiet >= commandQuiet && (t.command || quiet >= promptQuiet) && !t.claudeBusy() {
+			if !t.command && t.pollHooks() {
+				break // its Stop may be among them: the next step takes them
+			}
 			// Back at its prompt without a Stop hook: a slash command
 			// ran, or the prompt ended some other way (a hook of the
 			// caller's settings refused it, say).
@@ -558,6 +566,15 @@ func (t *turn) exited() (agent.Outcome, bool) {
 		return t.fail(KindStart, fmt.Sprintf("the CLI exited (%s) before it was ready for input; its screen shows:\n%s", status, screen)), true
 	}
 	return t.fail(KindExited, fmt.Sprintf("the CLI exited during the turn (%s); the next turn starts it again. Its screen shows:\n%s", status, screen)), true
+}
+
+// pollHooks reads Claude Code's hook log directly, for lines its tail has
+// not delivered; true: there were some (the next step takes them).
+func (t *turn) pollHooks() bool {
+	if t.a.claude == nil {
+		return false
+	}
+	return t.a.claude.w.poll(t.ctx)
 }
 
 // reap forgets a CLI that is gone.
