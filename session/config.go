@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -64,6 +65,10 @@ type Config struct {
 	// searched after the repositories' .harvest/agents; "" searches only
 	// the repositories.
 	AgentsDir string
+	// Egress, when set, gives the external agents' boxes a way to the
+	// hosts it allows (package registries), bridged into each box; nil:
+	// boxes have no way out.
+	Egress *egress.Proxy
 	// CLIPrefix is the npm prefix the external agents' CLIs are installed
 	// under (external.DefaultCLIPrefix when empty); boxes see it read-only.
 	CLIPrefix string

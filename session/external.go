@@ -100,7 +100,7 @@ func (r *runner) newExternal(ctx context.Context, sb *sandbox.Sandbox) (agent.Ag
 	ag, err := external.Open(ctx, external.Spec{
 		Kind: s.Agent, Box: sb, Workdir: sb.WorkspacePath(s.Repos[0].Name),
 		CLIPrefix: r.m.cfg.cliPrefix(), Model: id, API: r.m.endpointAPI(s.Model), Proxy: p, BudgetUSD: s.Limits.BudgetUSD,
-		SessionID: s.ID, State: s.AgentState, Logger: r.log,
+		SessionID: s.ID, State: s.AgentState, Logger: r.log, Egress: r.m.cfg.Egress,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

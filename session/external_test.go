@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +16,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -272,4 +278,66 @@ func TestExternalAgentValidation(t *testing.T) {
 			t.Errorf("%s: got %v, want an error with %q", name, err, tc.want)
 		}
 	}
+}
+
+// egressScript: a Bash command that fetches from an allowed registry and
+// from a host that is not allowed, through the egress proxy.
+const egressScript = `
+rules:
+  - name: fetch
+    when: {api: anthropic, last_user: "Fetch", turn: 1, tools: [Bash]}
+    reply:
+      tool_calls: [{name: Bash, input: {command: "curl -sS http://registry.test/pkg; echo; curl -s -o /dev/null -w 'evil %{http_code}' http://evil.test/", description: "Fetch"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: fetched
+    when: {api: anthropic, turn: 2}
+    reply: {text: "Fetched.", usage: {input_tokens: 100, output_tokens: 5}}
+`
+
+// An external agent's commands reach an allowed package registry through
+// the egress proxy bridged into the box, and are refused any other host;
+// the box still has no network of its own.
+func TestEgress(t *testing.T) {
+	testbin.Claude(t)
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "package-bytes-from-the-registry")
+	}))
+	defer reg.Close()
+	public := netip.MustParseAddr("203.0.113.7") // what registry.test resolves to; the dial goes to reg
+	ep, err := egress.New(egress.Config{
+		Allow:    []string{"registry.test"},
+		Resolver: fixedResolver{"registry.test": public, "evil.test": public},
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr != netip.AddrPortFrom(public, 80).String() {
+				return nil, fmt.Errorf("dialed %s", addr)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, reg.Listener.Addr().String())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withEgress(ep))
+	s, err := sim.ParseScript("egress.yaml", []byte(egressScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Store(sim.New(s))
+	v := e.create("Fetch the package", func(r *CreateRequest) { r.Agent = external.ClaudeCode })
+	w := e.watch(v.ID)
+	out := typed[event.ToolFinished](w, "t1", nil).Output
+	if !strings.Contains(out, "package-bytes-from-the-registry") || !strings.Contains(out, "evil 403") {
+		t.Fatalf("the command printed %q; want the registry's bytes and a 403 for evil.test", out)
+	}
+	w.finished("t1")
+}
+
+type fixedResolver map[string]netip.Addr
+
+func (f fixedResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, ok := f[host]; ok {
+		return []netip.Addr{a}, nil
+	}
+	return nil, fmt.Errorf("no such host %s", host)
 }

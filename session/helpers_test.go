@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
@@ -111,11 +112,15 @@ type env struct {
 	noOpen  bool
 	agent   string // the harvest-agent binary
 	key     string // the model endpoint's API key
+	egress  *egress.Proxy
 }
 
 type envOpt func(*env)
 
 func withPool(n int) envOpt { return func(e *env) { e.pool = n } }
+
+// withEgress gives the Manager an egress proxy.
+func withEgress(p *egress.Proxy) envOpt { return func(e *env) { e.egress = p } }
 
 // withKey gives the model endpoint the API key k (default "sk-test").
 func withKey(k string) envOpt { return func(e *env) { e.key = k } }
@@ -201,7 +206,7 @@ func (e *env) open() {
 func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
 	e.t.Helper()
 	m, err := NewManager(Config{
-		Store: st, Journal: j,
+		Store: st, Journal: j, Egress: e.egress,
 		Backends: func(name string) (sandbox.Provider, error) {
 			if name != local.Name {
 				return nil, fmt.Errorf("unknown backend %q: these tests run local", name)

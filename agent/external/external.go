@@ -15,8 +15,10 @@
 //
 //	CLI in box ──► 127.0.0.1:N (box listener) ══ agentd ══► host: Proxy ──► model API (+ real key)
 //
-// Open owns one goroutine per agent, the proxy's Serve on that listener;
-// Close stops it (closing the listener) and waits for it.
+// Open owns one goroutine per agent, the proxy's Serve on that listener
+// (two with egress: Spec.Egress, an allowlisting HTTP(S) proxy for package
+// registries, bridged the same way); Close stops them (closing the
+// listeners) and waits for them.
 //
 // # Usage
 //
@@ -47,6 +49,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/claudecode"
 	"github.com/harvest-dev/harvest/agent/opencode"
 	"github.com/harvest-dev/harvest/agent/terminal"
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -162,6 +165,10 @@ type Spec struct {
 	API string
 	// Proxy carries the CLI's model calls to the real API.
 	Proxy *modelproxy.Proxy
+	// Egress, when set, lets the CLI (and the commands it runs) reach the
+	// hosts it allows — package registries — through a second bridge:
+	// HTTP(S)_PROXY and friends point at it. Nil: no way out of the box.
+	Egress *egress.Proxy
 	// BudgetUSD caps each turn's model spending (0: no cap).
 	BudgetUSD float64
 	// Instructions are added to the CLI's system prompt.
@@ -206,25 +213,32 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 		}
 	}()
 	url := "http://" + ln.Addr().String()
+	var env []string
+	if s.Egress != nil {
+		if env, err = b.bridgeEgress(ctx, s); err != nil {
+			b.stop()
+			return nil, err
+		}
+	}
 	var ag agent.Agent
 	switch s.Kind {
 	case ClaudeCode:
 		ag, err = claudecode.New(ctx, claudecode.Config{
 			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
-			ModelURL: url, ModelKey: token, Model: s.Model,
+			ModelURL: url, ModelKey: token, Model: s.Model, Env: env,
 			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
 		}, s.State)
 	case OpenCode:
 		ag, err = opencode.New(ctx, opencode.Config{
 			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
-			ModelURL: url, ModelKey: token, Model: s.Model, API: s.API,
+			ModelURL: url, ModelKey: token, Model: s.Model, API: s.API, Env: env,
 			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
 		}, s.State)
 	case Terminal:
 		b.meter = true
 		ag, err = terminal.New(ctx, terminal.Config{
 			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
-			ModelURL: url, ModelKey: token, Model: s.Model,
+			ModelURL: url, ModelKey: token, Model: s.Model, Env: env,
 			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
 			Command: s.Command, DonePattern: s.DonePattern, IdleTimeout: s.IdleTimeout,
 		}, s.State)
@@ -248,6 +262,7 @@ type bridged struct {
 	revoke    func()
 	stopServe context.CancelFunc
 	served    chan struct{}
+	egress    *egressBridge // nil without egress
 	closeOnce sync.Once
 	closeErr  error
 
@@ -339,4 +354,39 @@ func (b *bridged) stop() {
 	b.stopServe()
 	b.ln.Close()
 	<-b.served
+	if e := b.egress; e != nil {
+		e.revoke()
+		e.cancel()
+		e.ln.Close()
+		<-e.served
+	}
+}
+
+// egressBridge is the egress proxy served on a listener in the box.
+type egressBridge struct {
+	ln     *sandbox.Listener
+	revoke func()
+	cancel context.CancelFunc
+	served chan struct{}
+}
+
+// bridgeEgress serves s.Egress in the box and returns the environment that
+// points the CLI and its commands at it (the token in the proxy URL is the
+// session's, worth nothing outside that listener).
+func (b *bridged) bridgeEgress(ctx context.Context, s Spec) ([]string, error) {
+	ln, err := s.Box.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bridging the egress proxy into the box: %w", err)
+	}
+	token, revoke := s.Egress.Grant(s.SessionID, nil)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e := &egressBridge{ln: ln, revoke: revoke, cancel: cancel, served: make(chan struct{})}
+	go func() {
+		defer close(e.served)
+		if err := s.Egress.Serve(sctx, ln); err != nil && sctx.Err() == nil {
+			s.Logger.Warn("serving the egress proxy in the box stopped", "session", s.SessionID, "err", err)
+		}
+	}()
+	b.egress = e
+	return egress.Env("http://harvest:" + token + "@" + ln.Addr().String()), nil
 }

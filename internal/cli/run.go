@@ -56,6 +56,7 @@ type agentRunFlags struct {
 	prices     string
 	unsafeHost bool
 	dataDir    string
+	egress     string
 }
 
 func newRunCmd() *cobra.Command {
@@ -121,6 +122,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	fl.StringVar(&f.simScript, "sim-script", "", "run on harvest sim with this script instead of a model API")
 	fl.StringVar(&f.prices, "prices", "", "YAML or JSON file of model prices (USD per million tokens) to add to the built-in table")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: the agent's tools run on this machine with NO isolation")
+	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.dataDir, "data-dir", "", "where run workspaces are kept (default $HARVEST_HOME, else ~/.local/share/harvest)")
 	return cmd
 }
@@ -137,6 +139,8 @@ func (f agentRunFlags) validate() error {
 		return fmt.Errorf("--max-output-tokens %d: must be positive", f.maxOutput)
 	case f.cpus < 0:
 		return fmt.Errorf("--cpus %v: must be positive", f.cpus)
+	case f.egress != "" && !external.IsKind(f.agentName):
+		return fmt.Errorf("--egress-allow is for the external agents (--agent %s) for now", strings.Join(external.Kinds, ", --agent "))
 	}
 	return nil
 }
@@ -554,9 +558,13 @@ func openExternal(ctx context.Context, f agentRunFlags, model *modelSetup, box *
 	if err != nil {
 		return nil, err
 	}
+	eg, err := openEgress(f.egress, nil)
+	if err != nil {
+		return nil, err
+	}
 	return external.Open(ctx, external.Spec{
 		Kind: f.agentName, Box: box, Workdir: ws[0].Path, CLIPrefix: cliPrefix(),
-		Model: id, API: api, Proxy: p, BudgetUSD: f.budget, SessionID: runID,
+		Model: id, API: api, Proxy: p, BudgetUSD: f.budget, SessionID: runID, Egress: eg,
 	})
 }
 

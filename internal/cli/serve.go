@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -47,6 +48,7 @@ type serveFlags struct {
 	unsafeHost bool
 	pool       int
 	quiet      bool
+	egress     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -86,6 +88,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow sessions on the host backend: tools run on this machine with NO isolation")
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
+	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	return cmd
 }
 
@@ -125,6 +128,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	eg, err := openEgress(f.egress, logger)
+	if err != nil {
+		return exitCode(2, err)
+	}
 
 	models, err := serveModels(f, stderr)
 	if err != nil {
@@ -152,7 +159,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	mgr, err := session.NewManager(session.Config{
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
-		AgentsDir: agentsDir(), Logger: logger,
+		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 	})
 	if err != nil {
 		j.Close(context.Background())
@@ -410,4 +417,28 @@ func openStore(path string) (store.Store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+const egressHelp = "let external agents reach these hosts through an allowlisting proxy: a comma-separated list of names and *.suffix wildcards, \"registries\" for the common package registries (default: no way out of the box)"
+
+// openEgress makes the egress proxy of --egress-allow, or nil without it.
+func openEgress(allow string, logger *slog.Logger) (*egress.Proxy, error) {
+	if strings.TrimSpace(allow) == "" {
+		return nil, nil
+	}
+	var hosts []string
+	for _, h := range strings.Split(allow, ",") {
+		switch h = strings.TrimSpace(h); h {
+		case "":
+		case "registries":
+			hosts = append(hosts, egress.DefaultRegistries...)
+		default:
+			hosts = append(hosts, h)
+		}
+	}
+	p, err := egress.New(egress.Config{Allow: hosts, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("--egress-allow: %w", err)
+	}
+	return p, nil
 }

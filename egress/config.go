@@ -1,0 +1,215 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// DefaultRegistries are the hosts the common package managers fetch from:
+// npm, PyPI, the Go module proxy and checksum database, crates.io, and
+// Debian's mirrors. Git hosts are deliberately not here: a git host is
+// also a place to push to.
+var DefaultRegistries = []string{
+	"registry.npmjs.org",
+	"registry.yarnpkg.com",
+	"pypi.org",
+	"files.pythonhosted.org",
+	"proxy.golang.org",
+	"sum.golang.org",
+	"crates.io",
+	"static.crates.io",
+	"index.crates.io",
+	"deb.debian.org",
+	"security.debian.org",
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultMaxTunnels  = 128
+	DefaultIdleTimeout = 2 * time.Minute
+	DefaultMaxDuration = 30 * time.Minute
+	dialTimeout        = 15 * time.Second
+)
+
+// DefaultPorts are the ports a target may have when Config.Ports is empty.
+var DefaultPorts = []int{443, 80}
+
+// Resolver looks names up; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Proxy. Only Allow is required.
+type Config struct {
+	// Allow lists the hosts a box may reach: exact names
+	// ("registry.npmjs.org") and "*.suffix" for every name under suffix
+	// ("*.pythonhosted.org" matches files.pythonhosted.org, not
+	// pythonhosted.org). DefaultRegistries is a start.
+	Allow []string
+	// Ports a target may have; DefaultPorts when empty.
+	Ports []int
+	// AllowHelp ends a 403's message, saying how an operator allows a
+	// host, e.g. `add it to egress.allow in harvest.yaml`. Default: a
+	// generic sentence.
+	AllowHelp string
+
+	// Resolver resolves target names; net.DefaultResolver when nil.
+	Resolver Resolver
+	// Dial dials the checked addresses ("IP:port"); a net.Dialer's when
+	// nil. Tests use it to reach a loopback server behind a public-looking
+	// address.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	Logger *slog.Logger
+
+	// MaxTunnels caps the tunnels and plain-HTTP requests running at once
+	// across all sessions; DefaultMaxTunnels when 0.
+	MaxTunnels int
+	// IdleTimeout closes a tunnel that carried no byte either way for this
+	// long; DefaultIdleTimeout when 0.
+	IdleTimeout time.Duration
+	// MaxDuration closes a tunnel, or ends a request, this long after it
+	// began; DefaultMaxDuration when 0.
+	MaxDuration time.Duration
+}
+
+// allowlist is Config.Allow, checked and normalised.
+type allowlist struct {
+	exact    map[string]bool
+	suffixes []string // ".example.org" for "*.example.org"
+}
+
+func (a *allowlist) allows(host string) bool {
+	if a.exact[host] {
+		return true
+	}
+	for _, s := range a.suffixes {
+		if strings.HasSuffix(host, s) && len(host) > len(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseAllow checks every entry and reports every bad one, saying what
+// to write instead.
+func parseAllow(entries []string) (*allowlist, error) {
+	if len(entries) == 0 {
+		return nil, errors.New("egress: the allowlist is empty, so the proxy would refuse everything: list the registries to allow (egress.DefaultRegistries is a start), or do not run the proxy")
+	}
+	a := &allowlist{exact: map[string]bool{}}
+	var errs []error
+	for _, e := range entries {
+		name := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(e)), ".")
+		wild := strings.HasPrefix(name, "*.")
+		if wild {
+			name = name[2:]
+		}
+		if err := checkName(name, wild); err != nil {
+			errs = append(errs, fmt.Errorf("egress: allowlist entry %q: %w", e, err))
+			continue
+		}
+		if wild {
+			a.suffixes = append(a.suffixes, "."+name)
+		} else {
+			a.exact[name] = true
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return a, nil
+}
+
+func checkName(name string, wild bool) error {
+	switch {
+	case name == "" || name == "*":
+		return errors.New(`empty or "*": name the hosts to allow`)
+	case strings.Contains(name, "://") || strings.ContainsAny(name, "/?#@"):
+		return errors.New(`a host name only, without scheme, path or user (e.g. "registry.npmjs.org")`)
+	case strings.Contains(name, "*"):
+		return errors.New(`a wildcard only as the first label ("*.example.org")`)
+	}
+	if _, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
+		return errors.New("an IP address: name the host (the proxy allows names, and resolves them itself)")
+	}
+	if strings.Contains(name, ":") {
+		return errors.New("a host name without a port (ports are Config.Ports)")
+	}
+	if wild && !strings.Contains(name, ".") {
+		return errors.New(`too broad: a wildcard must be under a domain ("*.example.org"), not a top-level domain`)
+	}
+	if len(name) > 253 {
+		return errors.New("longer than 253 characters")
+	}
+	for _, l := range strings.Split(name, ".") {
+		if l == "" || len(l) > 63 {
+			return errors.New("each dot-separated label must be 1 to 63 characters")
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("%q is not allowed in a host name", c)
+			}
+		}
+	}
+	return nil
+}
+
+// forbidden are the networks an allowlisted name must not lead to: the
+// host's own and its neighbours', the metadata service's (link-local),
+// and addresses no registry has.
+var forbidden = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",      // this network
+		"10.0.0.0/8",     // private
+		"100.64.0.0/10",  // shared (carrier NAT, tailnets)
+		"127.0.0.0/8",    // loopback
+		"169.254.0.0/16", // link-local, the metadata service
+		"172.16.0.0/12",  // private
+		"192.0.0.0/24",   // IETF protocol assignments
+		"192.168.0.0/16", // private
+		"198.18.0.0/15",  // benchmarking
+		"224.0.0.0/4",    // multicast
+		"240.0.0.0/4",    // reserved, broadcast
+		"::/128",         // unspecified
+		"::1/128",        // loopback
+		"fc00::/7",       // unique local (ULA)
+		"fe80::/10",      // link-local
+		"fec0::/10",      // site-local (deprecated)
+		"ff00::/8",       // multicast
+		"fd00:ec2::/32",  // in fc00::/7 already; named for the EC2 metadata service
+		"64:ff9b:1::/48", // local-use NAT64
+		"2001:db8::/32",  // documentation
+		"100::/64",       // discard
+		"::ffff:0:0/96",  // IPv4-mapped: checked after Unmap, listed for safety
+		"2002:a00::/24",  // 6to4 of 10/8
+		"2002:7f00::/24", // 6to4 of 127/8
+		"2002:a9fe::/32", // 6to4 of 169.254/16
+		"2002:ac10::/28", // 6to4 of 172.16/12
+		"2002:c0a8::/32", // 6to4 of 192.168/16
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
+
+// publicAddr reports whether a target may be dialed.
+func publicAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.Zone() != "" {
+		return false
+	}
+	for _, p := range forbidden {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
