@@ -86,6 +86,7 @@ func script(steps int) string {
 	b.WriteString("# agent-bench: the same task for Harvest (tool bash) and Claude Code (tool Bash).\nmode: match\ndefaults:\n  usage: {input_tokens: 1200, output_tokens: 40}\nrules:\n")
 	for i := 1; i < steps; i++ {
 		cmd := fmt.Sprintf("echo step %d >> log.txt", i)
+		fmt.Fprintf(&b, "  - name: opencode-%d\n    when: {turn: %d, tools: [bash, todowrite]}\n    reply: {text: \"Step %d.\", tool_calls: [{name: bash, input: {command: %q, description: \"Step %d\"}}]}\n", i, i, i, cmd, i)
 		fmt.Fprintf(&b, "  - name: harvest-%d\n    when: {turn: %d, tools: [bash]}\n    reply: {text: \"Step %d.\", tool_calls: [{name: bash, input: {command: %q}}]}\n", i, i, i, cmd)
 		fmt.Fprintf(&b, "  - name: claude-%d\n    when: {turn: %d, tools: [Bash]}\n    reply: {text: \"Step %d.\", tool_calls: [{name: Bash, input: {command: %q, description: \"Step %d\"}}]}\n", i, i, i, cmd, i)
 	}
@@ -140,6 +141,9 @@ func main() {
 		{name: "Claude Code `-p` in a running local box (one turn)"},
 		{name: "claudecode agent in a running local box (one turn)"},
 		{name: "claudecode resume: open on a new box → first model request"},
+		{name: "terminal agent (Claude Code's TUI) in a running local box (one turn)"},
+		{name: "OpenCode `run` in a running local box (one turn)"},
+		{name: "opencode agent in a running local box (one turn)"},
 	}
 	for i := 0; i < *n; i++ {
 		results[0].samples = append(results[0].samples, harvestRun(tmp, runDir, scriptPath, i))
@@ -151,6 +155,9 @@ func main() {
 		results[5].samples = append(results[5].samples, raw)
 		results[6].samples = append(results[6].samples, agentTurn)
 		results[7].samples = append(results[7].samples, resume)
+		results[8].samples = append(results[8].samples, externalTurn(ctx, p, s, tmp, external.Terminal, i))
+		results[9].samples = append(results[9].samples, openCodeRun(ctx, p, s, tmp, i))
+		results[10].samples = append(results[10].samples, externalTurn(ctx, p, s, tmp, external.OpenCode, i))
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", i+1, *n)
 	}
 
@@ -496,4 +503,93 @@ func (f *firstRequest) wait() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.at
+}
+
+// externalTurn measures one turn of an external agent (opened on a running
+// box, the sim behind the model proxy), CLI start included.
+func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, kind string, i int) time.Duration {
+	ws := workspace(tmp, fmt.Sprintf("repo-%s%d", kind, i))
+	sb, err := p.Start(ctx, sandbox.Spec{
+		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
+		User:       sandbox.User{UID: boxUID, GID: boxUID},
+		Mounts:     external.Mounts(*npmPrefix, kind),
+	})
+	if err != nil {
+		die("starting a box: %v", err)
+	}
+	defer sb.Destroy(ctx)
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		die("%v", err)
+	}
+	srv := &http.Server{Handler: sim.New(s)}
+	go srv.Serve(up)
+	defer srv.Close()
+	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + up.Addr().String(), APIKey: "sk-ant-agent-bench"}}}
+	proxy, api, err := external.NewProxy(models, "anthropic/"+model, nil)
+	if err != nil {
+		die("%v", err)
+	}
+	start := time.Now()
+	a, err := external.Open(ctx, external.Spec{Kind: kind, Box: sb, Workdir: "/workspace/repo",
+		CLIPrefix: *npmPrefix, Model: model, API: api, Proxy: proxy, SessionID: fmt.Sprintf("bench-%s-%d", kind, i)})
+	if err != nil {
+		die("opening the %s agent: %v", kind, err)
+	}
+	defer a.Close(ctx)
+	o := a.Turn(ctx, prompt, func(event.Payload) {})
+	d := time.Since(start)
+	if o.Finished == nil || !strings.Contains(o.Finished.Result, finalTxt) {
+		die("%s agent: %+v", kind, o.Payload())
+	}
+	checkLog(ws)
+	return d
+}
+
+// openCodeRun runs `opencode run PROMPT` once in a running box, the sim
+// on a box listener (Anthropic API), configured as the opencode agent
+// configures its server.
+func openCodeRun(ctx context.Context, p *local.Provider, s *sim.Script, tmp string, i int) time.Duration {
+	ws := workspace(tmp, fmt.Sprintf("repo-or%d", i))
+	sb, err := p.Start(ctx, sandbox.Spec{
+		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
+		User:       sandbox.User{UID: boxUID, GID: boxUID},
+		Mounts:     external.Mounts(*npmPrefix, external.OpenCode),
+	})
+	if err != nil {
+		die("starting a box: %v", err)
+	}
+	defer sb.Destroy(ctx)
+	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		die("listening in the box: %v", err)
+	}
+	srv := &http.Server{Handler: sim.New(s)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	cfg, _ := json.Marshal(map[string]any{
+		"provider": map[string]any{"anthropic": map[string]any{
+			"options": map[string]any{"baseURL": "http://" + ln.Addr().String() + "/v1", "apiKey": "sk-ant-agent-bench"},
+			"models":  map[string]any{model: map[string]any{"name": "Sim", "tool_call": true}},
+		}},
+		"model": "anthropic/" + model, "small_model": "anthropic/" + model,
+		"autoupdate": false, "share": "disabled", "snapshot": false,
+		"permission": map[string]any{"edit": "allow", "bash": "allow", "webfetch": "deny"},
+	})
+	var out, errb bytes.Buffer
+	start := time.Now()
+	st, err := sb.Run(ctx, &sandbox.Cmd{
+		Args: []string{external.CLIPath(*npmPrefix, external.OpenCode), "run", "--title", "bench", prompt},
+		Dir:  "/workspace/repo",
+		Env: []string{"HOME=/home/user", "PATH=/usr/local/bin:/usr/bin:/bin", "OPENCODE_CONFIG_CONTENT=" + string(cfg),
+			"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1",
+			"npm_config_registry=http://127.0.0.1:9/", "npm_config_offline=true"},
+		Stdout: &out, Stderr: &errb, Timeout: 5 * time.Minute,
+	})
+	d := time.Since(start)
+	if err != nil || !st.Success() || !strings.Contains(out.String()+errb.String(), finalTxt) {
+		die("opencode run in the box: %v %v\n%s\n%s", st, err, out.String(), errb.String())
+	}
+	checkLog(ws)
+	return d
 }
