@@ -107,18 +107,6 @@ func (r *recorder) wait(ctx context.Context, cond func() bool) bool {
 	return true
 }
 
-// waitFor waits until cond holds for the events so far.
-func (r *recorder) waitFor(ctx context.Context, t *testing.T, what string, cond func([]event.Payload) bool) {
-	t.Helper()
-	for !cond(r.snapshot()) {
-		select {
-		case <-r.notify:
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v; events: %s", what, ctx.Err(), summarize(r.snapshot()))
-		}
-	}
-}
-
 // raw is the concatenated terminal output.
 func (r *recorder) raw() []byte {
 	var b []byte

@@ -10,14 +10,6 @@ import (
 	"time"
 )
 
-func screenOf(rows, cols int, chunks ...string) *screen {
-	s := newScreen(rows, cols)
-	for _, c := range chunks {
-		s.write([]byte(c))
-	}
-	return s
-}
-
 // TestScreen: the screen model turns what CLIs print into the text shown.
 func TestScreen(t *testing.T) {
 	for _, tc := range []struct {
