@@ -149,8 +149,14 @@ func (a *Agent) start(ctx context.Context) (*server, error) {
 	}
 }
 
-// prepare checks a new server's API (once per Agent) and creates the
-// OpenCode session, or checks that the one the agent has is there.
+// compatible holds the CLI path@version pairs whose /doc passed CheckAPI in
+// this process: the document (0.5 MiB, built on request) is fetched and
+// checked once per OpenCode binary and version, not for every session.
+var compatible sync.Map
+
+// prepare checks a new server's API (once per Agent, and its OpenAPI
+// document once per OpenCode version) and creates the OpenCode session, or
+// checks that the one the agent has is there.
 func (a *Agent) prepare(ctx context.Context, s *server) error {
 	a.mu.Lock()
 	checked, session := a.version != "", a.session
@@ -160,12 +166,16 @@ func (a *Agent) prepare(ctx context.Context, s *server) error {
 		if err := a.call(ctx, s, http.MethodGet, "/global/health", nil, http.StatusOK, &h); err != nil {
 			return err
 		}
-		var doc json.RawMessage
-		if err := a.call(ctx, s, http.MethodGet, "/doc", nil, http.StatusOK, &doc); err != nil {
-			return fmt.Errorf("%w (OpenCode %s serves its API description there; is %s OpenCode?)", err, TestedVersion, a.cfg.CLI)
-		}
-		if err := CheckAPI(doc, h.Version); err != nil {
-			return err
+		key := a.cfg.CLI + "@" + h.Version
+		if _, ok := compatible.Load(key); !ok {
+			var doc json.RawMessage
+			if err := a.call(ctx, s, http.MethodGet, "/doc", nil, http.StatusOK, &doc); err != nil {
+				return fmt.Errorf("%w (OpenCode %s serves its API description there; is %s OpenCode?)", err, TestedVersion, a.cfg.CLI)
+			}
+			if err := CheckAPI(doc, h.Version); err != nil {
+				return err
+			}
+			compatible.Store(key, true)
 		}
 		if h.Version != TestedVersion {
 			a.log.Warn("this OpenCode version is not the one the agent is tested with; its API has what the agent uses", "version", h.Version, "tested", TestedVersion)

@@ -191,12 +191,17 @@ func (t *turn) cancelled() agent.Outcome {
 	return agent.Outcome{Cancelled: &event.TurnCancelled{Reason: reason}}
 }
 
-// hung: the session reported nothing for NoOutputTimeout.
+// hung: the session reported nothing for NoOutputTimeout. A server that
+// went silent is not trusted with the next turn: after the abort it is
+// stopped, and the next turn starts a new one on the same session (after
+// an abort of a hung model call OpenCode 1.18.33 reports a late busy and
+// idle, and can drop a prompt sent meanwhile).
 func (t *turn) hung() agent.Outcome {
 	t.stopSession("the turn was aborted: OpenCode reported nothing")
 	for _, p := range t.m.openTools("interrupted: OpenCode reported nothing for " + t.a.cfg.NoOutputTimeout.String()) {
 		t.emit(p)
 	}
+	t.a.stopServer(t.srv)
 	return t.failed(KindHung, fmt.Sprintf("OpenCode reported nothing for %v; the turn was aborted", t.a.cfg.NoOutputTimeout))
 }
 
