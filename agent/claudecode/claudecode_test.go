@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sim"
 )
@@ -198,15 +199,15 @@ func TestCancelMidTool(t *testing.T) {
 
 	tctx, tcancel := context.WithCancelCause(ctx)
 	defer tcancel(nil)
-	rec := newRecorder()
+	rec := agenttest.NewRecorder()
 	done := make(chan struct{})
 	var cancelledAt time.Time
 	var cancelled agent.Outcome
 	go func() {
 		defer close(done)
-		cancelled = a.Turn(tctx, "Task three: wait for the release.", rec.emit)
+		cancelled = a.Turn(tctx, "Task three: wait for the release.", rec.Emit)
 	}()
-	rec.waitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
+	rec.WaitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
 	// The command runs once it has touched started.txt.
 	for !strings.Contains(boxProcesses(ctx, t, sb), "harvest-cancel-probe") {
 		if ctx.Err() != nil {
@@ -215,7 +216,7 @@ func TestCancelMidTool(t *testing.T) {
 	}
 	cancelledAt = time.Now()
 	tcancel(errTestCancel)
-	p := rec.waitFor(ctx, t, "outcome", func(p event.Payload) bool {
+	p := rec.WaitFor(ctx, t, "outcome", func(p event.Payload) bool {
 		switch p.(type) {
 		case event.TurnCancelled, event.TurnFailed, event.TurnFinished:
 			return true
@@ -232,7 +233,7 @@ func TestCancelMidTool(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("the cancel took %s; the interrupt should end it at once", took)
 	}
-	evs := rec.all()
+	evs := rec.All()
 	checkContract(t, cancelled, evs)
 	var tf *event.ToolFinished
 	for _, p := range evs {
@@ -445,15 +446,15 @@ func TestCancelLadder(t *testing.T) {
 
 	tctx, tcancel := context.WithCancelCause(ctx)
 	defer tcancel(nil)
-	rec := newRecorder()
+	rec := agenttest.NewRecorder()
 	done := make(chan agent.Outcome, 1)
-	go func() { done <- a.Turn(tctx, "Ping bravo", rec.emit) }()
-	rec.waitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
+	go func() { done <- a.Turn(tctx, "Ping bravo", rec.Emit) }()
+	rec.WaitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
 	start := time.Now()
 	tcancel(errTestCancel)
 	out = <-done
 	took := time.Since(start)
-	evs = rec.all()
+	evs = rec.All()
 	checkContract(t, out, evs)
 	if out.Cancelled == nil {
 		t.Fatalf("outcome %#v, want turn.cancelled", out.Payload())

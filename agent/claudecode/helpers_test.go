@@ -10,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -212,53 +212,13 @@ func conversation(t *testing.T, r sim.Request) (system, messages string) {
 	return string(body.System), string(body.Messages)
 }
 
-// recorder collects a turn's events; next hands them over one at a time to
-// a test that watches a running turn.
-type recorder struct {
-	mu     sync.Mutex
-	events []event.Payload
-	ch     chan event.Payload
-}
-
-func newRecorder() *recorder { return &recorder{ch: make(chan event.Payload, 4096)} }
-
-func (r *recorder) emit(p event.Payload) {
-	r.mu.Lock()
-	r.events = append(r.events, p)
-	r.mu.Unlock()
-	r.ch <- p
-}
-
-func (r *recorder) all() []event.Payload {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]event.Payload(nil), r.events...)
-}
-
-// waitFor returns the first event (from the ones not yet taken) that ok
-// accepts.
-func (r *recorder) waitFor(ctx context.Context, t *testing.T, what string, ok func(event.Payload) bool) event.Payload {
-	t.Helper()
-	for {
-		select {
-		case p := <-r.ch:
-			if ok(p) {
-				return p
-			}
-		case <-ctx.Done():
-			t.Fatalf("no %s event: %v; events so far: %s", what, ctx.Err(), types(r.all()))
-			return nil
-		}
-	}
-}
-
 // turn runs one turn and checks the contract: TurnStarted first, exactly
 // one outcome, last, equal to the one returned.
 func turnOf(ctx context.Context, t *testing.T, a agent.Agent, prompt string) (agent.Outcome, []event.Payload) {
 	t.Helper()
-	rec := newRecorder()
-	out := a.Turn(ctx, prompt, rec.emit)
-	evs := rec.all()
+	rec := agenttest.NewRecorder()
+	out := a.Turn(ctx, prompt, rec.Emit)
+	evs := rec.All()
 	checkContract(t, out, evs)
 	return out, evs
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -189,46 +190,6 @@ func messages(t *testing.T, r sim.Request) string {
 	return string(body.Messages)
 }
 
-// recorder collects a turn's events; waitFor hands them over one at a time
-// to a test that watches a running turn.
-type recorder struct {
-	mu     sync.Mutex
-	events []event.Payload
-	ch     chan event.Payload
-}
-
-func newRecorder() *recorder { return &recorder{ch: make(chan event.Payload, 4096)} }
-
-func (r *recorder) emit(p event.Payload) {
-	r.mu.Lock()
-	r.events = append(r.events, p)
-	r.mu.Unlock()
-	r.ch <- p
-}
-
-func (r *recorder) all() []event.Payload {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]event.Payload(nil), r.events...)
-}
-
-// waitFor returns the first event (from the ones not yet taken) that ok
-// accepts.
-func (r *recorder) waitFor(ctx context.Context, t *testing.T, what string, ok func(event.Payload) bool) event.Payload {
-	t.Helper()
-	for {
-		select {
-		case p := <-r.ch:
-			if ok(p) {
-				return p
-			}
-		case <-ctx.Done():
-			t.Fatalf("no %s event: %v; events so far: %s", what, ctx.Err(), types(r.all()))
-			return nil
-		}
-	}
-}
-
 // types lists the events' types, compactly.
 func types(ps []event.Payload) string {
 	var b strings.Builder
@@ -252,15 +213,15 @@ func types(ps []event.Payload) string {
 // runTurn runs one turn, failing the test unless it finishes.
 func runTurn(ctx context.Context, t *testing.T, a *Agent, prompt string) (*event.TurnFinished, []event.Payload) {
 	t.Helper()
-	rec := newRecorder()
+	rec := agenttest.NewRecorder()
 	start := time.Now()
-	out := a.Turn(ctx, prompt, rec.emit)
+	out := a.Turn(ctx, prompt, rec.Emit)
 	t.Logf("turn %q: %v", prompt, time.Since(start).Round(time.Millisecond))
-	checkOutcome(t, out.Payload(), rec.all())
+	checkOutcome(t, out.Payload(), rec.All())
 	if out.Finished == nil {
-		t.Fatalf("turn %q did not finish: %#v; events: %s", prompt, out.Payload(), types(rec.all()))
+		t.Fatalf("turn %q did not finish: %#v; events: %s", prompt, out.Payload(), types(rec.All()))
 	}
-	return out.Finished, rec.all()
+	return out.Finished, rec.All()
 }
 
 // checkOutcome: a turn starts with turn.started and ends with its outcome,

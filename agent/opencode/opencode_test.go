@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/agent/builtin"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
@@ -143,10 +144,10 @@ func TestCancelMidTool(t *testing.T) {
 
 	tctx, tcancel := context.WithCancelCause(ctx)
 	defer tcancel(nil)
-	rec := newRecorder()
+	rec := agenttest.NewRecorder()
 	done := make(chan event.Payload, 1)
-	go func() { done <- a.Turn(tctx, "do the tree task", rec.emit).Payload() }()
-	rec.waitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
+	go func() { done <- a.Turn(tctx, "do the tree task", rec.Emit).Payload() }()
+	rec.WaitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
 	// The tree is up: both sleeps run.
 	for !strings.Contains(e.boxProcs(ctx, sb), "sleep 31337") || !strings.Contains(e.boxProcs(ctx, sb), "sleep 31338") {
 		select {
@@ -166,7 +167,7 @@ func TestCancelMidTool(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("cancelled in %v", took)
-	events := rec.all()
+	events := rec.All()
 	checkOutcome(t, out, events)
 	c, ok := out.(event.TurnCancelled)
 	if !ok || c.Reason != why.Error() {
@@ -195,9 +196,9 @@ func TestCancelMidTool(t *testing.T) {
 	// A turn cancelled before it starts ends at once, and costs nothing.
 	pctx, pcancel := context.WithCancel(ctx)
 	pcancel()
-	rec = newRecorder()
+	rec = agenttest.NewRecorder()
 	start = time.Now()
-	if out := a.Turn(pctx, "msg never sent", rec.emit); out.Cancelled == nil || time.Since(start) > 2*time.Second {
+	if out := a.Turn(pctx, "msg never sent", rec.Emit); out.Cancelled == nil || time.Since(start) > 2*time.Second {
 		t.Errorf("a turn whose context is done: %#v after %v", out.Payload(), time.Since(start))
 	}
 	if n := len(e.requests("msg")); n != 1 {
@@ -271,10 +272,10 @@ func TestServerCrash(t *testing.T) {
 	a := e.newAgent(ctx, e.config(sb, url), nil)
 	session := a.Session()
 
-	rec := newRecorder()
+	rec := agenttest.NewRecorder()
 	done := make(chan event.Payload, 1)
-	go func() { done <- a.Turn(ctx, "do the long task", rec.emit).Payload() }()
-	rec.waitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
+	go func() { done <- a.Turn(ctx, "do the long task", rec.Emit).Payload() }()
+	rec.WaitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
 	a.srvMu.Lock()
 	pid := a.srv.proc.PID()
 	a.srvMu.Unlock()
@@ -285,7 +286,7 @@ func TestServerCrash(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the turn did not end after the server was killed")
 	}
-	checkOutcome(t, out, rec.all())
+	checkOutcome(t, out, rec.All())
 	f, ok := out.(event.TurnFailed)
 	if !ok || f.Kind != KindCrashed || !strings.Contains(f.Error, "SIGKILL") || !strings.Contains(f.Error, session) {
 		t.Fatalf("outcome %#v, want turn.failed %s saying the server was killed and naming session %s", out, KindCrashed, session)
@@ -316,10 +317,10 @@ func TestWatchdog(t *testing.T) {
 	// server (OpenCode loads its provider then: seconds on a loaded machine).
 	cfg.NoOutputTimeout = 6 * time.Second
 	a := e.newAgent(ctx, cfg, nil)
-	rec := newRecorder()
+	rec := agenttest.NewRecorder()
 	start := time.Now()
-	out := a.Turn(ctx, "slow answer please", rec.emit)
-	checkOutcome(t, out.Payload(), rec.all())
+	out := a.Turn(ctx, "slow answer please", rec.Emit)
+	checkOutcome(t, out.Payload(), rec.All())
 	if out.Failed == nil || out.Failed.Kind != KindHung || !strings.Contains(out.Failed.Error, "reported nothing for 6s") {
 		t.Fatalf("outcome %#v, want turn.failed %s", out.Payload(), KindHung)
 	}
@@ -339,9 +340,9 @@ func TestModelError(t *testing.T) {
 	defer cancel()
 	sb, url := e.box(ctx)
 	a := e.newAgent(ctx, e.config(sb, url), nil)
-	rec := newRecorder()
-	out := a.Turn(ctx, "refuse this", rec.emit)
-	checkOutcome(t, out.Payload(), rec.all())
+	rec := agenttest.NewRecorder()
+	out := a.Turn(ctx, "refuse this", rec.Emit)
+	checkOutcome(t, out.Payload(), rec.All())
 	if out.Failed == nil || out.Failed.Kind != builtin.KindModel || !strings.Contains(out.Failed.Error, "scripted refusal") {
 		t.Fatalf("outcome %#v, want turn.failed %s with the API's message", out.Payload(), builtin.KindModel)
 	}

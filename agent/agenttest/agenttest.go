@@ -1,0 +1,69 @@
+// Package agenttest has what the tests of the agents share: a recorder of
+// the events a turn emits, which a test can watch while the turn runs.
+package agenttest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/harvest-dev/harvest/event"
+)
+
+// Recorder collects a turn's events; WaitFor hands them over one at a
+// time to a test that watches a running turn. Emit is safe to call from
+// the turn's goroutine while the test reads.
+type Recorder struct {
+	mu     sync.Mutex
+	events []event.Payload
+	ch     chan event.Payload
+}
+
+// NewRecorder returns a recorder that holds up to 4096 events not yet
+// taken by WaitFor (Emit blocks beyond that).
+func NewRecorder() *Recorder { return &Recorder{ch: make(chan event.Payload, 4096)} }
+
+// Emit records p: an agent's emit function.
+func (r *Recorder) Emit(p event.Payload) {
+	r.mu.Lock()
+	r.events = append(r.events, p)
+	r.mu.Unlock()
+	r.ch <- p
+}
+
+// All returns every event so far.
+func (r *Recorder) All() []event.Payload {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]event.Payload(nil), r.events...)
+}
+
+// WaitFor returns the first event (from the ones not yet taken) that ok
+// accepts; the test fails when ctx ends first.
+func (r *Recorder) WaitFor(ctx context.Context, t testing.TB, what string, ok func(event.Payload) bool) event.Payload {
+	t.Helper()
+	for {
+		select {
+		case p := <-r.ch:
+			if ok(p) {
+				return p
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event: %v; events so far: %s", what, ctx.Err(), Types(r.All()))
+			return nil
+		}
+	}
+}
+
+// Types lists the events' types.
+func Types(ps []event.Payload) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(string(p.EventType()))
+	}
+	return b.String()
+}
