@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"strconv"
 	"syscall"
@@ -11,13 +13,25 @@ type procEntry struct {
 	pid, ppid, pgrp, sid int
 }
 
-// ProcMarkerEnv is set in every command's environment to the agent's id for
+// ProcMarkerEnv is set in every command's environment to this agent's id for
 // it. Descendants inherit it through setsid and double forks, so a daemonized
 // grandchild that left the process tree and group is still found by kill.
 const ProcMarkerEnv = "HARVEST_AGENT_PROC"
 
+// instance makes this agent's markers its own: an agent that is not PID 1
+// of a namespace (the host backend) sees every process on the machine,
+// other agents' commands included (a local box's processes are host
+// processes too), and proc ids alone (1, 2, 3, ...) repeat across agents.
+var instance = func() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return strconv.Itoa(os.Getpid()) // never: crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}()
+
 func marker(proc uint64) []byte {
-	return []byte(ProcMarkerEnv + "=" + strconv.FormatUint(proc, 10) + "\x00")
+	return []byte(ProcMarkerEnv + "=" + instance + "-" + strconv.FormatUint(proc, 10) + "\x00")
 }
 
 // hasMarker reports whether pid's environment carries m.

@@ -34,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits are what a box's cgroup enforces. Zero means unlimited.
@@ -458,10 +460,51 @@ func frozenV2(dir string) bool {
 	return err == nil && strings.Contains(string(b), "frozen 1")
 }
 
+// killAll SIGKILLs every process listed in the box's cgroups. A pid read
+// from cgroup.procs may be gone and reused by a process elsewhere by the
+// time it is signalled (pids wrap fast on a busy host: 32768 by default),
+// so each process is pinned with a pidfd first and signalled only if its
+// pid is still in the box after that: a pidfd names one process, so a
+// pinned process that is in the box now is the box's.
 func (cg *Cgroup) killAll() error {
 	pids, err := cg.Procs()
+	if len(pids) == 0 {
+		return err
+	}
+	fds := make(map[int]int, len(pids))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
 	for _, p := range pids {
-		if e := syscall.Kill(p, syscall.SIGKILL); e != nil && e != syscall.ESRCH && err == nil {
+		fd, e := unix.PidfdOpen(p, 0)
+		switch {
+		case e == nil:
+			fds[p] = fd
+		case e == unix.ESRCH:
+			// gone already
+		case e == unix.ENOSYS:
+			// A kernel before 5.3: no way to pin it; signal by pid.
+			if e := syscall.Kill(p, syscall.SIGKILL); e != nil && e != syscall.ESRCH && err == nil {
+				err = e
+			}
+		default:
+			if err == nil {
+				err = fmt.Errorf("pinning process %d of the box: %w", p, e)
+			}
+		}
+	}
+	still, e := cg.Procs()
+	if e != nil && err == nil {
+		err = e
+	}
+	for _, p := range still {
+		fd, ok := fds[p]
+		if !ok {
+			continue // not pinned (new since the first read): the caller's next round
+		}
+		if e := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); e != nil && e != unix.ESRCH && err == nil {
 			err = e
 		}
 	}
