@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -325,10 +326,14 @@ func testBackground(t *testing.T, sb *sandbox.Sandbox) {
 func testReap(t *testing.T, sb *sandbox.Sandbox) {
 	n := fmt.Sprint(uniqueSleep())
 	mustOK(t, sb, "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do (sh -c 'exit 0' &) ; done; (exec -a harvest-orphan-"+n+" sleep 0.01 &) ; true")
+	// Only the agent's own zombies count: on the host backend ps shows the
+	// whole machine, other tests' short-lived zombies included.
+	agent := strconv.Itoa(sb.AgentPID())
 	eventually(t, 10*time.Second, "orphans to be reaped", func() bool {
-		ps := mustOK(t, sb, "ps", "-eo", "stat=,args=")
+		ps := mustOK(t, sb, "ps", "-eo", "stat=,ppid=,args=")
 		for _, line := range strings.Split(ps, "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "Z") && (strings.Contains(line, "<defunct>") || strings.Contains(line, "harvest-orphan-"+n)) {
+			f := strings.Fields(line)
+			if len(f) >= 3 && strings.HasPrefix(f[0], "Z") && f[1] == agent {
 				return false
 			}
 		}
