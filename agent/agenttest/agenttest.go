@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/sim"
 )
 
 // Recorder collects a turn's events; WaitFor hands them over one at a
@@ -66,4 +67,26 @@ func Types(ps []event.Payload) string {
 		b.WriteString(string(p.EventType()))
 	}
 	return b.String()
+}
+
+// Answered returns the requests the sim answered with rule, in order.
+func Answered(s *sim.Server, rule string) []sim.Request {
+	var out []sim.Request
+	for _, r := range s.Requests() {
+		if r.Rule == rule {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// AnsweredOnce returns the one request the sim answered with rule; the
+// test fails when there are none or several.
+func AnsweredOnce(t testing.TB, s *sim.Server, rule string) sim.Request {
+	t.Helper()
+	rs := Answered(s, rule)
+	if len(rs) != 1 {
+		t.Fatalf("rule %s answered %d requests, want 1", rule, len(rs))
+	}
+	return rs[0]
 }

@@ -157,24 +157,12 @@ func (e *env) newAgent(ctx context.Context, cfg Config, state []byte) *Agent {
 }
 
 // requests returns the sim's requests answered by rule.
-func (e *env) requests(rule string) []sim.Request {
-	var out []sim.Request
-	for _, r := range e.sim.Requests() {
-		if r.Rule == rule {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (e *env) requests(rule string) []sim.Request { return agenttest.Answered(e.sim, rule) }
 
 // request returns the one request answered by rule.
 func (e *env) request(rule string) sim.Request {
 	e.t.Helper()
-	rs := e.requests(rule)
-	if len(rs) != 1 {
-		e.t.Fatalf("rule %s answered %d requests, want 1", rule, len(rs))
-	}
-	return rs[0]
+	return agenttest.AnsweredOnce(e.t, e.sim, rule)
 }
 
 // messages is the text of a model request's messages (OpenAI shape), to
