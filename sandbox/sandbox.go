@@ -115,7 +115,18 @@ type AgentInfo = proto.InfoReply
 // Info reports the in-box agent's own resource use (RSS, threads).
 func (sb *Sandbox) Info(ctx context.Context) (AgentInfo, error) {
 	var r proto.InfoReply
-	_, err := sb.c.call(ctx, proto.MethodInfo, struct{}{}, nil, &r)
+	_, err := sb.c.call(ctx, proto.MethodInfo, proto.InfoParams{}, nil, &r)
+	return r, err
+}
+
+// Footprint is Info after the agent has collected garbage and returned the
+// freed memory to the kernel: RSSBytes then says what the agent holds now,
+// not the peak an earlier burst left mapped. It costs the agent a full
+// collection (about a millisecond for its small heap), so health checks use
+// Info and leak checks use Footprint.
+func (sb *Sandbox) Footprint(ctx context.Context) (AgentInfo, error) {
+	var r proto.InfoReply
+	_, err := sb.c.call(ctx, proto.MethodInfo, proto.InfoParams{Collect: true}, nil, &r)
 	return r, err
 }
 

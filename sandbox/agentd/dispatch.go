@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"syscall"
 	"time"
@@ -176,6 +177,13 @@ func (c *conn) dispatch(method string, params json.RawMessage, blob []byte) (any
 		return r, nil, err
 
 	case proto.MethodInfo:
+		prm, err := decode[proto.InfoParams](params)
+		if err != nil {
+			return nil, nil, err
+		}
+		if prm.Collect {
+			debug.FreeOSMemory()
+		}
 		return s.info(), nil, nil
 
 	case proto.MethodListen:

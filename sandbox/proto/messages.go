@@ -330,6 +330,13 @@ type GrepReply struct {
 	Truncated    bool        `json:"truncated,omitempty"`
 }
 
+// InfoParams: with Collect the agent first collects garbage and returns the
+// freed memory to the kernel, so RSSBytes measures what it holds now rather
+// than the peak its runtime kept mapped (a Go heap gives pages back lazily).
+type InfoParams struct {
+	Collect bool `json:"collect,omitempty"`
+}
+
 // InfoReply reports the agent's own health.
 type InfoReply struct {
 	RSSBytes int64 `json:"rss_bytes"`

@@ -300,7 +300,7 @@ func testFlood(t *testing.T, sb *sandbox.Sandbox) {
 	if !r.st.TimedOut || out.Len() != 1<<20 || r.st.Dropped == 0 {
 		t.Errorf("flood: %v, delivered %d bytes", r.st, out.Len())
 	}
-	info, err := sb.Info(ctxFor(t))
+	info, err := sb.Footprint(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
