@@ -24,8 +24,9 @@
 //	                     Harvest's claudecode agent (model proxy on a box
 //	                     listener, stream-json mapped to events, transcript
 //	                     kept): the per-turn overhead Harvest adds to the CLI
-//	resume               after a turn, the state, a new box, and the time from
-//	                     opening the agent on it to its first model request
+//	resume               (claudecode, terminal, opencode) after a turn, the
+//	                     state, a new box, and the time from opening the
+//	                     agent on it to its first model request
 //
 // Every run is checked: log.txt must have one line per command and the final
 // answer must arrive. Needs root, bwrap and the CLIs scripts/setup installs.
@@ -142,8 +143,10 @@ func main() {
 		{name: "claudecode agent in a running local box (one turn)"},
 		{name: "claudecode resume: open on a new box → first model request"},
 		{name: "terminal agent (Claude Code's TUI) in a running local box (one turn)"},
+		{name: "terminal resume: open on a new box → first model request"},
 		{name: "OpenCode `run` in a running local box (one turn)"},
 		{name: "opencode agent in a running local box (one turn)"},
+		{name: "opencode resume: open on a new box → first model request"},
 	}
 	for i := 0; i < *n; i++ {
 		results[0].samples = append(results[0].samples, harvestRun(tmp, runDir, scriptPath, i))
@@ -151,13 +154,17 @@ func main() {
 		results[2].samples = append(results[2].samples, claudeOnHost(ctx, s, tmp, claude, i))
 		results[3].samples = append(results[3].samples, builtinLoop(ctx, p, s, tmp, i))
 		results[4].samples = append(results[4].samples, harvestRun(tmp, runDir, scriptPath, i, "--agent", "claudecode"))
-		raw, agentTurn, resume := claudeTurns(ctx, p, s, tmp, claude, i)
+		raw, turn, resume := claudeTurns(ctx, p, s, tmp, claude, i)
 		results[5].samples = append(results[5].samples, raw)
-		results[6].samples = append(results[6].samples, agentTurn)
+		results[6].samples = append(results[6].samples, turn)
 		results[7].samples = append(results[7].samples, resume)
-		results[8].samples = append(results[8].samples, externalTurn(ctx, p, s, tmp, external.Terminal, i))
-		results[9].samples = append(results[9].samples, openCodeRun(ctx, p, s, tmp, i))
-		results[10].samples = append(results[10].samples, externalTurn(ctx, p, s, tmp, external.OpenCode, i))
+		turn, resume = externalTurn(ctx, p, s, tmp, external.Terminal, i)
+		results[8].samples = append(results[8].samples, turn)
+		results[9].samples = append(results[9].samples, resume)
+		results[10].samples = append(results[10].samples, openCodeRun(ctx, p, s, tmp, i))
+		turn, resume = externalTurn(ctx, p, s, tmp, external.OpenCode, i)
+		results[11].samples = append(results[11].samples, turn)
+		results[12].samples = append(results[12].samples, resume)
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", i+1, *n)
 	}
 
@@ -506,23 +513,28 @@ func (f *firstRequest) wait() time.Time {
 }
 
 // externalTurn measures one turn of an external agent (opened on a running
-// box, the sim behind the model proxy), CLI start included.
-func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, kind string, i int) time.Duration {
-	ws := workspace(tmp, fmt.Sprintf("repo-%s%d", kind, i))
-	sb, err := p.Start(ctx, sandbox.Spec{
-		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
-		User:       sandbox.User{UID: boxUID, GID: boxUID},
-		Mounts:     external.Mounts(*npmPrefix, kind),
-	})
-	if err != nil {
-		die("starting a box: %v", err)
+// box, the sim behind the model proxy), CLI start included, and after it a
+// resume on a new box: from opening the agent with the saved state to its
+// first model request.
+func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, kind string, i int) (turn, resume time.Duration) {
+	box := func(name string) (*sandbox.Sandbox, string) {
+		ws := workspace(tmp, fmt.Sprintf("repo-%s-%s%d", kind, name, i))
+		sb, err := p.Start(ctx, sandbox.Spec{
+			Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
+			User:       sandbox.User{UID: boxUID, GID: boxUID},
+			Mounts:     external.Mounts(*npmPrefix, kind),
+		})
+		if err != nil {
+			die("starting a box: %v", err)
+		}
+		return sb, ws
 	}
-	defer sb.Destroy(ctx)
+	hs := &firstRequest{h: sim.New(s)}
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		die("%v", err)
 	}
-	srv := &http.Server{Handler: sim.New(s)}
+	srv := &http.Server{Handler: hs}
 	go srv.Serve(up)
 	defer srv.Close()
 	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + up.Addr().String(), APIKey: "sk-ant-agent-bench"}}}
@@ -530,20 +542,45 @@ func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, ki
 	if err != nil {
 		die("%v", err)
 	}
-	start := time.Now()
-	a, err := external.Open(ctx, external.Spec{Kind: kind, Box: sb, Workdir: "/workspace/repo",
-		CLIPrefix: *npmPrefix, Model: model, API: api, Proxy: proxy, SessionID: fmt.Sprintf("bench-%s-%d", kind, i)})
-	if err != nil {
-		die("opening the %s agent: %v", kind, err)
+	open := func(sb *sandbox.Sandbox, state []byte) agentTurner {
+		a, err := external.Open(ctx, external.Spec{Kind: kind, Box: sb, Workdir: "/workspace/repo",
+			CLIPrefix: *npmPrefix, Model: model, API: api, Proxy: proxy, SessionID: fmt.Sprintf("bench-%s-%d", kind, i), State: state})
+		if err != nil {
+			die("opening the %s agent: %v", kind, err)
+		}
+		return a
 	}
-	defer a.Close(ctx)
+
+	sb, ws := box("t")
+	start := time.Now()
+	a := open(sb, nil)
 	o := a.Turn(ctx, prompt, func(event.Payload) {})
-	d := time.Since(start)
+	turn = time.Since(start)
 	if o.Finished == nil || !strings.Contains(o.Finished.Result, finalTxt) {
 		die("%s agent: %+v", kind, o.Payload())
 	}
 	checkLog(ws)
-	return d
+	state, err := a.State()
+	if err != nil || len(state) == 0 {
+		die("%s state: %d bytes, %v", kind, len(state), err)
+	}
+	a.Close(ctx)
+	sb.Destroy(ctx)
+
+	// Resume on a new box.
+	sb, _ = box("r")
+	defer sb.Destroy(ctx)
+	hs.reset()
+	start = time.Now()
+	a = open(sb, state)
+	defer a.Close(ctx)
+	done := make(chan agentOutcome, 1)
+	go func() { done <- agentOutcome{a.Turn(ctx, "Resume check", func(event.Payload) {})} }()
+	resume = hs.wait().Sub(start)
+	if o := <-done; o.Finished == nil || !strings.Contains(o.Finished.Result, "resumed") {
+		die("%s resume: %+v", kind, o.Payload())
+	}
+	return turn, resume
 }
 
 // openCodeRun runs `opencode run PROMPT` once in a running box, the sim
