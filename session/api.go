@@ -48,6 +48,9 @@ type CreateRequest struct {
 	// shared workspace, one run at a time) or "parallel" (a copy on a
 	// branch of its own; runs concurrently).
 	Collaboration string `json:"collaboration,omitempty"`
+	// Terminal, with agent "terminal", runs this interactive CLI in the
+	// PTY instead of Claude Code's TUI (see CheckTerminal for the rules).
+	Terminal *store.TerminalCLI `json:"terminal,omitempty"`
 }
 
 // View is a session as the API shows it: the stored session and the

@@ -3,6 +3,10 @@ package session
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/external"
@@ -10,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
+	"github.com/harvest-dev/harvest/store"
 )
 
 // External agents (Claude Code, OpenCode, a CLI in a terminal) run their
@@ -18,8 +23,9 @@ import (
 // the real keys; the box gets a per-session token.
 
 // checkAgent validates a request's agent kind against the model and
-// backend it would run with, returning the kind to store.
-func (m *Manager) checkAgent(kind, model, backend string) (string, []string) {
+// backend it would run with, returning the kind to store. generic: the
+// terminal agent runs a CLI of the request's own, not Claude Code.
+func (m *Manager) checkAgent(kind, model, backend string, generic bool) (string, []string) {
 	switch {
 	case kind == "" || kind == AgentBuiltin:
 		return AgentBuiltin, nil
@@ -27,18 +33,78 @@ func (m *Manager) checkAgent(kind, model, backend string) (string, []string) {
 		return kind, []string{fmt.Sprintf("agent %q: use %q (Harvest's own loop, the default) or one of %v", kind, AgentBuiltin, external.Kinds)}
 	}
 	var problems []string
-	if err := external.CheckCLI(m.cfg.cliPrefix(), kind); err != nil {
-		problems = append(problems, "agent: "+err.Error())
+	if !(generic && kind == external.Terminal) {
+		if err := external.CheckCLI(m.cfg.cliPrefix(), kind); err != nil {
+			problems = append(problems, "agent: "+err.Error())
+		}
 	}
 	if backend != local.Name {
-		problems = append(problems, fmt.Sprintf("agent %q runs on the %q backend only for now (its CLI needs the host's Node.js); leave backend empty or use %q", kind, local.Name, local.Name))
+		problems = append(problems, fmt.Sprintf("agent %q runs on the %q backend only for now (the Node.js CLIs come from the host); leave backend empty or use %q", kind, local.Name, local.Name))
 	}
-	if api := m.endpointAPI(model); api != "" {
+	if api := m.endpointAPI(model); api != "" && !(generic && kind == external.Terminal) {
 		if err := external.CheckModel(kind, api); err != nil {
 			problems = append(problems, fmt.Sprintf("model %q: %v", model, err))
 		}
 	}
 	return kind, problems
+}
+
+// Bounds of a request's terminal CLI.
+const (
+	maxTerminalArgs    = 64
+	maxTerminalBytes   = 16 << 10
+	maxTerminalPattern = 1 << 10
+	minTerminalIdle    = time.Second
+	maxTerminalIdle    = 24 * time.Hour
+)
+
+// CheckTerminal validates a request's terminal CLI: only for the terminal
+// agent; a command of printable arguments; patterns that compile; and a way
+// for a turn to end (a done pattern or an idle timeout), since without
+// either a turn would wait out the 30-minute default after every answer.
+func CheckTerminal(kind string, t *store.TerminalCLI) (*store.TerminalCLI, []string) {
+	if t == nil {
+		return nil, nil
+	}
+	var problems []string
+	if kind != external.Terminal {
+		problems = append(problems, fmt.Sprintf("terminal is for agent %q (a CLI in a PTY); remove it or set agent to %q", external.Terminal, external.Terminal))
+	}
+	size := 0
+	switch {
+	case len(t.Command) == 0:
+		problems = append(problems, `terminal.command is empty: give the CLI and its arguments, like ["python3", "-i"]`)
+	case len(t.Command) > maxTerminalArgs:
+		problems = append(problems, fmt.Sprintf("terminal.command has %d arguments: at most %d", len(t.Command), maxTerminalArgs))
+	}
+	for i, a := range t.Command {
+		size += len(a)
+		switch {
+		case i == 0 && strings.TrimSpace(a) == "":
+			problems = append(problems, "terminal.command[0] is empty: it is the program to run, looked up in the box's PATH")
+		case strings.ContainsRune(a, 0):
+			problems = append(problems, fmt.Sprintf("terminal.command[%d] contains a NUL byte", i))
+		}
+	}
+	if size > maxTerminalBytes {
+		problems = append(problems, fmt.Sprintf("terminal.command is %d bytes: keep it under %d", size, maxTerminalBytes))
+	}
+	for _, p := range []struct{ name, re string }{{"done_pattern", t.DonePattern}, {"ready_pattern", t.ReadyPattern}} {
+		if len(p.re) > maxTerminalPattern {
+			problems = append(problems, fmt.Sprintf("terminal.%s is %d bytes: keep it under %d", p.name, len(p.re), maxTerminalPattern))
+		} else if _, err := regexp.Compile(p.re); err != nil {
+			problems = append(problems, fmt.Sprintf("terminal.%s: %v (Go regular expression syntax)", p.name, err))
+		}
+	}
+	switch {
+	case t.IdleTimeout < 0 || t.IdleTimeout > maxTerminalIdle || (t.IdleTimeout > 0 && t.IdleTimeout < minTerminalIdle):
+		problems = append(problems, fmt.Sprintf("terminal.idle_timeout %s: give nanoseconds between %s and %s", t.IdleTimeout, minTerminalIdle, maxTerminalIdle))
+	case t.DonePattern == "" && t.IdleTimeout == 0:
+		problems = append(problems, "terminal: give done_pattern (what the CLI prints when it is ready for more, typically its prompt) or idle_timeout (nanoseconds of quiet that end a turn); without either a turn ends only after 30 minutes of silence")
+	}
+	c := *t
+	c.Command = slices.Clone(t.Command)
+	return &c, problems
 }
 
 // endpointAPI is the wire API of model's endpoint, "" when it has none
@@ -97,11 +163,23 @@ func (r *runner) newExternal(ctx context.Context, sb *sandbox.Sandbox) (agent.Ag
 	if err != nil {
 		return nil, fatal(err)
 	}
-	ag, err := external.Open(ctx, external.Spec{
+	spec := external.Spec{
 		Kind: s.Agent, Box: sb, Workdir: sb.WorkspacePath(s.Repos[0].Name),
 		CLIPrefix: r.m.cfg.cliPrefix(), Model: id, API: r.m.endpointAPI(s.Model), Proxy: p, BudgetUSD: s.Limits.BudgetUSD,
 		SessionID: s.ID, State: s.AgentState, Logger: r.log, Egress: r.m.cfg.Egress,
-	})
+	}
+	if t := s.Terminal; t != nil {
+		// Validated at create; a stored pattern that no longer compiles
+		// fails the session rather than running without its end signal.
+		spec.Command, spec.IdleTimeout = t.Command, t.IdleTimeout
+		if spec.DonePattern, err = compileOptional(t.DonePattern); err != nil {
+			return nil, fatal(fmt.Errorf("terminal.done_pattern: %w", err))
+		}
+		if spec.ReadyPattern, err = compileOptional(t.ReadyPattern); err != nil {
+			return nil, fatal(fmt.Errorf("terminal.ready_pattern: %w", err))
+		}
+	}
+	ag, err := external.Open(ctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -109,4 +187,11 @@ func (r *runner) newExternal(ctx context.Context, sb *sandbox.Sandbox) (agent.Ag
 		return nil, fatal(fmt.Errorf("starting the %s agent: %w", s.Agent, err))
 	}
 	return ag, nil
+}
+
+func compileOptional(re string) (*regexp.Regexp, error) {
+	if re == "" {
+		return nil, nil
+	}
+	return regexp.Compile(re)
 }

@@ -263,7 +263,8 @@ find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo
 }
 
 // A request for an external agent is checked like the rest: an unknown
-// kind, and a backend it cannot run on, are input errors.
+// kind, a backend it cannot run on, and a terminal CLI that is not one (or
+// has no way to end a turn) are input errors.
 func TestExternalAgentValidation(t *testing.T) {
 	e := newEnv(t)
 	for name, tc := range map[string]struct {
@@ -272,6 +273,16 @@ func TestExternalAgentValidation(t *testing.T) {
 	}{
 		"unknown kind":  {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: "aider"}, `agent "aider": use "builtin"`},
 		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode, Backend: "docker"}, `runs on the "local" backend only`},
+		"terminal for another agent": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode,
+			Terminal: &store.TerminalCLI{Command: []string{"bash"}, DonePattern: `\$ $`}}, `terminal is for agent "terminal"`},
+		"empty command": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+			Terminal: &store.TerminalCLI{DonePattern: `\$ $`}}, "terminal.command is empty"},
+		"bad pattern": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}, DonePattern: `>>> (`}}, "terminal.done_pattern: error parsing regexp"},
+		"no way to end a turn": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}}}, "give done_pattern"},
+		"idle timeout too short": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}, IdleTimeout: time.Millisecond}}, "terminal.idle_timeout 1ms"},
 	} {
 		_, err := e.m.Create(ctxT(t), "owner-1", tc.req)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -340,4 +351,66 @@ func (f fixedResolver) LookupNetIP(ctx context.Context, network, host string) ([
 		return []netip.Addr{a}, nil
 	}
 	return nil, fmt.Errorf("no such host %s", host)
+}
+
+// genericScript answers the generic CLI's own model call.
+const genericScript = `
+rules:
+  - name: ping
+    when: {api: anthropic, last_user: "Generic ping"}
+    reply: {text: "pong-from-the-sim", usage: {input_tokens: 42, output_tokens: 7}}
+`
+
+// The terminal agent runs a CLI of the request's own (here an interactive
+// bash; any REPL works the same): the command and its done pattern come
+// through the API and are stored, the prompt is typed into it, the turn
+// ends on the pattern, and the CLI finds the model through the proxy in
+// its environment — a token, never the key — with the usage metered.
+func TestGenericTerminalSession(t *testing.T) {
+	e := newEnv(t, withKey(canaryKey))
+	s, err := sim.ParseScript("generic.yaml", []byte(genericScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Store(sim.New(s))
+	body := `{"model":"` + strings.TrimPrefix(testModel, "anthropic/") + `","max_tokens":16,"messages":[{"role":"user","content":"Generic ping"}]}`
+	prompt := `echo made > made.txt; echo "key=${ANTHROPIC_API_KEY:0:16} token=${HARVEST_MODEL_TOKEN:0:16}"; ` +
+		`curl -sS "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '` + body + `'; echo; echo END-OF-TURN`
+	v := e.create(prompt, func(r *CreateRequest) {
+		r.Agent = external.Terminal
+		r.Terminal = &store.TerminalCLI{Command: []string{"bash", "--norc", "--noprofile", "-i"}, DonePattern: `END-OF-TURN\r?\n.*\$ $`, ReadyPattern: `\$ $`}
+	})
+	if v.Terminal == nil || v.Terminal.Command[0] != "bash" {
+		t.Fatalf("the session's terminal: %+v", v.Terminal)
+	}
+	if got, err := e.st.GetSession(ctxT(t), v.ID); err != nil || got.Terminal == nil || got.Terminal.DonePattern == "" {
+		t.Fatalf("stored terminal: %+v, %v", got, err)
+	}
+	w := e.watch(v.ID)
+	f := w.finished("t1")
+	t.Logf("the turn's result:\n%s", f.Result)
+	for _, want := range []string{"key=harvest-session-", "token=harvest-session-", "pong-from-the-sim"} {
+		if !strings.Contains(f.Result, want) {
+			t.Errorf("the turn's result lacks %q:\n%s", want, f.Result)
+		}
+	}
+	if f.Usage.InputTokens != 42 || f.Usage.OutputTokens != 7 {
+		t.Errorf("usage %+v: want the CLI's model call metered by the proxy (42 in, 7 out)", f.Usage)
+	}
+	if b, err := os.ReadFile(filepath.Join(v.Repos[0].Path, "made.txt")); err != nil || string(b) != "made\n" {
+		t.Errorf("made.txt: %q, %v", b, err)
+	}
+	reqs := e.sim.Load().Requests()
+	if len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != canaryKey {
+		t.Fatalf("the sim saw %d requests; want one, with the real key the proxy added", len(reqs))
+	}
+	evs, err := e.st.Events(ctxT(t), v.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if b, _ := json.Marshal(ev); strings.Contains(string(b), canaryKey[:20]) {
+			t.Fatalf("event %d carries the real key: %s", ev.Seq, b)
+		}
+	}
 }

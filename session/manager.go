@@ -187,8 +187,10 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	default:
 		problems = append(problems, fmt.Sprintf("mode %q: use %q (messages wait for the turn to end) or %q (a message cancels the running turn)", req.Mode, ModeQueue, ModeInterrupt))
 	}
-	kind, ap := m.checkAgent(req.Agent, model, backend)
+	kind, ap := m.checkAgent(req.Agent, model, backend, req.Terminal != nil)
 	problems = append(problems, ap...)
+	term, tp := CheckTerminal(kind, req.Terminal)
+	problems = append(problems, tp...)
 	limits, lp := m.cfg.limits(req.Limits)
 	problems = append(problems, lp...)
 	if len(problems) > 0 {
@@ -198,7 +200,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	s := &store.Session{
 		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
 		Agent: kind, Model: model, Backend: backend, Repos: repos,
-		Limits: limits, Mode: mode, Collab: collab, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+		Limits: limits, Mode: mode, Collab: collab, Terminal: term, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
 	}
 	var first *store.Message
 	if strings.TrimSpace(req.Prompt) != "" {

@@ -99,6 +99,9 @@ type Session struct {
 	// Collab is how the session shares a workflow's workspace; zero: it
 	// has a workspace of its own.
 	Collab Collab `json:"collab,omitzero"`
+	// Terminal, for the terminal agent, is the interactive CLI it runs in
+	// the PTY; nil runs Claude Code's TUI.
+	Terminal *TerminalCLI `json:"terminal,omitempty"`
 	// Mode is how a message sent while the agent works is delivered:
 	// "queue" (after the turn) or "interrupt" (cancels the turn).
 	Mode string `json:"mode"`
@@ -136,6 +139,23 @@ type Collab struct {
 	// Branch is a parallel session's own branch, made from the working
 	// branch when its workspace is copied.
 	Branch string `json:"branch,omitempty"`
+}
+
+// TerminalCLI is a generic interactive CLI for the terminal agent, and how
+// it says a turn is over.
+type TerminalCLI struct {
+	// Command and its arguments, looked up in the box's PATH.
+	Command []string `json:"command"`
+	// DonePattern is a regular expression (Go syntax) matching the end of
+	// what the CLI printed since the input, once it is ready for more:
+	// typically its prompt.
+	DonePattern string `json:"done_pattern,omitempty"`
+	// ReadyPattern matches its output once it is ready for the first input
+	// (default DonePattern).
+	ReadyPattern string `json:"ready_pattern,omitempty"`
+	// IdleTimeout ends a turn whose output has been quiet this long (the
+	// fallback; default 30 min).
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 }
 
 // MessageState is where a user message is.

@@ -175,11 +175,14 @@ type Spec struct {
 	Instructions string
 	// Command, for the terminal kind, is an interactive CLI to run instead
 	// of Claude Code (with DonePattern or IdleTimeout saying when it is
-	// done); empty runs Claude Code interactively.
-	Command     []string
-	DonePattern *regexp.Regexp
-	IdleTimeout time.Duration
-	SessionID   string
+	// done); empty runs Claude Code interactively. It finds the model in
+	// its environment (modelEnv): HARVEST_MODEL_URL and _TOKEN, and
+	// ANTHROPIC_* or OPENAI_* as the endpoint's API is.
+	Command      []string
+	DonePattern  *regexp.Regexp
+	ReadyPattern *regexp.Regexp
+	IdleTimeout  time.Duration
+	SessionID    string
 	// State is what the agent's State returned before (a suspension).
 	State  []byte
 	Logger *slog.Logger
@@ -236,11 +239,14 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 		}, s.State)
 	case Terminal:
 		b.meter = true
+		if len(s.Command) > 0 {
+			env = append(env, modelEnv(s.API, url, token, s.Model)...)
+		}
 		ag, err = terminal.New(ctx, terminal.Config{
 			Box: s.Box, Workdir: s.Workdir, CLI: CLIPath(s.CLIPrefix, s.Kind),
 			ModelURL: url, ModelKey: token, Model: s.Model, Env: env,
 			SessionID: s.SessionID, Logger: s.Logger, Instructions: s.Instructions,
-			Command: s.Command, DonePattern: s.DonePattern, IdleTimeout: s.IdleTimeout,
+			Command: s.Command, DonePattern: s.DonePattern, ReadyPattern: s.ReadyPattern, IdleTimeout: s.IdleTimeout,
 		}, s.State)
 	}
 	if err != nil {
@@ -249,6 +255,20 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 	}
 	b.Agent = ag
 	return b, nil
+}
+
+// modelEnv is how a generic terminal CLI finds the model: the bridged
+// proxy's in-box URL and the session's token (never the real key) under
+// Harvest's own names and the names the API's SDKs read.
+func modelEnv(api, url, token, model string) []string {
+	env := []string{"HARVEST_MODEL_URL=" + url, "HARVEST_MODEL_TOKEN=" + token, "HARVEST_MODEL=" + model, "HARVEST_MODEL_API=" + api}
+	switch api {
+	case "anthropic":
+		env = append(env, "ANTHROPIC_BASE_URL="+url, "ANTHROPIC_API_KEY="+token)
+	case "openai":
+		env = append(env, "OPENAI_BASE_URL="+url+"/v1", "OPENAI_API_KEY="+token)
+	}
+	return env
 }
 
 // bridged is an agent with its model bridge.

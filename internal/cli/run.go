@@ -56,6 +56,7 @@ type agentRunFlags struct {
 	prices     string
 	unsafeHost bool
 	dataDir    string
+	terminal   terminalFlags
 	egress     string
 }
 
@@ -87,6 +88,11 @@ interactive TUI in a PTY) or opencode (an OpenCode server) runs that CLI in
 the box instead (installed by scripts/setup under $HARVEST_CLI_PREFIX,
 default /opt/harvest/npm; local backend), its model calls going through a
 proxy on this machine that adds the key: the box sees only a per-run token.
+--agent terminal --command "CLI ARGS" runs any interactive CLI in the PTY
+instead of Claude Code, a turn ending when its output matches
+--done-pattern (its prompt) or has been quiet for --terminal-idle; it finds
+the model proxy in HARVEST_MODEL_URL / HARVEST_MODEL_TOKEN (and
+ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY or OPENAI_BASE_URL / OPENAI_API_KEY).
 
 Ctrl-C cancels the turn: the running tool's processes are killed and the
 box is destroyed. Exit status: 0 done, 1 the agent failed (a limit, a loop,
@@ -94,7 +100,8 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 		Example: `  harvest run --repo examples/calc "Fix the failing test"
   harvest run --repo . --model anthropic/claude-sonnet-4-5 --budget 2 "Add a --verbose flag"
   harvest run --repo https://github.com/acme/app.git --json "Why does CI fail?" > events.jsonl
-  harvest run --repo . --sim-script task.yaml "do the scripted task"`,
+  harvest run --repo . --sim-script task.yaml "do the scripted task"
+  harvest run --repo . --agent terminal --command "python3 -i -q" --done-pattern '>>> $' "print(2**64)"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New(`no prompt: say what to do, like: harvest run --repo . "Fix the failing test"`)
@@ -124,6 +131,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: the agent's tools run on this machine with NO isolation")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.dataDir, "data-dir", "", "where run workspaces are kept (default $HARVEST_HOME, else ~/.local/share/harvest)")
+	f.terminal.add(cmd)
 	return cmd
 }
 
@@ -142,7 +150,8 @@ func (f agentRunFlags) validate() error {
 	case f.egress != "" && !external.IsKind(f.agentName):
 		return fmt.Errorf("--egress-allow is for the external agents (--agent %s) for now", strings.Join(external.Kinds, ", --agent "))
 	}
-	return nil
+	_, err := f.terminal.spec(f.agentName)
+	return err
 }
 
 // dataDir is where harvest keeps run workspaces.
@@ -472,7 +481,11 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		view = newTextView(stdout, isTerminal(stdout))
 		fmt.Fprintf(stderr, "harvest: %s on %s in a %s box (%s)\n", describeRepos(sources), runDir, box.Backend(), desc)
 	}
-	rec := &eventLog{run: runID, turn: "t1", sinks: []eventSink{&jsonView{w: events}, view}}
+	kind := "builtin"
+	if external.IsKind(f.agentName) {
+		kind = f.agentName
+	}
+	rec := &eventLog{run: runID, turn: "t1", agent: kind, sinks: []eventSink{&jsonView{w: events}, view}}
 	out := ag.Turn(ctx, prompt, rec.emit)
 	view.close()
 	// The conversation, for the record (and for a later continue).
@@ -551,7 +564,7 @@ func openExternal(ctx context.Context, f agentRunFlags, model *modelSetup, box *
 	if err != nil {
 		return nil, err
 	}
-	if err := external.CheckModel(f.agentName, api); err != nil {
+	if err := external.CheckModel(f.agentName, api); err != nil && f.terminal.command == "" {
 		return nil, fmt.Errorf("--model %s: %w", model.name, err)
 	}
 	_, id, err := llm.ParseModel(model.name)
@@ -562,22 +575,30 @@ func openExternal(ctx context.Context, f agentRunFlags, model *modelSetup, box *
 	if err != nil {
 		return nil, err
 	}
-	return external.Open(ctx, external.Spec{
+	spec := external.Spec{
 		Kind: f.agentName, Box: box, Workdir: ws[0].Path, CLIPrefix: cliPrefix(),
 		Model: id, API: api, Proxy: p, BudgetUSD: f.budget, SessionID: runID, Egress: eg,
-	})
+	}
+	if t, _ := f.terminal.spec(f.agentName); t != nil { // validated with the flags
+		spec.Command, spec.IdleTimeout = t.Command, t.IdleTimeout
+		spec.DonePattern, spec.ReadyPattern = compiled(t)
+	}
+	return external.Open(ctx, spec)
 }
 
 // checkExternal says what stops an external agent from running with these
 // flags and this model.
 func checkExternal(f agentRunFlags, model *modelSetup) error {
+	generic := f.terminal.command != ""
 	switch {
-	case model.demo:
+	case model.demo && !generic:
 		return fmt.Errorf("the %s agent needs a model: set ANTHROPIC_API_KEY (or give --model), or run it on harvest sim with --sim-script FILE (the bundled demo script is written for the builtin agent)", f.agentName)
 	case f.backend != local.Name:
 		return fmt.Errorf("--agent %s runs on the local backend only for now (its CLI needs the host's Node.js): leave --backend out", f.agentName)
 	case f.maxSteps > 0, f.maxOutput > 0:
 		return fmt.Errorf("--max-steps and --max-output-tokens are the builtin agent's; the %s agent's CLI has its own", f.agentName)
+	case generic:
+		return nil // its own CLI, in the box's PATH
 	}
 	return external.CheckCLI(cliPrefix(), f.agentName)
 }
@@ -674,14 +695,14 @@ func plural(n int, one, many string) string {
 
 // eventLog numbers the turn's events and hands them to the sinks.
 type eventLog struct {
-	run, turn string
-	seq       int64
-	sinks     []eventSink
+	run, turn, agent string
+	seq              int64
+	sinks            []eventSink
 }
 
 func (l *eventLog) emit(p event.Payload) {
 	l.seq++
-	e := event.Event{Session: l.run, Seq: l.seq, Time: time.Now().UTC(), Turn: l.turn, Agent: "builtin", Data: p}
+	e := event.Event{Session: l.run, Seq: l.seq, Time: time.Now().UTC(), Turn: l.turn, Agent: l.agent, Data: p}
 	for _, s := range l.sinks {
 		s.event(e)
 	}

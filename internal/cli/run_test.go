@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -340,5 +341,70 @@ func testRunExternal(t *testing.T, kind string) {
 	}
 	if !strings.Contains(result, "hello, harvest") {
 		t.Errorf("result %q", result)
+	}
+}
+
+// harvest run --agent terminal --command runs a CLI of the user's own in
+// the PTY (no model key needed for one that calls none): the turn ends on
+// its done pattern, the view prints what it answered, and the events name
+// the terminal agent.
+func TestRunGenericTerminal(t *testing.T) {
+	needRoot(t)
+	env, _ := runEnv(t)
+	repo := t.TempDir()
+	os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644)
+	code, out, errOut := runHarvest(t, env, "", "run", "--agent", "terminal", "--repo", repo,
+		"--command", `python3 -i -q -c "import sys; sys.ps1 = 'py> '"`, "--done-pattern", `py> $`, "print(6*7, 'answers'); open('made.txt','w').write('x')")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, "42 answers") || !strings.Contains(out, "done:") {
+		t.Errorf("the view printed %q: want the CLI's answer and the done line", out)
+	}
+	code, out, errOut = runHarvest(t, env, "", "run", "--agent", "terminal", "--repo", repo, "--json",
+		"--command", "bash --norc --noprofile -i", "--done-pattern", `\$ $`, "echo from-bash")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, `"agent":"terminal"`) || !strings.Contains(out, `"type":"terminal.output"`) || !strings.Contains(out, "from-bash") {
+		t.Errorf("events: %s", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--command", "bash", "--done-pattern", `\$ $`}, "add --agent terminal"},
+		{[]string{"--agent", "terminal", "--command", "bash 'open", "--done-pattern", "x"}, "single quote is not closed"},
+		{[]string{"--agent", "terminal", "--command", "bash"}, "give --done-pattern"},
+		{[]string{"--agent", "terminal", "--command", "bash", "--done-pattern", "("}, "--done-pattern: error parsing regexp"},
+		{[]string{"--agent", "terminal", "--done-pattern", "x"}, "go with --command"},
+	} {
+		code, _, errOut := runHarvest(t, env, "", append(append([]string{"run", "--repo", repo}, tc.args...), "x")...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	for in, want := range map[string][]string{
+		`python3 -i -q`:              {"python3", "-i", "-q"},
+		`  a   b  `:                  {"a", "b"},
+		`sh -c 'echo "hi there"; x'`: {"sh", "-c", `echo "hi there"; x`},
+		`a "b \"c\" \$d \x" e`:       {"a", `b "c" $d \x`, "e"},
+		`a\ b c`:                     {"a b", "c"},
+		`''`:                         {""},
+		`x''y`:                       {"xy"},
+	} {
+		got, err := splitWords(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("splitWords(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{`a 'b`, `a "b`, `a\`} {
+		if _, err := splitWords(in); err == nil {
+			t.Errorf("splitWords(%q): no error", in)
+		}
 	}
 }

@@ -25,6 +25,7 @@ type textView struct {
 	mu       sync.Mutex
 	midLine  bool // the cursor is after text on an unfinished line
 	streamed bool // the current assistant message arrived as deltas
+	answered bool // the current turn printed an assistant message
 	running  []*runningTool
 	spinning bool // a spinner line is drawn
 	frame    int
@@ -133,12 +134,16 @@ func (v *textView) event(e event.Event) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch p := e.Data.(type) {
+	case event.TurnStarted:
+		v.answered = false
 	case event.AssistantDelta:
+		v.answered = true
 		v.clearSpinner()
 		fmt.Fprint(v.w, p.Text)
 		v.midLine = !strings.HasSuffix(p.Text, "\n")
 		v.streamed = true
 	case event.AssistantMessage:
+		v.answered = true
 		if !v.streamed {
 			v.line("%s", p.Text)
 		}
@@ -214,6 +219,10 @@ func (v *textView) event(e event.Event) {
 	case event.Stuck:
 		v.line("%s the agent is stuck (STUCK.md in %s):\n%s", v.style("33", "⚠"), p.Repo, indent(p.Text))
 	case event.TurnFinished:
+		if !v.answered && strings.TrimSpace(p.Result) != "" {
+			// A generic terminal CLI answers only on its screen.
+			v.line("%s", strings.TrimRight(printable(p.Result), "\n"))
+		}
 		v.line("\n%s done: %s", v.style("32", "✓"), turnStats(p.Steps, p.DurationMS, p.Usage, p.CostUSD))
 	case event.TurnFailed:
 		v.line("\n%s failed (%s): %s", v.style("31", "✗"), p.Kind, p.Error)
@@ -306,6 +315,16 @@ func indent(s string) string {
 
 // stripControl drops control characters (escape sequences, carriage
 // returns) from a line of command output shown in the spinner line.
+// printable is s without control characters except newlines and tabs.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
 func stripControl(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {

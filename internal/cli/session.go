@@ -150,6 +150,7 @@ type newFlags struct {
 	json        bool
 	workflow    string
 	collab      string
+	terminal    terminalFlags
 }
 
 func newSessionNewCmd(conn *connFlags) *cobra.Command {
@@ -209,7 +210,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.repos, "repo", nil, "repository: a directory on the server's machine or a git URL (repeatable)")
 	fl.StringVar(&f.title, "title", "", "a title to list the session by")
-	fl.StringVar(&f.agent, "agent", "", "the agent: builtin (default), claudecode, terminal (Claude Code's TUI in a PTY) or opencode")
+	fl.StringVar(&f.agent, "agent", "", "the agent: builtin (default), claudecode, terminal (Claude Code's TUI, or --command, in a PTY) or opencode")
 	fl.StringVar(&f.model, "model", "", "model as provider/model (default: the server's)")
 	fl.StringVar(&f.backend, "backend", "", "sandbox backend (default: the server's)")
 	fl.StringVar(&f.mode, "mode", "", "messages sent while the agent works: queue (default) or interrupt")
@@ -223,6 +224,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl.StringVar(&f.collab, "collaboration", "", "in a workflow: sequential (default: one workspace, one run at a time) or parallel (own copy and branch)")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "show the events until the first turn ends")
 	fl.BoolVar(&f.json, "json", false, "print the session (and events) as JSON")
+	f.terminal.add(cmd)
 	return cmd
 }
 
@@ -243,6 +245,11 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequ
 	case f.mode != "" && f.mode != session.ModeQueue && f.mode != session.ModeInterrupt:
 		return req, fmt.Errorf("--mode %q: use queue or interrupt", f.mode)
 	}
+	term, err := f.terminal.spec(f.agent)
+	if err != nil {
+		return req, err
+	}
+	req.Terminal = term
 	req.Limits = store.Limits{IdleTimeout: f.idleTimeout, MaxLifetime: f.maxLifetime, TurnWatchdog: f.watchdog, MaxSteps: f.maxSteps, BudgetUSD: f.budget}
 	if f.memory != "" {
 		n, err := sandbox.ParseSize(f.memory)

@@ -84,6 +84,9 @@ CREATE TABLE tokens (
 ALTER TABLE sessions ADD COLUMN collab TEXT NOT NULL DEFAULT '{}'; -- JSON store.Collab
 CREATE INDEX sessions_workflow ON sessions (json_extract(collab, '$.workflow')) WHERE collab <> '{}';
 `},
+	{"terminal", `
+ALTER TABLE sessions ADD COLUMN terminal TEXT NOT NULL DEFAULT ''; -- JSON store.TerminalCLI, '' for none
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -12,7 +12,7 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal`
 
 // CreateSession stores s and, if first is not nil, its first message (Seq 1)
 // in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
@@ -40,7 +40,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 		defaultMessage(&m, now)
 	}
 	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
 			}
@@ -74,9 +74,15 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding collab: %w", err)
 	}
+	var term []byte
+	if s.Terminal != nil {
+		if term, err = json.Marshal(s.Terminal); err != nil {
+			return nil, fmt.Errorf("encoding terminal: %w", err)
+		}
+	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab)}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term)}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -85,12 +91,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	var (
 		s                          store.Session
 		state, repos, limits, use  string
-		collab                     string
+		collab, term               string
 		created, updated, activeAt int64
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab); err != nil {
+		&created, &updated, &activeAt, &collab, &term); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -106,6 +112,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	}
 	if err := json.Unmarshal([]byte(collab), &s.Collab); err != nil {
 		return nil, fmt.Errorf("session %s: decoding collab: %w", s.ID, err)
+	}
+	if term != "" {
+		s.Terminal = new(store.TerminalCLI)
+		if err := json.Unmarshal([]byte(term), s.Terminal); err != nil {
+			return nil, fmt.Errorf("session %s: decoding terminal: %w", s.ID, err)
+		}
 	}
 	return &s, nil
 }
@@ -205,7 +217,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		// args[0] is the id: move it to the WHERE.
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
-	error=?, created_at=?, updated_at=?, active_at=?, collab=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
 		}
 		out = sess
