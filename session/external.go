@@ -13,7 +13,6 @@ import (
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
-	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -38,8 +37,8 @@ func (m *Manager) checkAgent(kind, model, backend string, generic bool) (string,
 			problems = append(problems, "agent: "+err.Error())
 		}
 	}
-	if backend != local.Name {
-		problems = append(problems, fmt.Sprintf("agent %q runs on the %q backend only for now (the Node.js CLIs come from the host); leave backend empty or use %q", kind, local.Name, local.Name))
+	if err := external.CheckBackend(backend); err != nil {
+		problems = append(problems, fmt.Sprintf("agent %q: %v; leave backend empty or use one of those", kind, err))
 	}
 	if api := m.endpointAPI(model); api != "" && !(generic && kind == external.Terminal) {
 		if err := external.CheckModel(kind, api); err != nil {

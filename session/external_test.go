@@ -272,7 +272,7 @@ func TestExternalAgentValidation(t *testing.T) {
 		want string
 	}{
 		"unknown kind":  {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: "aider"}, `agent "aider": use "builtin"`},
-		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode, Backend: "docker"}, `runs on the "local" backend only`},
+		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode, Backend: "host"}, `on the local or docker backend; not on "host"`},
 		"terminal for another agent": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode,
 			Terminal: &store.TerminalCLI{Command: []string{"bash"}, DonePattern: `\$ $`}}, `terminal is for agent "terminal"`},
 		"empty command": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,

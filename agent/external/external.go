@@ -104,6 +104,23 @@ func CheckCLI(prefix, kind string) error {
 	return fmt.Errorf("the %s agent needs its CLI at %s (%v): run scripts/setup, or point Harvest at another npm prefix", kind, p, err)
 }
 
+// Backends are the sandbox backends the external agents run on. The CLIs
+// npm installs are native executables linked against glibc (Claude Code and
+// OpenCode ship compiled binaries, no Node.js needed), mounted read-only
+// from the host: they run in a local box (the host's own /usr) and in the
+// docker backend's Debian base image — an image without glibc cannot run
+// them. The host backend is refused: there the CLI would see this
+// machine's own files, its config and credentials among them.
+var Backends = []string{"local", "docker"}
+
+// CheckBackend says whether the external agents run on backend.
+func CheckBackend(backend string) error {
+	if slices.Contains(Backends, backend) {
+		return nil
+	}
+	return fmt.Errorf("the external agents run in an isolated box, on the %s backend; not on %q", strings.Join(Backends, " or "), backend)
+}
+
 // Mounts is what a box for kind needs besides its workspaces: the CLIs'
 // npm prefix, read-only at the same path.
 func Mounts(prefix, kind string) []sandbox.Mount {

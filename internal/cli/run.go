@@ -28,7 +28,6 @@ import (
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
-	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -86,7 +85,7 @@ The agent is --agent NAME: .harvest/agents/NAME.md in the repository, else
 claudecode (Claude Code through stream-json), terminal (Claude Code's
 interactive TUI in a PTY) or opencode (an OpenCode server) runs that CLI in
 the box instead (installed by scripts/setup under $HARVEST_CLI_PREFIX,
-default /opt/harvest/npm; local backend), its model calls going through a
+default /opt/harvest/npm; local or docker backend), its model calls going through a
 proxy on this machine that adds the key: the box sees only a per-run token.
 --agent terminal --command "CLI ARGS" runs any interactive CLI in the PTY
 instead of Claude Code, a turn ending when its output matches
@@ -593,8 +592,8 @@ func checkExternal(f agentRunFlags, model *modelSetup) error {
 	switch {
 	case model.demo && !generic:
 		return fmt.Errorf("the %s agent needs a model: set ANTHROPIC_API_KEY (or give --model), or run it on harvest sim with --sim-script FILE (the bundled demo script is written for the builtin agent)", f.agentName)
-	case f.backend != local.Name:
-		return fmt.Errorf("--agent %s runs on the local backend only for now (its CLI needs the host's Node.js): leave --backend out", f.agentName)
+	case external.CheckBackend(f.backend) != nil:
+		return fmt.Errorf("--agent %s: %v", f.agentName, external.CheckBackend(f.backend))
 	case f.maxSteps > 0, f.maxOutput > 0:
 		return fmt.Errorf("--max-steps and --max-output-tokens are the builtin agent's; the %s agent's CLI has its own", f.agentName)
 	case generic:

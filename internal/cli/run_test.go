@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -266,7 +267,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "x"}, 125, "the claudecode agent needs a model: set ANTHROPIC_API_KEY"},
 		{[]string{"run", "--repo", repo, "--egress-allow", "registries", "x"}, 2, "--egress-allow is for the external agents"},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--egress-allow", "*", "x"}, 125, "--egress-allow"},
-		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--backend", "docker", "x"}, 125, "runs on the local backend only"},
+		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--backend", "host", "--unsafe-host", "x"}, 125, `run in an isolated box, on the local or docker backend; not on "host"`},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--max-steps", "3", "x"}, 125, "--max-steps and --max-output-tokens are the builtin agent's"},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--model", "openai/gpt-4.1", "x"}, 125, "speaks the Anthropic API"},
 	}
@@ -290,7 +291,24 @@ func TestRunExternalAgents(t *testing.T) {
 	}
 }
 
-func testRunExternal(t *testing.T, kind string) {
+// The external agents run in the docker backend's base image too: their
+// CLIs are native executables, mounted read-only from the host.
+func TestRunExternalAgentsDocker(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "image", "inspect", testbin.DockerImage()).CombinedOutput(); err != nil {
+		if testbin.DockerRequired() {
+			t.Fatalf("the docker backend is required here, and its image %s is not there: %v\n%s", testbin.DockerImage(), err, out)
+		}
+		t.Skipf("no docker image %s: %v", testbin.DockerImage(), err)
+	}
+	for _, kind := range []string{"claudecode", "terminal", "opencode"} {
+		t.Run(kind, func(t *testing.T) { testRunExternal(t, kind, "--backend", "docker", "--image", testbin.DockerImage()) })
+	}
+}
+
+func testRunExternal(t *testing.T, kind string, flags ...string) {
 	needRoot(t)
 	script, model := "../../sim/examples/claude-code.yaml", "anthropic/claude-sonnet-4-5"
 	if kind == "opencode" {
@@ -306,8 +324,8 @@ func testRunExternal(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runHarvest(t, env, "", "run", "--agent", kind, "--model", model, "--repo", repo, "--sim-script", script, "--json",
-		"Write a greeting script greet.sh, run it, and tell me what it printed")
+	args := append([]string{"run", "--agent", kind, "--model", model, "--repo", repo, "--sim-script", script, "--json"}, flags...)
+	code, out, errOut := runHarvest(t, env, "", append(args, "Write a greeting script greet.sh, run it, and tell me what it printed")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 	}

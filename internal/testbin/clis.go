@@ -104,3 +104,20 @@ func LocalRequired() bool {
 	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
 	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
 }
+
+// DockerRequired reports whether a machine without a working docker
+// backend fails the tests instead of skipping them: in CI (CI set), or when
+// $HARVEST_REQUIRE_BACKENDS names docker.
+func DockerRequired() bool {
+	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
+	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "docker")
+}
+
+// DockerImage is the image docker-backend tests use:
+// $HARVEST_TEST_DOCKER_IMAGE, else the base image scripts/setup builds.
+func DockerImage() string {
+	if v := os.Getenv("HARVEST_TEST_DOCKER_IMAGE"); v != "" {
+		return v
+	}
+	return "harvest/base:bookworm"
+}
