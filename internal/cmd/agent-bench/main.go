@@ -154,8 +154,8 @@ func main() {
 		results[2].samples = append(results[2].samples, claudeOnHost(ctx, s, tmp, claude, i))
 		results[3].samples = append(results[3].samples, builtinLoop(ctx, p, s, tmp, i))
 		results[4].samples = append(results[4].samples, harvestRun(tmp, runDir, scriptPath, i, "--agent", "claudecode"))
-		raw, turn, resume := claudeTurns(ctx, p, s, tmp, claude, i)
-		results[5].samples = append(results[5].samples, raw)
+		results[5].samples = append(results[5].samples, claudeRaw(ctx, p, s, tmp, claude, i))
+		turn, resume := externalTurn(ctx, p, s, tmp, external.ClaudeCode, i)
 		results[6].samples = append(results[6].samples, turn)
 		results[7].samples = append(results[7].samples, resume)
 		turn, resume = externalTurn(ctx, p, s, tmp, external.Terminal, i)
@@ -273,14 +273,7 @@ func checkClaude(out []byte) {
 func claudeInBox(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claude string, i int) time.Duration {
 	ws := workspace(tmp, fmt.Sprintf("repo-cb%d", i))
 	start := time.Now()
-	sb, err := p.Start(ctx, sandbox.Spec{
-		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
-		User:       sandbox.User{UID: boxUID, GID: boxUID},
-		Mounts:     []sandbox.Mount{{HostPath: *npmPrefix, BoxPath: *npmPrefix}},
-	})
-	if err != nil {
-		die("starting a box: %v", err)
-	}
+	sb := startBox(ctx, p, ws, external.ClaudeCode)
 	defer sb.Destroy(context.Background())
 	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -371,27 +364,12 @@ func builtinLoop(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 	return d
 }
 
-// claudeTurns measures, in one running box each: the raw CLI's turn (claude
-// -p, the sim on a box listener), the claudecode agent's first turn (the
-// CLI started by the agent, the sim behind the model proxy on a box
-// listener), and after it a resume on a new box: from opening the agent
-// with the saved state to its first model request.
-func claudeTurns(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claude string, i int) (raw, turn, resume time.Duration) {
-	box := func(name string) (*sandbox.Sandbox, string) {
-		ws := workspace(tmp, fmt.Sprintf("%s%d", name, i))
-		sb, err := p.Start(ctx, sandbox.Spec{
-			Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
-			User:       sandbox.User{UID: boxUID, GID: boxUID},
-			Mounts:     external.Mounts(*npmPrefix, external.ClaudeCode),
-		})
-		if err != nil {
-			die("starting a box: %v", err)
-		}
-		return sb, ws
-	}
-
-	// The raw CLI.
-	sb, ws := box("repo-cr")
+// claudeRaw measures the raw CLI's turn in a running box (claude -p, the
+// sim on a box listener): what the claudecode agent's turn compares with.
+func claudeRaw(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claude string, i int) (raw time.Duration) {
+	ws := workspace(tmp, fmt.Sprintf("repo-cr%d", i))
+	sb := startBox(ctx, p, ws, external.ClaudeCode)
+	defer sb.Destroy(ctx)
 	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		die("listening in the box: %v", err)
@@ -411,61 +389,20 @@ func claudeTurns(ctx context.Context, p *local.Provider, s *sim.Script, tmp, cla
 	checkClaude(out.Bytes())
 	checkLog(ws)
 	srv.Close()
-	sb.Destroy(ctx)
+	return raw
+}
 
-	// The claudecode agent, the sim behind the model proxy.
-	hs := &firstRequest{h: sim.New(s)}
-	up, err := net.Listen("tcp", "127.0.0.1:0")
+// startBox starts a box on workspace ws with kind's CLI mounted.
+func startBox(ctx context.Context, p *local.Provider, ws, kind string) *sandbox.Sandbox {
+	sb, err := p.Start(ctx, sandbox.Spec{
+		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
+		User:       sandbox.User{UID: boxUID, GID: boxUID},
+		Mounts:     external.Mounts(*npmPrefix, kind),
+	})
 	if err != nil {
-		die("%v", err)
+		die("starting a box: %v", err)
 	}
-	usrv := &http.Server{Handler: hs}
-	go usrv.Serve(up)
-	defer usrv.Close()
-	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + up.Addr().String(), APIKey: "sk-ant-agent-bench"}}}
-	proxy, _, err := external.NewProxy(models, "anthropic/"+model, nil)
-	if err != nil {
-		die("%v", err)
-	}
-	open := func(sb *sandbox.Sandbox, state []byte) agentTurner {
-		a, err := external.Open(ctx, external.Spec{Kind: external.ClaudeCode, Box: sb, Workdir: "/workspace/repo",
-			CLIPrefix: *npmPrefix, Model: model, Proxy: proxy, SessionID: fmt.Sprintf("bench-%d", i), State: state})
-		if err != nil {
-			die("opening the claudecode agent: %v", err)
-		}
-		return a
-	}
-	sb, ws = box("repo-ca")
-	start = time.Now()
-	a := open(sb, nil)
-	o := a.Turn(ctx, prompt, func(event.Payload) {})
-	turn = time.Since(start)
-	if o.Finished == nil || o.Finished.Result != finalTxt {
-		die("claudecode agent: %+v", o.Payload())
-	}
-	checkLog(ws)
-	state, err := a.State()
-	if err != nil {
-		die("claudecode state: %v", err)
-	}
-	a.Close(ctx)
-	sb.Destroy(ctx)
-
-	// Resume on a new box.
-	sb, _ = box("repo-cs")
-	defer sb.Destroy(ctx)
-	hs.reset()
-	start = time.Now()
-	a = open(sb, state)
-	done := make(chan agentOutcome, 1)
-	go func() { done <- agentOutcome{a.Turn(ctx, "Resume check", func(event.Payload) {})} }()
-	first := hs.wait()
-	resume = first.Sub(start)
-	if o := <-done; o.Finished == nil || o.Finished.Result != "resumed" {
-		die("claudecode resume: %+v", o.Payload())
-	}
-	a.Close(ctx)
-	return raw, turn, resume
+	return sb
 }
 
 type agentTurner interface {
@@ -519,15 +456,7 @@ func (f *firstRequest) wait() time.Time {
 func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, kind string, i int) (turn, resume time.Duration) {
 	box := func(name string) (*sandbox.Sandbox, string) {
 		ws := workspace(tmp, fmt.Sprintf("repo-%s-%s%d", kind, name, i))
-		sb, err := p.Start(ctx, sandbox.Spec{
-			Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
-			User:       sandbox.User{UID: boxUID, GID: boxUID},
-			Mounts:     external.Mounts(*npmPrefix, kind),
-		})
-		if err != nil {
-			die("starting a box: %v", err)
-		}
-		return sb, ws
+		return startBox(ctx, p, ws, kind), ws
 	}
 	hs := &firstRequest{h: sim.New(s)}
 	up, err := net.Listen("tcp", "127.0.0.1:0")
@@ -588,14 +517,7 @@ func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, ki
 // configures its server.
 func openCodeRun(ctx context.Context, p *local.Provider, s *sim.Script, tmp string, i int) time.Duration {
 	ws := workspace(tmp, fmt.Sprintf("repo-or%d", i))
-	sb, err := p.Start(ctx, sandbox.Spec{
-		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
-		User:       sandbox.User{UID: boxUID, GID: boxUID},
-		Mounts:     external.Mounts(*npmPrefix, external.OpenCode),
-	})
-	if err != nil {
-		die("starting a box: %v", err)
-	}
+	sb := startBox(ctx, p, ws, external.OpenCode)
 	defer sb.Destroy(ctx)
 	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
