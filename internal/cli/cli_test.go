@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
 )
@@ -63,7 +65,9 @@ func TestBinary(t *testing.T) {
 	}
 	bin := testbin.Harvest(t)
 	agent := testbin.Agent(t)
-	env := append(os.Environ(), "HARVEST_AGENT_BINARY="+agent)
+	// Its own run dir: "sandbox ls" must see this test's boxes only, not
+	// those of other tests (or people) on the machine.
+	env := append(os.Environ(), "HARVEST_AGENT_BINARY="+agent, "HARVEST_RUN_DIR="+testbin.TempDir(t))
 	runBin := func(stdin string, args ...string) (int, string, string) {
 		return runBinary(t, bin, env, stdin, args...)
 	}
@@ -145,17 +149,23 @@ func TestBinary(t *testing.T) {
 	}
 
 	// Ctrl-C: the command gets SIGINT, harvest exits with its status, and the
-	// box is gone.
-	cmd := exec.Command(bin, "sandbox", "run", "--", "sh", "-c", "echo started; sleep 1000")
+	// box is gone. SIGINT goes once sleep runs: a shell that catches SIGINT
+	// (dash with -c does) and forks at that moment leaves its child between
+	// fork and exec with the shell's handler, so that one ^C would be lost
+	// (a terminal's too: a second ^C kills).
+	marker := strconv.Itoa(100000 + (os.Getpid()+7)%800000) // a sleep no other test runs
+	cmd := exec.Command(bin, "sandbox", "run", "--", "sh", "-c", "echo started; sleep "+marker)
 	cmd.Env = env
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer cmd.Process.Kill()
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	if line != "started\n" {
 		t.Fatalf("before Ctrl-C: %q", line)
 	}
+	waitFor(t, 30*time.Second, func() bool { return sleeping(marker) })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
