@@ -34,8 +34,11 @@ package external
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -119,6 +122,46 @@ func CheckBackend(backend string) error {
 		return nil
 	}
 	return fmt.Errorf("the external agents run in an isolated box, on the %s backend; not on %q", strings.Join(Backends, " or "), backend)
+}
+
+// checkLoader says, before anything starts, when the box cannot run the
+// CLI at all: a dynamically linked executable whose program interpreter
+// (read from its ELF header on the host, where the same file is) is missing
+// in the box's image — an Alpine image for the glibc builds npm installs —
+// would otherwise fail to start with a bare "no such file or directory".
+func checkLoader(ctx context.Context, box *sandbox.Sandbox, cli, kind string) error {
+	interp, err := elfInterpreter(cli)
+	if err != nil || interp == "" {
+		return nil // not ELF, or static: nothing to check here
+	}
+	if _, err := box.Stat(ctx, interp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the %s agent cannot run in this box: its CLI %s needs the program interpreter %s, which the box's image does not have (npm installs glibc builds: use a glibc image such as the Debian one scripts/setup builds, or the local backend)", kind, cli, interp)
+		}
+		return fmt.Errorf("the %s agent: checking the box for %s: %w", kind, interp, err)
+	}
+	return nil
+}
+
+// elfInterpreter is the PT_INTERP of the ELF file at path ("" for a static
+// executable).
+func elfInterpreter(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(p.Open(), 4096))
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), "\x00"), nil
+	}
+	return "", nil
 }
 
 // Mounts is what a box for kind needs besides its workspaces: the CLIs'
@@ -216,6 +259,11 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if !(s.Kind == Terminal && len(s.Command) > 0) {
+		if err := checkLoader(ctx, s.Box, CLIPath(s.CLIPrefix, s.Kind), s.Kind); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := s.Box.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
