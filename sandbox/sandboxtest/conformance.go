@@ -73,6 +73,17 @@ func (s *suite) testExec(t *testing.T, sb *sandbox.Sandbox) {
 	if got := mustOK(t, sb, "pwd"); got != sb.WorkspacePath("w") {
 		t.Errorf("default workdir = %q, want %q", got, sb.WorkspacePath("w"))
 	}
+	// One plain (unsynchronized) writer for both streams gets one Write at
+	// a time, as with os/exec: under -race a concurrent Write is a failure,
+	// and here every line arrives whole.
+	var both bytes.Buffer
+	st, err := sb.Run(ctxFor(t), &sandbox.Cmd{Args: []string{"sh", "-c", `i=0; while [ $i -lt 2000 ]; do echo out-line; echo err-line >&2; i=$((i+1)); done`}, Stdout: &both, Stderr: &both})
+	if err != nil || !st.Success() {
+		t.Fatalf("one writer for both streams: %v %v", st, err)
+	}
+	if o, e := strings.Count(both.String(), "out-line\n"), strings.Count(both.String(), "err-line\n"); o != 2000 || e != 2000 {
+		t.Errorf("one writer for both streams: %d stdout and %d stderr lines, want 2000 each", o, e)
+	}
 	if got := runCmd(t, sb, &sandbox.Cmd{Args: []string{"pwd"}, Dir: "/tmp"}).out(); got != "/tmp" {
 		t.Errorf("Dir: pwd = %q", got)
 	}
@@ -83,7 +94,7 @@ func (s *suite) testExec(t *testing.T, sb *sandbox.Sandbox) {
 		t.Errorf("uid = %s, want %d", got, sandbox.DefaultUID)
 	}
 	// A missing command is a clear start error, not a hang or a crash.
-	_, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{"no-such-command-xyz"}})
+	_, err = sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{"no-such-command-xyz"}})
 	if err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("missing command: err = %v", err)
 	}
