@@ -27,10 +27,10 @@ rules:
     reply: {text: "Checkpointed.", usage: {input_tokens: 3000, output_tokens: 30}}
 `
 
-// After every step the session's usage, cost and (builtin agent) the
-// conversation so far are in the store, so that a crash mid-turn loses
-// neither the spending nor what the agent did; the end of the turn adds
-// only what is left, never a step twice.
+// After every step of the builtin agent its conversation so far is in the
+// store, so that a crash mid-turn does not lose what the agent did (the
+// crash itself: TestCrashRecovery); the turn's usage is charged once, at
+// its end.
 func TestStepCheckpoint(t *testing.T) {
 	e := newEnv(t)
 	s, err := sim.ParseScript("checkpoint.yaml", []byte(checkpointScript))
@@ -41,16 +41,12 @@ func TestStepCheckpoint(t *testing.T) {
 	ctx := ctxT(t)
 	v := e.create("Checkpoint task")
 	w := e.watch(v.ID)
-	step1 := typed[event.StepFinished](w, "t1", func(p event.StepFinished) bool { return p.Step == 1 })
 	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.Contains(string(p.Input), "until") })
 
 	// Mid-turn: step 1 is stored.
 	got, err := e.st.GetSession(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got.Usage.InputTokens != 1000 || got.Usage.OutputTokens != 10 || got.CostUSD != step1.CostUSD || got.CostUSD <= 0 {
-		t.Errorf("stored mid-turn: usage %+v, cost %v; want step 1's (1000 in, 10 out, $%v)", got.Usage, got.CostUSD, step1.CostUSD)
 	}
 	for _, want := range []string{"Checkpoint task", "echo step-one-output", `step-one-output\n[exit code 0]`} {
 		if !strings.Contains(string(got.AgentState), want) {
@@ -65,11 +61,8 @@ func TestStepCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Usage.InputTokens != 6000 || got.Usage.OutputTokens != 60 || got.Usage != f.Usage {
-		t.Errorf("stored after the turn: usage %+v; want the turn's %+v, 6000 in and 60 out (each step once)", got.Usage, f.Usage)
-	}
-	if d := got.CostUSD - f.CostUSD; d > 1e-9 || d < -1e-9 {
-		t.Errorf("stored cost %v, the turn's %v", got.CostUSD, f.CostUSD)
+	if got.Usage.InputTokens != 6000 || got.Usage.OutputTokens != 60 || got.Usage != f.Usage || got.CostUSD != f.CostUSD {
+		t.Errorf("stored after the turn: usage %+v, $%v; want the turn's %+v, $%v (6000 in, 60 out)", got.Usage, got.CostUSD, f.Usage, f.CostUSD)
 	}
 	if !strings.Contains(string(got.AgentState), "Checkpointed.") {
 		t.Errorf("the stored conversation lacks the answer")

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -62,7 +64,7 @@ func TestCrashRecovery(t *testing.T) {
 		defer close(readerDone)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 5 && f[0] == "READY" {
+			if f := strings.Fields(sc.Text()); len(f) == 6 && f[0] == "READY" {
 				ready <- f[1:]
 				break
 			}
@@ -71,13 +73,13 @@ func TestCrashRecovery(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
-	var a, b, c, bBox string
+	var a, b, c, bBox, d string
 	select {
 	case f, ok := <-ready:
 		if !ok {
 			t.Fatalf("the child exited without getting ready: %v", cmd.Wait())
 		}
-		a, b, c, bBox = f[0], f[1], f[2], f[3]
+		a, b, c, bBox, d = f[0], f[1], f[2], f[3], f[4]
 	case <-time.After(waitTimeout):
 		t.Fatal("the child did not get ready")
 	}
@@ -137,6 +139,31 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the interrupted turn's processes are gone", func() bool { return len(procsWith("sleep", "31337")) == 0 })
 
+	// D's interrupted turn kept its first step: the conversation (the next
+	// turn's request carries it) and the step's usage.
+	wd := e.watch(d)
+	if f := typed[event.TurnFailed](wd, "t1", nil); f.Kind != "interrupted" || f.Usage.InputTokens != 100 || !strings.Contains(f.Error, "up to its last finished step") {
+		t.Fatalf("D's t1: %+v, want interrupted, charged its first step (100 input tokens)", f)
+	}
+	wd.state(store.StateIdle)
+	if s := e.get(d); s.Usage.InputTokens != 100 || s.CostUSD <= 0 {
+		t.Errorf("D after recovery: usage %+v, $%v; want its first step's", s.Usage, s.CostUSD)
+	}
+	e.send(d, "msg d2", "")
+	wd.finished("t2")
+	var last sim.Request
+	for _, r := range e.sim.Load().Requests() {
+		if bytes.Contains(r.Body, []byte("msg d2")) {
+			last = r
+		}
+	}
+	for _, want := range []string{"step task", "echo step-one-output", "step-one-output\\n[exit code 0]"} {
+		if !bytes.Contains(last.Body, []byte(want)) {
+			t.Errorf("D's turn after the crash was not sent %q: the conversation was lost\n%.2000s", want, last.Body)
+		}
+	}
+	eventually(t, 10*time.Second, "D's interrupted tool is gone", func() bool { return len(procsWith("sleep", "31339")) == 0 })
+
 	wb := e.watch(b)
 	e.send(b, "msg b2", "")
 	wb.finished("t2")
@@ -147,12 +174,12 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("C after recovery: %s, box %s; want suspended with no box", s.State, s.Sandbox)
 	}
 
-	want := []string{handleOf(t, e, a), bBox, foreign.ID()}
+	want := []string{handleOf(t, e, a), bBox, foreign.ID(), handleOf(t, e, d)}
 	slices.Sort(want)
 	if got := e.boxes(); !slices.Equal(got, want) {
 		t.Fatalf("boxes after recovery: %v, want only the sessions' %v", got, want)
 	}
-	for _, id := range []string{a, b, c} {
+	for _, id := range []string{a, b, c, d} {
 		checkGapless(t, e.st, id)
 	}
 }
@@ -205,7 +232,13 @@ func TestCrashChild(t *testing.T) {
 	e.send(a.ID, "msg a1", "")
 	e.send(a.ID, "msg a2", "")
 
-	fmt.Printf("READY %s %s %s %s\n", a.ID, b.ID, c.ID, handleOf(t, e, b.ID))
+	// D: in the second step of a turn, its first step finished.
+	d := e.create("step task")
+	wd := e.watch(d.ID)
+	typed[event.StepFinished](wd, "t1", nil)
+	eventually(t, 10*time.Second, "D's second tool runs", func() bool { return len(procsWith("sleep", "31339")) > 0 })
+
+	fmt.Printf("READY %s %s %s %s %s\n", a.ID, b.ID, c.ID, handleOf(t, e, b.ID), d.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	<-ctx.Done()

@@ -56,12 +56,13 @@
 // someone else holding it leaves the message queued, says "locked by run
 // X" in a session.state event and retries. The agent's payloads are wrapped in envelopes (session, turn
 // "t{N}", agent) and journaled; the event that ends a turn is written
-// synchronously. After every step (step.finished) the session row gets
-// the step's usage and cost and, for the builtin agent, the conversation so
-// far (turnSink.checkpoint), so a crash mid-turn loses neither spending nor
-// work; after every turn, however it ended, the usage not yet stored and
-// the agent's state (an external agent's CLI transcript, read out of the
-// box only then), in one write.
+// synchronously. After every step of the builtin agent the session row gets
+// the conversation so far (turnSink.checkpoint), so a crash mid-turn does
+// not lose what the agent did and saw. After every turn, however it ended,
+// the row gets the turn's usage and cost (the sum of its step.finished
+// events) and the agent's state (an external agent's CLI transcript, read
+// out of the box only then), in one write. A turn a crash interrupted is
+// charged, at recovery, the usage of the step.finished events it journaled.
 //
 // A turn that emits nothing for Limits.TurnWatchdog is cancelled and ends
 // as turn.failed kind "watchdog". Limits.MemoryBytes is the box's memory
@@ -72,8 +73,8 @@
 //
 // The runner goroutine is the only writer of a session's state, its box
 // and its agent; the one other write, a step's checkpoint, comes from the
-// turn's goroutine and touches only usage, cost and the agent's state
-// (read-modify-write in one store transaction, like every update). The agent's turn runs on a goroutine of its own that the
+// turn's goroutine and touches only the agent's state (read-modify-write
+// in one store transaction, like every update). The agent's turn runs on a goroutine of its own that the
 // runner starts and waits for; while it runs the runner watches for the
 // watchdog, the lock's renewal, cancels and shutdown. Manager methods never
 // touch a box: they store, then wake the runner (a buffered channel of one:

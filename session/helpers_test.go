@@ -44,6 +44,8 @@ import (
 //	"long task"         a bash call that waits for the file "go" in the
 //	                    workspace (the test creates it to end the turn)
 //	"tree task"         a bash call that starts a process tree that never ends
+//	"step task"         a bash call that prints step-one-output, then one
+//	                    that sleeps forever
 //	"write a", "write b" a bash call that commits a.txt or b.txt, then
 //	                    "committed on {branch}"
 //	"merge"             a bash call that merges workflow wf's parallel branches
@@ -84,6 +86,16 @@ rules:
     when: {last_user: "long task"}
     reply:
       tool_calls: [{name: bash, input: {command: "until [ -e go ]; do sleep 0.01; done; echo released", timeout: 600000}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: step two
+    when: {tool_result: "step-one-output"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "sleep 31339", timeout: 600000}}]
+      usage: {input_tokens: 200, output_tokens: 20}
+  - name: step one
+    when: {last_user: "step task"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo step-one-output"}}]
       usage: {input_tokens: 100, output_tokens: 10}
   - name: tree
     when: {last_user: "tree task"}

@@ -276,7 +276,12 @@ func (r *runner) recoverTurn() error {
 		return err
 	}
 	if !ended {
-		p := event.TurnFailed{Kind: builtin.KindInterrupted, Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, but its conversation is as it was before the turn; send the message again to go on"}
+		kept := "but its conversation is as it was before the turn"
+		if r.s.Agent == AgentBuiltin {
+			kept = "and so is its conversation up to its last finished step"
+		}
+		p := event.TurnFailed{Kind: builtin.KindInterrupted, Usage: usage, Cost: cost,
+			Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
 		if _, err := r.m.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
 			return err
 		}
@@ -290,29 +295,47 @@ func (r *runner) recoverTurn() error {
 	})
 }
 
-// turnEnd looks for the event that ended turn tid among the session's last
-// events, with the usage it reports.
+// turnEnd reads the journal for how turn tid ended: whether its end
+// (turn.finished, .failed or .cancelled) was journaled, and the usage and
+// cost to charge for it — the end event's, or, for a turn that never
+// ended, the sum of the step.finished events it journaled. It pages back
+// from the newest event to the turn's turn.started.
 func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
+	const page = 512
 	last, err := r.m.st.LastSeq(r.ctx, r.id)
 	if err != nil {
 		return false, event.Usage{}, 0, err
 	}
-	evs, err := r.m.st.Events(r.ctx, r.id, max(0, last-64), 0)
-	if err != nil {
-		return false, event.Usage{}, 0, err
-	}
-	for _, ev := range evs {
-		if ev.Turn != tid {
-			continue
+	var steps event.Usage
+	var stepCost float64
+	for hi := last; hi > 0; hi -= page {
+		lo := max(0, hi-page)
+		evs, err := r.m.st.Events(r.ctx, r.id, lo, int(hi-lo))
+		if err != nil {
+			return false, event.Usage{}, 0, err
 		}
-		switch p := ev.Data.(type) {
-		case event.TurnFinished:
-			return true, p.Usage, p.CostUSD, nil
-		case event.TurnFailed:
-			return true, p.Usage, p.Cost, nil
-		case event.TurnCancelled:
-			return true, event.Usage{}, 0, nil
+		started := false
+		for _, ev := range evs {
+			if ev.Turn != tid {
+				continue
+			}
+			switch p := ev.Data.(type) {
+			case event.TurnFinished:
+				return true, p.Usage, p.CostUSD, nil
+			case event.TurnFailed:
+				return true, p.Usage, p.Cost, nil
+			case event.TurnCancelled:
+				return true, event.Usage{}, 0, nil
+			case event.StepFinished:
+				steps = steps.Add(p.Usage)
+				stepCost += p.CostUSD
+			case event.TurnStarted:
+				started = true
+			}
+		}
+		if started {
+			break
 		}
 	}
-	return false, event.Usage{}, 0, nil
+	return false, steps, stepCost, nil
 }

@@ -95,8 +95,8 @@ func (r *runner) runTurn(msg *store.Message) error {
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	return r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
-		s.Usage = s.Usage.Add(sink.pending)
-		s.CostUSD += sink.pendingCost
+		s.Usage = s.Usage.Add(sink.usage)
+		s.CostUSD += sink.cost
 		if serr == nil {
 			s.AgentState = st
 		}
@@ -181,13 +181,9 @@ type turnSink struct {
 	ctx      context.Context // the turn's
 	watchdog time.Duration
 	last     atomic.Int64 // clock time of the last event, ns
-	// Written by the turn's goroutine, read by the runner once it is done:
-	// the turn's usage and cost, and the part of them not stored yet
-	// (checkpoint stores it after each step; the end of the turn, the rest).
-	usage       event.Usage
-	cost        float64
-	pending     event.Usage
-	pendingCost float64
+	// Read by the runner after the turn's goroutine is done.
+	usage event.Usage
+	cost  float64
 }
 
 func (t *turnSink) emit(p event.Payload) {
@@ -198,9 +194,9 @@ func (t *turnSink) emit(p event.Payload) {
 	case event.StepFinished:
 		t.usage = t.usage.Add(v.Usage)
 		t.cost += v.CostUSD
-		t.pending = t.pending.Add(v.Usage)
-		t.pendingCost += v.CostUSD
-		defer t.checkpoint()
+		if t.agent == AgentBuiltin {
+			defer t.checkpoint()
+		}
 	case event.TurnCancelled:
 		p = t.outcome(v)
 	}
@@ -220,43 +216,32 @@ func (t *turnSink) emit(p event.Payload) {
 	}
 }
 
-// checkpoint stores, after each step, what a crash would otherwise lose
-// until the end of the turn: the steps' usage and cost (budgets and bills
-// count them) and, for the builtin agent, the conversation so far — its
-// State is the conversation in memory, committed at every step, with any
-// tool call left without a result closed by the next turn. An external
-// agent's State reads its CLI's transcript out of the box, too costly for
-// every step: the box keeps it, and the end of the turn saves it. A failed
-// write keeps the usage pending for the next checkpoint or the turn's end.
+// checkpoint stores the builtin agent's conversation after each step, so
+// a crash mid-turn does not lose what the agent did and saw: its State is
+// the conversation in memory, committed at every step (a tool call left
+// without a result is closed by the next turn). The step's usage needs no
+// checkpoint: its step.finished event, journaled first, is what recovery
+// counts. An external agent's State reads its CLI's transcript out of the
+// box, too costly for every step: the box keeps it, and the end of the turn
+// saves it. A failed write is logged; the end of the turn writes it again.
 func (t *turnSink) checkpoint() {
 	r := t.r
 	if errors.Is(context.Cause(r.ctx), errDeleted) {
 		return
 	}
-	var st []byte
-	if t.agent == AgentBuiltin {
-		b, err := t.ag.State()
-		if err != nil {
-			r.log.Warn("the agent's state cannot be checkpointed", "turn", t.tid, "err", err)
-		}
-		st = b
-	}
-	use, cost := t.pending, t.pendingCost
-	ctx, cancel := r.finalCtx()
-	defer cancel()
-	_, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
-		s.Usage = s.Usage.Add(use)
-		s.CostUSD += cost
-		if st != nil {
-			s.AgentState = st
-		}
-		return nil
-	})
+	st, err := t.ag.State()
 	if err != nil {
-		r.log.Warn("checkpointing the turn", "turn", t.tid, "err", err)
+		r.log.Warn("the agent's state cannot be checkpointed", "turn", t.tid, "err", err)
 		return
 	}
-	t.pending, t.pendingCost = event.Usage{}, 0
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	if _, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
+		s.AgentState = st
+		return nil
+	}); err != nil {
+		r.log.Warn("checkpointing the conversation", "turn", t.tid, "err", err)
+	}
 }
 
 // outcome turns a cancellation the session caused into what it means: the
