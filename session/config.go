@@ -65,8 +65,9 @@ type Config struct {
 	// searched after the repositories' .harvest/agents; "" searches only
 	// the repositories.
 	AgentsDir string
-	// Egress, when set, gives the external agents' boxes a way to the
-	// hosts it allows (package registries), bridged into each box; nil:
+	// Egress, when set, gives every session's box a way to the hosts it
+	// allows (package registries), bridged into the box for the agent's
+	// commands (the builtin agent's bash, an external agent's CLI); nil:
 	// boxes have no way out.
 	Egress *egress.Proxy
 	// CLIPrefix is the npm prefix the external agents' CLIs are installed

@@ -295,6 +295,11 @@ func TestExternalAgentValidation(t *testing.T) {
 // from a host that is not allowed, through the egress proxy.
 const egressScript = `
 rules:
+  - name: fetch-builtin
+    when: {api: anthropic, last_user: "Fetch", turn: 1, tools: [bash]}
+    reply:
+      tool_calls: [{name: bash, input: {command: "curl -sS http://registry.test/pkg; echo; curl -s -o /dev/null -w 'evil %{http_code}' http://evil.test/"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: fetch
     when: {api: anthropic, last_user: "Fetch", turn: 1, tools: [Bash]}
     reply:
@@ -305,11 +310,20 @@ rules:
     reply: {text: "Fetched.", usage: {input_tokens: 100, output_tokens: 5}}
 `
 
-// An external agent's commands reach an allowed package registry through
-// the egress proxy bridged into the box, and are refused any other host;
-// the box still has no network of its own.
+// An agent's commands — the builtin agent's bash, an external agent's
+// CLI's — reach an allowed package registry through the egress proxy
+// bridged into the box, and are refused any other host; the box still has
+// no network of its own.
 func TestEgress(t *testing.T) {
-	testbin.Claude(t)
+	for _, kind := range []string{AgentBuiltin, external.ClaudeCode} {
+		t.Run(kind, func(t *testing.T) { testEgress(t, kind) })
+	}
+}
+
+func testEgress(t *testing.T, kind string) {
+	if kind == external.ClaudeCode {
+		testbin.Claude(t)
+	}
 	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "package-bytes-from-the-registry")
 	}))
@@ -335,7 +349,7 @@ func TestEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sim.Store(sim.New(s))
-	v := e.create("Fetch the package", func(r *CreateRequest) { r.Agent = external.ClaudeCode })
+	v := e.create("Fetch the package", func(r *CreateRequest) { r.Agent = kind })
 	w := e.watch(v.ID)
 	out := typed[event.ToolFinished](w, "t1", nil).Output
 	if !strings.Contains(out, "package-bytes-from-the-registry") || !strings.Contains(out, "evil 403") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/agent/external"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
@@ -252,14 +253,27 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 	if s.Limits.BudgetUSD > 0 {
 		def.Harness.BudgetUSD = s.Limits.BudgetUSD
 	}
-	ag, err := builtin.New(ctx, builtin.Config{
-		Client: client, Box: sb, Definition: def, Workspaces: ws, SessionID: s.ID, Logger: r.log,
-	}, s.AgentState)
+	cfg := builtin.Config{Client: client, Box: sb, Definition: def, Workspaces: ws, SessionID: s.ID, Logger: r.log}
+	var bridge *external.EgressBridge
+	if r.m.cfg.Egress != nil {
+		// The bash tool's commands reach the allowed registries the way an
+		// external agent's do.
+		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, sb, r.m.cfg.Egress, s.ID, r.log); err != nil {
+			return nil, err
+		}
+	}
+	ag, err := builtin.New(ctx, cfg, s.AgentState)
 	if err != nil {
+		if bridge != nil {
+			bridge.Close()
+		}
 		if ctx.Err() != nil {
 			return nil, err
 		}
 		return nil, fatal(err)
+	}
+	if bridge != nil {
+		return external.WithEgress(ag, bridge), nil
 	}
 	return ag, nil
 }

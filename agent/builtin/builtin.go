@@ -57,6 +57,9 @@ type Config struct {
 	Workspaces []Workspace
 	// SessionID is given to hooks.
 	SessionID string
+	// CommandEnv is added to the environment of the commands the agent's
+	// bash tool runs (the egress proxy's HTTP(S)_PROXY, for one).
+	CommandEnv []string
 	// Hooks are Go hooks, run before the definition's command hooks.
 	Hooks []HookRegistration
 	// Registry is the tool set the definition selects from; nil is
@@ -186,6 +189,7 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 	}
 	env, err := tools.NewEnv(cfg.Box, tools.Config{
 		Root: root, Workdir: workdir, Policy: policy, Limits: cfg.Limits, Logger: cfg.Logger,
+		CommandEnv: cfg.CommandEnv,
 	})
 	if err != nil {
 		return nil, err

@@ -283,7 +283,7 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 	url := "http://" + ln.Addr().String()
 	var env []string
 	if s.Egress != nil {
-		if env, err = b.bridgeEgress(ctx, s); err != nil {
+		if b.egress, env, err = BridgeEgress(ctx, s.Box, s.Egress, s.SessionID, s.Logger); err != nil {
 			b.stop()
 			return nil, err
 		}
@@ -347,7 +347,7 @@ type bridged struct {
 	revoke    func()
 	stopServe context.CancelFunc
 	served    chan struct{}
-	egress    *egressBridge // nil without egress
+	egress    *EgressBridge // nil without egress
 	closeOnce sync.Once
 	closeErr  error
 
@@ -439,39 +439,69 @@ func (b *bridged) stop() {
 	b.stopServe()
 	b.ln.Close()
 	<-b.served
-	if e := b.egress; e != nil {
+	if b.egress != nil {
+		b.egress.Close()
+	}
+}
+
+// EgressBridge is the egress proxy served on a loopback listener in a box.
+type EgressBridge struct {
+	ln        *sandbox.Listener
+	revoke    func()
+	cancel    context.CancelFunc
+	served    chan struct{}
+	closeOnce sync.Once
+}
+
+// BridgeEgress serves ep on a loopback port in box for session, and returns
+// the environment that points commands at it: HTTP(S)_PROXY and friends,
+// with a proxy token of the session's that is worth nothing outside that
+// listener. Any agent's commands use it the same way (the external agents'
+// CLIs, the builtin agent's bash). Close stops it.
+func BridgeEgress(ctx context.Context, box *sandbox.Sandbox, ep *egress.Proxy, session string, log *slog.Logger) (*EgressBridge, []string, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := box.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("bridging the egress proxy into the box: %w", err)
+	}
+	token, revoke := ep.Grant(session, nil)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e := &EgressBridge{ln: ln, revoke: revoke, cancel: cancel, served: make(chan struct{})}
+	go func() {
+		defer close(e.served)
+		if err := ep.Serve(sctx, ln); err != nil && sctx.Err() == nil {
+			log.Warn("serving the egress proxy in the box stopped", "session", session, "err", err)
+		}
+	}()
+	return e, egress.Env("http://harvest:" + token + "@" + ln.Addr().String()), nil
+}
+
+// WithEgress returns ag closing bridge after itself: for an agent (the
+// builtin one) whose commands were given BridgeEgress's environment.
+func WithEgress(ag agent.Agent, bridge *EgressBridge) agent.Agent {
+	return withEgress{ag, bridge}
+}
+
+type withEgress struct {
+	agent.Agent
+	bridge *EgressBridge
+}
+
+func (w withEgress) Close(ctx context.Context) error {
+	err := w.Agent.Close(ctx)
+	w.bridge.Close()
+	return err
+}
+
+// Close revokes the token, stops serving and closes the listener; it
+// returns once the serving goroutine is done. Idempotent.
+func (e *EgressBridge) Close() {
+	e.closeOnce.Do(func() {
 		e.revoke()
 		e.cancel()
 		e.ln.Close()
 		<-e.served
-	}
-}
-
-// egressBridge is the egress proxy served on a listener in the box.
-type egressBridge struct {
-	ln     *sandbox.Listener
-	revoke func()
-	cancel context.CancelFunc
-	served chan struct{}
-}
-
-// bridgeEgress serves s.Egress in the box and returns the environment that
-// points the CLI and its commands at it (the token in the proxy URL is the
-// session's, worth nothing outside that listener).
-func (b *bridged) bridgeEgress(ctx context.Context, s Spec) ([]string, error) {
-	ln, err := s.Box.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("bridging the egress proxy into the box: %w", err)
-	}
-	token, revoke := s.Egress.Grant(s.SessionID, nil)
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e := &egressBridge{ln: ln, revoke: revoke, cancel: cancel, served: make(chan struct{})}
-	go func() {
-		defer close(e.served)
-		if err := s.Egress.Serve(sctx, ln); err != nil && sctx.Err() == nil {
-			s.Logger.Warn("serving the egress proxy in the box stopped", "session", s.SessionID, "err", err)
-		}
-	}()
-	b.egress = e
-	return egress.Env("http://harvest:" + token + "@" + ln.Addr().String()), nil
+	})
 }

@@ -118,7 +118,7 @@ func runBash(ctx context.Context, env *Env, in *bashInput) Result {
 	}
 	cmd := &sandbox.Cmd{
 		Args:        append(shell, in.Command),
-		Env:         commandEnv,
+		Env:         env.cmdEnv,
 		Dir:         dir,
 		OutputLimit: lim.BashTransferBytes,
 	}

@@ -121,6 +121,10 @@ type Config struct {
 	Shell []string
 	// Logger receives internal errors (a panicking tool). Default: none.
 	Logger *slog.Logger
+	// CommandEnv is added to the environment of every command the bash
+	// tool runs, in the foreground or the background (KEY=VALUE): for
+	// example the egress proxy's HTTP(S)_PROXY.
+	CommandEnv []string
 }
 
 // Env is what tools act on: one session's sandbox, its workspace and policy,
@@ -135,6 +139,7 @@ type Env struct {
 	limits  Limits
 	log     *slog.Logger
 	bg      *background
+	cmdEnv  []string // commandEnv and Config.CommandEnv
 
 	mu       sync.Mutex
 	policy   Policy
@@ -181,7 +186,8 @@ func NewEnv(sb *sandbox.Sandbox, cfg Config) (*Env, error) {
 	e := &Env{
 		sb: sb, root: root, workdir: wd, limits: cfg.Limits.WithDefaults(),
 		log: cfg.Logger, policy: cfg.Policy.clone(), shell: slices.Clone(cfg.Shell),
-		seen: map[string]stamp{},
+		cmdEnv: append(slices.Clone(commandEnv), cfg.CommandEnv...),
+		seen:   map[string]stamp{},
 	}
 	e.roots = []string{root}
 	for _, a := range cfg.Policy.AllowPaths {

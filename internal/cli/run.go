@@ -146,8 +146,6 @@ func (f agentRunFlags) validate() error {
 		return fmt.Errorf("--max-output-tokens %d: must be positive", f.maxOutput)
 	case f.cpus < 0:
 		return fmt.Errorf("--cpus %v: must be positive", f.cpus)
-	case f.egress != "" && !external.IsKind(f.agentName):
-		return fmt.Errorf("--egress-allow is for the external agents (--agent %s) for now", strings.Join(external.Kinds, ", --agent "))
 	}
 	_, err := f.terminal.spec(f.agentName)
 	return err
@@ -545,14 +543,30 @@ func openBuiltin(ctx context.Context, f agentRunFlags, model *modelSetup, box *s
 		model.client = c
 	}
 
-	ag, err := builtin.New(ctx, builtin.Config{
+	cfg := builtin.Config{
 		Client: model.client, Box: box, Definition: def, Workspaces: ws, SessionID: runID,
 		Hooks: []builtin.HookRegistration{builtin.AuditHook(audit, runID)},
-	}, nil)
+	}
+	var bridge *external.EgressBridge
+	if f.egress != "" {
+		eg, err := openEgress(f.egress, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, box, eg, runID, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	ag, err := builtin.New(ctx, cfg, nil)
 	if err != nil {
+		if bridge != nil {
+			bridge.Close()
+		}
 		return nil, nil, err
 	}
-
+	if bridge != nil {
+		return external.WithEgress(ag, bridge), def, nil
+	}
 	return ag, def, nil
 }
 

@@ -265,7 +265,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--repo", repo, "--repo", repo, "x"}, 125, "two repositories are named"},
 		{[]string{"run", "--repo", repo, "--backend", "podman", "x"}, 125, `unknown backend "podman"`},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "x"}, 125, "the claudecode agent needs a model: set ANTHROPIC_API_KEY"},
-		{[]string{"run", "--repo", repo, "--egress-allow", "registries", "x"}, 2, "--egress-allow is for the external agents"},
+		{[]string{"run", "--repo", repo, "--egress-allow", "*", "x"}, 125, "--egress-allow"},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--egress-allow", "*", "x"}, 125, "--egress-allow"},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--backend", "host", "--unsafe-host", "x"}, 125, `run in an isolated box, on the local or docker backend; not on "host"`},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--max-steps", "3", "x"}, 125, "--max-steps and --max-output-tokens are the builtin agent's"},

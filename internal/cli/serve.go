@@ -419,7 +419,7 @@ func openStore(path string) (store.Store, error) {
 	return st, nil
 }
 
-const egressHelp = "let external agents reach these hosts through an allowlisting proxy: a comma-separated list of names and *.suffix wildcards, \"registries\" for the common package registries (default: no way out of the box)"
+const egressHelp = "let the agents' commands reach these hosts through an allowlisting proxy: a comma-separated list of names and *.suffix wildcards, \"registries\" for the common package registries (default: no way out of the box)"
 
 // openEgress makes the egress proxy of --egress-allow, or nil without it.
 func openEgress(allow string, logger *slog.Logger) (*egress.Proxy, error) {
