@@ -413,6 +413,16 @@ func newSessionShowCmd(conn *connFlags) *cobra.Command {
 			}
 			fmt.Fprintf(w, "repos:   %s\n", describeSession(v.Session))
 			fmt.Fprintf(w, "agent:   %s (%s) on %s\n", v.Agent, orDash(v.Model), v.Backend)
+			if t := v.Terminal; t != nil {
+				fmt.Fprintf(w, "command: %q", t.Command)
+				if t.DonePattern != "" {
+					fmt.Fprintf(w, ", done when %q", t.DonePattern)
+				}
+				if t.IdleTimeout > 0 {
+					fmt.Fprintf(w, ", or after %s quiet", t.IdleTimeout)
+				}
+				fmt.Fprintln(w)
+			}
 			if c := v.Collab; c.Workflow != "" {
 				fmt.Fprintf(w, "workflow: %s, %s", c.Workflow, c.Mode)
 				if c.Branch != "" {
