@@ -20,6 +20,8 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/docker"
+	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -90,18 +92,26 @@ const canaryKey = "sk-ant-canary-4c1f0e9b7d2a48e3a6f1-never-in-the-box"
 // and the sim sees it arrive.
 func TestAgentSessions(t *testing.T) {
 	for _, kind := range []string{AgentBuiltin, external.ClaudeCode, external.OpenCode, external.Terminal} {
-		t.Run(kind, func(t *testing.T) { testAgentSession(t, kind) })
+		t.Run(kind, func(t *testing.T) { testAgentSession(t, kind, local.Name) })
+	}
+	// And on the docker backend, in its base image: the same contract.
+	for _, kind := range external.Kinds {
+		t.Run(kind+"-docker", func(t *testing.T) { testAgentSession(t, kind, docker.Name) })
 	}
 }
 
-func testAgentSession(t *testing.T, kind string) {
+func testAgentSession(t *testing.T, kind, backend string) {
 	switch kind {
 	case external.OpenCode:
 		testbin.OpenCode(t)
 	case external.ClaudeCode, external.Terminal:
 		testbin.Claude(t)
 	}
-	e := newEnv(t, withKey(canaryKey))
+	opts := []envOpt{withKey(canaryKey)}
+	if backend == docker.Name {
+		opts = append(opts, withDocker)
+	}
+	e := newEnv(t, opts...)
 	s, err := sim.ParseScript("claude-session.yaml", []byte(claudeScript))
 	if err != nil {
 		t.Fatal(err)
@@ -109,9 +119,9 @@ func testAgentSession(t *testing.T, kind string) {
 	e.sim.Store(sim.New(s))
 	ctx := ctxT(t)
 
-	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent = kind })
-	if v.Agent != kind {
-		t.Fatalf("agent %q", v.Agent)
+	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent, r.Backend = kind, backend })
+	if v.Agent != kind || v.Backend != backend {
+		t.Fatalf("agent %q on %q", v.Agent, v.Backend)
 	}
 	w := e.watch(v.ID)
 	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.EqualFold(p.Tool, "bash") })
@@ -237,7 +247,11 @@ func scanSessionBox(t *testing.T, e *env, id string, mustSee ...string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := e.prov.Recover(ctx, h)
+	var p sandbox.Provider = e.prov
+	if h.Backend == docker.Name {
+		p = e.dock
+	}
+	sb, err := p.Recover(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}

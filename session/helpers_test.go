@@ -25,6 +25,7 @@ import (
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
@@ -125,6 +126,7 @@ type env struct {
 	agent   string // the harvest-agent binary
 	key     string // the model endpoint's API key
 	egress  *egress.Proxy
+	dock    *docker.Provider // with withDocker: the "docker" backend
 }
 
 type envOpt func(*env)
@@ -136,6 +138,35 @@ func withEgress(p *egress.Proxy) envOpt { return func(e *env) { e.egress = p } }
 
 // withKey gives the model endpoint the API key k (default "sk-test").
 func withKey(k string) envOpt { return func(e *env) { e.key = k } }
+
+// withDocker gives the Manager the docker backend too (its base image, a
+// run dir of the test's own); the test fails where docker is required
+// and absent, and is skipped elsewhere.
+func withDocker(e *env) {
+	p := docker.New(docker.Config{Image: testbin.DockerImage(), RunDir: testbin.TempDir(e.t), AgentBinary: testbin.Agent(e.t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Available(ctx); err != nil {
+		if testbin.DockerRequired() {
+			e.t.Fatalf("the docker backend is required here: %v", err)
+		}
+		e.t.Skipf("the docker backend is not available: %v", err)
+	}
+	e.dock = p
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		hs, err := p.List(ctx)
+		if err != nil {
+			e.t.Errorf("listing docker boxes: %v", err)
+		}
+		for _, h := range hs {
+			if err := p.Destroy(ctx, h); err != nil {
+				e.t.Errorf("destroying docker box %s: %v", h.ID, err)
+			}
+		}
+	})
+}
 
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
@@ -220,10 +251,13 @@ func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
 	m, err := NewManager(Config{
 		Store: st, Journal: j, Egress: e.egress,
 		Backends: func(name string) (sandbox.Provider, error) {
-			if name != local.Name {
-				return nil, fmt.Errorf("unknown backend %q: these tests run local", name)
+			switch {
+			case name == local.Name:
+				return e.prov, nil
+			case name == docker.Name && e.dock != nil:
+				return e.dock, nil
 			}
-			return e.prov, nil
+			return nil, fmt.Errorf("unknown backend %q: these tests run local (and docker with withDocker)", name)
 		},
 		DataDir: e.dataDir,
 		Models: providers.Config{
