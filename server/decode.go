@@ -126,6 +126,8 @@ func jsonError(err error, v any) *apiError {
 	case strings.HasPrefix(msg, "json: unknown field "):
 		name := strings.TrimPrefix(msg, "json: unknown field ")
 		msg = fmt.Sprintf("unknown field %s: the accepted fields are %s", name, strings.Join(fieldNames(reflect.TypeOf(v)), ", "))
+	case !strings.HasPrefix(msg, "json: "):
+		// A type's own UnmarshalJSON said what is wrong (a duration).
 	default:
 		msg = "malformed JSON: " + strings.TrimPrefix(msg, "json: ")
 	}
@@ -134,7 +136,7 @@ func jsonError(err error, v any) *apiError {
 
 func jsonKind(t reflect.Type) string {
 	if t == reflect.TypeOf(time.Duration(0)) {
-		return "an integer (nanoseconds)"
+		return `a duration ("5m") or integer nanoseconds`
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -97,9 +97,9 @@ func CheckTerminal(kind string, t *store.TerminalCLI) (*store.TerminalCLI, []str
 	}
 	switch {
 	case t.IdleTimeout < 0 || t.IdleTimeout > maxTerminalIdle || (t.IdleTimeout > 0 && t.IdleTimeout < minTerminalIdle):
-		problems = append(problems, fmt.Sprintf("terminal.idle_timeout %s: give nanoseconds between %s and %s", t.IdleTimeout, minTerminalIdle, maxTerminalIdle))
+		problems = append(problems, fmt.Sprintf("terminal.idle_timeout %s: give a duration between %s and %s", t.IdleTimeout, minTerminalIdle, maxTerminalIdle))
 	case t.DonePattern == "" && t.IdleTimeout == 0:
-		problems = append(problems, "terminal: give done_pattern (what the CLI prints when it is ready for more, typically its prompt) or idle_timeout (nanoseconds of quiet that end a turn); without either a turn ends only after 30 minutes of silence")
+		problems = append(problems, "terminal: give done_pattern (what the CLI prints when it is ready for more, typically its prompt) or idle_timeout (quiet that ends a turn, like 20s); without either a turn ends only after 30 minutes of silence")
 	}
 	c := *t
 	c.Command = slices.Clone(t.Command)

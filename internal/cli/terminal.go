@@ -50,8 +50,7 @@ func (t terminalFlags) spec(agent string) (*store.TerminalCLI, error) {
 	if len(problems) > 0 {
 		r := strings.NewReplacer("terminal.command", "--command", "terminal.done_pattern", "--done-pattern",
 			"terminal.ready_pattern", "--ready-pattern", "terminal.idle_timeout", "--terminal-idle",
-			"give done_pattern", "give --done-pattern", "or idle_timeout (nanoseconds of quiet that end a turn)", "or --terminal-idle",
-			"give nanoseconds between", "give a duration between")
+			"give done_pattern", "give --done-pattern", "or idle_timeout (quiet that ends a turn, like 20s)", "or --terminal-idle")
 		for i, p := range problems {
 			problems[i] = r.Replace(p)
 		}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Durations on the wire: Limits and TerminalCLI write theirs as integer
+// nanoseconds (what time.Duration marshals to, kept for clients that read
+// them) and read either that or a Go duration string ("90s", "5m",
+// "1h30m"), which is what people write.
+
+// UnmarshalJSON implements json.Unmarshaler; unknown fields are errors.
+func (l *Limits) UnmarshalJSON(b []byte) error {
+	type plain Limits
+	var v struct {
+		plain
+		IdleTimeout  wireDuration `json:"idle_timeout,omitempty"`
+		MaxLifetime  wireDuration `json:"max_lifetime,omitempty"`
+		TurnWatchdog wireDuration `json:"turn_watchdog,omitempty"`
+	}
+	v.IdleTimeout.name, v.MaxLifetime.name, v.TurnWatchdog.name = "idle_timeout", "max_lifetime", "turn_watchdog"
+	if err := strictUnmarshal(b, &v); err != nil {
+		return err
+	}
+	*l = Limits(v.plain)
+	l.IdleTimeout, l.MaxLifetime, l.TurnWatchdog = v.IdleTimeout.d, v.MaxLifetime.d, v.TurnWatchdog.d
+	return nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler; unknown fields are errors.
+func (t *TerminalCLI) UnmarshalJSON(b []byte) error {
+	type plain TerminalCLI
+	var v struct {
+		plain
+		IdleTimeout wireDuration `json:"idle_timeout,omitempty"`
+	}
+	v.IdleTimeout.name = "idle_timeout"
+	if err := strictUnmarshal(b, &v); err != nil {
+		return err
+	}
+	*t = TerminalCLI(v.plain)
+	t.IdleTimeout = v.IdleTimeout.d
+	return nil
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// wireDuration reads integer nanoseconds or a duration string.
+type wireDuration struct {
+	name string // the field, for errors
+	d    time.Duration
+}
+
+func (w *wireDuration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%s %q is not a duration: write it like \"90s\", \"5m\" or \"1h30m\", or as integer nanoseconds", w.name, s)
+		}
+		w.d = d
+		return nil
+	}
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("%s: got %s; want a duration like \"5m\" or integer nanoseconds", w.name, b)
+	}
+	w.d = time.Duration(n)
+	return nil
+}
