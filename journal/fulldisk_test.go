@@ -106,8 +106,8 @@ type watchHandler struct {
 }
 
 func (h *watchHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *watchHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *watchHandler) WithGroup(string) slog.Handler           { return h }
+func (h *watchHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *watchHandler) WithGroup(string) slog.Handler            { return h }
 func (h *watchHandler) Handle(_ context.Context, r slog.Record) error {
 	var errText string
 	r.Attrs(func(a slog.Attr) bool {
