@@ -81,6 +81,12 @@ func TestBinary(t *testing.T) {
 			Reason    string `json:"reason"`
 			Fix       string `json:"fix"`
 		} `json:"backends"`
+		Agents []struct {
+			Agent     string `json:"agent"`
+			Available bool   `json:"available"`
+			Version   string `json:"version"`
+			Reason    string `json:"reason"`
+		} `json:"agents"`
 	}
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("doctor --json: %v\n%s%s", err, out, errOut)
@@ -91,6 +97,17 @@ func TestBinary(t *testing.T) {
 	for _, b := range report.Backends {
 		if !b.Available && (b.Reason == "" || b.Fix == "") {
 			t.Errorf("doctor says %s is unavailable without saying why and how to fix it: %+v", b.Backend, b)
+		}
+	}
+	if len(report.Agents) != 3 {
+		t.Errorf("doctor reports %d agent CLIs, want claudecode, opencode, terminal: %+v", len(report.Agents), report.Agents)
+	}
+	for _, a := range report.Agents {
+		switch {
+		case a.Available && a.Version == "":
+			t.Errorf("doctor: %s available without a version", a.Agent)
+		case !a.Available && (a.Reason == "" || testbin.RequireCLIs()):
+			t.Errorf("doctor: %s unavailable: %q", a.Agent, a.Reason)
 		}
 	}
 

@@ -5,26 +5,74 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/harvest-dev/harvest/agent/external"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 )
+
+// agentReport says whether an external agent's CLI is installed.
+type agentReport struct {
+	Agent     string `json:"agent"`
+	Available bool   `json:"available"`
+	CLI       string `json:"cli"`
+	Version   string `json:"version,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// checkAgents reports each external agent's CLI under the CLI prefix, with
+// its version (run on this machine, with a throwaway HOME).
+func checkAgents(ctx context.Context) []agentReport {
+	home, err := os.MkdirTemp("", "harvest-doctor-*")
+	if err == nil {
+		defer os.RemoveAll(home)
+	}
+	var out []agentReport
+	for _, kind := range external.Kinds {
+		r := agentReport{Agent: kind, CLI: external.CLIPath(cliPrefix(), kind)}
+		if err := external.CheckCLI(cliPrefix(), kind); err != nil {
+			r.Reason = err.Error()
+			out = append(out, r)
+			continue
+		}
+		vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		cmd := exec.CommandContext(vctx, r.CLI, "--version")
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		b, err := cmd.Output()
+		cancel()
+		if err != nil {
+			r.Reason = fmt.Sprintf("%s --version: %v", r.CLI, err)
+		} else {
+			r.Available = true
+			r.Version = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+		}
+		out = append(out, r)
+	}
+	return out
+}
 
 func newDoctorCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check which sandbox backends work on this machine, and how to fix the others",
+		Short: "Check which sandbox backends and agent CLIs work on this machine, and how to fix the others",
 		Long: `Check every sandbox backend on this machine. For each one that cannot run,
-say why and how to fix it. Exits 0 when at least one isolating backend works.`,
+say why and how to fix it. Then the external agents' CLIs (--agent claudecode,
+terminal, opencode): installed under $HARVEST_CLI_PREFIX (default
+/opt/harvest/npm, where scripts/setup puts them) and their versions. Exits 0
+when at least one isolating backend works; the CLIs are optional.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
 			reports := backends.Doctor(ctx, backends.Options{})
+			agents := checkAgents(ctx)
 			ok := false
 			for _, r := range reports {
 				if r.Available && r.Isolating {
@@ -35,7 +83,7 @@ say why and how to fix it. Exits 0 when at least one isolating backend works.`,
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(map[string]any{"backends": reports, "ok": ok}); err != nil {
+				if err := enc.Encode(map[string]any{"backends": reports, "agents": agents, "ok": ok}); err != nil {
 					return err
 				}
 			} else {
@@ -69,6 +117,17 @@ say why and how to fix it. Exits 0 when at least one isolating backend works.`,
 				if len(reports) > 0 && reports[0].Agent != "" {
 					fmt.Fprintf(out, "\nin-box agent: %s\n", reports[0].Agent)
 				}
+				fmt.Fprintln(out)
+				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "AGENT\tSTATUS\tCLI")
+				for _, a := range agents {
+					if a.Available {
+						fmt.Fprintf(tw, "%s\tok\t%s (%s)\n", a.Agent, a.CLI, a.Version)
+					} else {
+						fmt.Fprintf(tw, "%s\tunavailable\t%s\n", a.Agent, a.Reason)
+					}
+				}
+				tw.Flush()
 			}
 			if !ok {
 				return exitCode(1, errors.New("no isolating sandbox backend works on this machine (see above)"))
