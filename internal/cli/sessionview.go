@@ -86,6 +86,7 @@ func (p *eventPrinter) event(ev event.Event) {
 		v.mu.Unlock()
 	case event.TurnStarted:
 		v.mu.Lock()
+		v.answered = false
 		v.line("%s", v.style("1", fmt.Sprintf("── %s: %s", ev.Turn, firstLineOf(d.Prompt, 100))))
 		v.mu.Unlock()
 	default:
