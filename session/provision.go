@@ -311,8 +311,9 @@ func (r *runner) recoverTurn() error {
 
 // turnEnd reads the journal for how turn tid ended: whether its end
 // (turn.finished, .failed or .cancelled) was journaled, and the usage and
-// cost to charge for it — the end event's, or, for a turn that never
-// ended, the sum of the step.finished events it journaled. It pages back
+// cost to charge for it — the end event's, or, for a turn that was
+// cancelled or never ended, the sum of the step.finished events it
+// journaled. It pages back
 // from the newest event to the turn's turn.started.
 func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 	const page = 512
@@ -322,6 +323,7 @@ func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 	}
 	var steps event.Usage
 	var stepCost float64
+	cancelled := false
 	for hi := last; hi > 0; hi -= page {
 		lo := max(0, hi-page)
 		evs, err := r.m.st.Events(r.ctx, r.id, lo, int(hi-lo))
@@ -339,7 +341,7 @@ func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 			case event.TurnFailed:
 				return true, p.Usage, p.Cost, nil
 			case event.TurnCancelled:
-				return true, event.Usage{}, 0, nil
+				cancelled = true // it reports no usage: its steps' is summed
 			case event.StepFinished:
 				steps = steps.Add(p.Usage)
 				stepCost += p.CostUSD
@@ -351,5 +353,5 @@ func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 			break
 		}
 	}
-	return false, steps, stepCost, nil
+	return cancelled, steps, stepCost, nil
 }
