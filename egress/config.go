@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,6 +28,22 @@ var DefaultRegistries = []string{
 	"index.crates.io",
 	"deb.debian.org",
 	"security.debian.org",
+}
+
+// Expand returns entries with "registries" replaced by DefaultRegistries
+// and blanks dropped.
+func Expand(entries []string) []string {
+	out := []string{}
+	for _, e := range entries {
+		switch e = strings.TrimSpace(e); e {
+		case "":
+		case "registries":
+			out = append(out, DefaultRegistries...)
+		default:
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Defaults for Config's zero values.
@@ -95,6 +112,31 @@ func (a *allowlist) allows(host string) bool {
 		}
 	}
 	return false
+}
+
+// coversSuffix reports whether a wildcard for suffix (".example.com") asks
+// for nothing a allows no more: a has the same wildcard or one for a parent
+// domain.
+func (a *allowlist) coversSuffix(suffix string) bool {
+	for _, s := range a.suffixes {
+		if suffix == s || strings.HasSuffix(suffix, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// String lists the entries, sorted.
+func (a *allowlist) String() string {
+	var out []string
+	for name := range a.exact {
+		out = append(out, name)
+	}
+	for _, s := range a.suffixes {
+		out = append(out, "*"+s)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // parseAllow checks every entry and reports every bad one, saying what

@@ -41,6 +41,7 @@ type grant struct {
 	session string
 	ctx     context.Context // cancelled by revoke: ends its tunnels
 	cancel  context.CancelFunc
+	allow   *allowlist // nil: the proxy's; else a narrower one for this session
 
 	mu      sync.Mutex // serialises totals and onStats
 	totals  Totals
@@ -140,12 +141,59 @@ func cmp[T int | time.Duration](v, def T) T {
 // requests in flight are ended. onStats, if not nil, is called once per
 // request of the session as it ends, never concurrently for one grant.
 func (p *Proxy) Grant(session string, onStats func(Stats)) (token string, revoke func()) {
+	return p.grant(session, nil, onStats)
+}
+
+// GrantOnly is Grant for a session allowed less than the proxy allows:
+// only allow's entries, each of which the proxy's allowlist must cover (an
+// exact name it allows, or a wildcard at or under one of its wildcards).
+// An entry it does not cover is an error that names it.
+func (p *Proxy) GrantOnly(session string, allow []string, onStats func(Stats)) (token string, revoke func(), err error) {
+	a, err := p.narrow(allow)
+	if err != nil {
+		return "", nil, err
+	}
+	token, revoke = p.grant(session, a, onStats)
+	return token, revoke, nil
+}
+
+// CheckNarrow says whether GrantOnly would take allow: every entry valid
+// and covered by the proxy's allowlist.
+func (p *Proxy) CheckNarrow(allow []string) error {
+	_, err := p.narrow(allow)
+	return err
+}
+
+func (p *Proxy) narrow(allow []string) (*allowlist, error) {
+	a, err := parseAllow(allow)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name := range a.exact {
+		if !p.allow.allows(name) {
+			out = append(out, name)
+		}
+	}
+	for _, s := range a.suffixes {
+		if !p.allow.coversSuffix(s) {
+			out = append(out, "*"+s)
+		}
+	}
+	if len(out) > 0 {
+		slices.Sort(out)
+		return nil, fmt.Errorf("egress: %s not on the server's egress allowlist (%s): a session can only narrow it", strings.Join(out, ", "), p.allow)
+	}
+	return a, nil
+}
+
+func (p *Proxy) grant(session string, allow *allowlist, onStats func(Stats)) (token string, revoke func()) {
 	var b [32]byte
 	rand.Read(b[:])
 	token = "harvest-egress-" + hex.EncodeToString(b[:])
 	key := sha256.Sum256([]byte(token))
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &grant{session: session, ctx: ctx, cancel: cancel, onStats: onStats}
+	g := &grant{session: session, ctx: ctx, cancel: cancel, onStats: onStats, allow: allow}
 	p.mu.Lock()
 	p.grants[key] = g
 	p.mu.Unlock()
@@ -263,6 +311,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !p.allow.allows(host) {
 		refuse(http.StatusForbidden, "not allowed", fmt.Sprintf("%s is not on this session's egress allowlist of package registries; to reach it, %s (an entry %q, or %q for every name under a domain)", host, p.help, host, "*."+parentDomain(host)))
+		return
+	}
+	if g.allow != nil && !g.allow.allows(host) {
+		refuse(http.StatusForbidden, "not allowed", fmt.Sprintf("%s is not on this session's egress allowlist (%s), narrower than the server's; to reach it, create the session with it in egress", host, g.allow))
 		return
 	}
 	if !slices.Contains(p.ports, port) {

@@ -411,3 +411,37 @@ func TestEnv(t *testing.T) {
 		}
 	}
 }
+
+// A session granted a narrower allowlist reaches only its own hosts; the
+// rest of the server's are refused with its own message. Entries the
+// server does not allow are refused at grant time, named.
+func TestGrantOnly(t *testing.T) {
+	h := newHarness(t, Config{Allow: []string{"pkg.harvest.test", "other.harvest.test", "*.mirror.test"}})
+	for _, bad := range [][]string{{"evil.example.net"}, {"*.harvest.test"}, {"pkg.harvest.test", "*.harvest.test"}} {
+		if _, _, err := h.p.GrantOnly("s", bad, nil); err == nil || !strings.Contains(err.Error(), "not on the server's egress allowlist") {
+			t.Errorf("GrantOnly(%q): %v", bad, err)
+		}
+	}
+	if err := h.p.CheckNarrow([]string{"other.harvest.test", "a.mirror.test", "*.eu.mirror.test"}); err != nil {
+		t.Errorf("a narrower list: %v", err)
+	}
+	stats := newStatsLog()
+	tok, revoke, err := h.p.GrantOnly("s4", []string{"other.harvest.test"}, stats.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer revoke()
+	resp, body, _ := connect(t, h.addr, "pkg.harvest.test:443", basic(tok))
+	if resp.StatusCode != 403 || !strings.Contains(body, "pkg.harvest.test is not on this session's egress allowlist (other.harvest.test), narrower than the server's") {
+		t.Errorf("a host of the server's list, not the session's: %d %q", resp.StatusCode, body)
+	}
+	if st := stats.next(t); st.Allowed || st.Status != 403 {
+		t.Errorf("stats %+v", st)
+	}
+	// The session's own host passes the allowlist checks (and then fails
+	// to resolve in this test network: a 502, not a 403).
+	resp, body, _ = connect(t, h.addr, "other.harvest.test:443", basic(tok))
+	if resp.StatusCode == 403 {
+		t.Errorf("the session's own host: %d %q", resp.StatusCode, body)
+	}
+}

@@ -51,6 +51,10 @@ type CreateRequest struct {
 	// Terminal, with agent "terminal", runs this interactive CLI in the
 	// PTY instead of Claude Code's TUI (see CheckTerminal for the rules).
 	Terminal *store.TerminalCLI `json:"terminal,omitempty"`
+	// Egress narrows the server's egress allowlist for this session's box:
+	// hosts (or *.domain wildcards, "registries" for the common package
+	// registries) the server allows; [] for none. Absent: the server's.
+	Egress *[]string `json:"egress,omitempty"`
 }
 
 // View is a session as the API shows it: the stored session and the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -47,6 +48,44 @@ func (m *Manager) checkAgent(kind, model, backend string, generic bool) (string,
 	}
 	return kind, problems
 }
+
+// checkEgress validates a request's egress list against the server's
+// allowlist, expanding "registries".
+func (m *Manager) checkEgress(req *[]string) (*[]string, []string) {
+	if req == nil {
+		return nil, nil
+	}
+	hosts := egress.Expand(*req)
+	if len(hosts) == 0 {
+		return &hosts, nil // no way out, whatever the server allows
+	}
+	if m.cfg.Egress == nil {
+		return nil, []string{"egress: this server has no egress proxy, so its boxes have no way out; leave egress out (or [] for none), or have the operator start harvest serve with --egress-allow"}
+	}
+	if len(hosts) > maxEgressHosts {
+		return nil, []string{fmt.Sprintf("egress has %d hosts: at most %d", len(hosts), maxEgressHosts)}
+	}
+	if err := m.cfg.Egress.CheckNarrow(hosts); err != nil {
+		return nil, []string{err.Error()}
+	}
+	return &hosts, nil
+}
+
+// egressAllow is the session's narrowing of the egress allowlist (nil:
+// all of it) and whether its box gets the egress proxy at all.
+func (m *Manager) egressAllow(s *store.Session) (allow []string, bridge bool) {
+	switch {
+	case m.cfg.Egress == nil:
+		return nil, false
+	case s.Egress == nil:
+		return nil, true
+	case len(*s.Egress) == 0:
+		return nil, false
+	}
+	return *s.Egress, true
+}
+
+const maxEgressHosts = 256
 
 // Bounds of a request's terminal CLI.
 const (
@@ -165,7 +204,10 @@ func (r *runner) newExternal(ctx context.Context, sb *sandbox.Sandbox) (agent.Ag
 	spec := external.Spec{
 		Kind: s.Agent, Box: sb, Workdir: sb.WorkspacePath(s.Repos[0].Name),
 		CLIPrefix: r.m.cfg.cliPrefix(), Model: id, API: r.m.endpointAPI(s.Model), Proxy: p, BudgetUSD: s.Limits.BudgetUSD,
-		SessionID: s.ID, State: s.AgentState, Logger: r.log, Egress: r.m.cfg.Egress,
+		SessionID: s.ID, State: s.AgentState, Logger: r.log,
+	}
+	if allow, ok := r.m.egressAllow(s); ok {
+		spec.Egress, spec.EgressAllow = r.m.cfg.Egress, allow
 	}
 	if t := s.Terminal; t != nil {
 		// Validated at create; a stored pattern that no longer compiles

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -370,6 +371,68 @@ func testEgress(t *testing.T, kind string) {
 		t.Fatalf("the command printed %q; want the registry's bytes and a 403 for evil.test", out)
 	}
 	w.finished("t1")
+}
+
+// A session narrows the server's egress allowlist: with egress
+// ["other.test"] the registry the server allows is refused (403, the
+// session's own list named); with [] the box has no proxy at all; a host
+// the server does not allow, or egress on a server without a proxy, is an
+// input error.
+func TestSessionEgress(t *testing.T) {
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "package-bytes-from-the-registry")
+	}))
+	defer reg.Close()
+	public := netip.MustParseAddr("203.0.113.7")
+	ep, err := egress.New(egress.Config{
+		Allow:    []string{"registry.test", "other.test"},
+		Resolver: fixedResolver{"registry.test": public, "other.test": public, "evil.test": public},
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, reg.Listener.Addr().String())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withEgress(ep))
+	s, err := sim.ParseScript("egress.yaml", []byte(egressScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Store(sim.New(s))
+
+	narrow := e.create("Fetch the package", func(r *CreateRequest) { r.Egress = &[]string{"other.test"} })
+	if narrow.Egress == nil || !slices.Equal(*narrow.Egress, []string{"other.test"}) {
+		t.Fatalf("the session's egress: %v", narrow.Egress)
+	}
+	out := typed[event.ToolFinished](e.watch(narrow.ID), "t1", nil).Output
+	if strings.Contains(out, "package-bytes") || !strings.Contains(out, "evil 403") {
+		t.Errorf("with egress [other.test] the command printed %q; want no registry bytes (403) and 403 for evil.test", out)
+	}
+
+	none := e.create("Fetch the package", func(r *CreateRequest) { r.Egress = &[]string{} })
+	out = typed[event.ToolFinished](e.watch(none.ID), "t1", nil).Output
+	if strings.Contains(out, "package-bytes") || strings.Contains(out, "evil 403") {
+		t.Errorf("with egress [] the command printed %q; want no proxy at all (no 403 from it either)", out)
+	}
+
+	for _, tc := range []struct {
+		egress []string
+		want   string
+	}{
+		{[]string{"evil.test"}, "evil.test not on the server's egress allowlist"},
+		{[]string{"*.test"}, "too broad"},
+	} {
+		_, err := e.m.Create(ctxT(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Egress: &tc.egress})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("egress %q: %v, want an error with %q", tc.egress, err, tc.want)
+		}
+	}
+	plain := newEnv(t)
+	if _, err := plain.m.Create(ctxT(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: plain.repo}}, Egress: &[]string{"registries"}}); err == nil || !strings.Contains(err.Error(), "this server has no egress proxy") {
+		t.Errorf("egress on a server without a proxy: %v", err)
+	}
 }
 
 type fixedResolver map[string]netip.Addr

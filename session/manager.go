@@ -191,6 +191,8 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	problems = append(problems, ap...)
 	term, tp := CheckTerminal(kind, req.Terminal)
 	problems = append(problems, tp...)
+	eg, ep := m.checkEgress(req.Egress)
+	problems = append(problems, ep...)
 	limits, lp := m.cfg.limits(req.Limits)
 	problems = append(problems, lp...)
 	if len(problems) > 0 {
@@ -200,7 +202,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	s := &store.Session{
 		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
 		Agent: kind, Model: model, Backend: backend, Repos: repos,
-		Limits: limits, Mode: mode, Collab: collab, Terminal: term, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
 	}
 	var first *store.Message
 	if strings.TrimSpace(req.Prompt) != "" {

@@ -255,11 +255,14 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 	}
 	cfg := builtin.Config{Client: client, Box: sb, Definition: def, Workspaces: ws, SessionID: s.ID, Logger: r.log}
 	var bridge *external.EgressBridge
-	if r.m.cfg.Egress != nil {
+	if allow, ok := r.m.egressAllow(s); ok {
 		// The bash tool's commands reach the allowed registries the way an
 		// external agent's do.
-		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, sb, r.m.cfg.Egress, s.ID, r.log); err != nil {
-			return nil, err
+		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, sb, r.m.cfg.Egress, allow, s.ID, r.log); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fatal(err)
 		}
 	}
 	ag, err := builtin.New(ctx, cfg, s.AgentState)

@@ -102,6 +102,9 @@ type Session struct {
 	// Terminal, for the terminal agent, is the interactive CLI it runs in
 	// the PTY; nil runs Claude Code's TUI.
 	Terminal *TerminalCLI `json:"terminal,omitempty"`
+	// Egress, when not nil, narrows the server's egress allowlist for this
+	// session's box: those hosts only, none when empty. Nil: the server's.
+	Egress *[]string `json:"egress,omitempty"`
 	// Mode is how a message sent while the agent works is delivered:
 	// "queue" (after the turn) or "interrupt" (cancels the turn).
 	Mode string `json:"mode"`

@@ -229,6 +229,9 @@ type Spec struct {
 	// hosts it allows — package registries — through a second bridge:
 	// HTTP(S)_PROXY and friends point at it. Nil: no way out of the box.
 	Egress *egress.Proxy
+	// EgressAllow, when not nil, narrows Egress's allowlist for this
+	// session (egress.Proxy.GrantOnly); nil: all of it.
+	EgressAllow []string
 	// BudgetUSD caps each turn's model spending (0: no cap).
 	BudgetUSD float64
 	// Instructions are added to the CLI's system prompt.
@@ -283,7 +286,7 @@ func Open(ctx context.Context, s Spec) (agent.Agent, error) {
 	url := "http://" + ln.Addr().String()
 	var env []string
 	if s.Egress != nil {
-		if b.egress, env, err = BridgeEgress(ctx, s.Box, s.Egress, s.SessionID, s.Logger); err != nil {
+		if b.egress, env, err = BridgeEgress(ctx, s.Box, s.Egress, s.EgressAllow, s.SessionID, s.Logger); err != nil {
 			b.stop()
 			return nil, err
 		}
@@ -456,17 +459,28 @@ type EgressBridge struct {
 // BridgeEgress serves ep on a loopback port in box for session, and returns
 // the environment that points commands at it: HTTP(S)_PROXY and friends,
 // with a proxy token of the session's that is worth nothing outside that
-// listener. Any agent's commands use it the same way (the external agents'
-// CLIs, the builtin agent's bash). Close stops it.
-func BridgeEgress(ctx context.Context, box *sandbox.Sandbox, ep *egress.Proxy, session string, log *slog.Logger) (*EgressBridge, []string, error) {
+// listener. allow, when not nil, narrows ep's allowlist for the session.
+// Any agent's commands use it the same way (the external agents' CLIs, the
+// builtin agent's bash). Close stops it.
+func BridgeEgress(ctx context.Context, box *sandbox.Sandbox, ep *egress.Proxy, allow []string, session string, log *slog.Logger) (*EgressBridge, []string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var token string
+	var revoke func()
+	if allow == nil {
+		token, revoke = ep.Grant(session, nil)
+	} else {
+		var err error
+		if token, revoke, err = ep.GrantOnly(session, allow, nil); err != nil {
+			return nil, nil, err
+		}
+	}
 	ln, err := box.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
+		revoke()
 		return nil, nil, fmt.Errorf("bridging the egress proxy into the box: %w", err)
 	}
-	token, revoke := ep.Grant(session, nil)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &EgressBridge{ln: ln, revoke: revoke, cancel: cancel, served: make(chan struct{})}
 	go func() {

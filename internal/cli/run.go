@@ -556,7 +556,7 @@ func openBuiltin(ctx context.Context, f agentRunFlags, model *modelSetup, box *s
 		if err != nil {
 			return nil, nil, err
 		}
-		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, box, eg, runID, nil); err != nil {
+		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, box, eg, nil, runID, nil); err != nil {
 			return nil, nil, err
 		}
 	}

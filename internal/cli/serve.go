@@ -426,17 +426,7 @@ func openEgress(allow string, logger *slog.Logger) (*egress.Proxy, error) {
 	if strings.TrimSpace(allow) == "" {
 		return nil, nil
 	}
-	var hosts []string
-	for _, h := range strings.Split(allow, ",") {
-		switch h = strings.TrimSpace(h); h {
-		case "":
-		case "registries":
-			hosts = append(hosts, egress.DefaultRegistries...)
-		default:
-			hosts = append(hosts, h)
-		}
-	}
-	p, err := egress.New(egress.Config{Allow: hosts, Logger: logger})
+	p, err := egress.New(egress.Config{Allow: egress.Expand(strings.Split(allow, ",")), Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("--egress-allow: %w", err)
 	}

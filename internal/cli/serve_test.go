@@ -629,6 +629,7 @@ func TestServeSessionBadInput(t *testing.T) {
 		{[]string{"session", "new", "--repo", ".", "--memory", "lots", "fix it"}, "--memory: size"},
 		{[]string{"session", "new", "--repo", ".", "--budget", "-1", "fix it"}, "--budget -1: must be positive"},
 		{[]string{"session", "new", "--repo", ".", "--command", "python3 -i", "fix it"}, "add --agent terminal"},
+		{[]string{"session", "new", "--repo", ".", "--egress", " , ", "fix it"}, `--egress: give hosts (comma-separated), "registries", or "none"`},
 		{[]string{"session", "new", "--repo", ".", "--agent", "terminal", "--command", "python3 -i", "fix it"}, "give --done-pattern"},
 		{[]string{"session", "new", "--repo", ".", "--agent", "terminal", "--command", "python3 -i", "--terminal-idle", "1ms", "fix it"}, "--terminal-idle 1ms"},
 		{[]string{"session", "show"}, "give one session id"},

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-dev/harvest/client"
+	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
@@ -151,6 +152,7 @@ type newFlags struct {
 	workflow    string
 	collab      string
 	terminal    terminalFlags
+	egress      string
 }
 
 func newSessionNewCmd(conn *connFlags) *cobra.Command {
@@ -224,6 +226,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl.StringVar(&f.collab, "collaboration", "", "in a workflow: sequential (default: one workspace, one run at a time) or parallel (own copy and branch)")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "show the events until the first turn ends")
 	fl.BoolVar(&f.json, "json", false, "print the session (and events) as JSON")
+	fl.StringVar(&f.egress, "egress", "", `narrow the server's egress allowlist for this session: hosts (comma-separated, "registries" for the package registries) the server allows, or "none" for no way out (default: the server's)`)
 	f.terminal.add(cmd)
 	return cmd
 }
@@ -250,6 +253,17 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequ
 		return req, err
 	}
 	req.Terminal = term
+	switch e := strings.TrimSpace(f.egress); e {
+	case "":
+	case "none":
+		req.Egress = &[]string{}
+	default:
+		hosts := egress.Expand(strings.Split(e, ","))
+		if len(hosts) == 0 {
+			return req, errors.New(`--egress: give hosts (comma-separated), "registries", or "none"`)
+		}
+		req.Egress = &hosts
+	}
 	req.Limits = store.Limits{IdleTimeout: f.idleTimeout, MaxLifetime: f.maxLifetime, TurnWatchdog: f.watchdog, MaxSteps: f.maxSteps, BudgetUSD: f.budget}
 	if f.memory != "" {
 		n, err := sandbox.ParseSize(f.memory)
@@ -422,6 +436,13 @@ func newSessionShowCmd(conn *connFlags) *cobra.Command {
 					fmt.Fprintf(w, ", or after %s quiet", t.IdleTimeout)
 				}
 				fmt.Fprintln(w)
+			}
+			if eg := v.Egress; eg != nil {
+				if len(*eg) == 0 {
+					fmt.Fprintln(w, "egress:  none")
+				} else {
+					fmt.Fprintf(w, "egress:  %s\n", strings.Join(*eg, ", "))
+				}
 			}
 			if c := v.Collab; c.Workflow != "" {
 				fmt.Fprintf(w, "workflow: %s, %s", c.Workflow, c.Mode)

@@ -87,6 +87,9 @@ CREATE INDEX sessions_workflow ON sessions (json_extract(collab, '$.workflow')) 
 	{"terminal", `
 ALTER TABLE sessions ADD COLUMN terminal TEXT NOT NULL DEFAULT ''; -- JSON store.TerminalCLI, '' for none
 `},
+	{"egress", `
+ALTER TABLE sessions ADD COLUMN egress TEXT NOT NULL DEFAULT ''; -- JSON array of hosts, '' for the server's allowlist
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

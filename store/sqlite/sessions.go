@@ -12,7 +12,7 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress`
 
 // CreateSession stores s and, if first is not nil, its first message (Seq 1)
 // in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
@@ -40,7 +40,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 		defaultMessage(&m, now)
 	}
 	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
 			}
@@ -74,15 +74,23 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding collab: %w", err)
 	}
-	var term []byte
+	var term, eg []byte
 	if s.Terminal != nil {
 		if term, err = json.Marshal(s.Terminal); err != nil {
 			return nil, fmt.Errorf("encoding terminal: %w", err)
 		}
 	}
+	if s.Egress != nil {
+		if eg, err = json.Marshal(*s.Egress); err != nil {
+			return nil, fmt.Errorf("encoding egress: %w", err)
+		}
+		if *s.Egress == nil {
+			eg = []byte("[]")
+		}
+	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term)}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg)}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -91,12 +99,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	var (
 		s                          store.Session
 		state, repos, limits, use  string
-		collab, term               string
+		collab, term, eg           string
 		created, updated, activeAt int64
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab, &term); err != nil {
+		&created, &updated, &activeAt, &collab, &term, &eg); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -118,6 +126,13 @@ func scanSession(r scanner) (*store.Session, error) {
 		if err := json.Unmarshal([]byte(term), s.Terminal); err != nil {
 			return nil, fmt.Errorf("session %s: decoding terminal: %w", s.ID, err)
 		}
+	}
+	if eg != "" {
+		hosts := []string{}
+		if err := json.Unmarshal([]byte(eg), &hosts); err != nil {
+			return nil, fmt.Errorf("session %s: decoding egress: %w", s.ID, err)
+		}
+		s.Egress = &hosts
 	}
 	return &s, nil
 }
@@ -217,7 +232,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		// args[0] is the id: move it to the WHERE.
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
-	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
 		}
 		out = sess

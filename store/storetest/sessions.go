@@ -31,6 +31,7 @@ func fullSession(id string) *store.Session {
 		Collab: store.Collab{Workflow: "wf-1", Mode: store.Parallel, Branch: "harvest/wf-1/" + id},
 		Terminal: &store.TerminalCLI{Command: []string{"python3", "-i", "-q"}, DonePattern: `(?m)^>>> $`,
 			ReadyPattern: `>>> $`, IdleTimeout: 90 * time.Second},
+		Egress:     &[]string{"pypi.org", "*.pythonhosted.org"},
 		Sandbox:    []byte(`{"backend":"local","id":"box-1"}`),
 		AgentState: []byte("\x00binary\xffstate"),
 		Turns:      3,
