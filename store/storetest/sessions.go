@@ -205,6 +205,8 @@ func testUpdateSession(t *testing.T, open func(*testing.T) store.Store) {
 		s.Usage = s.Usage.Add(event.Usage{InputTokens: 1})
 		s.Sandbox = nil
 		s.Error = "none yet"
+		s.Egress = &[]string{} // none: not the same as nil (the server's)
+		s.Terminal = nil
 		return nil
 	})
 	if err != nil {
@@ -212,6 +214,7 @@ func testUpdateSession(t *testing.T, open func(*testing.T) store.Store) {
 	}
 	want := fullSession("s1")
 	want.State, want.Turns, want.Usage.InputTokens, want.Sandbox, want.Error = store.StateWorking, 4, 101, nil, "none yet"
+	want.Egress, want.Terminal = &[]string{}, nil
 	if got.UpdatedAt.Before(before.Add(-time.Millisecond)) || got.UpdatedAt.After(time.Now().Add(time.Second)) {
 		t.Errorf("UpdateSession set UpdatedAt to %v, want about now (%v)", got.UpdatedAt, before)
 	}
