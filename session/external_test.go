@@ -339,26 +339,7 @@ func testEgress(t *testing.T, kind string) {
 	if kind == external.ClaudeCode {
 		testbin.Claude(t)
 	}
-	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "package-bytes-from-the-registry")
-	}))
-	defer reg.Close()
-	public := netip.MustParseAddr("203.0.113.7") // what registry.test resolves to; the dial goes to reg
-	ep, err := egress.New(egress.Config{
-		Allow:    []string{"registry.test"},
-		Resolver: fixedResolver{"registry.test": public, "evil.test": public},
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if addr != netip.AddrPortFrom(public, 80).String() {
-				return nil, fmt.Errorf("dialed %s", addr)
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, reg.Listener.Addr().String())
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, withEgress(ep))
+	e := newEnv(t, withEgress(registryProxy(t, "registry.test")))
 	s, err := sim.ParseScript("egress.yaml", []byte(egressScript))
 	if err != nil {
 		t.Fatal(err)
@@ -379,23 +360,7 @@ func testEgress(t *testing.T, kind string) {
 // the server does not allow, or egress on a server without a proxy, is an
 // input error.
 func TestSessionEgress(t *testing.T) {
-	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "package-bytes-from-the-registry")
-	}))
-	defer reg.Close()
-	public := netip.MustParseAddr("203.0.113.7")
-	ep, err := egress.New(egress.Config{
-		Allow:    []string{"registry.test", "other.test"},
-		Resolver: fixedResolver{"registry.test": public, "other.test": public, "evil.test": public},
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, reg.Listener.Addr().String())
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, withEgress(ep))
+	e := newEnv(t, withEgress(registryProxy(t, "registry.test", "other.test")))
 	s, err := sim.ParseScript("egress.yaml", []byte(egressScript))
 	if err != nil {
 		t.Fatal(err)
@@ -433,6 +398,32 @@ func TestSessionEgress(t *testing.T) {
 	if _, err := plain.m.Create(ctxT(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: plain.repo}}, Egress: &[]string{"registries"}}); err == nil || !strings.Contains(err.Error(), "this server has no egress proxy") {
 		t.Errorf("egress on a server without a proxy: %v", err)
 	}
+}
+
+// registryProxy is an egress proxy allowing allow, where registry.test,
+// other.test and evil.test resolve to a public address and every dial
+// reaches a loopback server answering "package-bytes-from-the-registry".
+func registryProxy(t *testing.T, allow ...string) *egress.Proxy {
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "package-bytes-from-the-registry")
+	}))
+	t.Cleanup(reg.Close)
+	public := netip.MustParseAddr("203.0.113.7") // what the names resolve to; the dial goes to reg
+	ep, err := egress.New(egress.Config{
+		Allow:    allow,
+		Resolver: fixedResolver{"registry.test": public, "other.test": public, "evil.test": public},
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr != netip.AddrPortFrom(public, 80).String() {
+				return nil, fmt.Errorf("dialed %s", addr)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, reg.Listener.Addr().String())
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
 }
 
 type fixedResolver map[string]netip.Addr

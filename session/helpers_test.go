@@ -153,19 +153,7 @@ func withDocker(e *env) {
 		e.t.Skipf("the docker backend is not available: %v", err)
 	}
 	e.dock = p
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		hs, err := p.List(ctx)
-		if err != nil {
-			e.t.Errorf("listing docker boxes: %v", err)
-		}
-		for _, h := range hs {
-			if err := p.Destroy(ctx, h); err != nil {
-				e.t.Errorf("destroying docker box %s: %v", h.ID, err)
-			}
-		}
-	})
+	e.t.Cleanup(func() { destroyAll(e.t, p) })
 }
 
 // withoutManager leaves opening the store and the Manager to the test
@@ -300,17 +288,25 @@ func (e *env) closeAndReopen() {
 }
 
 func (e *env) destroyAllBoxes() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	p := local.New(local.Config{RunDir: e.runDir, AgentBinary: e.agent})
 	defer p.Close()
+	destroyAll(e.t, p)
+}
+
+// destroyAll destroys every box p lists.
+func destroyAll(t testing.TB, p interface {
+	sandbox.Provider
+	sandbox.Lister
+}) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	hs, err := p.List(ctx)
 	if err != nil {
-		e.t.Errorf("listing boxes: %v", err)
+		t.Errorf("listing boxes: %v", err)
 	}
 	for _, h := range hs {
 		if err := p.Destroy(ctx, h); err != nil {
-			e.t.Errorf("destroying box %s: %v", h.ID, err)
+			t.Errorf("destroying box %s: %v", h.ID, err)
 		}
 	}
 }
