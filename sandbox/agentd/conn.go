@@ -3,10 +3,13 @@ package agentd
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
@@ -110,7 +113,7 @@ func (c *conn) reply(id uint32, result any, blob []byte, err error) {
 }
 
 func (c *conn) writer() {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	bw := bufio.NewWriterSize(retryingWriter{w: c.nc, closed: c.closed}, 64<<10)
 	for {
 		c.wmu.Lock()
 		for len(c.queue) == 0 && !c.wclosed {
@@ -139,6 +142,47 @@ func (c *conn) writer() {
 			c.close()
 			return
 		}
+	}
+}
+
+// memRetryFor bounds how long a write short of kernel memory is retried.
+const memRetryFor = 30 * time.Second
+
+// retryingWriter is the connection as the writer sees it. A write that
+// fails for want of kernel memory (ENOMEM, ENOBUFS) is retried with backoff
+// for up to memRetryFor instead of ending the connection: a box at its
+// memory limit has its socket buffers charged to its cgroup, and until the
+// OOM killer frees memory (killing the command that took it) a send can
+// fail. Ending the connection then would lose the box to a shortage its own
+// command caused, and the host would see only EOF.
+type retryingWriter struct {
+	w      io.Writer
+	closed <-chan struct{}
+}
+
+func (r retryingWriter) Write(p []byte) (int, error) {
+	written := 0
+	wait := time.Millisecond
+	var deadline time.Time
+	for {
+		n, err := r.w.Write(p[written:])
+		written += n
+		if err == nil || !(errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOBUFS)) {
+			return written, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(memRetryFor)
+		} else if time.Now().After(deadline) {
+			return written, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.closed:
+			t.Stop()
+			return written, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
 

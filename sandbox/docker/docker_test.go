@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -565,7 +566,17 @@ func TestMemoryLimitOOMKillsTheCommand(t *testing.T) {
 	cli := dockerClient(t)
 	sb := start(t, ctx, p, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 64 << 20}})
 
-	out, st := sh(t, ctx, sb, `x=$(head -c 200000000 /dev/zero | tr '\0' x); echo ${#x}`)
+	var buf bytes.Buffer
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' x); echo ${#x}`}, Stdout: &buf, Stderr: &buf})
+	if err != nil {
+		// Say what happened to the box (the agent killed? its log?), for a
+		// failure seen once in many runs.
+		id := dataOf(t, sb.Handle()).ContainerID
+		state, _ := exec.Command("docker", "inspect", "--format", "{{json .State}}", id).CombinedOutput()
+		logs, _ := exec.Command("docker", "logs", "--tail", "40", id).CombinedOutput()
+		t.Fatalf("the OOM command: %v\ncontainer state: %s\ncontainer log:\n%s", err, state, logs)
+	}
+	out := buf.String()
 	if !st.OOMKilled || st.Signal != syscall.SIGKILL {
 		t.Fatalf("got %v (output %q), want OOM-killed", st, out)
 	}
