@@ -316,8 +316,8 @@ func (r *runner) recoverTurn() error {
 // (turn.finished, .failed or .cancelled) was journaled, and the usage and
 // cost to charge for it — the end event's, or, for a turn that was
 // cancelled or never ended, the sum of the step.finished events it
-// journaled. It pages back
-// from the newest event to the turn's turn.started.
+// journaled. It pages back from the newest event to the turn's
+// turn.started.
 func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 	const page = 512
 	last, err := r.m.st.LastSeq(r.ctx, r.id)

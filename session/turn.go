@@ -220,8 +220,8 @@ func (t *turnSink) emit(p event.Payload) {
 // a crash mid-turn does not lose what the agent did and saw: its State is
 // the conversation in memory, committed at every step (a tool call left
 // without a result is closed by the next turn). The step's usage needs no
-// checkpoint: its step.finished event, journaled first, is what recovery
-// counts. An external agent's State reads its CLI's transcript out of the
+// checkpoint: its step.finished event, handed to the journal just before,
+// is what recovery counts. An external agent's State reads its CLI's transcript out of the
 // box, too costly for every step: the box keeps it, and the end of the turn
 // saves it. A failed write is logged; the end of the turn writes it again.
 func (t *turnSink) checkpoint() {
