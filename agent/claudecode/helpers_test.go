@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,24 +48,13 @@ func newEnv(t *testing.T) *env {
 	if !strings.HasPrefix(claude, testbin.NPMPrefix+"/") {
 		t.Skipf("claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
 	}
-	e := &env{t: t, claude: claude}
-	e.prov = local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
-	t.Cleanup(func() { e.prov.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.prov.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
-	}
+	e := &env{t: t, claude: claude, prov: agenttest.Provider(t)}
 	script, err := sim.LoadScript(filepath.Join("testdata", "script.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.sim = sim.New(script)
-	e.ws = testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	e.writeWorkspace("hello.txt", "helo, world\n")
+	e.ws = agenttest.Workspace(t, map[string]string{"hello.txt": "helo, world\n"})
 
 	e.faults = testbin.TempDir(t)
 	if err := os.Chmod(e.faults, 0o755); err != nil {
@@ -80,25 +68,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.setFault("")
-	t.Cleanup(func() {
-		if t.Failed() {
-			e.logRequests()
-		}
-	})
+	agenttest.LogRequestsOnFailure(t, e.sim)
 	return e
-}
-
-func (e *env) writeWorkspace(name, content string) {
-	e.t.Helper()
-	p := filepath.Join(e.ws, name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(p, sandbox.DefaultUID, sandbox.DefaultGID); err != nil {
-			e.t.Fatal(err)
-		}
-	}
 }
 
 // setFault sets the fault injector's mode ("" runs the real CLI).
@@ -113,35 +84,11 @@ func (e *env) setFault(mode string) {
 // mounted, serves the sim on a listener in it, and returns the box and the
 // sim's in-box URL. Both end with the test.
 func (e *env) box(ctx context.Context) (*sandbox.Sandbox, string) {
-	t := e.t
-	t.Helper()
-	sb, err := e.prov.Start(ctx, sandbox.Spec{
-		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: e.ws}},
-		User:       sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID},
-		Mounts: []sandbox.Mount{
-			{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix},
-			{HostPath: e.faults, BoxPath: faultMount},
-		},
-	})
-	if err != nil {
-		t.Fatalf("starting a box: %v", err)
-	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
-	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening in the box: %v", err)
-	}
-	srv := &http.Server{Handler: e.sim}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Close()
-		<-served
-	})
-	return sb, "http://" + ln.Addr().String()
+	e.t.Helper()
+	sb := agenttest.StartBox(ctx, e.t, e.prov, e.ws,
+		sandbox.Mount{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix},
+		sandbox.Mount{HostPath: e.faults, BoxPath: faultMount})
+	return sb, agenttest.ServeIn(ctx, e.t, sb, e.sim)
 }
 
 // config is the agent's configuration for a box.
@@ -178,12 +125,6 @@ func (e *env) requests(rule string) []sim.Request { return agenttest.Answered(e.
 func (e *env) request(rule string) sim.Request {
 	e.t.Helper()
 	return agenttest.AnsweredOnce(e.t, e.sim, rule)
-}
-
-func (e *env) logRequests() {
-	for _, r := range e.sim.Requests() {
-		e.t.Logf("sim request #%d %s %s rule %q status %d %s", r.Seq, r.Method, r.Path, r.Rule, r.Status, r.Error)
-	}
 }
 
 // conversation is the text of a model request's messages and system

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -48,36 +46,14 @@ func newEnv(t *testing.T) *env {
 	if !strings.HasPrefix(oc, testbin.NPMPrefix+"/") {
 		t.Skipf("opencode is at %s; these tests mount %s into the box and need the CLI under it", oc, testbin.NPMPrefix)
 	}
-	e := &env{t: t, opencode: oc}
-	e.prov = local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
-	t.Cleanup(func() { e.prov.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.prov.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
-	}
+	e := &env{t: t, opencode: oc, prov: agenttest.Provider(t)}
 	script, err := sim.LoadScript(filepath.Join("testdata", "script.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.sim = sim.New(script)
-	e.ws = testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	if err := os.WriteFile(filepath.Join(e.ws, "README.md"), []byte("# a repository\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		os.Chown(filepath.Join(e.ws, "README.md"), sandbox.DefaultUID, sandbox.DefaultGID)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, r := range e.sim.Requests() {
-				t.Logf("sim request #%d %s %s rule %q status %d %s", r.Seq, r.Method, r.Path, r.Rule, r.Status, r.Error)
-			}
-		}
-	})
+	e.ws = agenttest.Workspace(t, map[string]string{"README.md": "# a repository\n"})
+	agenttest.LogRequestsOnFailure(t, e.sim)
 	return e
 }
 
@@ -86,33 +62,10 @@ func newEnv(t *testing.T) *env {
 // listener in it, and returns the box and the sim's in-box URL. Both end
 // with the test.
 func (e *env) box(ctx context.Context) (*sandbox.Sandbox, string) {
-	t := e.t
-	t.Helper()
-	sb, err := e.prov.Start(ctx, sandbox.Spec{
-		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: e.ws}},
-		User:       sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID},
-		Mounts:     []sandbox.Mount{{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix}},
-	})
-	if err != nil {
-		t.Fatalf("starting a box: %v", err)
-	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	e.t.Helper()
+	sb := agenttest.StartBox(ctx, e.t, e.prov, e.ws, sandbox.Mount{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix})
 	e.run(ctx, sb, "test -d .git || { git init -q && git add -A && git -c user.name=t -c user.email=t@t commit -qm init; }")
-	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening in the box: %v", err)
-	}
-	srv := &http.Server{Handler: e.sim}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Close()
-		<-served
-	})
-	return sb, "http://" + ln.Addr().String()
+	return sb, agenttest.ServeIn(ctx, e.t, sb, e.sim)
 }
 
 // run runs a shell script in the box's workspace and returns its output;

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -38,29 +39,14 @@ func newClaudeEnv(t *testing.T) *claudeEnv {
 	if !strings.HasPrefix(claude, testbin.NPMPrefix+"/") {
 		t.Skipf("claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
 	}
-	e := &claudeEnv{t: t, claude: claude, prov: provider(t)}
+	e := &claudeEnv{t: t, claude: claude, prov: agenttest.Provider(t)}
 	script, err := sim.LoadScript(filepath.Join("testdata", "claude.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.sim = sim.New(script)
-	e.ws = testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	p := filepath.Join(e.ws, "hello.txt")
-	if err := os.WriteFile(p, []byte("helo, world\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(p, sandbox.DefaultUID, sandbox.DefaultGID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, r := range e.sim.Requests() {
-				t.Logf("sim request #%d %s %s rule %q status %d %s", r.Seq, r.Method, r.Path, r.Rule, r.Status, r.Error)
-			}
-		}
-	})
+	e.ws = agenttest.Workspace(t, map[string]string{"hello.txt": "helo, world\n"})
+	agenttest.LogRequestsOnFailure(t, e.sim)
 	return e
 }
 
@@ -70,22 +56,8 @@ func newClaudeEnv(t *testing.T) *claudeEnv {
 func (e *claudeEnv) box(ctx context.Context) (*sandbox.Sandbox, string) {
 	t := e.t
 	t.Helper()
-	sb := startBox(ctx, t, e.prov, e.ws, sandbox.Mount{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix})
-	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening in the box: %v", err)
-	}
-	srv := &http.Server{Handler: e.sim}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		srv.Close()
-		<-served
-	})
-	return sb, "http://" + ln.Addr().String()
+	sb := agenttest.StartBox(ctx, t, e.prov, e.ws, sandbox.Mount{HostPath: testbin.NPMPrefix, BoxPath: testbin.NPMPrefix})
+	return sb, agenttest.ServeIn(ctx, t, sb, e.sim)
 }
 
 func (e *claudeEnv) agent(ctx context.Context, sb *sandbox.Sandbox, url string, state []byte) *Agent {

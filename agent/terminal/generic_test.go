@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 )
@@ -48,9 +49,9 @@ func bash(t *testing.T, sb *sandbox.Sandbox, extra func(*Config)) *Agent {
 func TestGenericShell(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := provider(t)
+	p := agenttest.Provider(t)
 	ws := testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	sb := startBox(ctx, t, p, ws)
+	sb := agenttest.StartBox(ctx, t, p, ws)
 	a := bash(t, sb, nil)
 
 	out, r := run(ctx, t, a, "X=harvest; echo $((6*7)) > answer.txt; echo the answer is $(cat answer.txt)")
@@ -86,9 +87,9 @@ func TestGenericShell(t *testing.T) {
 func TestGenericCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := provider(t)
+	p := agenttest.Provider(t)
 	ws := testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	sb := startBox(ctx, t, p, ws)
+	sb := agenttest.StartBox(ctx, t, p, ws)
 	a := bash(t, sb, nil)
 	if out, r := run(ctx, t, a, "echo warm"); out.Finished == nil {
 		mustFinish(t, out, r)
@@ -142,9 +143,9 @@ func TestGenericCancel(t *testing.T) {
 func TestGenericExit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := provider(t)
+	p := agenttest.Provider(t)
 	ws := testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	sb := startBox(ctx, t, p, ws)
+	sb := agenttest.StartBox(ctx, t, p, ws)
 	a := bash(t, sb, nil)
 
 	out, r := run(ctx, t, a, "echo bye; exit 3")
@@ -167,9 +168,9 @@ func TestGenericExit(t *testing.T) {
 func TestGenericIdleTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := provider(t)
+	p := agenttest.Provider(t)
 	ws := testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	sb := startBox(ctx, t, p, ws)
+	sb := agenttest.StartBox(ctx, t, p, ws)
 	a, err := New(ctx, Config{
 		Box: sb, Command: []string{"python3", "-q", "-i"}, IdleTimeout: time.Second,
 		Logger: testLogger(t),
@@ -196,9 +197,9 @@ func TestGenericIdleTimeout(t *testing.T) {
 func TestGenericCancelEscalates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p := provider(t)
+	p := agenttest.Provider(t)
 	ws := testbin.Workspace(t, sandbox.DefaultUID, sandbox.DefaultGID)
-	sb := startBox(ctx, t, p, ws)
+	sb := agenttest.StartBox(ctx, t, p, ws)
 	a := bash(t, sb, func(c *Config) { c.CancelGrace = 300 * time.Millisecond })
 	if out, r := run(ctx, t, a, "echo warm"); out.Finished == nil {
 		mustFinish(t, out, r)

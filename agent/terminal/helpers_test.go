@@ -13,9 +13,6 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/internal/testbin"
-	"github.com/harvest-dev/harvest/sandbox"
-	"github.com/harvest-dev/harvest/sandbox/local"
 )
 
 // The tests run the real thing: real local boxes (network none) as the
@@ -28,45 +25,6 @@ func testLogger(t *testing.T) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-// provider returns a local provider, skipping (or failing, see
-// testbin.LocalRequired) where bubblewrap boxes cannot run.
-func provider(t *testing.T) *local.Provider {
-	t.Helper()
-	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
-	t.Cleanup(func() { p.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
-	}
-	return p
-}
-
-// startBox starts a box with workspace "repo" on ws; it is destroyed when
-// the test ends.
-func startBox(ctx context.Context, t *testing.T, p *local.Provider, ws string, mounts ...sandbox.Mount) *sandbox.Sandbox {
-	t.Helper()
-	sb, err := p.Start(ctx, sandbox.Spec{
-		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
-		User:       sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID},
-		Mounts:     mounts,
-	})
-	if err != nil {
-		t.Fatalf("starting a box: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := sb.Destroy(ctx); err != nil {
-			t.Errorf("destroying the box: %v", err)
-		}
-	})
-	return sb
 }
 
 // recorder collects a turn's events; tests may wait on them while the turn
