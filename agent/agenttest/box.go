@@ -21,7 +21,7 @@ import (
 // Provider is a local sandbox provider with a run dir of the test's own,
 // closed when the test ends. Where the local backend cannot run, the test
 // is skipped, or fails where it is required (testbin.LocalRequired).
-func Provider(t *testing.T) *local.Provider {
+func Provider(t testing.TB) *local.Provider {
 	t.Helper()
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
 	t.Cleanup(func() { p.Close() })

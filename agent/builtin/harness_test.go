@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
-	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
 )
 
@@ -74,15 +74,9 @@ func newHarnessScript(t testing.TB, s *sim.Script, o harnessOpt) *harness {
 		t.Fatal(err)
 	}
 
-	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
+	p := agenttest.Provider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := p.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
-	}
 	host := testbin.Workspace(t, 1000, 1000)
 	sb, err := p.Start(ctx, sandbox.Spec{Workspaces: []sandbox.Workspace{{Name: o.wsName, HostPath: host}}})
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
-	"github.com/harvest-dev/harvest/sandbox/local"
 )
 
 // testBox is a real local sandbox with one workspace, "w", at /workspace/w,
@@ -26,15 +26,9 @@ const ws = "/workspace/w"
 
 func newBox(t testing.TB, cfg Config) *testBox {
 	t.Helper()
-	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
+	p := agenttest.Provider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := p.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
-	}
 	sb, err := p.Start(ctx, sandbox.Spec{Workspaces: []sandbox.Workspace{{Name: "w", HostPath: testbin.Workspace(t, 1000, 1000)}}})
 	if err != nil {
 		t.Fatal(err)
