@@ -275,16 +275,11 @@ func claudeInBox(ctx context.Context, p *local.Provider, s *sim.Script, tmp, cla
 	start := time.Now()
 	sb := startBox(ctx, p, ws, external.ClaudeCode)
 	defer sb.Destroy(context.Background())
-	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		die("listening in the box: %v", err)
-	}
-	srv := &http.Server{Handler: sim.New(s)}
-	go srv.Serve(ln)
+	srv, url := serveSim(ctx, sb, s)
 	defer srv.Close()
 	var out, errb bytes.Buffer
 	st, err := sb.Run(ctx, &sandbox.Cmd{
-		Args: claudeArgs(claude), Env: claudeEnv("http://"+ln.Addr().String(), "/home/user"),
+		Args: claudeArgs(claude), Env: claudeEnv(url, "/home/user"),
 		Stdout: &out, Stderr: &errb, Timeout: 5 * time.Minute,
 	})
 	if err != nil || !st.Success() {
@@ -370,16 +365,11 @@ func claudeRaw(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claud
 	ws := workspace(tmp, fmt.Sprintf("repo-cr%d", i))
 	sb := startBox(ctx, p, ws, external.ClaudeCode)
 	defer sb.Destroy(ctx)
-	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		die("listening in the box: %v", err)
-	}
-	srv := &http.Server{Handler: sim.New(s)}
-	go srv.Serve(ln)
+	srv, url := serveSim(ctx, sb, s)
 	var out, errb bytes.Buffer
 	start := time.Now()
 	st, err := sb.Run(ctx, &sandbox.Cmd{
-		Args: claudeArgs(claude), Env: claudeEnv("http://"+ln.Addr().String(), "/home/user"), Dir: "/workspace/repo",
+		Args: claudeArgs(claude), Env: claudeEnv(url, "/home/user"), Dir: "/workspace/repo",
 		Stdout: &out, Stderr: &errb, Timeout: 5 * time.Minute,
 	})
 	raw = time.Since(start)
@@ -390,6 +380,18 @@ func claudeRaw(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claud
 	checkLog(ws)
 	srv.Close()
 	return raw
+}
+
+// serveSim serves the sim with script s on a loopback listener in sb and
+// returns the server (closed by the caller) and its in-box URL.
+func serveSim(ctx context.Context, sb *sandbox.Sandbox, s *sim.Script) (*http.Server, string) {
+	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		die("listening in the box: %v", err)
+	}
+	srv := &http.Server{Handler: sim.New(s)}
+	go srv.Serve(ln)
+	return srv, "http://" + ln.Addr().String()
 }
 
 // startBox starts a box on workspace ws with kind's CLI mounted.
@@ -519,16 +521,11 @@ func openCodeRun(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 	ws := workspace(tmp, fmt.Sprintf("repo-or%d", i))
 	sb := startBox(ctx, p, ws, external.OpenCode)
 	defer sb.Destroy(ctx)
-	ln, err := sb.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		die("listening in the box: %v", err)
-	}
-	srv := &http.Server{Handler: sim.New(s)}
-	go srv.Serve(ln)
+	srv, url := serveSim(ctx, sb, s)
 	defer srv.Close()
 	cfg, _ := json.Marshal(map[string]any{
 		"provider": map[string]any{"anthropic": map[string]any{
-			"options": map[string]any{"baseURL": "http://" + ln.Addr().String() + "/v1", "apiKey": "sk-ant-agent-bench"},
+			"options": map[string]any{"baseURL": url + "/v1", "apiKey": "sk-ant-agent-bench"},
 			"models":  map[string]any{model: map[string]any{"name": "Sim", "tool_call": true}},
 		}},
 		"model": "anthropic/" + model, "small_model": "anthropic/" + model,
