@@ -127,12 +127,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	if e != nil {
 		return e
 	}
+	req.Admin = c.token.Admin
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, req)
 	if err != nil {
 		return fromManager(err)
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
-	writeJSON(w, http.StatusCreated, v)
+	writeJSON(w, http.StatusCreated, c.view(v))
 	return nil
 }
 
@@ -154,6 +155,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 	if list == nil {
 		list = []*store.Session{}
 	}
+	for i, x := range list {
+		list[i] = c.session(x)
+	}
 	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
 	return nil
 }
@@ -166,7 +170,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *a
 	if err != nil {
 		return fromManager(err)
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, c.view(v))
 	return nil
 }
 

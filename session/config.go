@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/external"
@@ -13,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Defaults of a session's limits (seeds 000 and 003), used where neither the
@@ -56,6 +58,14 @@ type Config struct {
 	// DataDir holds the workspaces: DataDir/workspaces/session/{id}/{repo}.
 	// Required.
 	DataDir string
+	// Sources is which repository sources sessions may name (roots for
+	// paths, hosts for git URLs; see workspace.Policy). Nil: none for user
+	// tokens, anything but the never-copyable directories for the admin.
+	// DataDir is added to its never-copyable directories either way.
+	Sources *workspace.Policy
+	// Clone bounds the clone of a URL source (workspace's defaults when
+	// zero).
+	Clone workspace.CloneOptions
 	// Models says where models are served (providers.FromEnv, or harvest
 	// sim's endpoint in tests); DefaultModel is used when a request names
 	// none ("provider/model").
@@ -109,6 +119,15 @@ func (c *Config) check() error {
 	if c.DefaultBackend == "" {
 		c.DefaultBackend = backends.Default
 	}
+	var roots, hosts, never []string
+	if c.Sources != nil {
+		roots, hosts, never = c.Sources.Roots, c.Sources.GitHosts, c.Sources.Never
+	}
+	p, err := workspace.NewPolicy(roots, hosts, append(slices.Clone(never), c.DataDir))
+	if err != nil {
+		return fmt.Errorf("session.Config.Sources: %w", err)
+	}
+	c.Sources = p
 	if c.Clock == nil {
 		c.Clock = RealClock{}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // The tests run the real thing: SQLite in a temporary directory, the real
@@ -248,6 +249,9 @@ func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
 			return nil, fmt.Errorf("unknown backend %q: these tests run local (and docker with withDocker)", name)
 		},
 		DataDir: e.dataDir,
+		// The tests' repositories are temporary directories, as are their
+		// data directories (never copyable all the same).
+		Sources: tempRoots(e.t),
 		Models: providers.Config{
 			Endpoints: map[string]providers.Endpoint{"anthropic": {API: "anthropic", BaseURL: e.simURL, APIKey: e.key}},
 			Retry:     llm.RetryPolicy{MaxAttempts: 1},
@@ -602,4 +606,14 @@ func (c *testClock) Advance(d time.Duration) {
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
+}
+
+// tempRoots is a source policy whose one root is the temporary directory.
+func tempRoots(t testing.TB) *workspace.Policy {
+	t.Helper()
+	p, err := workspace.NewPolicy([]string{os.TempDir()}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -72,7 +72,7 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 			return fresh, fmt.Errorf("workspace %s: %w", r.Name, err)
 		}
 		if len(s.AgentState) > 0 {
-			return fresh, fatal(fmt.Errorf("workspace %s (%s) is gone: the agent's work in it is lost; delete the session and start a new one", r.Name, r.Path))
+			return fresh, fatal(fmt.Errorf("workspace %s is gone: the agent's work in it is lost; delete the session and start a new one", r.Name))
 		}
 		src, shared, err := m.copySource(s, r)
 		if err != nil {
@@ -86,7 +86,7 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 			return fresh, fmt.Errorf("removing the partial copy %s: %w", tmp, err)
 		}
 		copyIt := func() error {
-			_, err := workspace.Prepare(ctx, src, tmp, owner)
+			_, err := workspace.Prepare(ctx, src, tmp, owner, m.cfg.Clone)
 			return err
 		}
 		if shared {

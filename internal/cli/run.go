@@ -401,7 +401,7 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 	for _, src := range sources {
 		dst := filepath.Join(runDir, src.Name())
-		if _, err := workspace.Prepare(ctx, src, dst, owner); err != nil {
+		if _, err := workspace.Prepare(ctx, src, dst, owner, workspace.CloneOptions{}); err != nil {
 			return exitCode(exitHarvestError, err)
 		}
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: src.Name(), HostPath: dst})

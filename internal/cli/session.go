@@ -24,6 +24,7 @@ import (
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Exit codes of the commands that talk to a server.
@@ -274,7 +275,7 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequ
 	}
 	for _, r := range f.repos {
 		src := r
-		if !strings.Contains(r, "://") && !strings.HasPrefix(r, "git@") {
+		if !workspace.IsURL(r) {
 			// A directory: the server resolves it on its machine, so send
 			// it absolute.
 			abs, err := filepath.Abs(r)
