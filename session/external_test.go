@@ -238,6 +238,12 @@ func testAgentSession(t *testing.T, kind, backend string) {
 // looked where the CLI runs).
 func scanSessionBox(t *testing.T, e *env, id string, mustSee ...string) {
 	t.Helper()
+	scanBoxFor(t, e, id, []string{canaryKey, canaryKey[:20], canaryKey[len(canaryKey)-20:]}, mustSee...)
+}
+
+// scanBoxFor is scanSessionBox for any secrets.
+func scanBoxFor(t *testing.T, e *env, id string, secrets []string, mustSee ...string) {
+	t.Helper()
 	s, err := e.st.GetSession(ctxT(t), id)
 	if err != nil {
 		t.Fatal(err)
@@ -270,9 +276,9 @@ find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo
 			t.Fatalf("the scan does not show %q, so it did not look where it should:\n%s", want, scan)
 		}
 	}
-	for _, part := range []string{canaryKey, canaryKey[:20], canaryKey[len(canaryKey)-20:]} {
+	for _, part := range secrets {
 		if strings.Contains(scan, part) {
-			t.Fatalf("the real key (%q) is in the box", part)
+			t.Fatalf("a secret (%q) is in the box", part)
 		}
 	}
 }

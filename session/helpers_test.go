@@ -50,10 +50,20 @@ import (
 //	                    that sleeps forever
 //	"write a", "write b" a bash call that commits a.txt or b.txt, then
 //	                    "committed on {branch}"
+//	"look for credentials" a bash call that shows the workspace's git
+//	                    config and environment, and greps for a canary
 //	"merge"             a bash call that merges workflow wf's parallel branches
 //	                    (from /runs) into the workspace
 const script = `
 rules:
+  - name: looked
+    when: {tool_result: "looked-for-it"}
+    reply: {text: "done looking", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: look
+    when: {last_user: "look for credentials"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "git remote -v; git config --list; cat .git/config; env; grep -rl ghp_sessioncanary /workspace /tmp $HOME 2>/dev/null; echo looked-for-it"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: committed
     when: {tool_result: "committed on"}
     reply: {text: "written", usage: {input_tokens: 100, output_tokens: 10}}
