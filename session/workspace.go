@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
@@ -123,3 +124,10 @@ const (
 	fromSource copied = iota // the repository's source
 	fromShared               // the workflow's shared workspace
 )
+
+// hideDataDir writes the data directory as "DATA" in a message a session's
+// owner sees (an error, a state's reason): its host path is the admin's
+// business, and every session's workspace is under it.
+func (m *Manager) hideDataDir(msg string) string {
+	return strings.ReplaceAll(msg, m.cfg.DataDir, "DATA")
+}
