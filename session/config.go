@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -33,9 +33,9 @@ const (
 	DefaultLockRetry = 2 * time.Second
 )
 
-// AgentBuiltin is Harvest's own agent loop, the default
-// (CreateRequest.Agent); the others are agent/external's kinds.
-const AgentBuiltin = "builtin"
+// AgentBuiltin is the default agent kind (CreateRequest.Agent): Harvest's
+// own loop. agent/agents lists the others.
+var AgentBuiltin = agents.Default
 
 // Config is what a Manager needs.
 type Config struct {
@@ -81,7 +81,7 @@ type Config struct {
 	// boxes have no way out.
 	Egress *egress.Proxy
 	// CLIPrefix is the npm prefix the external agents' CLIs are installed
-	// under (external.DefaultCLIPrefix when empty); boxes see it read-only.
+	// under (agents.DefaultCLIPrefix when empty); boxes see it read-only.
 	CLIPrefix string
 	// Defaults fill the zero fields of a request's limits; their own zero
 	// fields take the Default* constants.
@@ -97,7 +97,7 @@ type Config struct {
 
 func (c *Config) cliPrefix() string {
 	if c.CLIPrefix == "" {
-		return external.DefaultCLIPrefix
+		return agents.DefaultCLIPrefix
 	}
 	return c.CLIPrefix
 }

@@ -30,19 +30,7 @@ const (
 )
 
 // Failure kinds of turn.failed this agent produces (event.TurnFailed.Kind).
-const (
-	KindMaxSteps    = "max_steps"
-	KindBudget      = "budget"
-	KindTimeout     = "timeout"
-	KindMaxTokens   = "max_tokens"
-	KindLoop        = "loop"
-	KindModel       = "model"
-	KindContext     = "context"
-	KindStuck       = "stuck"
-	KindInterrupted = "interrupted"
-	KindBlocked     = "blocked"
-	KindSandbox     = "sandbox"
-)
+const ()
 
 // Config is what an Agent needs.
 type Config struct {
@@ -355,9 +343,9 @@ func (t *turn) run(prompt string) agent.Outcome {
 	t.logNotes(notes)
 	switch res.Decision {
 	case Block:
-		return t.fail(KindBlocked, "a hook refused the prompt: "+res.Reason)
+		return t.fail(event.FailBlocked, "a hook refused the prompt: "+res.Reason)
 	case Interrupt:
-		return t.fail(KindInterrupted, "a hook stopped the turn: "+res.Reason)
+		return t.fail(event.FailInterrupted, "a hook stopped the turn: "+res.Reason)
 	}
 	t.msgs = closeDangling(t.msgs, "The previous turn ended before this tool call ran.")
 	t.msgs = appendUser(t.msgs, llm.Text{Text: prompt})
@@ -374,10 +362,10 @@ func (t *turn) run(prompt string) agent.Outcome {
 			return out
 		}
 		if t.step >= maxSteps {
-			return t.fail(KindMaxSteps, fmt.Sprintf("the agent used all %d steps of the turn without finishing; raise harness_config.max_steps (or --max-steps) or split the task", maxSteps))
+			return t.fail(event.FailMaxSteps, fmt.Sprintf("the agent used all %d steps of the turn without finishing; raise harness_config.max_steps (or --max-steps) or split the task", maxSteps))
 		}
 		if h.BudgetUSD > 0 && t.cost >= h.BudgetUSD {
-			return t.fail(KindBudget, fmt.Sprintf("the turn spent $%.4f, reaching its budget of $%.4f; raise harness_config.budget_usd (or --budget) to go on", t.cost, h.BudgetUSD))
+			return t.fail(event.FailBudget, fmt.Sprintf("the turn spent $%.4f, reaching its budget of $%.4f; raise harness_config.budget_usd (or --budget) to go on", t.cost, h.BudgetUSD))
 		}
 		t.step++
 		out, done := t.doStep()
@@ -393,7 +381,7 @@ func (t *turn) interrupted() (agent.Outcome, bool) {
 		return agent.Outcome{}, false
 	}
 	if errors.Is(context.Cause(t.ctx), errTurnTimeout) {
-		return t.fail(KindTimeout, fmt.Sprintf("the turn ran longer than its timeout of %s; raise harness_config.timeout (or --timeout)", t.timeout())), true
+		return t.fail(event.FailTimeout, fmt.Sprintf("the turn ran longer than its timeout of %s; raise harness_config.timeout (or --timeout)", t.timeout())), true
 	}
 	reason := "cancelled"
 	if c := context.Cause(t.ctx); c != nil && !errors.Is(c, context.Canceled) {
@@ -409,7 +397,7 @@ func (t *turn) timeout() time.Duration {
 	return DefaultTimeout
 }
 
-func (t *turn) fail(kind, msg string) agent.Outcome {
+func (t *turn) fail(kind event.FailureKind, msg string) agent.Outcome {
 	return agent.Outcome{Failed: &event.TurnFailed{Kind: kind, Error: msg, Usage: eventUsage(t.usage), Cost: t.cost}}
 }
 
@@ -435,7 +423,7 @@ func (t *turn) doStep() (out agent.Outcome, done bool) {
 		if o, d := t.interrupted(); d {
 			return o, true
 		}
-		return t.fail(KindModel, err.Error()), true
+		return t.fail(event.FailModel, err.Error()), true
 	}
 	if t.warning != "" {
 		t.msgs = appendUser(t.msgs, llm.Text{Text: t.warning})
@@ -454,14 +442,14 @@ func (t *turn) doStep() (out agent.Outcome, done bool) {
 			return o, true
 		}
 		if errors.Is(err, llm.ErrContextTooLong) {
-			return t.fail(KindContext, fmt.Sprintf("the conversation no longer fits the model's context window even after compaction: %v", err)), true
+			return t.fail(event.FailContext, fmt.Sprintf("the conversation no longer fits the model's context window even after compaction: %v", err)), true
 		}
-		return t.fail(KindModel, err.Error()), true
+		return t.fail(event.FailModel, err.Error()), true
 	}
 	usd, ok := a.client.Cost(resp)
 	if !ok && a.def.Harness.BudgetUSD > 0 {
 		t.usage = t.usage.Add(resp.Usage)
-		return t.fail(KindBudget, fmt.Sprintf("the turn has a budget but model %s has no price, so its cost is unknown; add its price to a prices file (see harvest run --help) or remove the budget", a.client.String())), true
+		return t.fail(event.FailBudget, fmt.Sprintf("the turn has a budget but model %s has no price, so its cost is unknown; add its price to a prices file (see harvest run --help) or remove the budget", a.client.String())), true
 	}
 	t.cost += usd
 	t.usage = t.usage.Add(resp.Usage)
@@ -495,7 +483,7 @@ func (t *turn) doStep() (out agent.Outcome, done bool) {
 		t.cut++
 		if t.cut >= maxTruncations {
 			finishStep()
-			return t.fail(KindMaxTokens, fmt.Sprintf("the model's reply was cut off at the output limit (%d tokens) %d times in a row; raise harness_config.max_output_tokens", t.maxTokens(), t.cut)), true
+			return t.fail(event.FailMaxTokens, fmt.Sprintf("the model's reply was cut off at the output limit (%d tokens) %d times in a row; raise harness_config.max_output_tokens", t.maxTokens(), t.cut)), true
 		}
 	} else {
 		t.cut = 0
@@ -518,7 +506,7 @@ func (t *turn) doStep() (out agent.Outcome, done bool) {
 			t.msgs = appendUser(t.msgs, llm.Text{Text: "[Harvest: a stop hook asks you to continue] " + res.Reason})
 			return agent.Outcome{}, false
 		case res.Decision == Interrupt:
-			return t.fail(KindInterrupted, "a stop hook ended the turn: "+res.Reason), true
+			return t.fail(event.FailInterrupted, "a stop hook ended the turn: "+res.Reason), true
 		}
 		return agent.Outcome{Finished: &event.TurnFinished{
 			Result: text, StopReason: string(resp.StopReason), Steps: t.step,
@@ -551,7 +539,7 @@ func (t *turn) doStep() (out agent.Outcome, done bool) {
 			t.warning = det.warning()
 		} else {
 			t.emit(event.LoopDetected{Pattern: det.pattern, Detail: det.detail, Action: "stopped"})
-			return t.fail(KindLoop, "the agent is going in circles: it "+det.detail+" after being warned"), true
+			return t.fail(event.FailLoop, "the agent is going in circles: it "+det.detail+" after being warned"), true
 		}
 	}
 	return agent.Outcome{}, false
@@ -646,7 +634,7 @@ func (t *turn) checkStuck() (agent.Outcome, bool) {
 	}
 	t.emit(event.Stuck{Repo: name, Text: text})
 	t.stuck[name] = text
-	return t.fail(KindStuck, "the agent is stuck and wrote STUCK.md in "+name+": "+firstLine(text)), true
+	return t.fail(event.FailStuck, "the agent is stuck and wrote STUCK.md in "+name+": "+firstLine(text)), true
 }
 
 func firstLine(s string) string {
@@ -707,7 +695,7 @@ func (t *turn) runTools(calls []llm.ToolUse, truncated bool) ([]llm.Block, *agen
 				outs[k].ran = true
 				continue
 			case Interrupt:
-				o := t.fail(KindInterrupted, "a hook stopped the turn before "+c.Name+": "+hr.Reason)
+				o := t.fail(event.FailInterrupted, "a hook stopped the turn before "+c.Name+": "+hr.Reason)
 				stop = &o
 				continue
 			}
@@ -731,7 +719,7 @@ func (t *turn) runTools(calls []llm.ToolUse, truncated bool) ([]llm.Block, *agen
 					o.res.Output += "\n\n[A hook objected to this result: " + hr.Reason + "]"
 				case Interrupt:
 					if stop == nil {
-						out := t.fail(KindInterrupted, "a hook stopped the turn after "+o.call.Name+": "+hr.Reason)
+						out := t.fail(event.FailInterrupted, "a hook stopped the turn after "+o.call.Name+": "+hr.Reason)
 						stop = &out
 					}
 				}

@@ -106,7 +106,7 @@ func (a *Agent) Turn(ctx context.Context, prompt string, emit func(event.Payload
 	defer a.out.setInTurn(false)
 	var out agent.Outcome
 	if a.closed {
-		out = t.fail(KindStart, "the terminal agent is closed")
+		out = t.fail(event.FailCLIStart, "the terminal agent is closed")
 	} else {
 		out = t.run()
 	}
@@ -120,7 +120,7 @@ func (a *Agent) Turn(ctx context.Context, prompt string, emit func(event.Payload
 func (t *turn) run() agent.Outcome {
 	a := t.a
 	if a.claude != nil && strings.TrimSpace(pasteText(t.prompt)) == "" {
-		return t.fail(KindInput, "the prompt is empty: Claude Code does not submit an empty input")
+		return t.fail(event.FailCLIInput, "the prompt is empty: Claude Code does not submit an empty input")
 	}
 	if t.ctx.Err() != nil {
 		t.cancel = cancelReason(t.ctx)
@@ -131,7 +131,7 @@ func (t *turn) run() agent.Outcome {
 		err := a.claude.w.start(ctx)
 		cancel()
 		if err != nil {
-			return t.fail(KindStart, err.Error())
+			return t.fail(event.FailCLIStart, err.Error())
 		}
 		a.logger.Warn("the hook log's tail had ended: started it again")
 	}
@@ -144,7 +144,7 @@ func (t *turn) run() agent.Outcome {
 	switch {
 	case t.c == nil:
 		if err := t.startCLI(); err != nil {
-			return t.fail(KindStart, err.Error())
+			return t.fail(event.FailCLIStart, err.Error())
 		}
 	case !t.c.ready:
 		t.setPhase(phaseStarting)
@@ -277,7 +277,7 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 	switch t.phase {
 	case phaseStarting:
 		if now.Sub(t.c.started) >= a.cfg.StartTimeout {
-			return t.fail(KindStart, fmt.Sprintf("the CLI did not get to its prompt within %s; its screen shows:\n%s", a.cfg.StartTimeout, a.out.tail(errorTail))), true
+			return t.fail(event.FailCLIStart, fmt.Sprintf("the CLI did not get to its prompt within %s; its screen shows:\n%s", a.cfg.StartTimeout, a.out.tail(errorTail))), true
 		}
 		var ready bool
 		switch {
@@ -312,7 +312,7 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 				return agent.Outcome{}, false
 			}
 			if t.tries >= submitTries {
-				out := t.fail(KindInput, fmt.Sprintf("Claude Code did not take the prompt (no UserPromptSubmit hook after %d Enters); the next turn starts it again. Its screen shows:\n%s", t.tries, a.out.tail(errorTail)))
+				out := t.fail(event.FailCLIInput, fmt.Sprintf("Claude Code did not take the prompt (no UserPromptSubmit hook after %d Enters); the next turn starts it again. Its screen shows:\n%s", t.tries, a.out.tail(errorTail)))
 				// The prompt may still sit in its input box: start afresh
 				// (--resume) rather than type the next one after it.
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 2*signalGrace)
@@ -551,7 +551,7 @@ func (t *turn) exited() (agent.Outcome, bool) {
 	case t.phase == phaseCancelling:
 		return t.cancelled(), true
 	case werr != nil:
-		return t.fail(kindSandbox, fmt.Sprintf("lost the CLI: %v", werr)), true
+		return t.fail(event.FailSandbox, fmt.Sprintf("lost the CLI: %v", werr)), true
 	case t.phase == phaseStarting && t.resumed && !t.fresh:
 		// Claude Code could not resume the conversation (a transcript it
 		// cannot read): start a new one rather than fail every turn.
@@ -559,13 +559,13 @@ func (t *turn) exited() (agent.Outcome, bool) {
 		a.claude.forgetSession()
 		t.fresh = true
 		if err := t.startCLI(); err != nil {
-			return t.fail(KindStart, err.Error()), true
+			return t.fail(event.FailCLIStart, err.Error()), true
 		}
 		return agent.Outcome{}, false
 	case t.phase == phaseStarting:
-		return t.fail(KindStart, fmt.Sprintf("the CLI exited (%s) before it was ready for input; its screen shows:\n%s", status, screen)), true
+		return t.fail(event.FailCLIStart, fmt.Sprintf("the CLI exited (%s) before it was ready for input; its screen shows:\n%s", status, screen)), true
 	}
-	return t.fail(KindExited, fmt.Sprintf("the CLI exited during the turn (%s); the next turn starts it again. Its screen shows:\n%s", status, screen)), true
+	return t.fail(event.FailCLIExited, fmt.Sprintf("the CLI exited during the turn (%s); the next turn starts it again. Its screen shows:\n%s", status, screen)), true
 }
 
 // pollHooks reads Claude Code's hook log directly, for lines its tail has
@@ -662,7 +662,7 @@ func (t *turn) hook(line string) {
 			if ev.ErrorDetails != "" {
 				msg += ": " + ev.ErrorDetails
 			}
-			t.failure = &event.TurnFailed{Kind: kindModel, Error: msg}
+			t.failure = &event.TurnFailed{Kind: event.FailModel, Error: msg}
 		} else if t.result != "" {
 			t.emit(event.AssistantMessage{Text: t.result})
 		}
@@ -694,7 +694,7 @@ func (t *turn) cancelled() agent.Outcome {
 	return agent.Outcome{Cancelled: &event.TurnCancelled{Reason: t.cancel}}
 }
 
-func (t *turn) fail(kind, msg string) agent.Outcome {
+func (t *turn) fail(kind event.FailureKind, msg string) agent.Outcome {
 	return agent.Outcome{Failed: &event.TurnFailed{Kind: kind, Error: msg}}
 }
 
