@@ -266,5 +266,4 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 }
 
 // Failure kinds of turn.failed the session layer adds to the agent's.
-const (
-)
+const ()
