@@ -182,12 +182,14 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 				t.Errorf("%s with an oversized chunked body: %d (content length %d)", name, resp.StatusCode, req.ContentLength)
 			}
 		case op.method == http.MethodPost || op.method == http.MethodDelete:
+			// A route without a body says so, whatever was sent: never
+			// 413 or 415, which openapi.json does not list for it.
 			status, info, _ = e.doRaw(op.method, path, tok, "application/json", []byte(`{"force":true}`))
-			check(name+" with a body it does not take", status, info, expect{400, server.CodeBadRequest, `unknown field "force"`})
+			check(name+" with a body it does not take", status, info, expect{400, server.CodeBadRequest, "takes no body: send none (or {})"})
 			status, info, _ = e.doRaw(op.method, path, tok, "text/plain", []byte(`please`))
-			check(name+" with a text body", status, info, expect{415, server.CodeMediaType, "application/json"})
+			check(name+" with a text body", status, info, expect{400, server.CodeBadRequest, "takes no body"})
 			status, info, _ = e.doRaw(op.method, path, tok, "application/json", huge)
-			check(name+" with an oversized body", status, info, expect{413, server.CodeTooLarge, "larger than"})
+			check(name+" with an oversized body", status, info, expect{400, server.CodeBadRequest, "takes no body"})
 		}
 	}
 	status, info, _ := e.doRaw(http.MethodGet, "/v1/nothing-here", bearer(e.alice), "", nil)

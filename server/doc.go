@@ -61,8 +61,11 @@
 //
 // Bodies are decoded strictly (decode.go): at most MaxBody bytes, exactly
 // one JSON object, DisallowUnknownFields at every depth. Routes that take
-// no body accept an empty one or {}. The decoders are pure functions of
-// (Content-Type, bytes), fuzzed by FuzzDecode*.
+// no body accept an empty one or {}, and refuse anything else with a 400
+// (never 413 or 415). The fields of a new session are checked by the
+// session layer, all at once, so details lists every problem; lengths are
+// counted in characters, as openapi.json's maxLength. The decoders are pure
+// functions of (Content-Type, bytes), fuzzed by FuzzDecode*.
 //
 // # Concurrency
 //

@@ -127,3 +127,57 @@ func TestSSEDeletedSessionEndsWithStreamError(t *testing.T) {
 		break
 	}
 }
+
+// TestInvalidCreateListsEveryProblem: details lists every problem of a
+// request, those of the request's shape and those only the session layer
+// can see (a backend it does not have) together; lengths are characters,
+// as openapi.json's maxLength; durations go out as strings like "10m".
+func TestInvalidCreateListsEveryProblem(t *testing.T) {
+	e := newAPIEnv(t)
+	ctx := ctxT(t)
+	repos := strings.Repeat(`{"source":`+strconv.Quote(e.repo)+`},`, 17)
+	body := `{"title":"` + strings.Repeat("é", 201) + `","repos":[` + strings.TrimSuffix(repos, ",") + `],` +
+		`"mode":"later","backend":"nope","limits":{"max_steps":-1},"terminal":{"command":["sh"],"done_pattern":"` + strings.Repeat("é", 1025) + `"}}`
+	status, info, _ := e.doRaw(http.MethodPost, "/v1/sessions", "Bearer "+e.alice, "application/json", []byte(body))
+	want := []string{"title is 201 characters: at most 200", "repos has 17 repositories: at most 16", `mode "later"`, "max_steps", "backend:", "terminal.done_pattern is 1025 characters: at most 1024"}
+	if status != http.StatusBadRequest || info.Code != server.CodeInvalid {
+		t.Fatalf("%d %+v, want 400 invalid", status, info)
+	}
+	for _, w := range want {
+		found := false
+		for _, d := range info.Details {
+			found = found || strings.Contains(d, w)
+		}
+		if !found {
+			t.Errorf("details do not say %q:\n  %s", w, strings.Join(info.Details, "\n  "))
+		}
+	}
+	if !strings.Contains(info.Message, strconv.Itoa(len(info.Details))+" problems") {
+		t.Errorf("message %q does not count the %d problems", info.Message, len(info.Details))
+	}
+
+	// At the bounds, in characters of two bytes each: accepted. The
+	// durations come back as the strings openapi.json documents.
+	title := strings.Repeat("é", 200)
+	b := `{"title":"` + title + `","repos":[{"source":` + strconv.Quote(e.repo) + `}],"limits":{"idle_timeout":"10m","max_lifetime":3600000000000}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/sessions", strings.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+e.alice)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.transport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || !strings.Contains(string(got), `"idle_timeout":"10m"`) || !strings.Contains(string(got), `"max_lifetime":"1h"`) {
+		t.Fatalf("a title of 200 characters (400 bytes): %s %s", resp.Status, got)
+	}
+	var v struct{ ID, Title string }
+	json.Unmarshal(got, &v)
+	if v.Title != title {
+		t.Errorf("title came back as %q", v.Title)
+	}
+	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+}
