@@ -98,7 +98,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 		if after > last {
 			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf(
-				"%s %d is past the session's last event, %d: this server never sent the events you have after %d (were they from another server, or a store restored from a backup?); reconnect with %s %d or less, or 0 for all",
+				"%s %d is past the session's last event, %d: no event after %d was ever stored here, so the stream would wait for nothing; ask again with %s %d or less (0 for all)",
 				from, after, last, last, from, last))
 		}
 	}

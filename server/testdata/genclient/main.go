@@ -59,10 +59,26 @@ func main() {
 	if list.JSON200 == nil || !slices.ContainsFunc(list.JSON200.Sessions, func(s Session) bool { return s.Id == v.Id }) {
 		fail("list: %d %s", list.StatusCode(), list.Body)
 	}
-	page, err := c.EventLogWithResponse(ctx, v.Id, &EventLogParams{})
-	check("log", err)
-	if page.JSON200 == nil || len(page.JSON200.Events) == 0 || page.JSON200.Events[0].Seq != 1 {
-		fail("log: %d %s", page.StatusCode(), page.Body)
+	// The first event is journaled just after the reply: wait for it.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		page, err := c.EventLogWithResponse(ctx, v.Id, &EventLogParams{})
+		check("log", err)
+		if page.JSON200 == nil {
+			fail("log: %d %s", page.StatusCode(), page.Body)
+		}
+		if len(page.JSON200.Events) > 0 {
+			if ev := page.JSON200.Events[0]; ev.Seq != 1 || ev.Type != "session.state" || page.JSON200.LastSeq < 1 {
+				fail("log: the first event decoded as %+v from %s", ev, page.Body)
+			}
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			fail("log: no event within a minute: %s", page.Body)
+		}
 	}
 
 	// Errors decode as the documented envelope, with every problem.
