@@ -32,9 +32,10 @@ import (
 //
 // The final event is named stream.error, not error: EventSource fires its
 // own "error" event when the connection fails, so a browser hands an event
-// named error to onerror as if the connection had broken (and the npm
-// eventsource client drops its data). stream.error reaches
-// addEventListener("stream.error", ...) with its payload in every client.
+// named error to onerror as if the connection had broken, and reconnects
+// (the npm eventsource client mixes it with its connection errors too).
+// stream.error reaches addEventListener("stream.error", ...) with its
+// payload in every client (server/browser_test.go: Chromium and npm).
 //
 // A Last-Event-ID (or since) beyond the session's newest event is a 400
 // that names the newest seq, not an empty stream: the client has events
