@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
@@ -127,8 +128,8 @@ func CheckTerminal(kind string, t *store.TerminalCLI) (*store.TerminalCLI, []str
 		problems = append(problems, fmt.Sprintf("terminal.command is %d bytes: keep it under %d", size, maxTerminalBytes))
 	}
 	for _, p := range []struct{ name, re string }{{"done_pattern", t.DonePattern}, {"ready_pattern", t.ReadyPattern}} {
-		if len(p.re) > maxTerminalPattern {
-			problems = append(problems, fmt.Sprintf("terminal.%s is %d bytes: keep it under %d", p.name, len(p.re), maxTerminalPattern))
+		if n := utf8.RuneCountInString(p.re); n > maxTerminalPattern {
+			problems = append(problems, fmt.Sprintf("terminal.%s is %d characters: at most %d", p.name, n, maxTerminalPattern))
 		} else if _, err := regexp.Compile(p.re); err != nil {
 			problems = append(problems, fmt.Sprintf("terminal.%s: %v (Go regular expression syntax)", p.name, err))
 		}

@@ -127,9 +127,7 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 // newSession validates req and builds the session row and first message.
 func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
 	var problems []string
-	if len(req.Title) > maxTitle {
-		problems = append(problems, fmt.Sprintf("title is %d bytes: keep it under %d", len(req.Title), maxTitle))
-	}
+	problems = append(problems, checkSizes(req)...)
 	id := newSessionID()
 	srcs := make([]*workspace.Source, len(req.Repos))
 	for i, r := range req.Repos {

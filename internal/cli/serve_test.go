@@ -499,6 +499,12 @@ func TestSessionCommands(t *testing.T) {
 		}
 		prev = ev.Seq
 	}
+	// Following from past the last event is refused at once, saying
+	// where the session is, rather than waiting for events that will not come.
+	_, errOut = harvest(1, "session", "logs", "-f", "--since", "100000", id)
+	if !regexp.MustCompile(`100000 is past the session's last event, \d+`).MatchString(errOut) {
+		t.Errorf("logs -f --since past the last event: %s", errOut)
+	}
 	harvest(0, "session", "cancel", id)
 	harvest(0, "session", "unlock", id)
 
