@@ -265,5 +265,3 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 	return c
 }
 
-// Failure kinds of turn.failed the session layer adds to the agent's.
-const ()

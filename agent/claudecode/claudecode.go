@@ -28,10 +28,6 @@ const (
 	DefaultMaxStateBytes   = 64 << 20
 )
 
-// Failure kinds of turn.failed this agent adds (event.TurnFailed.Kind). It
-// also uses builtin's event.FailModel (the model API refused a request),
-// event.FailMaxSteps, event.FailBudget and event.FailSandbox (the box failed).
-const ()
 
 // Config is what an Agent needs.
 type Config struct {

@@ -37,11 +37,6 @@ const (
 // requestTimeout bounds each API call other than the event stream.
 const requestTimeout = 30 * time.Second
 
-// Failure kinds of turn.failed this agent adds (event.TurnFailed.Kind),
-// named like the claudecode agent's. It also uses builtin's event.FailModel (the
-// model API refused a request), event.FailContext, event.FailMaxTokens and event.FailSandbox
-// (the box failed).
-const ()
 
 // API shapes of the model endpoint (Config.API).
 const (

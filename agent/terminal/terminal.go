@@ -17,10 +17,6 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
-// Kinds of turn.failed this agent adds to the builtin agent's (it also
-// uses "model" for a turn Claude Code ended on an API error, and "sandbox"
-// when the box cannot be reached).
-const ()
 
 // Stop reasons of turn.finished: what told the agent the turn was done.
 const (
