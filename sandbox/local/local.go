@@ -175,6 +175,10 @@ func (p *Provider) ready() error {
 			return
 		}
 		p.reapStalePools()
+		// The parent cgroups of a Harvest killed (SIGKILL) with no box
+		// left but its warm ones: nothing else removes them (Close never
+		// ran). A no-op while any box is there; Create makes them again.
+		p.cg.RemoveParent()
 		p.pruneRoots()
 		p.mu.Lock()
 		if p.cfg.PoolSize > 0 && !p.closed {
