@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,10 @@ import (
 // is its child and nobody else reaps it. Twenty sessions are created (each
 // provisions a box and goes idle) and deleted; then no zombie may be left
 // in the namespace: each destroyed box used to leave its bwrap and its
-// agent (their shim, which reaps them, was killed with the box's cgroup).
+// agent (their shim, which reaps them, was killed with the box's cgroup;
+// TestNoZombies in sandbox/local checks that cause alone), and PID 1 now
+// reaps any orphan (serveinit.go). A SIGTERM to PID 1 reaches the server,
+// which stops gracefully, and PID 1 exits with its status.
 func TestServeAsPID1(t *testing.T) {
 	needRoot(t)
 	unshare, err := exec.LookPath("unshare")
@@ -56,7 +60,8 @@ func TestServeAsPID1(t *testing.T) {
 	// unshare forks serve as PID 1 of a new PID namespace, with its own
 	// /proc (in a new mount namespace) so it sees that namespace only.
 	s := e.startWith([]string{unshare, "--pid", "--fork", "--mount-proc", "--kill-child", testbin.Harvest(t)})
-	nsProc := filepath.Join("/proc", strconv.Itoa(servePID(t, s)), "root", "proc")
+	pid1 := servePID(t, s)
+	nsProc := filepath.Join("/proc", strconv.Itoa(pid1), "root", "proc")
 	if b, err := os.ReadFile(filepath.Join(nsProc, "1", "cmdline")); err != nil || !strings.Contains(string(b), "serve") {
 		t.Fatalf("PID 1 of the namespace is not harvest serve: %q %v", b, err)
 	}
@@ -93,6 +98,18 @@ func TestServeAsPID1(t *testing.T) {
 		case <-limit:
 			t.Fatalf("%d zombies in serve's PID namespace after %d sessions, for 10s:\n%s", len(z), n, strings.Join(z, "\n"))
 		}
+	}
+
+	if err := syscall.Kill(pid1, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("harvest serve as PID 1 did not stop within a minute of a SIGTERM:\n%s", s.stderr)
+	}
+	if s.err != nil || !strings.Contains(s.stderr.String(), "terminated: stopping") {
+		t.Errorf("after a SIGTERM to PID 1: %v, want a graceful stop (exit 0)\n%s", s.err, s.stderr)
 	}
 }
 
