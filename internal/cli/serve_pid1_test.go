@@ -83,9 +83,6 @@ func TestServeAsPID1(t *testing.T) {
 			t.Fatalf("deleting session %s: %v", v.ID, err)
 		}
 	}
-	if left := e.boxes(); len(left) != 0 {
-		t.Errorf("boxes left after deleting every session: %v", left)
-	}
 	// A zombie may be seen between a child's exit and its parent's wait;
 	// one left to PID 1 that serve does not reap stays.
 	var z []string
@@ -110,6 +107,11 @@ func TestServeAsPID1(t *testing.T) {
 	}
 	if s.err != nil || !strings.Contains(s.stderr.String(), "terminated: stopping") {
 		t.Errorf("after a SIGTERM to PID 1: %v, want a graceful stop (exit 0)\n%s", s.err, s.stderr)
+	}
+	// Listed only now: a provider outside serve's PID namespace cannot tell
+	// whether its warm boxes' owner (a pid of that namespace) still runs.
+	if left := e.boxes(); len(left) != 0 {
+		t.Errorf("boxes left after deleting every session and stopping: %v", left)
 	}
 }
 
