@@ -73,7 +73,8 @@ On start, sessions that were live are recovered: their sandboxes are
 reattached or remade from the kept workspace, an interrupted turn is marked
 as such, queued messages are delivered, and boxes no session owns are
 removed. SIGINT or SIGTERM stops it gracefully (again: at once); nothing is
-lost either way.
+lost either way. As PID 1 (a container without an init) it runs the server
+as its child and reaps the orphans the kernel gives it, like tini.
 
 Repositories: the admin token's sessions may copy any directory but /proc,
 /sys, /dev and the data directory, and clone any git URL. A user token's
@@ -124,6 +125,9 @@ func serverDataDir(flag string) (string, error) {
 
 func serve(cmd *cobra.Command, f serveFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if os.Getpid() == 1 {
+		return serveAsInit(stderr) // see serveinit.go
+	}
 	if f.pool < 0 {
 		return exitCode(2, fmt.Errorf("--pool %d: must be positive", f.pool))
 	}

@@ -160,7 +160,14 @@ func (b *lockedBuffer) String() string {
 // start runs `harvest serve` and waits until it listens.
 func (e *serveEnv) start(args ...string) *serveProc {
 	e.t.Helper()
-	cmd := exec.Command(testbin.Harvest(e.t), append([]string{"serve", "--listen", "127.0.0.1:0", "--quiet"}, args...)...)
+	return e.startWith([]string{testbin.Harvest(e.t)}, args...)
+}
+
+// startWith runs `harvest serve` through a wrapper (whose last word is
+// the harvest binary: unshare ... harvest) and waits until it listens.
+func (e *serveEnv) startWith(wrapper []string, args ...string) *serveProc {
+	e.t.Helper()
+	cmd := exec.Command(wrapper[0], slices.Concat(wrapper[1:], []string{"serve", "--listen", "127.0.0.1:0", "--quiet"}, args)...)
 	cmd.Env = e.env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
