@@ -264,4 +264,3 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 	}
 	return c
 }
-
