@@ -223,8 +223,8 @@ func (t *turn) submit() {
 	t.textVer, t.textMatch = 0, false
 	if a.claude != nil {
 		t.command = strings.HasPrefix(strings.TrimSpace(t.prompt), "/")
+		t.setPhase(phasePasted) // before the paste: its echo comes after
 		t.c.send(pasted(t.prompt))
-		t.setPhase(phasePasted)
 		return
 	}
 	in := []byte(t.prompt)
@@ -291,7 +291,12 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 			t.submit()
 		}
 	case phasePasted:
-		if quiet >= pasteQuiet || now.Sub(t.since) >= pasteMax {
+		// Enter once the paste is echoed and the screen settled: typed
+		// before the TUI took the paste, it would land on an empty input
+		// (seen under load with a slash command, which has no hook to
+		// retry on).
+		echoed := last.After(t.since)
+		if (echoed && quiet >= pasteQuiet) || now.Sub(t.since) >= pasteMax {
 			t.c.send(KeyEnter)
 			t.tries = 1
 			if t.command {

@@ -267,7 +267,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "x"}, 125, "the claudecode agent needs a model: set ANTHROPIC_API_KEY"},
 		{[]string{"run", "--repo", repo, "--egress-allow", "*", "x"}, 2, "--egress-allow"},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--egress-allow", "*", "x"}, 2, "--egress-allow"},
-		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--backend", "host", "--unsafe-host", "x"}, 125, `run in an isolated box, on the local or docker backend; not on "host"`},
+		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--backend", "host", "--unsafe-host", "x"}, 125, `the claudecode agent runs in an isolated box, on the local or docker backend; not on "host"`},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--max-steps", "3", "x"}, 125, "--max-steps and --max-output-tokens are the builtin agent's"},
 		{[]string{"run", "--repo", repo, "--agent", "claudecode", "--sim-script", script, "--model", "openai/gpt-4.1", "x"}, 125, "speaks the Anthropic API"},
 	}
