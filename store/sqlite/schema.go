@@ -90,6 +90,12 @@ ALTER TABLE sessions ADD COLUMN terminal TEXT NOT NULL DEFAULT ''; -- JSON store
 	{"egress", `
 ALTER TABLE sessions ADD COLUMN egress TEXT NOT NULL DEFAULT ''; -- JSON array of hosts, '' for the server's allowlist
 `},
+	{"idempotency", `
+ALTER TABLE messages ADD COLUMN key_owner TEXT NOT NULL DEFAULT '';  -- the API token that sent it with idem_key
+ALTER TABLE messages ADD COLUMN idem_key TEXT NOT NULL DEFAULT '';   -- its Idempotency-Key, '' for none
+ALTER TABLE messages ADD COLUMN request_hash BLOB;                   -- what was sent with the key
+CREATE UNIQUE INDEX messages_idem_key ON messages (session, key_owner, idem_key) WHERE idem_key <> '';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
