@@ -263,7 +263,7 @@ func (r *runner) hasWork() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return len(q) > 0 && !r.isPaused(), nil
+	return len(q) > 0 && !r.isPaused() && !r.m.isDraining(), nil
 }
 
 // setState writes a transition (with fn's other changes) and journals it.
@@ -305,7 +305,7 @@ func (r *runner) idle() error {
 		return err
 	}
 	now := r.m.clock.Now()
-	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) {
+	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) && !r.m.isDraining() {
 		return r.runTurn(q[0])
 	}
 	// The streak of turns is over: let other runs have the workspace.
