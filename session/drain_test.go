@@ -146,4 +146,3 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("a turn failed: %+v", failed)
 	}
 }
-
