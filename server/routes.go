@@ -36,6 +36,12 @@ func (s *Server) table() []route {
 	}
 }
 
+// IdempotencyKeyHeader, on POST /v1/sessions/{id}/messages, makes the send
+// safe to retry: the same key (for the same session and token) gives back
+// the message stored the first time, never a second one; the same key with
+// another body is 409 conflict.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
 // Response bodies (the session layer's View and store.Message are the rest).
 
 // Health is the body of GET /healthz.
@@ -193,7 +199,14 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 	if e != nil {
 		return e
 	}
-	m, err := s.cfg.Manager.Send(r.Context(), c.owner(), r.PathValue("id"), req.Text, req.Mode)
+	out := session.Outgoing{Text: req.Text, Mode: req.Mode}
+	if keys := r.Header.Values(IdempotencyKeyHeader); len(keys) > 0 {
+		if len(keys) > 1 || keys[0] == "" {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "give one non-empty "+IdempotencyKeyHeader+" header (a new unique value per message, the same one when retrying it), or none")
+		}
+		out.Key, out.Sender = keys[0], c.token.ID
+	}
+	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
 	if err != nil {
 		return fromManager(err)
 	}
