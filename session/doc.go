@@ -123,7 +123,10 @@
 // turn.failed kind "interrupted" (unless the turn's end was already
 // journaled); then it gets a new box on the kept workspace and goes back
 // to idle. A box that cannot be destroyed is retried, and the turn is not
-// reported over meanwhile. Then
+// reported over meanwhile. Events a crash can lose because they are
+// journaled after the write they report (the prompt's message.queued, an
+// interrupted turn's message.delivered) are journaled late by the
+// recovering runner (repair.go). Then
 // the queued messages are delivered. Suspended sessions with queued
 // messages are resumed. Finally every box of a backend in use that no
 // session owns (a crash between starting a box and storing its handle,

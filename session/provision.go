@@ -300,6 +300,9 @@ func (r *runner) recoverTurn() error {
 		return err
 	}
 	if !ended {
+		if err := r.repairDelivered(tid); err != nil {
+			return err
+		}
 		kept := "but its conversation is as it was before the turn"
 		if r.s.Agent == AgentBuiltin {
 			kept = "and so is its conversation up to its last finished step"

@@ -145,6 +145,9 @@ func (r *runner) loop() {
 	if !r.try(takeOver(r.ctx, r.m.st, s)) {
 		return
 	}
+	if !r.try(r.repairPrompt()) {
+		return
+	}
 	if s.State == store.StateWorking || s.State == store.StateCancelling {
 		if !r.try(r.recoverTurn()) {
 			return
