@@ -76,10 +76,11 @@ func procsWithArgs(args ...string) []int {
 
 // generation is one `harvest serve` of a test that restarts it.
 type generation struct {
-	n    int
-	proc *serveProc
-	c    *client.Client
-	next chan struct{} // closed when the next generation serves
+	n     int
+	proc  *serveProc
+	c     *client.Client
+	start chan struct{} // closed when the senders may send their share
+	next  chan struct{} // closed when the next generation serves
 }
 
 // TestServeKill9Repeated kills `harvest serve` with SIGKILL five times
@@ -103,7 +104,7 @@ func TestServeKill9Repeated(t *testing.T) {
 	const (
 		kills   = 5
 		senders = 3
-		perGen  = 3 // sends per sender per generation
+		perGen  = 6 // sends per sender per generation
 		total   = perGen * (kills + 1)
 	)
 	e := newServeEnvWith(t, crashScript)
@@ -116,12 +117,12 @@ func TestServeKill9Repeated(t *testing.T) {
 
 	var cur atomic.Pointer[generation]
 	first := e.start()
-	cur.Store(&generation{proc: first, c: e.client(first), next: make(chan struct{})})
+	cur.Store(&generation{proc: first, c: e.client(first), start: make(chan struct{}), next: make(chan struct{})})
 	addr := strings.TrimPrefix(first.url, "http://")
 	restart := func() *generation {
 		old := cur.Load()
 		p := e.start("--listen", addr)
-		g := &generation{n: old.n + 1, proc: p, c: e.client(p), next: make(chan struct{})}
+		g := &generation{n: old.n + 1, proc: p, c: e.client(p), start: make(chan struct{}), next: make(chan struct{})}
 		cur.Store(g)
 		close(old.next)
 		return g
@@ -145,6 +146,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		textOf  = map[string]string{} // key -> text
 		keys    []string
 		progres = make(chan struct{}, senders*total)
+		failed  atomic.Int64 // sends cut by a kill
 		wg      sync.WaitGroup
 	)
 	send := func(key, text string) bool {
@@ -170,6 +172,7 @@ func TestServeKill9Repeated(t *testing.T) {
 			}
 			// The server was killed under the send: did it store it? The
 			// retry on the next one says.
+			failed.Add(1)
 			select {
 			case <-g.next:
 			case <-ctx.Done():
@@ -184,16 +187,19 @@ func TestServeKill9Repeated(t *testing.T) {
 			defer wg.Done()
 			for i := range total {
 				g := cur.Load()
-				if i > 0 && i%perGen == 0 {
-					// This generation's share is sent: wait for the next.
-					for g.n < i/perGen {
-						select {
-						case <-g.next:
-						case <-ctx.Done():
-							return
-						}
-						g = cur.Load()
+				// A generation's share, once the test says go.
+				for g.n < i/perGen {
+					select {
+					case <-g.next:
+					case <-ctx.Done():
+						return
 					}
+					g = cur.Load()
+				}
+				select {
+				case <-g.start:
+				case <-ctx.Done():
+					return
 				}
 				key := client.NewIdempotencyKey()
 				text := fmt.Sprintf("msg %d-%d", s, i)
@@ -221,6 +227,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		})
 		eventuallyCLI(t, 30*time.Second, "the sleeper to run", func() bool { return len(procsWithArgs(sleeper...)) > 0 })
 		// Kill in the middle of the senders' share of this generation.
+		close(g.start)
 		for range senders * perGen / 2 {
 			select {
 			case <-progres:
@@ -247,10 +254,12 @@ func TestServeKill9Repeated(t *testing.T) {
 		}
 	}
 
+	close(cur.Load().start)
 	wg.Wait()
 	if t.Failed() {
 		return
 	}
+	t.Logf("%d sends were cut by the %d kills and retried", failed.Load(), kills)
 	g := cur.Load()
 	// Every key once more, on the last server: the same messages, and
 	// another text under a used key is refused.
