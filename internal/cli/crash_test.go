@@ -404,7 +404,8 @@ func eventuallyCLI(t *testing.T, d time.Duration, what string, cond func() bool)
 // with Retry-After, and the message queued behind the turn stays queued
 // for the next start, which delivers it. Then a turn that would never end
 // is interrupted once a short --shutdown-grace is over, serve exits soon
-// after, and no process of that turn survives.
+// after, and no process of that turn survives; and a second signal
+// interrupts at once, whatever is left of a long grace.
 func TestServeSIGTERMDrains(t *testing.T) {
 	e := newServeEnvWith(t, crashScript)
 	repo := filepath.Join(testbin.TempDir(t), "repo")
@@ -520,6 +521,32 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	if pids := procsWithArgs(endless...); len(pids) > 0 {
 		t.Errorf("the interrupted turn's tool survived serve: pids %v", pids)
 	}
+
+	// A second signal skips the rest of a long grace.
+	p = e.start()
+	c = e.client(p)
+	follow(t, c, v.ID, 0, "t3's interruption", turnEnded("t3"))
+	if _, err := c.Send(ctx, v.ID, "endless task", ""); err != nil {
+		t.Fatal(err)
+	}
+	follow(t, c, v.ID, 0, "t4's tool to start", func(ev event.Event) bool { return ev.Turn == "t4" && ev.Type() == event.TypeToolStarted })
+	eventuallyCLI(t, 30*time.Second, "the endless tool to run", func() bool { return len(procsWithArgs(endless...)) > 0 })
+	start = time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if !p.stderr.waitFor("harvest: draining", 30*time.Second) {
+		t.Fatalf("serve did not say it drains:\n%s", p.stderr)
+	}
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if err := p.wait(); err != nil {
+		t.Fatalf("serve after two signals: %v\n%s", err, p.stderr)
+	}
+	if d := time.Since(start); d > closeBound {
+		t.Errorf("serve took %s to stop after a second signal (the grace is 30s)", d)
+	}
+	if pids := procsWithArgs(endless...); len(pids) > 0 {
+		t.Errorf("the interrupted turn's tool survived serve: pids %v", pids)
+	}
+
 	st, err := sqlite.Open(filepath.Join(e.home, "harvest.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -529,15 +556,16 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := evs[len(evs)-1]
-	var interrupted bool
-	for _, ev := range evs {
-		if f, ok := ev.Data.(event.TurnFailed); ok && ev.Turn == "t3" && f.Kind == "interrupted" {
-			interrupted = true
+	for _, turn := range []string{"t3", "t4"} {
+		interrupted := false
+		for _, ev := range evs {
+			if f, ok := ev.Data.(event.TurnFailed); ok && ev.Turn == turn && f.Kind == "interrupted" {
+				interrupted = true
+			}
 		}
-	}
-	if !interrupted {
-		t.Errorf("t3 was not marked interrupted at shutdown; the last event: %s %+v", last.Type(), last.Data)
+		if !interrupted {
+			t.Errorf("%s was not marked interrupted at shutdown", turn)
+		}
 	}
 	checkQueuedEvents(t, st, v.ID)
 }
