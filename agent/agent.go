@@ -1,14 +1,32 @@
 // Package agent is the contract between a Harvest session and the agent that
-// works in it: the builtin loop (agent/builtin) now, the Claude Code,
-// OpenCode and terminal agents later. The session layer owns the sandbox, the
-// message queue and the events' envelopes; an agent turns one user message
-// into work, emitting typed event payloads as it goes.
+// works in it: the builtin loop (agent/builtin), which runs in Harvest and
+// acts in the box through its tools, and the agents that run a real CLI in
+// the box — Claude Code (agent/claudecode), OpenCode (agent/opencode), any
+// interactive CLI in a PTY (agent/terminal).
+//
+// The session layer owns the sandbox, the message queue and the events'
+// envelopes; an agent turns one user message into work, emitting typed event
+// payloads as it goes.
+//
+// Each kind of agent is a Kind: its name, its Capabilities, and how to open
+// one from Deps. The registry (agent/agents) lists every kind and is the one
+// place that builds an agent: it wires what every agent needs (the model,
+// reached from the host or through a proxy bridged into the box; the egress
+// proxy; instructions) once, for every kind, and the session layer and
+// `harvest run` both call it. Nothing above it compares kind names: it asks
+// the kind's Capabilities.
 package agent
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"regexp"
+	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/sandbox"
 )
 
 // Agent runs the turns of one conversation. Turns are sequential: Turn is
@@ -45,4 +63,127 @@ func (o Outcome) Payload() event.Payload {
 		return *o.Failed
 	}
 	return nil
+}
+
+// Kind is a kind of agent, as the registry (agent/agents) lists it.
+type Kind struct {
+	// Name is what sessions and `harvest run --agent` call it.
+	Name string
+	// Summary says what it is, in a line.
+	Summary string
+	Caps    Capabilities
+	// Open makes an agent of this kind in d.Box, continuing d.State. It
+	// is called only by the registry, which has filled d as Caps ask.
+	Open func(ctx context.Context, d Deps) (Agent, error)
+}
+
+// Capabilities are what a kind can do and needs. The session layer and the
+// registry branch on these, never on a kind's name.
+type Capabilities struct {
+	// ModelInBox: the agent calls the model from inside the box (a CLI):
+	// the registry serves a model proxy on a loopback port in the box and
+	// gives Deps.Model its URL and a per-session token; the real key stays
+	// on the host. Otherwise the agent calls the model from the host,
+	// through Deps.Model.Client.
+	ModelInBox bool
+	// ProxyMeters: the agent reports no usage (an interactive CLI): its
+	// turns' step.finished events are what the model proxy measured.
+	ProxyMeters bool
+	// StepCheckpoints: State is worth saving after every step.finished
+	// (it holds the conversation up to the last finished step), so a
+	// crash mid-turn keeps the finished steps. Otherwise State is saved
+	// after each turn only.
+	StepCheckpoints bool
+	// CLI is the npm binary the agent runs (under the CLI prefix, which
+	// the box sees read-only at the same path); "" runs none.
+	CLI string
+	// TakesCommand: Deps.Terminal.Command, when given, runs instead of CLI
+	// (which is then not needed), and the model API is the command's
+	// business.
+	TakesCommand bool
+	// Backends the agent runs on; nil: any.
+	Backends []string
+	// APIs are the model wire APIs it speaks ("anthropic", "openai"); nil:
+	// any.
+	APIs []string
+	// Limits are the harness limits it enforces itself (Limits' field
+	// names: "MaxSteps", "MaxOutputTokens", "Timeout"); a CLI has its own
+	// (a caller bounds its turns from outside).
+	Limits []string
+}
+
+// Workspace is a repository in the box.
+type Workspace struct {
+	Name string
+	Path string // inside the box
+}
+
+// Deps is everything an agent is made from. The registry fills it.
+type Deps struct {
+	// Box is the session's sandbox, started by the caller with the
+	// registry's Mounts. Required.
+	Box *sandbox.Sandbox
+	// Workspaces are the repositories in the box; the agent starts in the
+	// first.
+	Workspaces []Workspace
+	// Model is how the agent reaches its model.
+	Model Model
+	// CommandEnv is added to the environment of every command the agent
+	// runs (the egress proxy's HTTP(S)_PROXY, for one).
+	CommandEnv []string
+	// CLI is the box path of Caps.CLI ("" when it runs none).
+	CLI string
+	// Limits are the session's limits (zero: the agent's defaults).
+	Limits Limits
+	// Definition names the agent definition to load from the
+	// repositories' .harvest/agents or AgentsDir ("" the default), for a
+	// kind that has definitions (the builtin one).
+	Definition string
+	AgentsDir  string
+	// Terminal, for a kind that TakesCommand, is the interactive CLI to run.
+	Terminal *Terminal
+	// Instructions are added to the agent's system prompt.
+	Instructions string
+	// Audit, when set, receives a JSON line per tool call.
+	Audit io.Writer
+	// SessionID names the session (logs, hooks, titles).
+	SessionID string
+	// State is what a previous agent's State returned (nil: a new
+	// conversation).
+	State  []byte
+	Logger *slog.Logger
+}
+
+// Model is how an agent reaches its model.
+type Model struct {
+	// Name is Harvest's model name, "endpoint/model"; ID is the model's
+	// own id (claude-sonnet-4-5); API is the endpoint's wire API.
+	Name, ID, API string
+	// Client calls the model from the host (when !Caps.ModelInBox).
+	Client *llm.Client
+	// Explicit: the caller chose Name; an agent definition's own model
+	// does not override it. Otherwise OpenClient opens the definition's.
+	Explicit   bool
+	OpenClient func(name string) (*llm.Client, error)
+	// URL and Token reach the model proxy from inside the box (when
+	// Caps.ModelInBox): the token is the session's, never a real key.
+	URL, Token string
+}
+
+// Limits bound an agent's turns (zero: its defaults).
+type Limits struct {
+	MaxSteps        int
+	MaxOutputTokens int
+	// Timeout bounds a turn.
+	Timeout time.Duration
+	// BudgetUSD caps a turn's model spending.
+	BudgetUSD float64
+}
+
+// Terminal is an interactive CLI in a PTY and how it says a turn is over.
+type Terminal struct {
+	Command      []string
+	DonePattern  *regexp.Regexp
+	ReadyPattern *regexp.Regexp
+	IdleTimeout  time.Duration
 }

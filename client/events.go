@@ -108,7 +108,7 @@ func (s *Stream) Close() error {
 // ErrStreamClosed is returned by Next after Close.
 var ErrStreamClosed = errors.New("event stream closed")
 
-// streamEnd is the server's final error event.
+// streamEnd is the server's final error event (server.StreamErrorEvent).
 type streamEnd struct{ server.ErrorInfo }
 
 func (e *streamEnd) Error() string { return e.Code + ": " + e.Message }
@@ -330,7 +330,7 @@ func (s *Stream) read(cn *sseConn) (event.Event, error) {
 // decodeSSE turns one dispatched SSE event into an event.Event, or the
 // server's final error event into a *streamEnd.
 func decodeSSE(id, typ string, data []byte) (event.Event, error) {
-	if typ == "error" {
+	if typ == server.StreamErrorEvent {
 		var eb server.ErrorBody
 		if err := json.Unmarshal(data, &eb); err != nil || eb.Error.Code == "" {
 			return event.Event{}, fmt.Errorf("%w: an error event that is not {\"error\":{...}}: %q", errProtocol, data)

@@ -43,7 +43,7 @@ func TestReadSSE(t *testing.T) {
 		": keepalive\n\n" +
 		"id: 1\nevent: session.state\ndata: " + ev1 + "\n\n" +
 		"id: 2\r\nevent: assistant.delta\r\ndata: " + ev2 + "\r\n\r\n" +
-		"event: error\ndata: {\"error\":{\"code\":\"too_slow\",\"message\":\"cut off\"}}\n\n"
+		"event: stream.error\ndata: {\"error\":{\"code\":\"too_slow\",\"message\":\"cut off\"}}\n\n"
 	evs, err := readAll(t, wire)
 	var end *streamEnd
 	if len(evs) != 2 || evs[0].Seq != 1 || evs[1].Data.(event.AssistantDelta).Text == "" || !errors.As(err, &end) || end.Code != server.StreamTooSlow {
@@ -66,7 +66,7 @@ func TestReadSSE(t *testing.T) {
 	for _, wire := range []string{
 		"id: 7\nevent: session.state\ndata: " + ev1 + "\n\n",
 		"id: 1\nevent: turn.started\ndata: " + ev1 + "\n\n",
-		"event: error\ndata: not json\n\n",
+		"event: stream.error\ndata: not json\n\n",
 		"id: 1\nevent: bogus.type\ndata: {\"seq\":1,\"type\":\"bogus.type\",\"data\":{}}\n\n",
 	} {
 		if _, err := readAll(t, wire); !errors.Is(err, errProtocol) {

@@ -65,7 +65,8 @@ type Stats struct {
 	BytesUp, BytesDown int64
 	Duration           time.Duration
 	// End says how an established tunnel ended: "closed" (by either
-	// side), "idle", "max duration", "revoked" or "shutdown".
+	// side, with a FIN or a reset: neither is an Error), "idle",
+	// "max duration", "revoked" or "shutdown".
 	End string
 	// Error says what went wrong with an allowed request (a dial, the
 	// upstream, a tunnel cut by an error), if anything did.

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -244,6 +246,74 @@ func TestToken(t *testing.T) {
 	}
 	if resp, _, _ := connect(t, h.addr, "pkg.harvest.test:443", basic(other)); resp.StatusCode != 200 {
 		t.Errorf("another session's token after the revoke: %d", resp.StatusCode)
+	}
+}
+
+// A side that closes its connection with a reset (SO_LINGER 0, or any
+// close with unread bytes, as a TLS client does when the server's
+// close_notify is still on its way) closes the tunnel normally: End
+// "closed" and no Error, whichever side it is. The proxy's own closes
+// (net.ErrClosed) are no error either; a failure of the tunnel is.
+func TestTunnelReset(t *testing.T) {
+	resetting := func(tc *net.TCPConn) {
+		tc.SetLinger(0) // Close sends a RST, not a FIN
+		tc.Close()
+	}
+	for _, side := range []string{"client", "target"} {
+		t.Run(side+" resets", func(t *testing.T) {
+			upstream := echoServer(t)
+			if side == "target" {
+				upstream = onceServer(t, func(c net.Conn) {
+					buf := make([]byte, 4)
+					if _, err := io.ReadFull(c, buf); err == nil {
+						c.Write(buf)
+					}
+					resetting(c.(*net.TCPConn))
+				})
+			}
+			h := newHarness(t, Config{Allow: []string{"pkg.harvest.test"}})
+			h.net.route("pkg.harvest.test", "203.0.113.7", 443, upstream)
+			stats := newStatsLog()
+			tok, _ := h.p.Grant("s8", stats.add)
+			_, _, tc := connect(t, h.addr, "pkg.harvest.test:443", basic(tok))
+			if _, err := tc.Write([]byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(tc, buf); err != nil || string(buf) != "ping" {
+				t.Fatalf("echo %q %v", buf, err)
+			}
+			if side == "client" {
+				resetting(tc.Conn.(*net.TCPConn))
+			}
+			st := stats.next(t)
+			if st.End != "closed" || st.Error != "" || st.BytesUp != 4 || st.BytesDown != 4 {
+				t.Errorf("stats %+v, want closed with no error and 4 bytes each way", st)
+			}
+			if log := h.log.String(); !contains(log, "end=closed", `error=""`) {
+				t.Errorf("log line calls the close an error:\n%s", log)
+			}
+		})
+	}
+
+	wrap := func(err error) error {
+		return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", err)}
+	}
+	for _, tc := range []struct {
+		err    error
+		normal bool
+	}{
+		{nil, true},
+		{wrap(syscall.ECONNRESET), true},
+		{&net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}, true},
+		{wrap(syscall.ETIMEDOUT), false},
+		{wrap(syscall.EHOSTUNREACH), false},
+		{errors.New("tls: something else"), false},
+	} {
+		if got := closedNormally(tc.err); got != tc.normal {
+			t.Errorf("closedNormally(%v) = %v, want %v", tc.err, got, tc.normal)
+		}
 	}
 }
 

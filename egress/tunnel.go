@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -69,7 +70,7 @@ func (p *Proxy) tunnel(ctx context.Context, g *grant, w http.ResponseWriter, r *
 		select {
 		case err := <-finished:
 			done++
-			if err != nil {
+			if !closedNormally(err) {
 				st.End, st.Error = "closed", err.Error()
 				closeBoth()
 			}
@@ -99,6 +100,27 @@ func (p *Proxy) tunnel(ctx context.Context, g *grant, w http.ResponseWriter, r *
 		<-finished
 	}
 	// Both pipes have returned: their counts are final.
+}
+
+// closedNormally reports whether err, from one way of a tunnel, is how a
+// tunnel ends when a side closes it rather than a failure of the tunnel:
+//
+//   - nil: the source's EOF (a FIN).
+//   - net.ErrClosed: the proxy closed the connection itself, because the
+//     other way ended or the tunnel was cut (idle, revoke, ...). Whatever
+//     made it close is recorded in its own right; this is only the echo,
+//     and it may even arrive first, as the two ways race to report.
+//   - ECONNRESET, EPIPE: a peer that closes with bytes still in flight
+//     (a client done with its TLS session while the server's close_notify
+//     is on its way, say) resets the connection instead of finishing it.
+//     That is an ordinary close in TCP, and the proxy cannot tell it from
+//     an abort: either way the side chose to close.
+//
+// Anything else (a timeout of the peer's TCP stack, an unreachable host)
+// is an error of the tunnel and is reported as one.
+func closedNormally(err error) bool {
+	return err == nil || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // copyCounting copies src to dst, adding what it wrote to *n and noting

@@ -153,10 +153,10 @@ type TurnCancelled struct {
 // max_steps, budget, timeout, max_tokens, loop, model, agent, sandbox,
 // interrupted, stuck.
 type TurnFailed struct {
-	Kind  string  `json:"kind"`
-	Error string  `json:"error"`
-	Usage Usage   `json:"usage"`
-	Cost  float64 `json:"cost_usd"`
+	Kind  FailureKind `json:"kind"`
+	Error string      `json:"error"`
+	Usage Usage       `json:"usage"`
+	Cost  float64     `json:"cost_usd"`
 }
 
 // TerminalOutput: raw bytes from a terminal agent's PTY (base64 on the wire).

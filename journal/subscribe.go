@@ -17,13 +17,14 @@ type Subscription struct {
 	// then says why.
 	C <-chan event.Event
 
-	c       chan event.Event
-	j       *Journal
-	session string
-	after   int64
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	done    chan struct{} // closed when the pump has exited
+	c        chan event.Event
+	j        *Journal
+	session  string
+	after    int64
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // closed when the pump has exited
+	wentLive chan struct{} // closed by the pump when live is set (tests wait on it)
 
 	mu         sync.Mutex
 	live       bool          // replay done: the slow-subscriber rules apply
@@ -53,7 +54,7 @@ func (j *Journal) Subscribe(ctx context.Context, session string, after int64) (*
 	sctx, cancel := context.WithCancelCause(ctx)
 	s := &Subscription{
 		c: make(chan event.Event, chanBuffer), j: j, session: session, after: max(after, 0),
-		ctx: sctx, cancel: cancel, done: make(chan struct{}),
+		ctx: sctx, cancel: cancel, done: make(chan struct{}), wentLive: make(chan struct{}),
 		ending: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
 	s.C = s.c
@@ -204,6 +205,7 @@ func (s *Subscription) pump() error {
 		}
 		s.live = true
 		s.mu.Unlock()
+		close(s.wentLive)
 		break
 	}
 

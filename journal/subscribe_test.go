@@ -167,7 +167,10 @@ func TestSlowSubscriberCutOff(t *testing.T) {
 }
 
 // TestCoalescing: a subscriber behind on a stream of deltas loses only
-// deltas; every other event arrives, in order.
+// deltas; every other event arrives, in order. It is behind for certain:
+// it is live (past its replay) and reads nothing until all 2000 events
+// are committed and fanned out (Flush returns after the fan-out), far more
+// than its queue and C can hold, so deltas must have been coalesced.
 func TestCoalescing(t *testing.T) {
 	ctx := testCtx(t)
 	st := newStore(t, "s")
@@ -177,6 +180,9 @@ func TestCoalescing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	if err := journal.WaitLive(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
 
 	// 2000 deltas and 20 messages: far more than the subscriber can hold,
 	// fewer must-deliver events than its buffer, so it is never cut off.
@@ -197,8 +203,11 @@ func TestCoalescing(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := recvUntil(t, ctx, sub, 2000)
-	if sub.Dropped() == 0 {
-		t.Logf("nothing was coalesced: the subscriber kept up (%d events)", len(got))
+	if sub.Dropped() == 0 || len(got) >= 2000 {
+		t.Fatalf("nothing was coalesced: %d events delivered of 2000, %d dropped", len(got), sub.Dropped())
+	}
+	if int64(len(got))+sub.Dropped() != 2000 {
+		t.Errorf("%d delivered + %d dropped, want 2000 in all", len(got), sub.Dropped())
 	}
 	var msgs int
 	for i, ev := range got {

@@ -55,6 +55,9 @@ type ExitStatus struct {
 	OOMKilled bool `json:"oom_killed,omitempty"`
 	// TimedOut: Cmd.Timeout ended it.
 	TimedOut bool `json:"timed_out,omitempty"`
+	// BoxTimedOut: the box's time limit (Spec.Timeout) ended it, with
+	// SIGTERM or, after a grace, SIGKILL.
+	BoxTimedOut bool `json:"box_timed_out,omitempty"`
 	// Dropped counts output bytes discarded by OutputLimit or while detached.
 	Dropped  int64         `json:"dropped,omitempty"`
 	Duration time.Duration `json:"duration"`
@@ -63,7 +66,7 @@ type ExitStatus struct {
 func exitFromProto(st proto.ExitStatus) ExitStatus {
 	return ExitStatus{
 		Code: st.Code, Signal: syscall.Signal(st.Signal), OOMKilled: st.OOMKilled,
-		TimedOut: st.TimedOut, Dropped: st.Dropped, Duration: time.Duration(st.DurationMS) * time.Millisecond,
+		TimedOut: st.TimedOut, BoxTimedOut: st.BoxTimedOut, Dropped: st.Dropped, Duration: time.Duration(st.DurationMS) * time.Millisecond,
 	}
 }
 
@@ -94,6 +97,9 @@ func (e ExitStatus) String() string {
 	}
 	if e.TimedOut {
 		s += " (timed out)"
+	}
+	if e.BoxTimedOut {
+		s += " (the box's time limit was reached)"
 	}
 	if e.Dropped > 0 {
 		s += fmt.Sprintf(" (%d bytes of output dropped)", e.Dropped)

@@ -23,13 +23,12 @@ import (
 // of prompt is far beyond what a model takes in one message.
 const MaxBody = 1 << 20
 
-// Bounds of the fields the server checks itself (the session layer checks
-// the rest: backends, agents, models, repository sources).
+// Bounds of the fields the server checks itself. The body of POST
+// /v1/sessions is only decoded here: the session layer checks every field
+// (Manager.Create), so one 400 lists every problem of a request.
 const (
-	maxTitle = 200
-	maxRepos = 16
 	maxLimit = 1000 // GET /v1/sessions?limit=
-	maxName  = 100  // token names
+	maxName  = 100  // token names, in characters
 
 	// bodyTimeout bounds reading a request body.
 	bodyTimeout = time.Minute
@@ -191,36 +190,13 @@ type TokenRequest struct {
 	Admin bool   `json:"admin,omitempty"`
 }
 
-// decodeCreate decodes and checks the body of POST /v1/sessions.
+// decodeCreate decodes the body of POST /v1/sessions. Its fields are
+// checked by Manager.Create, all at once, so that details lists every
+// problem (checks here would hide the session layer's behind their own).
 func decodeCreate(contentType string, body []byte) (session.CreateRequest, *apiError) {
 	var req session.CreateRequest
 	if e := decodeBody(contentType, body, &req, true); e != nil {
 		return req, e
-	}
-	var p []string
-	if len(req.Repos) == 0 {
-		p = append(p, `"repos" is empty: give at least one repository, like {"repos":[{"source":"/path/to/repo"}]}`)
-	}
-	if len(req.Repos) > maxRepos {
-		p = append(p, fmt.Sprintf(`"repos" has %d repositories: at most %d`, len(req.Repos), maxRepos))
-	}
-	for i, r := range req.Repos {
-		if strings.TrimSpace(r.Source) == "" {
-			p = append(p, fmt.Sprintf(`repos[%d].source is empty: give a directory on the server or a git URL`, i))
-		}
-		if r.Name != "" && !validName(r.Name) {
-			p = append(p, fmt.Sprintf(`repos[%d].name %q: use letters, digits, '.', '_' and '-' (it becomes /workspace/NAME)`, i, r.Name))
-		}
-	}
-	if len(req.Title) > maxTitle {
-		p = append(p, fmt.Sprintf(`"title" is %d bytes: at most %d`, len(req.Title), maxTitle))
-	}
-	if e := checkMode(req.Mode); e != "" {
-		p = append(p, e)
-	}
-	p = append(p, checkLimits(req.Limits)...)
-	if len(p) > 0 {
-		return req, invalid(p)
 	}
 	return req, nil
 }
@@ -250,11 +226,18 @@ func decodeToken(contentType string, body []byte) (TokenRequest, *apiError) {
 	if e := decodeBody(contentType, body, &req, true); e != nil {
 		return req, e
 	}
-	switch {
-	case strings.TrimSpace(req.Name) == "":
-		return req, invalid([]string{`"name" is empty: name the token after who uses it, like "ci" or "alice"`})
-	case len(req.Name) > maxName || strings.ContainsFunc(req.Name, isControl):
-		return req, invalid([]string{fmt.Sprintf(`"name": at most %d printable characters`, maxName)})
+	var p []string
+	if strings.TrimSpace(req.Name) == "" {
+		p = append(p, `"name" is empty: name the token after who uses it, like "ci" or "alice"`)
+	}
+	if n := utf8.RuneCountInString(req.Name); n > maxName {
+		p = append(p, fmt.Sprintf(`"name" is %d characters: at most %d`, n, maxName))
+	}
+	if strings.ContainsFunc(req.Name, isControl) {
+		p = append(p, `"name" has control characters: use printable ones`)
+	}
+	if len(p) > 0 {
+		return req, invalid(p)
 	}
 	return req, nil
 }
@@ -273,35 +256,6 @@ func checkMode(m string) string {
 		return ""
 	}
 	return fmt.Sprintf(`"mode" %q: use %q (after the running turn) or %q (stop it and start this one)`, m, session.ModeQueue, session.ModeInterrupt)
-}
-
-func checkLimits(l store.Limits) []string {
-	var p []string
-	neg := func(name string, bad bool) {
-		if bad {
-			p = append(p, fmt.Sprintf(`"limits.%s" is negative: use 0 for the default, or a positive value`, name))
-		}
-	}
-	neg("idle_timeout", l.IdleTimeout < 0)
-	neg("max_lifetime", l.MaxLifetime < 0)
-	neg("turn_watchdog", l.TurnWatchdog < 0)
-	neg("memory_bytes", l.MemoryBytes < 0)
-	neg("max_steps", l.MaxSteps < 0)
-	neg("budget_usd", l.BudgetUSD < 0)
-	return p
-}
-
-// validName is a workspace name: what /workspace/NAME can hold.
-func validName(s string) bool {
-	if s == "" || len(s) > 64 || s == "." || s == ".." {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // validTokenID is the shape of a token id (NewToken). Session ids are

@@ -21,7 +21,10 @@
 //	POST   /v1/sessions/{id}/messages    SendRequest → 202 Message (stored with its event before the reply;
 //	                                     Idempotency-Key: a retry gets the same message back, another body 409)
 //	POST   /v1/sessions/{id}/cancel      → 204 (the turn, not the session)
-//	GET    /v1/sessions/{id}/events      SSE, after Last-Event-ID or ?since=N (sse.go)
+//	GET    /v1/sessions/{id}/events      SSE, after Last-Event-ID or ?since=N (sse.go); a final
+//	                                     "event: stream.error" says why it ended (StreamTooSlow,
+//	                                     StreamUnavailable, StreamDeleted, StreamInternal); a
+//	                                     Last-Event-ID past the last event is a 400
 //	GET    /v1/sessions/{id}/log         ?after=N&limit=M → EventPage (stored events, JSON)
 //	GET    /v1/sessions/{id}/lock        → LockInfo
 //	POST   /v1/sessions/{id}/unlock      admin → 204
@@ -61,8 +64,11 @@
 //
 // Bodies are decoded strictly (decode.go): at most MaxBody bytes, exactly
 // one JSON object, DisallowUnknownFields at every depth. Routes that take
-// no body accept an empty one or {}. The decoders are pure functions of
-// (Content-Type, bytes), fuzzed by FuzzDecode*.
+// no body accept an empty one or {}, and refuse anything else with a 400
+// (never 413 or 415). The fields of a new session are checked by the
+// session layer, all at once, so details lists every problem; lengths are
+// counted in characters, as openapi.json's maxLength. The decoders are pure
+// functions of (Content-Type, bytes), fuzzed by FuzzDecode*.
 //
 // # Concurrency
 //

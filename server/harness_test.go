@@ -34,6 +34,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // The tests run the whole server for real: SQLite in a temporary
@@ -65,16 +66,18 @@ const testModel = "anthropic/claude-sonnet-4-5"
 const waitTimeout = 90 * time.Second
 
 type apiEnv struct {
-	t       testing.TB
-	st      store.Store
-	j       *journal.Journal
-	m       *session.Manager
-	srv     *server.Server
-	url     string
-	repo    string
-	dataDir string
-	runDir  string
-	prov    *local.Provider
+	t    testing.TB
+	st   store.Store
+	j    *journal.Journal
+	m    *session.Manager
+	srv  *server.Server
+	url  string
+	repo string
+	// repoRoot is the server's one repository root (repo is in it).
+	repoRoot string
+	dataDir  string
+	runDir   string
+	prov     *local.Provider
 
 	transport *http.Transport // every client's
 	// smallBufs applies sndBuf and rcvBuf to new connections while set.
@@ -145,7 +148,8 @@ func newAPIEnv(t testing.TB, cfgs ...func(*envConfig)) *apiEnv {
 
 	e.runDir = testbin.TempDir(t)
 	e.dataDir = testbin.TempDir(t)
-	e.repo = filepath.Join(testbin.TempDir(t), "repo")
+	e.repoRoot = testbin.TempDir(t)
+	e.repo = filepath.Join(e.repoRoot, "repo")
 	if err := os.Mkdir(e.repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +199,7 @@ func newAPIEnv(t testing.TB, cfgs ...func(*envConfig)) *apiEnv {
 			return e.prov, nil
 		},
 		DataDir: e.dataDir,
+		Sources: e.sources(),
 		Models: providers.Config{
 			Endpoints: map[string]providers.Endpoint{"anthropic": {API: "anthropic", BaseURL: simSrv.URL, APIKey: "sk-test"}},
 			Retry:     llm.RetryPolicy{MaxAttempts: 1},
@@ -569,4 +574,14 @@ func checkNoLeaks(t testing.TB) {
 		}
 		<-tick.C
 	}
+}
+
+// sources is the server's source policy: user tokens copy from repoRoot.
+func (e *apiEnv) sources() *workspace.Policy {
+	e.t.Helper()
+	p, err := workspace.NewPolicy([]string{e.repoRoot}, nil, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
 }

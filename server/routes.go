@@ -3,8 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
@@ -93,17 +95,31 @@ func noQuery(r *http.Request) *apiError {
 	return nil
 }
 
-// noBody reads the body of a route that takes none: empty or {}.
+// maxNoBody bounds what is read of the body of a route that takes none:
+// room for {} and some whitespace. A longer body is refused unread.
+const maxNoBody = 64
+
+// noBody checks the body of a route that takes none: empty or {} (with any
+// Content-Type, or none). Anything else is a 400 whatever its size or
+// type, so these routes never answer 413 or 415 (openapi.json lists
+// neither for them).
 func noBody(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	b, e := readBody(w, r)
-	if e != nil {
-		return e
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
 	}
-	var v struct{}
-	return decodeBody(r.Header.Get("Content-Type"), b, &v, false)
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxNoBody+1))
+	if err != nil {
+		return errorf(http.StatusBadRequest, CodeBadRequest, "reading the request body: "+err.Error())
+	}
+	if len(b) <= maxNoBody {
+		if t := strings.Join(strings.Fields(string(b)), ""); t == "" || t == "{}" {
+			return nil
+		}
+	}
+	return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("%s %s takes no body: send none (or {})", r.Method, r.URL.Path))
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
@@ -133,12 +149,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	if e != nil {
 		return e
 	}
+	req.Admin = c.token.Admin
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, req)
 	if err != nil {
 		return fromManager(err)
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
-	writeJSON(w, http.StatusCreated, v)
+	writeJSON(w, http.StatusCreated, c.view(v))
 	return nil
 }
 
@@ -160,6 +177,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 	if list == nil {
 		list = []*store.Session{}
 	}
+	for i, x := range list {
+		list[i] = c.session(x)
+	}
 	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
 	return nil
 }
@@ -172,7 +192,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *a
 	if err != nil {
 		return fromManager(err)
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, c.view(v))
 	return nil
 }
 

@@ -20,7 +20,7 @@ import (
 //	event: tool.started         its type
 //	data: {"session":...}       the whole event as one line of JSON
 //	: keepalive                 a comment every KeepAlive while nothing happens
-//	event: error                last, when the stream ends for a reason the
+//	event: stream.error         last, when the stream ends for a reason the
 //	data: {"error":{...}}       client should know (no id: it is not an event)
 //
 // The stream starts after Last-Event-ID (the header, as EventSource sends
@@ -29,13 +29,29 @@ import (
 // duplicate at the handoff). A client cut off for reading too slowly
 // (error code too_slow) or by a restart (unavailable) reconnects with the
 // last id it got and loses nothing.
+//
+// The final event is named stream.error, not error: EventSource fires its
+// own "error" event when the connection fails, so a browser hands an event
+// named error to onerror as if the connection had broken, and reconnects
+// (the npm eventsource client mixes it with its connection errors too).
+// stream.error reaches addEventListener("stream.error", ...) with its
+// payload in every client (server/browser_test.go: Chromium and npm).
+//
+// A Last-Event-ID (or since) beyond the session's newest event is a 400
+// that names the newest seq, not an empty stream: the client has events
+// this server never stored (another server's, or a store restored from a
+// backup), and would otherwise wait for seqs it will never be sent.
 
-// Codes of the final error event.
+// StreamErrorEvent is the SSE event name of the final error event.
+const StreamErrorEvent = "stream.error"
+
+// Codes of the final error event (ErrorInfo.Code of its data), and what a
+// client does about each.
 const (
-	StreamTooSlow     = "too_slow"    // reconnect now with Last-Event-ID
-	StreamUnavailable = "unavailable" // the server is stopping: reconnect in a few seconds
-	StreamDeleted     = "deleted"     // the session is gone: do not reconnect
-	StreamInternal    = "internal"
+	StreamTooSlow     = "too_slow"    // the client read too slowly: reconnect now with Last-Event-ID
+	StreamUnavailable = "unavailable" // the server is stopping (or the stream ended): reconnect in a few seconds with Last-Event-ID
+	StreamDeleted     = "deleted"     // the session was deleted: do not reconnect
+	StreamInternal    = "internal"    // a server failure (logged): reconnect with Last-Event-ID; report it if it repeats
 )
 
 // maxBatch bounds the events written between two flushes: events that are
@@ -47,6 +63,7 @@ const maxBatch = 256
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) *apiError {
 	var after int64
 	var e *apiError
+	from := "since"
 	q := r.URL.Query()
 	for k := range q {
 		if k != "since" {
@@ -54,6 +71,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		from = "Last-Event-ID"
 		after, e = parseSeq("Last-Event-ID", v)
 	} else if q.Has("since") {
 		after, e = parseSeq("since", q.Get("since"))
@@ -72,6 +90,19 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		return fromManager(err)
 	}
 	defer sub.Close()
+	if after > 0 {
+		// Read after subscribing: the newest seq only grows, so an after
+		// beyond it now was beyond it when the client asked.
+		last, err := s.cfg.Store.LastSeq(ctx, r.PathValue("id"))
+		if err != nil {
+			return fromManager(err)
+		}
+		if after > last {
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf(
+				"%s %d is past the session's last event, %d: no event after %d was ever stored here, so the stream would wait for nothing; ask again with %s %d or less (0 for all)",
+				from, after, last, last, from, last))
+		}
+	}
 
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	h := w.Header()
@@ -184,7 +215,7 @@ func appendEvent(buf []byte, id, typ string, data []byte) []byte {
 // errorEvent writes the final error event and flushes it.
 func (sw *sseWriter) errorEvent(code, msg string) {
 	b, _ := json.Marshal(ErrorBody{Error: ErrorInfo{Code: code, Message: msg}})
-	sw.buf = appendEvent(sw.buf, "", "error", b)
+	sw.buf = appendEvent(sw.buf, "", StreamErrorEvent, b)
 	sw.flush()
 }
 

@@ -22,8 +22,8 @@ type RepoSpec struct {
 	// Name is the workspace name (/workspace/{Name}); default: the last
 	// element of Source.
 	Name string `json:"name,omitempty"`
-	// Source is a local directory (copied, never touched) or a git URL
-	// (cloned).
+	// Source is a directory on the server (copied, never touched) or a git
+	// URL (cloned), as the server's policy allows (Config.Sources).
 	Source string `json:"source"`
 	// Ref is a branch or commit to check out after a clone.
 	Ref string `json:"ref,omitempty"`
@@ -55,6 +55,10 @@ type CreateRequest struct {
 	// hosts (or *.domain wildcards, "registries" for the common package
 	// registries) the server allows; [] for none. Absent: the server's.
 	Egress *[]string `json:"egress,omitempty"`
+	// Admin is set by the edge (never from the wire) when the caller is
+	// the admin: its sources may be any directory but the never-copyable
+	// ones, and any git URL (see workspace.Policy).
+	Admin bool `json:"-"`
 }
 
 // View is a session as the API shows it: the stored session and the

@@ -95,8 +95,9 @@ func parallelBranch(wf, session string) string { return "harvest/" + wf + "/" + 
 
 // collabFor validates the workflow fields of a create request and returns
 // the session's Collab and the directory its repositories go in, plus any
-// problems. others are the owner's sessions already in the workflow.
-func (m *Manager) collabFor(owner, id string, req CreateRequest, others []*store.Session) (store.Collab, string, []string) {
+// problems. others are the owner's sessions already in the workflow; srcs
+// are the request's repositories, resolved (nil where they are not valid).
+func (m *Manager) collabFor(owner, id string, req CreateRequest, srcs []*workspace.Source, others []*store.Session) (store.Collab, string, []string) {
 	var problems []string
 	if req.Workflow == "" {
 		if req.Collaboration != "" {
@@ -126,12 +127,12 @@ func (m *Manager) collabFor(owner, id string, req CreateRequest, others []*store
 	sources := map[string]string{}
 	for _, o := range others {
 		for _, r := range o.Repos {
-			sources[r.Name] = r.Source
+			sources[r.Name] = origin(r)
 		}
 	}
 	for i, r := range req.Repos {
-		src, err := workspace.Parse(r.Source)
-		if err != nil {
+		src := srcs[i]
+		if src == nil {
 			continue // reported with the repos
 		}
 		name := r.Name
@@ -139,7 +140,7 @@ func (m *Manager) collabFor(owner, id string, req CreateRequest, others []*store
 			name = src.Name()
 		}
 		if have, ok := sources[name]; ok && have != src.String() {
-			problems = append(problems, fmt.Sprintf("repos[%d]: workflow %s's repository %q comes from %s, not %s; give the same source or another name", i, req.Workflow, name, have, src.String()))
+			problems = append(problems, fmt.Sprintf("repos[%d]: workflow %s's repository %q comes from another source than %s; give the same source or another name", i, req.Workflow, name, r.Source))
 		}
 	}
 	dir := workflowDir(m.cfg.DataDir, owner, c.Workflow)
@@ -162,8 +163,23 @@ func (m *Manager) copySource(s *store.Session, r store.Repo) (workspace.Source, 
 			return workspace.Source{}, false, fmt.Errorf("workflow %s: %w", s.Collab.Workflow, err)
 		}
 	}
-	src, err := workspace.Parse(r.Source)
-	return src, false, err
+	o := origin(r)
+	if workspace.IsURL(o) {
+		return workspace.Source{URL: o}, false, nil
+	}
+	if err := m.cfg.Sources.CheckCopy(o); err != nil {
+		return workspace.Source{}, false, err
+	}
+	return workspace.Source{Path: o}, false, nil
+}
+
+// origin is what a repository is copied from: its resolved source (or, in
+// a row older than that field, the source as given, which was resolved).
+func origin(r store.Repo) string {
+	if r.Origin != "" {
+		return r.Origin
+	}
+	return r.Source
 }
 
 // withWorkflowLock runs fn holding the workflow's lock (as run

@@ -4,15 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Defaults of a session's limits (seeds 000 and 003), used where neither the
@@ -31,9 +33,9 @@ const (
 	DefaultLockRetry = 2 * time.Second
 )
 
-// AgentBuiltin is Harvest's own agent loop, the default
-// (CreateRequest.Agent); the others are agent/external's kinds.
-const AgentBuiltin = "builtin"
+// AgentBuiltin is the default agent kind (CreateRequest.Agent): Harvest's
+// own loop. agent/agents lists the others.
+var AgentBuiltin = agents.Default
 
 // Config is what a Manager needs.
 type Config struct {
@@ -56,6 +58,14 @@ type Config struct {
 	// DataDir holds the workspaces: DataDir/workspaces/session/{id}/{repo}.
 	// Required.
 	DataDir string
+	// Sources is which repository sources sessions may name (roots for
+	// paths, hosts for git URLs; see workspace.Policy). Nil: none for user
+	// tokens, anything but the never-copyable directories for the admin.
+	// DataDir is added to its never-copyable directories either way.
+	Sources *workspace.Policy
+	// Clone bounds the clone of a URL source (workspace's defaults when
+	// zero).
+	Clone workspace.CloneOptions
 	// Models says where models are served (providers.FromEnv, or harvest
 	// sim's endpoint in tests); DefaultModel is used when a request names
 	// none ("provider/model").
@@ -71,7 +81,7 @@ type Config struct {
 	// boxes have no way out.
 	Egress *egress.Proxy
 	// CLIPrefix is the npm prefix the external agents' CLIs are installed
-	// under (external.DefaultCLIPrefix when empty); boxes see it read-only.
+	// under (agents.DefaultCLIPrefix when empty); boxes see it read-only.
 	CLIPrefix string
 	// Defaults fill the zero fields of a request's limits; their own zero
 	// fields take the Default* constants.
@@ -87,7 +97,7 @@ type Config struct {
 
 func (c *Config) cliPrefix() string {
 	if c.CLIPrefix == "" {
-		return external.DefaultCLIPrefix
+		return agents.DefaultCLIPrefix
 	}
 	return c.CLIPrefix
 }
@@ -109,6 +119,15 @@ func (c *Config) check() error {
 	if c.DefaultBackend == "" {
 		c.DefaultBackend = backends.Default
 	}
+	var roots, hosts, never []string
+	if c.Sources != nil {
+		roots, hosts, never = c.Sources.Roots, c.Sources.GitHosts, c.Sources.Never
+	}
+	p, err := workspace.NewPolicy(roots, hosts, append(slices.Clone(never), c.DataDir))
+	if err != nil {
+		return fmt.Errorf("session.Config.Sources: %w", err)
+	}
+	c.Sources = p
 	if c.Clock == nil {
 		c.Clock = RealClock{}
 	}

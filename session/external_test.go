@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/agent/opencode"
+	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
@@ -92,20 +95,20 @@ const canaryKey = "sk-ant-canary-4c1f0e9b7d2a48e3a6f1-never-in-the-box"
 // model proxy: the real key is absent from the box and from every event,
 // and the sim sees it arrive.
 func TestAgentSessions(t *testing.T) {
-	for _, kind := range []string{AgentBuiltin, external.ClaudeCode, external.OpenCode, external.Terminal} {
+	for _, kind := range []string{AgentBuiltin, claudecode.Kind.Name, opencode.Kind.Name, terminal.Kind.Name} {
 		t.Run(kind, func(t *testing.T) { testAgentSession(t, kind, local.Name) })
 	}
 	// And on the docker backend, in its base image: the same contract.
-	for _, kind := range external.Kinds {
+	for _, kind := range agents.Names()[1:] {
 		t.Run(kind+"-docker", func(t *testing.T) { testAgentSession(t, kind, docker.Name) })
 	}
 }
 
 func testAgentSession(t *testing.T, kind, backend string) {
 	switch kind {
-	case external.OpenCode:
+	case opencode.Kind.Name:
 		testbin.OpenCode(t)
-	case external.ClaudeCode, external.Terminal:
+	case claudecode.Kind.Name, terminal.Kind.Name:
 		testbin.Claude(t)
 	}
 	opts := []envOpt{withKey(canaryKey)}
@@ -134,9 +137,9 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	// The box holds no real key while the agent works.
 	var mustSee []string // the proxy settings the CLI got: the scan looked where it runs
 	switch kind {
-	case external.ClaudeCode, external.Terminal:
+	case claudecode.Kind.Name, terminal.Kind.Name:
 		mustSee = []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:", "ANTHROPIC_API_KEY=harvest-session-"}
-	case external.OpenCode:
+	case opencode.Kind.Name:
 		mustSee = []string{"OPENCODE_CONFIG_CONTENT=", "harvest-session-"}
 	}
 	scanSessionBox(t, e, v.ID, mustSee...)
@@ -159,7 +162,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 		}
 	}
 	want := []string{"turn.started", "tool.started", "tool.finished", "assistant.message", "step.finished", "turn.finished"}
-	if kind == external.Terminal {
+	if kind == terminal.Kind.Name {
 		want = append(want, "terminal.output")
 	}
 	for _, want := range want {
@@ -238,6 +241,12 @@ func testAgentSession(t *testing.T, kind, backend string) {
 // looked where the CLI runs).
 func scanSessionBox(t *testing.T, e *env, id string, mustSee ...string) {
 	t.Helper()
+	scanBoxFor(t, e, id, []string{canaryKey, canaryKey[:20], canaryKey[len(canaryKey)-20:]}, mustSee...)
+}
+
+// scanBoxFor is scanSessionBox for any secrets.
+func scanBoxFor(t *testing.T, e *env, id string, secrets []string, mustSee ...string) {
+	t.Helper()
 	s, err := e.st.GetSession(ctxT(t), id)
 	if err != nil {
 		t.Fatal(err)
@@ -270,9 +279,9 @@ find "$HOME" /workspace /tmp -type f -size -16M -exec cat {} + 2>/dev/null; echo
 			t.Fatalf("the scan does not show %q, so it did not look where it should:\n%s", want, scan)
 		}
 	}
-	for _, part := range []string{canaryKey, canaryKey[:20], canaryKey[len(canaryKey)-20:]} {
+	for _, part := range secrets {
 		if strings.Contains(scan, part) {
-			t.Fatalf("the real key (%q) is in the box", part)
+			t.Fatalf("a secret (%q) is in the box", part)
 		}
 	}
 }
@@ -287,16 +296,16 @@ func TestExternalAgentValidation(t *testing.T) {
 		want string
 	}{
 		"unknown kind":  {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: "aider"}, `agent "aider": use "builtin"`},
-		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode, Backend: "host"}, `on the local or docker backend; not on "host"`},
-		"terminal for another agent": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.ClaudeCode,
+		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: claudecode.Kind.Name, Backend: "host"}, `on the local or docker backend; not on "host"`},
+		"terminal for another agent": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: claudecode.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"bash"}, DonePattern: `\$ $`}}, `terminal is for agent "terminal"`},
-		"empty command": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+		"empty command": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{DonePattern: `\$ $`}}, "terminal.command is empty"},
-		"bad pattern": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+		"bad pattern": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}, DonePattern: `>>> (`}}, "terminal.done_pattern: error parsing regexp"},
-		"no way to end a turn": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+		"no way to end a turn": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}}}, "give done_pattern"},
-		"idle timeout too short": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: external.Terminal,
+		"idle timeout too short": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}, IdleTimeout: time.Millisecond}}, "terminal.idle_timeout 1ms"},
 	} {
 		_, err := e.m.Create(ctxT(t), "owner-1", tc.req)
@@ -330,13 +339,13 @@ rules:
 // bridged into the box, and are refused any other host; the box still has
 // no network of its own.
 func TestEgress(t *testing.T) {
-	for _, kind := range []string{AgentBuiltin, external.ClaudeCode} {
+	for _, kind := range []string{AgentBuiltin, claudecode.Kind.Name} {
 		t.Run(kind, func(t *testing.T) { testEgress(t, kind) })
 	}
 }
 
 func testEgress(t *testing.T, kind string) {
-	if kind == external.ClaudeCode {
+	if kind == claudecode.Kind.Name {
 		testbin.Claude(t)
 	}
 	e := newEnv(t, withEgress(registryProxy(t, "registry.test")))
@@ -459,7 +468,7 @@ func TestGenericTerminalSession(t *testing.T) {
 	prompt := `echo made > made.txt; echo "key=${ANTHROPIC_API_KEY:0:16} token=${HARVEST_MODEL_TOKEN:0:16}"; ` +
 		`curl -sS "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '` + body + `'; echo; echo END-OF-TURN`
 	v := e.create(prompt, func(r *CreateRequest) {
-		r.Agent = external.Terminal
+		r.Agent = terminal.Kind.Name
 		r.Terminal = &store.TerminalCLI{Command: []string{"bash", "--norc", "--noprofile", "-i"}, DonePattern: `END-OF-TURN\r?\n.*\$ $`, ReadyPattern: `\$ $`}
 	})
 	if v.Terminal == nil || v.Terminal.Command[0] != "bash" {

@@ -30,6 +30,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // The tests run the real thing: SQLite in a temporary directory, the real
@@ -49,10 +50,20 @@ import (
 //	                    that sleeps forever
 //	"write a", "write b" a bash call that commits a.txt or b.txt, then
 //	                    "committed on {branch}"
+//	"look for credentials" a bash call that shows the workspace's git
+//	                    config and environment, and greps for a canary
 //	"merge"             a bash call that merges workflow wf's parallel branches
 //	                    (from /runs) into the workspace
 const script = `
 rules:
+  - name: looked
+    when: {tool_result: "looked-for-it"}
+    reply: {text: "done looking", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: look
+    when: {last_user: "look for credentials"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "git remote -v; git config --list; cat .git/config; env; grep -rl ghp_sessioncanary /workspace /tmp $HOME 2>/dev/null; echo looked-for-it"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: committed
     when: {tool_result: "committed on"}
     reply: {text: "written", usage: {input_tokens: 100, output_tokens: 10}}
@@ -248,6 +259,9 @@ func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
 			return nil, fmt.Errorf("unknown backend %q: these tests run local (and docker with withDocker)", name)
 		},
 		DataDir: e.dataDir,
+		// The tests' repositories are temporary directories, as are their
+		// data directories (never copyable all the same).
+		Sources: tempRoots(e.t),
 		Models: providers.Config{
 			Endpoints: map[string]providers.Endpoint{"anthropic": {API: "anthropic", BaseURL: e.simURL, APIKey: e.key}},
 			Retry:     llm.RetryPolicy{MaxAttempts: 1},
@@ -602,4 +616,14 @@ func (c *testClock) Advance(d time.Duration) {
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
+}
+
+// tempRoots is a source policy whose one root is the temporary directory.
+func tempRoots(t testing.TB) *workspace.Policy {
+	t.Helper()
+	p, err := workspace.NewPolicy([]string{os.TempDir()}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

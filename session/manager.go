@@ -132,11 +132,18 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 // newSession validates req and builds the session row and first message.
 func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
 	var problems []string
-	if len(req.Title) > maxTitle {
-		problems = append(problems, fmt.Sprintf("title is %d bytes: keep it under %d", len(req.Title), maxTitle))
-	}
+	problems = append(problems, checkSizes(req)...)
 	id := newSessionID()
-	collab, dir, cp := m.collabFor(owner, id, req, others)
+	srcs := make([]*workspace.Source, len(req.Repos))
+	for i, r := range req.Repos {
+		src, err := m.cfg.Sources.Resolve(r.Source, req.Admin)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("repos[%d].source: %v", i, err))
+			continue
+		}
+		srcs[i] = &src
+	}
+	collab, dir, cp := m.collabFor(owner, id, req, srcs, others)
 	problems = append(problems, cp...)
 	if len(req.Repos) == 0 {
 		problems = append(problems, "repos is empty: give at least one repository (a directory on the server or a git URL) in repos[].source")
@@ -144,9 +151,8 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	var repos []store.Repo
 	names := map[string]bool{}
 	for i, r := range req.Repos {
-		src, err := workspace.Parse(r.Source)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("repos[%d].source: %v", i, err))
+		src := srcs[i]
+		if src == nil {
 			continue
 		}
 		name := r.Name
@@ -166,7 +172,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 			problems = append(problems, fmt.Sprintf("repos[%d].ref %q is not a branch, tag or commit name", i, r.Ref))
 			continue
 		}
-		repos = append(repos, store.Repo{Name: name, Source: src.String(), Ref: r.Ref, Path: dir + "/" + name})
+		repos = append(repos, store.Repo{Name: name, Source: r.Source, Origin: src.String(), Ref: r.Ref, Path: dir + "/" + name})
 	}
 	model := req.Model
 	if model == "" {

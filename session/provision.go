@@ -10,8 +10,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/agent/builtin"
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
@@ -75,7 +74,7 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 	for _, repo := range s.Repos {
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: repo.Name, HostPath: repo.Path})
 	}
-	spec.Mounts = append(spec.Mounts, r.m.boxMounts(s.Agent)...)
+	spec.Mounts = append(spec.Mounts, agents.Mounts(kindOf(s.Agent), r.m.cfg.cliPrefix())...)
 	if s.Collab.Mode == store.Sequential {
 		// The merge step's view of the parallel sessions' copies.
 		runs := runsDir(r.m.cfg.DataDir, s.Owner, s.Collab.Workflow)
@@ -225,62 +224,6 @@ func gitInBox(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo, doing s
 	return nil
 }
 
-// newAgent makes the session's agent in sb, continuing its saved
-// conversation.
-func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent, error) {
-	s := r.s
-	if s.Agent != AgentBuiltin {
-		return r.newExternal(ctx, sb)
-	}
-	client, err := r.m.client(s.Model)
-	if err != nil {
-		return nil, fatal(fmt.Errorf("model %s: %w", s.Model, err))
-	}
-	var ws []builtin.Workspace
-	for _, repo := range s.Repos {
-		ws = append(ws, builtin.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)})
-	}
-	def, err := builtin.LoadDefinition(ctx, sb, ws, r.m.cfg.AgentsDir, "default")
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, fatal(err)
-	}
-	if s.Limits.MaxSteps > 0 {
-		def.Harness.MaxSteps = s.Limits.MaxSteps
-	}
-	if s.Limits.BudgetUSD > 0 {
-		def.Harness.BudgetUSD = s.Limits.BudgetUSD
-	}
-	cfg := builtin.Config{Client: client, Box: sb, Definition: def, Workspaces: ws, SessionID: s.ID, Logger: r.log}
-	var bridge *external.EgressBridge
-	if allow, ok := r.m.egressAllow(s); ok {
-		// The bash tool's commands reach the allowed registries the way an
-		// external agent's do.
-		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, sb, r.m.cfg.Egress, allow, s.ID, r.log); err != nil {
-			if ctx.Err() != nil {
-				return nil, err
-			}
-			return nil, fatal(err)
-		}
-	}
-	ag, err := builtin.New(ctx, cfg, s.AgentState)
-	if err != nil {
-		if bridge != nil {
-			bridge.Close()
-		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, fatal(err)
-	}
-	if bridge != nil {
-		return external.WithEgress(ag, bridge), nil
-	}
-	return ag, nil
-}
-
 // recoverTurn ends a turn that was running when the previous server died.
 // First its box is destroyed: the dead turn's processes may still run
 // there (a tool's "sleep 30; echo >> file" goes on after the server is
@@ -304,10 +247,10 @@ func (r *runner) recoverTurn() error {
 			return err
 		}
 		kept := "but its conversation is as it was before the turn"
-		if r.s.Agent == AgentBuiltin {
+		if kindOf(r.s.Agent).Caps.StepCheckpoints {
 			kept = "and so is its conversation up to its last finished step"
 		}
-		p := event.TurnFailed{Kind: builtin.KindInterrupted, Usage: usage, Cost: cost,
+		p := event.TurnFailed{Kind: event.FailInterrupted, Usage: usage, Cost: cost,
 			Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
 		if _, err := r.m.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
 			return err

@@ -282,7 +282,7 @@ func (r *runner) setState(ctx context.Context, st store.State, reason string, fn
 		return fmt.Errorf("session %s: moving to %s: %w", r.id, st, err)
 	}
 	r.s = r.m.withDefaults(s)
-	r.m.append(r.event("", event.SessionState{State: string(st), Reason: reason}))
+	r.m.append(r.event("", event.SessionState{State: string(st), Reason: r.m.hideDataDir(reason)}))
 	return nil
 }
 
@@ -387,9 +387,10 @@ func (r *runner) fail(cause error) error {
 	}
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	return r.setState(ctx, store.StateFailed, cause.Error(), func(s *store.Session) {
+	msg := r.m.hideDataDir(cause.Error())
+	return r.setState(ctx, store.StateFailed, msg, func(s *store.Session) {
 		s.Sandbox = nil
-		s.Error = cause.Error()
+		s.Error = msg
 	})
 }
 

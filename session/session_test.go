@@ -264,7 +264,7 @@ func TestTurnWatchdog(t *testing.T) {
 	typed[event.ToolStarted](w, "t1", nil)
 	e.clock.Advance(DefaultTurnWatchdog)
 	f := typed[event.TurnFailed](w, "t1", nil)
-	if f.Kind != KindWatchdog || !strings.Contains(f.Error, "no progress") {
+	if f.Kind != event.FailWatchdog || !strings.Contains(f.Error, "no progress") {
 		t.Fatalf("t1 failed with %+v, want kind watchdog", f)
 	}
 	w.state(store.StateIdle)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/agent/builtin"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -72,7 +71,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 	m.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
 
 	ag := r.ag
-	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
 	sink.last.Store(m.clock.Now().UnixNano())
 	outc := make(chan agent.Outcome, 1)
 	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
@@ -91,7 +90,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 	case out.Cancelled != nil:
 		reason = "the turn was cancelled: " + out.Cancelled.Reason
 	case out.Failed != nil:
-		reason = "the turn failed (" + out.Failed.Kind + ")"
+		reason = "the turn failed (" + string(out.Failed.Kind) + ")"
 	}
 	if errors.Is(cause, errCancelled) && reason != "" {
 		reason += "; queued messages, if any, wait for the next message"
@@ -178,13 +177,16 @@ func (r *runner) supervise(tctx context.Context, tcancel context.CancelCauseFunc
 // turnSink receives the agent's payloads (on the turn's goroutine, never
 // concurrently), wraps them in envelopes and journals them.
 type turnSink struct {
-	r        *runner
-	ag       agent.Agent
-	tid      string
-	agent    string
-	ctx      context.Context // the turn's
-	watchdog time.Duration
-	last     atomic.Int64 // clock time of the last event, ns
+	r     *runner
+	ag    agent.Agent
+	tid   string
+	agent string
+	// checkpoints: the agent's State is saved after every step
+	// (agent.Capabilities.StepCheckpoints).
+	checkpoints bool
+	ctx         context.Context // the turn's
+	watchdog    time.Duration
+	last        atomic.Int64 // clock time of the last event, ns
 	// Read by the runner after the turn's goroutine is done.
 	usage event.Usage
 	cost  float64
@@ -198,7 +200,7 @@ func (t *turnSink) emit(p event.Payload) {
 	case event.StepFinished:
 		t.usage = t.usage.Add(v.Usage)
 		t.cost += v.CostUSD
-		if t.agent == AgentBuiltin {
+		if t.checkpoints {
 			defer t.checkpoint()
 		}
 	case event.TurnCancelled:
@@ -255,20 +257,15 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 	cause := context.Cause(t.ctx)
 	switch {
 	case errors.Is(cause, errWatchdog):
-		return event.TurnFailed{Kind: KindWatchdog, Usage: t.usage, Cost: t.cost,
+		return event.TurnFailed{Kind: event.FailWatchdog, Usage: t.usage, Cost: t.cost,
 			Error: fmt.Sprintf("the turn made no progress (no event) for %s and was cancelled; send a message to go on, or raise limits.turn_watchdog", t.watchdog)}
 	case errors.Is(cause, errShutdown):
-		return event.TurnFailed{Kind: builtin.KindInterrupted, Usage: t.usage, Cost: t.cost,
+		return event.TurnFailed{Kind: event.FailInterrupted, Usage: t.usage, Cost: t.cost,
 			Error: "Harvest shut down during this turn: what the agent did is kept; send the message again to go on"}
 	case errors.Is(cause, errLockLost):
-		return event.TurnFailed{Kind: KindLock, Usage: t.usage, Cost: t.cost,
+		return event.TurnFailed{Kind: event.FailLock, Usage: t.usage, Cost: t.cost,
 			Error: "the session lock expired and another run took it, so this turn stopped; send the message again when that run is done"}
 	}
 	return c
 }
 
-// Failure kinds of turn.failed the session layer adds to the agent's.
-const (
-	KindWatchdog = "watchdog"
-	KindLock     = "lock"
-)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
@@ -72,7 +73,7 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 			return fresh, fmt.Errorf("workspace %s: %w", r.Name, err)
 		}
 		if len(s.AgentState) > 0 {
-			return fresh, fatal(fmt.Errorf("workspace %s (%s) is gone: the agent's work in it is lost; delete the session and start a new one", r.Name, r.Path))
+			return fresh, fatal(fmt.Errorf("workspace %s is gone: the agent's work in it is lost; delete the session and start a new one", r.Name))
 		}
 		src, shared, err := m.copySource(s, r)
 		if err != nil {
@@ -86,7 +87,7 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 			return fresh, fmt.Errorf("removing the partial copy %s: %w", tmp, err)
 		}
 		copyIt := func() error {
-			_, err := workspace.Prepare(ctx, src, tmp, owner)
+			_, err := workspace.Prepare(ctx, src, tmp, owner, m.cfg.Clone)
 			return err
 		}
 		if shared {
@@ -123,3 +124,10 @@ const (
 	fromSource copied = iota // the repository's source
 	fromShared               // the workflow's shared workspace
 )
+
+// hideDataDir writes the data directory as "DATA" in a message a session's
+// owner sees (an error, a state's reason): its host path is the admin's
+// business, and every session's workspace is under it.
+func (m *Manager) hideDataDir(msg string) string {
+	return strings.ReplaceAll(msg, m.cfg.DataDir, "DATA")
+}

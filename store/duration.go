@@ -4,13 +4,52 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
-// Durations on the wire: Limits and TerminalCLI write theirs as integer
-// nanoseconds (what time.Duration marshals to, kept for clients that read
-// them) and read either that or a Go duration string ("90s", "5m",
-// "1h30m"), which is what people write.
+// Durations on the wire: Limits and TerminalCLI write theirs as Go
+// duration strings ("90s", "5m", "1h30m"), what people write and what
+// openapi.json documents (a plain string schema, which generated clients
+// can type; a union with integers they cannot), and read either that or
+// integer nanoseconds (what time.Duration marshals to, which earlier
+// versions wrote, and which stored sessions may still hold).
+
+// MarshalJSON implements json.Marshaler: durations as strings.
+func (l Limits) MarshalJSON() ([]byte, error) {
+	type plain Limits
+	return json.Marshal(struct {
+		plain
+		IdleTimeout  string `json:"idle_timeout,omitempty"`
+		MaxLifetime  string `json:"max_lifetime,omitempty"`
+		TurnWatchdog string `json:"turn_watchdog,omitempty"`
+	}{plain(l), FormatDuration(l.IdleTimeout), FormatDuration(l.MaxLifetime), FormatDuration(l.TurnWatchdog)})
+}
+
+// MarshalJSON implements json.Marshaler: the idle timeout as a string.
+func (t TerminalCLI) MarshalJSON() ([]byte, error) {
+	type plain TerminalCLI
+	return json.Marshal(struct {
+		plain
+		IdleTimeout string `json:"idle_timeout,omitempty"`
+	}{plain(t), FormatDuration(t.IdleTimeout)})
+}
+
+// FormatDuration writes d as time.ParseDuration reads it, without zero
+// units at its end ("24h", "1h30m", "5m", "1.5s"); "" for 0.
+func FormatDuration(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
 
 // UnmarshalJSON implements json.Unmarshaler; unknown fields are errors.
 func (l *Limits) UnmarshalJSON(b []byte) error {

@@ -15,13 +15,24 @@ func TestDurationsOnTheWire(t *testing.T) {
 	if l.IdleTimeout != 10*time.Minute || l.MaxLifetime != time.Hour || l.TurnWatchdog != 90*time.Minute || l.MaxSteps != 7 || l.BudgetUSD != 1.5 {
 		t.Errorf("decoded %+v", l)
 	}
-	// Written as integers, read back the same.
+	// Written as strings (openapi.json's schema), read back the same.
 	b, err := json.Marshal(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"idle_timeout":600000000000`) {
-		t.Errorf("encoded %s", b)
+	if want := `{"max_steps":7,"budget_usd":1.5,"idle_timeout":"10m","max_lifetime":"1h","turn_watchdog":"1h30m"}`; string(b) != want {
+		t.Errorf("encoded %s\n   want %s", b, want)
+	}
+	if b, _ := json.Marshal(Limits{}); string(b) != `{}` {
+		t.Errorf("zero limits encoded as %s", b)
+	}
+	for d, want := range map[time.Duration]string{24 * time.Hour: "24h", 90 * time.Second: "1m30s", 1500 * time.Millisecond: "1.5s", 2*time.Hour + time.Second: "2h0m1s", 10 * time.Minute: "10m"} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%d) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(want); err != nil || back != d {
+			t.Errorf("%q reads back as %v, %v", want, back, err)
+		}
 	}
 	var back Limits
 	if err := json.Unmarshal(b, &back); err != nil || back != l {
@@ -30,6 +41,9 @@ func TestDurationsOnTheWire(t *testing.T) {
 	var tc TerminalCLI
 	if err := json.Unmarshal([]byte(`{"command":["bash"],"idle_timeout":"20s"}`), &tc); err != nil || tc.IdleTimeout != 20*time.Second || tc.Command[0] != "bash" {
 		t.Errorf("terminal: %+v, %v", tc, err)
+	}
+	if b, err := json.Marshal(tc); err != nil || string(b) != `{"command":["bash"],"idle_timeout":"20s"}` {
+		t.Errorf("terminal encoded as %s, %v", b, err)
 	}
 	for in, want := range map[string]string{
 		`{"idle_timeout":"ten minutes"}`: `idle_timeout "ten minutes" is not a duration`,

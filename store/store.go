@@ -66,11 +66,16 @@ func (s State) Ended() bool { return s == StateStopped || s == StateFailed }
 // Repo is one repository of a session, at /workspace/{Name} in its box.
 type Repo struct {
 	Name string `json:"name"`
-	// Source is a local path or a git URL the workspace was made from.
+	// Source is the local path or git URL the workspace was made from, as
+	// the caller gave it.
 	Source string `json:"source"`
+	// Origin is what Source resolved to on the server (a path with its
+	// symlinks followed, or the URL): what is copied. A host path: only
+	// the admin sees it. Empty in rows older than it: Source is.
+	Origin string `json:"origin,omitempty"`
 	// Ref is the branch or commit checked out ("" for the default).
 	Ref string `json:"ref,omitempty"`
-	// Path is the workspace directory on the host.
+	// Path is the workspace directory on the host (only the admin sees it).
 	Path string `json:"path,omitempty"`
 }
 

@@ -10,9 +10,16 @@
 // is never run on a local source (its config could name an fsmonitor, a
 // filter or a diff driver that runs code, and a directory a previous agent
 // wrote is as untrusted as the agent), so a local copy is a plain file copy.
-// A URL is cloned with git into a fresh directory, with hooks disabled. After
-// the copy the directory belongs to the box: host code must not run git in
-// it again.
+// A URL is cloned with git into a fresh directory, isolated from the host's
+// git setup and bounded in time (git.go). After the copy the directory
+// belongs to the box: host code must not run git in it again.
+//
+// A copy leaves the source's credentials behind: its git config is
+// rewritten without remotes, credential helpers, extra headers, includes
+// and the like (gitconfig.go).
+//
+// Which sources a server's users may name is the server's Policy
+// (policy.go); Parse, for a local user (harvest run), takes any directory.
 package workspace
 
 import (
@@ -22,7 +29,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -46,7 +52,27 @@ type Source struct {
 	URL  string // a git URL
 }
 
+// protocols are what a clone of s.URL may use (GIT_ALLOW_PROTOCOL): its own
+// scheme only (http may be redirected to https), so a redirect or a
+// submodule cannot switch to another transport.
+func (s Source) protocols() []string {
+	scheme, _, ok := strings.Cut(s.URL, "://")
+	if !ok {
+		return []string{"ssh"} // user@host:path
+	}
+	switch scheme = strings.ToLower(scheme); scheme {
+	case "http":
+		return []string{"http", "https"}
+	case "ssh", "git+ssh", "ssh+git":
+		return []string{"ssh"}
+	}
+	return []string{scheme}
+}
+
 var urlPattern = regexp.MustCompile(`^(https?|ssh|git|file)://|^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+
+// IsURL reports whether arg names a git URL rather than a directory.
+func IsURL(arg string) bool { return urlPattern.MatchString(arg) }
 
 // Parse reads a --repo argument: a URL (https://, ssh://, git://, file://, or
 // user@host:path) or a local directory, which must exist.
@@ -105,10 +131,15 @@ func (s Source) String() string {
 }
 
 // Prepare makes dst (which must not exist) a copy of the source owned by
-// owner.
-func Prepare(ctx context.Context, src Source, dst string, owner Owner) (Stats, error) {
+// owner, without the source's credentials (see gitconfig.go). A URL is
+// cloned within opts' bounds.
+func Prepare(ctx context.Context, src Source, dst string, owner Owner, opts CloneOptions) (Stats, error) {
 	if src.URL != "" {
-		if err := clone(ctx, src.URL, dst); err != nil {
+		if err := clone(ctx, src, dst, opts); err != nil {
+			return Stats{}, err
+		}
+		if err := sanitizeClone(dst); err != nil {
+			os.RemoveAll(dst)
 			return Stats{}, err
 		}
 		return Stats{}, chownTree(dst, owner)
@@ -116,10 +147,25 @@ func Prepare(ctx context.Context, src Source, dst string, owner Owner) (Stats, e
 	return Copy(ctx, src.Path, dst, owner)
 }
 
+// sanitizeClone strips credentials from a fresh clone's config (a URL with
+// a token in it becomes its origin's URL).
+func sanitizeClone(dst string) error {
+	p := filepath.Join(dst, ".git", "config")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("reading the clone's git config: %w", err)
+	}
+	if err := os.WriteFile(p, SanitizeGitConfig(b), 0o644); err != nil {
+		return fmt.Errorf("writing the clone's git config: %w", err)
+	}
+	return nil
+}
+
 // Copy copies the directory tree src to dst (which must not exist), without
 // following symlinks: links are copied as links, to be resolved in the box.
 // Regular files keep their permission bits (set-id bits dropped); special
-// files are skipped and counted. Every entry is owned by owner.
+// files are skipped and counted. Every entry is owned by owner. Git
+// metadata is copied without credentials (gitconfig.go).
 func Copy(ctx context.Context, src, dst string, owner Owner) (Stats, error) {
 	var st Stats
 	src, dst = filepath.Clean(src), filepath.Clean(dst)
@@ -129,6 +175,7 @@ func Copy(ctx context.Context, src, dst string, owner Owner) (Stats, error) {
 	if _, err := os.Lstat(dst); err == nil {
 		return st, fmt.Errorf("%s already exists", dst)
 	}
+	bare := isBareRepo(src)
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -158,7 +205,7 @@ func Copy(ctx context.Context, src, dst string, owner Owner) (Stats, error) {
 			}
 			st.Symlinks++
 		case mode.IsRegular():
-			n, err := copyFile(p, target, mode.Perm())
+			n, err := copyFile(p, target, mode.Perm(), classifyGitMeta(rel, bare))
 			if err != nil {
 				return err
 			}
@@ -182,7 +229,22 @@ func Copy(ctx context.Context, src, dst string, owner Owner) (Stats, error) {
 	return st, nil
 }
 
-func copyFile(src, dst string, perm fs.FileMode) (int64, error) {
+// isBareRepo reports whether dir looks like a bare git repository (its
+// top-level config is then git's).
+func isBareRepo(dir string) bool {
+	for _, name := range []string{"HEAD", "config", "objects", "refs"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
+	}
+	_, err := os.Lstat(filepath.Join(dir, ".git"))
+	return err != nil
+}
+
+// maxGitMeta bounds a git metadata file rewritten in memory.
+const maxGitMeta = 64 << 20
+
+func copyFile(src, dst string, perm fs.FileMode, kind gitMetaKind) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -192,27 +254,34 @@ func copyFile(src, dst string, perm fs.FileMode) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(out, in) // copy_file_range on Linux
+	var n int64
+	if kind != notGitMeta {
+		var b []byte
+		b, err = io.ReadAll(io.LimitReader(in, maxGitMeta+1))
+		switch {
+		case err != nil:
+		case len(b) > maxGitMeta:
+			err = fmt.Errorf("%s is over %d MiB: too big for git metadata", src, maxGitMeta>>20)
+		case kind == gitConfigFile:
+			b = SanitizeGitConfig(b)
+		default:
+			b = scrubUserinfo(b)
+		}
+		if err == nil {
+			var w int
+			w, err = out.Write(b)
+			n = int64(w)
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
+	}
+	n, err = io.Copy(out, in) // copy_file_range on Linux
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	return n, err
-}
-
-// clone clones url into dst with the host's git, hooks disabled and no
-// prompts (a URL needing credentials the host has no helper for fails).
-func clone(ctx context.Context, url, dst string) error {
-	if _, err := exec.LookPath("git"); err != nil {
-		return errors.New("cloning a URL needs git on the host: install it (apt-get install -y git)")
-	}
-	cmd := exec.CommandContext(ctx, "git", "-c", "core.hooksPath=/dev/null", "clone", "--quiet", "--", url, dst)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		os.RemoveAll(dst)
-		return fmt.Errorf("git clone %s: %v: %s", url, err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 func chownTree(root string, owner Owner) error {

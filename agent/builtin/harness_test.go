@@ -232,7 +232,7 @@ func mustFinish(t testing.TB, out agent.Outcome) *event.TurnFinished {
 	return out.Finished
 }
 
-func mustFail(t testing.TB, out agent.Outcome, kind string) *event.TurnFailed {
+func mustFail(t testing.TB, out agent.Outcome, kind event.FailureKind) *event.TurnFailed {
 	t.Helper()
 	if out.Failed == nil {
 		t.Fatalf("the turn did not fail: %+v", out.Payload())

@@ -166,7 +166,7 @@ rules:
 			h.write("a.txt", "A\n")
 			h.write("b.txt", "B\n")
 			out, rec := h.turn(h.agent(nil), "do it")
-			failed := mustFail(t, out, KindLoop)
+			failed := mustFail(t, out, event.FailLoop)
 			loops := ofType[event.LoopDetected](rec.all())
 			if len(loops) != 2 || loops[0].Action != "warned" || loops[1].Action != "stopped" {
 				t.Fatalf("loop events: %+v", loops)
@@ -323,7 +323,7 @@ rules:
 `)
 		d := parseDef(t, "---\nharness_config:\n  budget_usd: 1\n---\n")
 		out, rec := h.turn(h.agent(d), "spend")
-		f := mustFail(t, out, KindBudget)
+		f := mustFail(t, out, event.FailBudget)
 		// 100k input at $3/M + 50k output at $15/M = $1.05 after one step.
 		if f.Cost < 1.049 || f.Cost > 1.051 || !strings.Contains(f.Error, "budget of $1.0000") {
 			t.Errorf("failure: %+v", f)
@@ -342,7 +342,7 @@ rules:
 `)
 		d := parseDef(t, "---\nharness_config:\n  max_steps: 3\n---\n")
 		out, _ := h.turn(h.agent(d), "count")
-		f := mustFail(t, out, KindMaxSteps)
+		f := mustFail(t, out, event.FailMaxSteps)
 		if !strings.Contains(f.Error, "all 3 steps") {
 			t.Errorf("error: %s", f.Error)
 		}
@@ -357,7 +357,7 @@ rules:
 `)
 		d := parseDef(t, "---\nharness_config:\n  timeout: 1s\n---\n")
 		out, _ := h.turn(h.agent(d), "wait")
-		f := mustFail(t, out, KindTimeout)
+		f := mustFail(t, out, event.FailTimeout)
 		if !strings.Contains(f.Error, "timeout of 1s") {
 			t.Errorf("error: %s", f.Error)
 		}
@@ -370,7 +370,7 @@ rules:
 `)
 		d := parseDef(t, "---\nharness_config:\n  max_output_tokens: 100\n---\n")
 		out, _ := h.turn(h.agent(d), "write a lot")
-		f := mustFail(t, out, KindMaxTokens)
+		f := mustFail(t, out, event.FailMaxTokens)
 		if !strings.Contains(f.Error, "100 tokens") {
 			t.Errorf("error: %s", f.Error)
 		}
@@ -474,7 +474,7 @@ rules:
           input: {path: STUCK.md, content: "# Blocked: the tests need a database\n\nI tried sqlite; the code needs PostgreSQL.\n"}
 `)
 	out, rec := h.turn(h.agent(nil), "make the tests pass")
-	f := mustFail(t, out, KindStuck)
+	f := mustFail(t, out, event.FailStuck)
 	if !strings.Contains(f.Error, "Blocked: the tests need a database") {
 		t.Errorf("error: %s", f.Error)
 	}
@@ -579,7 +579,7 @@ rules:
 			return HookResult{}, nil
 		})}
 		out, _ := h.turn(h.agent(nil, func(c *Config) { c.Hooks = []HookRegistration{hook} }), "the password is hunter2")
-		f := mustFail(t, out, KindBlocked)
+		f := mustFail(t, out, event.FailBlocked)
 		if !strings.Contains(f.Error, "must not contain passwords") {
 			t.Errorf("error %s", f.Error)
 		}
@@ -604,7 +604,7 @@ rules:
 		})}
 		a := h.agent(nil, func(c *Config) { c.Hooks = []HookRegistration{AuditHook(&audit, "s-test"), interrupt} })
 		out, _ := h.turn(a, "echo")
-		f := mustFail(t, out, KindInterrupted)
+		f := mustFail(t, out, event.FailInterrupted)
 		if !strings.Contains(f.Error, "saw one") {
 			t.Errorf("error %s", f.Error)
 		}
@@ -674,7 +674,7 @@ rules:
   - reply: {error: {status: 401, type: authentication_error, message: "invalid x-api-key"}}
 `)
 	out, _ := h.turn(h.agent(nil), "hi")
-	f := mustFail(t, out, KindModel)
+	f := mustFail(t, out, event.FailModel)
 	if !strings.Contains(f.Error, "invalid x-api-key") || !errors.Is(llm.ErrAuth, llm.ErrAuth) {
 		t.Errorf("error: %s", f.Error)
 	}

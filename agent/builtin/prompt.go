@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/harvest-dev/harvest/agent"
 	"io/fs"
 	"os"
 	"path"
@@ -30,10 +31,7 @@ How to work:
 If you are blocked — the task cannot be done as asked, or something outside your control stops you — write STUCK.md at the root of the repository you were working in, explaining in plain language: the problem that blocks you, what you tried, and the current state of the work. Then stop.`
 
 // Workspace is a repository as the agent sees it.
-type Workspace struct {
-	Name string
-	Path string // inside the box
-}
+type Workspace = agent.Workspace
 
 // maxInstructionFile bounds AGENTS.md / CLAUDE.md / FORK.md.
 const maxInstructionFile = 64 << 10

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/agent/builtin"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -29,20 +28,6 @@ const (
 	DefaultMaxStateBytes   = 64 << 20
 )
 
-// Failure kinds of turn.failed this agent adds (event.TurnFailed.Kind). It
-// also uses builtin's KindModel (the model API refused a request),
-// KindMaxSteps, KindBudget and KindSandbox (the box failed).
-const (
-	// KindCrashed: the CLI exited, or could not start, during the turn.
-	KindCrashed = "cli_crashed"
-	// KindHung: the CLI printed nothing for Config.NoOutputTimeout, or
-	// printed its result and then stopped answering.
-	KindHung = "cli_hung"
-	// KindProtocol: the CLI printed something that is not stream-json.
-	KindProtocol = "cli_protocol"
-	// KindCLI: the CLI ended the turn with an error of its own.
-	KindCLI = "cli_error"
-)
 
 // Config is what an Agent needs.
 type Config struct {
@@ -85,10 +70,10 @@ type Config struct {
 	Settings json.RawMessage
 
 	// NoOutputTimeout: a turn whose CLI prints nothing for this long fails
-	// (KindHung) and the CLI is killed. Default DefaultNoOutputTimeout.
+	// (event.FailCLIHung) and the CLI is killed. Default DefaultNoOutputTimeout.
 	NoOutputTimeout time.Duration
 	// ResultTimeout: after its result, the CLI must answer a control
-	// request within this, else the turn fails (KindHung). Default
+	// request within this, else the turn fails (event.FailCLIHung). Default
 	// DefaultResultTimeout.
 	ResultTimeout time.Duration
 	// InterruptGrace is how long a cancelled turn waits for the CLI after
@@ -482,11 +467,3 @@ func (a *Agent) Turn(ctx context.Context, prompt string, emit func(event.Payload
 	emit(out.Payload())
 	return out
 }
-
-// builtin's kinds that fit this agent too.
-const (
-	kindModel    = builtin.KindModel
-	kindMaxSteps = builtin.KindMaxSteps
-	kindBudget   = builtin.KindBudget
-	kindSandbox  = builtin.KindSandbox
-)

@@ -370,12 +370,14 @@ func TestCompaction(t *testing.T) {
 func TestFaults(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
-		mode, kind, says, proc string
+		mode       string
+		kind       event.FailureKind
+		says, proc string
 	}{
-		{"hang-after-result", KindHung, "did not answer a control request", "sleep 1000001"},
-		{"silent", KindHung, "printed nothing for", "sleep 1000002"},
-		{"crash", KindCrashed, "exit status 3", ""},
-		{"garbage", KindProtocol, "Segmentation fault: this line is not JSON", "sleep 1000003"},
+		{"hang-after-result", event.FailCLIHung, "did not answer a control request", "sleep 1000001"},
+		{"silent", event.FailCLIHung, "printed nothing for", "sleep 1000002"},
+		{"crash", event.FailCLICrashed, "exit status 3", ""},
+		{"garbage", event.FailCLIProtocol, "Segmentation fault: this line is not JSON", "sleep 1000003"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

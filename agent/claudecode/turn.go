@@ -43,9 +43,9 @@ func (t *turn) run(prompt string) agent.Outcome {
 			return t.cancelled("")
 		}
 		if !a.box.Alive() {
-			return t.fail(kindSandbox, fmt.Sprintf("the box is gone, so Claude Code cannot run: %v", err))
+			return t.fail(event.FailSandbox, fmt.Sprintf("the box is gone, so Claude Code cannot run: %v", err))
 		}
-		return t.fail(KindCrashed, fmt.Sprintf("Claude Code could not be started in the box: %v", err))
+		return t.fail(event.FailCLICrashed, fmt.Sprintf("Claude Code could not be started in the box: %v", err))
 	}
 	t.discardStale(p)
 	if err := p.send(t.ctx, newUserMessage(prompt)); err != nil {
@@ -104,7 +104,7 @@ func (t *turn) loop(p *proc) agent.Outcome {
 			var l line
 			if err := json.Unmarshal(b, &l); err != nil || l.Type == "" {
 				a.kill(t.ctx, p)
-				return t.fail(KindProtocol, fmt.Sprintf("Claude Code printed a line that is not a stream-json message: %s; it was killed, and the next turn starts it again with the conversation so far", quote(b, 300)))
+				return t.fail(event.FailCLIProtocol, fmt.Sprintf("Claude Code printed a line that is not a stream-json message: %s; it was killed, and the next turn starts it again with the conversation so far", quote(b, 300)))
 			}
 			switch l.Type {
 			case "result":
@@ -152,12 +152,12 @@ func (t *turn) loop(p *proc) agent.Outcome {
 			a.kill(t.ctx, p)
 			t.m.end("The turn ended before this tool call finished.")
 			if result != nil {
-				return t.fail(KindHung, fmt.Sprintf("Claude Code printed its result (%s) but then did not answer a control request within %s; it was killed, and the next turn starts it again with the conversation so far", quote([]byte(result.Result), 200), cfg.ResultTimeout))
+				return t.fail(event.FailCLIHung, fmt.Sprintf("Claude Code printed its result (%s) but then did not answer a control request within %s; it was killed, and the next turn starts it again with the conversation so far", quote([]byte(result.Result), 200), cfg.ResultTimeout))
 			}
 			if ph != working {
 				return t.cancelled("Claude Code stopped printing while it was being interrupted; it was killed")
 			}
-			return t.fail(KindHung, fmt.Sprintf("Claude Code printed nothing for %s (NoOutputTimeout); it was killed, and the next turn starts it again with the conversation so far", cfg.NoOutputTimeout))
+			return t.fail(event.FailCLIHung, fmt.Sprintf("Claude Code printed nothing for %s (NoOutputTimeout); it was killed, and the next turn starts it again with the conversation so far", cfg.NoOutputTimeout))
 
 		case <-ctxDone:
 			ctxDone = nil
@@ -205,7 +205,7 @@ func (t *turn) exited(p *proc, ph phase, result *line) agent.Outcome {
 	t.m.end("The turn ended before this tool call finished.")
 	switch {
 	case errors.Is(readErr, bufio.ErrTooLong):
-		return t.fail(KindProtocol, fmt.Sprintf("Claude Code printed a line over %d MiB; it was killed, and the next turn starts it again with the conversation so far", maxLine>>20))
+		return t.fail(event.FailCLIProtocol, fmt.Sprintf("Claude Code printed a line over %d MiB; it was killed, and the next turn starts it again with the conversation so far", maxLine>>20))
 	case ph != working:
 		return t.cancelled("")
 	case result != nil:
@@ -218,7 +218,7 @@ func (t *turn) exited(p *proc, ph phase, result *line) agent.Outcome {
 	if s := p.stderr.String(); s != "" {
 		msg += ". Its last words on stderr: " + lastLines(s, 5, 1000)
 	}
-	return t.fail(KindCrashed, msg)
+	return t.fail(event.FailCLICrashed, msg)
 }
 
 // finished maps the CLI's result line to the turn's outcome.
@@ -232,7 +232,7 @@ func (t *turn) finished(p *proc, r *line) agent.Outcome {
 	if steps == 0 {
 		steps = r.NumTurns
 	}
-	failed := func(kind, msg string) agent.Outcome {
+	failed := func(kind event.FailureKind, msg string) agent.Outcome {
 		return agent.Outcome{Failed: &event.TurnFailed{Kind: kind, Error: msg, Usage: usage, Cost: cost}}
 	}
 	detail := strings.TrimSpace(r.Result)
@@ -246,16 +246,16 @@ func (t *turn) finished(p *proc, r *line) agent.Outcome {
 			DurationMS: time.Since(t.start).Milliseconds(),
 		}}
 	case r.APIErrorStatus != nil:
-		return failed(kindModel, fmt.Sprintf("the model API answered Claude Code with status %d: %s", *r.APIErrorStatus, detail))
+		return failed(event.FailModel, fmt.Sprintf("the model API answered Claude Code with status %d: %s", *r.APIErrorStatus, detail))
 	case r.Subtype == "error_max_turns":
-		return failed(kindMaxSteps, "Claude Code reached its maximum number of turns: "+detail)
+		return failed(event.FailMaxSteps, "Claude Code reached its maximum number of turns: "+detail)
 	case r.Subtype == "error_max_budget_usd":
-		return failed(kindBudget, "Claude Code reached its budget: "+detail)
+		return failed(event.FailBudget, "Claude Code reached its budget: "+detail)
 	}
-	return failed(KindCLI, fmt.Sprintf("Claude Code ended the turn with an error (%s): %s", r.Subtype, detail))
+	return failed(event.FailCLIError, fmt.Sprintf("Claude Code ended the turn with an error (%s): %s", r.Subtype, detail))
 }
 
-func (t *turn) fail(kind, msg string) agent.Outcome {
+func (t *turn) fail(kind event.FailureKind, msg string) agent.Outcome {
 	return agent.Outcome{Failed: &event.TurnFailed{Kind: kind, Error: msg, Usage: t.m.usage}}
 }
 

@@ -108,12 +108,12 @@
 // (Config.Prices; 0 for a model it does not list).
 //
 // Failures (event.TurnFailed.Kind): session.error of APIError or
-// ProviderAuthError is builtin.KindModel, ContextOverflowError
-// KindContext, MessageOutputLengthError KindMaxTokens, others KindCLI;
-// the server exiting or its stream breaking is KindCrashed (with how it
+// ProviderAuthError is event.FailModel, ContextOverflowError
+// event.FailContext, MessageOutputLengthError event.FailMaxTokens, others event.FailCLIError;
+// the server exiting or its stream breaking is event.FailCLICrashed (with how it
 // ended and the end of its output); no event for NoOutputTimeout is
-// KindHung (the session is aborted first); a server that does not start,
-// or is incompatible, KindStart; a lost box builtin.KindSandbox.
+// event.FailCLIHung (the session is aborted first); a server that does not start,
+// or is incompatible, event.FailCLIStart; a lost box event.FailSandbox.
 //
 // # Cancel
 //
@@ -152,7 +152,7 @@
 // event loop; Agent.mu guards the session id, the version and the saved
 // state, and is never held across I/O. State and Close may be called
 // during a turn: State answers the state saved at the end of the last
-// one; Close stops the server, which ends a running turn with KindCrashed.
+// one; Close stops the server, which ends a running turn with event.FailCLICrashed.
 //
 // # Weak points
 //

@@ -37,23 +37,6 @@ const (
 // requestTimeout bounds each API call other than the event stream.
 const requestTimeout = 30 * time.Second
 
-// Failure kinds of turn.failed this agent adds (event.TurnFailed.Kind),
-// named like the claudecode agent's. It also uses builtin's KindModel (the
-// model API refused a request), KindContext, KindMaxTokens and KindSandbox
-// (the box failed).
-const (
-	// KindCrashed: the OpenCode server exited, or its event stream broke,
-	// during the turn. The next turn restarts it.
-	KindCrashed = "cli_crashed"
-	// KindHung: the OpenCode session reported nothing for
-	// Config.NoOutputTimeout (or did not stop after an abort).
-	KindHung = "cli_hung"
-	// KindCLI: OpenCode ended the turn with an error of its own.
-	KindCLI = "cli_error"
-	// KindStart: the server could not be started, or its API is not one
-	// this package can drive (an *IncompatibleError).
-	KindStart = "cli_start"
-)
 
 // API shapes of the model endpoint (Config.API).
 const (
@@ -108,7 +91,7 @@ type Config struct {
 	Prices *llm.PriceTable
 
 	// NoOutputTimeout: a turn whose session reports nothing for this long
-	// is aborted and fails (KindHung). Default DefaultNoOutputTimeout.
+	// is aborted and fails (event.FailCLIHung). Default DefaultNoOutputTimeout.
 	NoOutputTimeout time.Duration
 	// StartTimeout bounds starting the server. Default DefaultStartTimeout.
 	StartTimeout time.Duration

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/agenttest"
-	"github.com/harvest-dev/harvest/agent/builtin"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
 )
@@ -288,8 +287,8 @@ func TestServerCrash(t *testing.T) {
 	}
 	checkOutcome(t, out, rec.All())
 	f, ok := out.(event.TurnFailed)
-	if !ok || f.Kind != KindCrashed || !strings.Contains(f.Error, "SIGKILL") || !strings.Contains(f.Error, session) {
-		t.Fatalf("outcome %#v, want turn.failed %s saying the server was killed and naming session %s", out, KindCrashed, session)
+	if !ok || f.Kind != event.FailCLICrashed || !strings.Contains(f.Error, "SIGKILL") || !strings.Contains(f.Error, session) {
+		t.Fatalf("outcome %#v, want turn.failed %s saying the server was killed and naming session %s", out, event.FailCLICrashed, session)
 	}
 	t.Logf("turn.failed: %s", f.Error)
 	// The tool's orphan ends once it is released (see the package doc).
@@ -321,8 +320,8 @@ func TestWatchdog(t *testing.T) {
 	start := time.Now()
 	out := a.Turn(ctx, "slow answer please", rec.Emit)
 	checkOutcome(t, out.Payload(), rec.All())
-	if out.Failed == nil || out.Failed.Kind != KindHung || !strings.Contains(out.Failed.Error, "reported nothing for 6s") {
-		t.Fatalf("outcome %#v, want turn.failed %s", out.Payload(), KindHung)
+	if out.Failed == nil || out.Failed.Kind != event.FailCLIHung || !strings.Contains(out.Failed.Error, "reported nothing for 6s") {
+		t.Fatalf("outcome %#v, want turn.failed %s", out.Payload(), event.FailCLIHung)
 	}
 	if d := time.Since(start); d > 25*time.Second {
 		t.Errorf("the watchdog took %v", d)
@@ -343,8 +342,8 @@ func TestModelError(t *testing.T) {
 	rec := agenttest.NewRecorder()
 	out := a.Turn(ctx, "refuse this", rec.Emit)
 	checkOutcome(t, out.Payload(), rec.All())
-	if out.Failed == nil || out.Failed.Kind != builtin.KindModel || !strings.Contains(out.Failed.Error, "scripted refusal") {
-		t.Fatalf("outcome %#v, want turn.failed %s with the API's message", out.Payload(), builtin.KindModel)
+	if out.Failed == nil || out.Failed.Kind != event.FailModel || !strings.Contains(out.Failed.Error, "scripted refusal") {
+		t.Fatalf("outcome %#v, want turn.failed %s with the API's message", out.Payload(), event.FailModel)
 	}
 	if fin, _ := runTurn(ctx, t, a, "msg after the refusal"); fin.Result != "ok" {
 		t.Errorf("the next turn: %+v", fin)

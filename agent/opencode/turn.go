@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/agent/builtin"
 	"github.com/harvest-dev/harvest/event"
 )
 
@@ -51,7 +50,7 @@ func (t *turn) run(prompt string) agent.Outcome {
 		if ctx.Err() != nil {
 			return t.cancelled()
 		}
-		return t.failed(KindStart, err.Error())
+		return t.failed(event.FailCLIStart, err.Error())
 	}
 	t.srv, t.session = srv, a.Session()
 	t.m = newMapper(t.session, a.cfg.Model)
@@ -77,7 +76,7 @@ func (t *turn) run(prompt string) agent.Outcome {
 		if !srv.alive() {
 			return t.crashed(nil)
 		}
-		return t.failed(KindCLI, "sending the prompt: "+err.Error())
+		return t.failed(event.FailCLIError, "sending the prompt: "+err.Error())
 	}
 	watchdog := time.NewTimer(a.cfg.NoOutputTimeout)
 	defer watchdog.Stop()
@@ -153,16 +152,16 @@ func (t *turn) reject(typ string, q *ocAsked) {
 func (t *turn) finished() agent.Outcome {
 	m := t.m
 	if e := m.err; e != nil {
-		kind := KindCLI
+		kind := event.FailCLIError
 		switch e.Name {
 		case "APIError", "ProviderAuthError":
-			kind = builtin.KindModel
+			kind = event.FailModel
 		case "ContextOverflowError":
-			kind = builtin.KindContext
+			kind = event.FailContext
 		case "MessageOutputLengthError":
-			kind = builtin.KindMaxTokens
+			kind = event.FailMaxTokens
 		case "MessageAbortedError":
-			return t.failed(KindCLI, "OpenCode aborted the turn, and Harvest did not ask it to")
+			return t.failed(event.FailCLIError, "OpenCode aborted the turn, and Harvest did not ask it to")
 		}
 		return t.failed(kind, "OpenCode: "+e.String())
 	}
@@ -202,7 +201,7 @@ func (t *turn) hung() agent.Outcome {
 		t.emit(p)
 	}
 	t.a.stopServer(t.srv)
-	return t.failed(KindHung, fmt.Sprintf("OpenCode reported nothing for %v; the turn was aborted", t.a.cfg.NoOutputTimeout))
+	return t.failed(event.FailCLIHung, fmt.Sprintf("OpenCode reported nothing for %v; the turn was aborted", t.a.cfg.NoOutputTimeout))
 }
 
 // settle waits, at most AbortGrace, for the session to be idle before a
@@ -288,7 +287,7 @@ func (t *turn) stopSession(why string) {
 func (t *turn) crashed(err error) agent.Outcome {
 	a := t.a
 	if !a.box.Alive() {
-		return t.failed(builtin.KindSandbox, "lost the connection to the box during the turn")
+		return t.failed(event.FailSandbox, "lost the connection to the box during the turn")
 	}
 	// A server that dies breaks its stream a moment before the box's agent
 	// reports its exit: give the exit a moment, to say what happened.
@@ -310,10 +309,10 @@ func (t *turn) crashed(err error) agent.Outcome {
 			t.emit(p)
 		}
 	}
-	return t.failed(KindCrashed, fmt.Sprintf("%s during the turn; the next turn starts it again and continues OpenCode session %s", what, t.session))
+	return t.failed(event.FailCLICrashed, fmt.Sprintf("%s during the turn; the next turn starts it again and continues OpenCode session %s", what, t.session))
 }
 
-func (t *turn) failed(kind, msg string) agent.Outcome {
+func (t *turn) failed(kind event.FailureKind, msg string) agent.Outcome {
 	f := &event.TurnFailed{Kind: kind, Error: msg}
 	if t.m != nil {
 		f.Usage, f.Cost = t.m.usage, t.m.cost

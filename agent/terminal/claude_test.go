@@ -247,8 +247,8 @@ func TestClaudeCode(t *testing.T) {
 
 	// 5. Claude Code exits mid-turn.
 	out, r = run(ctx, t, a2, "/exit")
-	if out.Failed == nil || out.Failed.Kind != KindExited {
-		t.Fatalf("/exit: turn ended with %+v, want turn.failed{%s}; events:\n  %s", out.Payload(), KindExited, summarize(r.snapshot()))
+	if out.Failed == nil || out.Failed.Kind != event.FailCLIExited {
+		t.Fatalf("/exit: turn ended with %+v, want turn.failed{%s}; events:\n  %s", out.Payload(), event.FailCLIExited, summarize(r.snapshot()))
 	}
 	out, r = run(ctx, t, a2, "Task six: still with me?")
 	if fin := mustFinish(t, out, r); fin.Result != answer(t, e, "six") {

@@ -114,9 +114,9 @@
 // turn.finished (Result: Claude Code's last assistant message, or a
 // generic CLI's text since the input without its echo and final prompt;
 // StopReason: stop_hook, done_pattern, prompt or idle_timeout),
-// turn.cancelled, or turn.failed with KindStart (the CLI did not start or
-// reach its prompt: the error quotes the screen, e.g. a dialog), KindExited
-// (it exited mid-turn: its status and screen), KindInput (Claude Code never
+// turn.cancelled, or turn.failed with event.FailCLIStart (the CLI did not start or
+// reach its prompt: the error quotes the screen, e.g. a dialog), event.FailCLIExited
+// (it exited mid-turn: its status and screen), event.FailCLIInput (Claude Code never
 // took the prompt), "model" (Claude Code's StopFailure: an API error) or
 // "sandbox" (the box connection was lost). Usage and cost are zero:
 // interactive Claude Code prints neither; the session layer gets them from

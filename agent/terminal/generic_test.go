@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/agenttest"
+	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 )
@@ -149,8 +150,8 @@ func TestGenericExit(t *testing.T) {
 	a := bash(t, sb, nil)
 
 	out, r := run(ctx, t, a, "echo bye; exit 3")
-	if out.Failed == nil || out.Failed.Kind != KindExited || !strings.Contains(out.Failed.Error, "exit status 3") {
-		t.Fatalf("turn ended with %+v, want turn.failed{%s} with exit status 3; events:\n  %s", out.Payload(), KindExited, summarize(r.snapshot()))
+	if out.Failed == nil || out.Failed.Kind != event.FailCLIExited || !strings.Contains(out.Failed.Error, "exit status 3") {
+		t.Fatalf("turn ended with %+v, want turn.failed{%s} with exit status 3; events:\n  %s", out.Payload(), event.FailCLIExited, summarize(r.snapshot()))
 	}
 	if !strings.Contains(out.Failed.Error, "bye") {
 		t.Errorf("the error does not show the screen: %q", out.Failed.Error)

@@ -17,22 +17,6 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
-// Kinds of turn.failed this agent adds to the builtin agent's (it also
-// uses "model" for a turn Claude Code ended on an API error, and "sandbox"
-// when the box cannot be reached).
-const (
-	// KindStart: the CLI could not be started, or did not get to its
-	// prompt in time (the error shows the screen it stopped at).
-	KindStart = "cli_start"
-	// KindExited: the CLI exited during the turn. The next turn starts it
-	// again (Claude Code with --resume).
-	KindExited = "cli_exited"
-	// KindInput: the CLI did not take the prompt (Claude Code never reported
-	// it submitted).
-	KindInput   = "cli_input"
-	kindModel   = "model"
-	kindSandbox = "sandbox"
-)
 
 // Stop reasons of turn.finished: what told the agent the turn was done.
 const (

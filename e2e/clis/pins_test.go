@@ -23,6 +23,7 @@ func TestPinsAgree(t *testing.T) {
 	for _, pin := range []struct{ variable, want string }{
 		{"claude_code_version", testbin.ClaudeCodeVersion},
 		{"opencode_version", testbin.OpenCodeVersion},
+		{"eventsource_version", testbin.EventSourceVersion},
 		{"cli_prefix", testbin.NPMPrefix},
 	} {
 		got := "nothing"

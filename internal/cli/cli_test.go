@@ -136,6 +136,13 @@ func TestBinary(t *testing.T) {
 	if code != 137 || !strings.Contains(errOut, "out of memory") {
 		t.Errorf("memory limit: exit %d %q", code, errOut)
 	}
+	// The box's time limit ending the command is said, not only a bare 143
+	// (SIGTERM) or 137 (SIGKILL after the grace); 125 if the box went before
+	// its agent could send the status.
+	code, _, errOut = runBin("", "sandbox", "run", "--timeout", "2s", "--", "sleep", "1000")
+	if code != 143 && code != 137 && code != 125 || !strings.Contains(errOut, "time limit") || !strings.Contains(errOut, "--timeout") {
+		t.Errorf("box time limit: exit %d %q", code, errOut)
+	}
 	code, _, errOut = runBin("", "sandbox", "run", "--backend", "host", "--unsafe-host", "--", "true")
 	if code != 0 || !strings.Contains(errOut, "NO isolation") {
 		t.Errorf("host backend: exit %d, the unsafe warning missing: %q", code, errOut)

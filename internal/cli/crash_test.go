@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,25 +54,6 @@ rules:
     reply: {text: "ok", usage: {input_tokens: 100, output_tokens: 10}}
 `
 
-// procsWithArgs lists the host pids whose command line has args as
-// consecutive arguments (processes in local boxes are host processes).
-func procsWithArgs(args ...string) []int {
-	ents, _ := os.ReadDir("/proc")
-	want := []byte(strings.Join(args, "\x00") + "\x00")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, want) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // generation is one `harvest serve` of a test that restarts it.
 type generation struct {
 	n     int
@@ -113,7 +93,8 @@ func TestServeKill9Repeated(t *testing.T) {
 	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# a repository\n"), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	sleeper := []string{"sleep", "9.31417"}
+	// The sleeper's command line (processesWith reads /proc's raw form).
+	sleeper := "sleep\x009.31417\x00"
 
 	var cur atomic.Pointer[generation]
 	first := e.start()
@@ -225,7 +206,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		follow(t, g.c, sleepy.ID, 0, turn+"'s tool to start", func(ev event.Event) bool {
 			return ev.Turn == turn && ev.Type() == event.TypeToolStarted
 		})
-		eventuallyCLI(t, 30*time.Second, "the sleeper to run", func() bool { return len(procsWithArgs(sleeper...)) > 0 })
+		waitUntil(t, "the sleeper to run", func() bool { return len(processesWith(sleeper)) > 0 })
 		// Kill in the middle of the senders' share of this generation.
 		close(g.start)
 		for range senders * perGen / 2 {
@@ -239,7 +220,7 @@ func TestServeKill9Repeated(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.proc.wait()
-		if len(procsWithArgs(sleeper...)) == 0 {
+		if len(processesWith(sleeper)) == 0 {
 			t.Fatal("the sleeper died with the server: the test proves nothing")
 		}
 		g = restart()
@@ -249,8 +230,8 @@ func TestServeKill9Repeated(t *testing.T) {
 		if f, ok := last.Data.(event.TurnFailed); !ok || f.Kind != "interrupted" {
 			t.Fatalf("round %d: %s ended with %s %+v, want turn.failed kind interrupted", round, turn, last.Type(), last.Data)
 		}
-		if pids := procsWithArgs(sleeper...); len(pids) > 0 {
-			t.Fatalf("round %d: %s was reported interrupted while its tool still runs (pids %v)", round, turn, pids)
+		if pids := processesWith(sleeper); len(pids) > 0 {
+			t.Fatalf("round %d: %s was reported interrupted while its tool still runs (%q)", round, turn, pids)
 		}
 	}
 
@@ -341,8 +322,8 @@ func TestServeKill9Repeated(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws.Repos[0].Path, "late.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an interrupted tool wrote late.txt in the workspace (%v)", err)
 	}
-	if pids := procsWithArgs(sleeper...); len(pids) > 0 {
-		t.Errorf("interrupted tools still run: pids %v", pids)
+	if pids := processesWith(sleeper); len(pids) > 0 {
+		t.Errorf("interrupted tools still run: %q", pids)
 	}
 }
 
@@ -381,20 +362,6 @@ func checkQueuedEvents(t *testing.T, st store.Store, id string) {
 		if queued[m.ID] != 1 {
 			t.Errorf("session %s: message %s (%q) has %d message.queued events, want 1", id, m.ID, m.Text, queued[m.ID])
 		}
-	}
-}
-
-// eventuallyCLI polls cond (a process table) until it holds, for d at most.
-func eventuallyCLI(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		<-tick.C
 	}
 }
 
@@ -508,8 +475,8 @@ func TestServeSIGTERMDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	follow(t, c, v.ID, 0, "t3's tool to start", func(ev event.Event) bool { return ev.Turn == "t3" && ev.Type() == event.TypeToolStarted })
-	endless := []string{"sleep", "3141.8"}
-	eventuallyCLI(t, 30*time.Second, "the endless tool to run", func() bool { return len(procsWithArgs(endless...)) > 0 })
+	endless := "sleep\x003141.8\x00"
+	waitUntil(t, "the endless tool to run", func() bool { return len(processesWith(endless)) > 0 })
 	start = time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(); err != nil {
@@ -518,8 +485,8 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	if d := time.Since(start); d > 1*time.Second+closeBound {
 		t.Errorf("serve took %s to stop with a grace of 1s", d)
 	}
-	if pids := procsWithArgs(endless...); len(pids) > 0 {
-		t.Errorf("the interrupted turn's tool survived serve: pids %v", pids)
+	if pids := processesWith(endless); len(pids) > 0 {
+		t.Errorf("the interrupted turn's tool survived serve: %q", pids)
 	}
 
 	// A second signal skips the rest of a long grace.
@@ -530,7 +497,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	follow(t, c, v.ID, 0, "t4's tool to start", func(ev event.Event) bool { return ev.Turn == "t4" && ev.Type() == event.TypeToolStarted })
-	eventuallyCLI(t, 30*time.Second, "the endless tool to run", func() bool { return len(procsWithArgs(endless...)) > 0 })
+	waitUntil(t, "the endless tool to run", func() bool { return len(processesWith(endless)) > 0 })
 	start = time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if !p.stderr.waitFor("harvest: draining", 30*time.Second) {
@@ -543,8 +510,8 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	if d := time.Since(start); d > closeBound {
 		t.Errorf("serve took %s to stop after a second signal (the grace is 30s)", d)
 	}
-	if pids := procsWithArgs(endless...); len(pids) > 0 {
-		t.Errorf("the interrupted turn's tool survived serve: pids %v", pids)
+	if pids := processesWith(endless); len(pids) > 0 {
+		t.Errorf("the interrupted turn's tool survived serve: %q", pids)
 	}
 
 	st, err := sqlite.Open(filepath.Join(e.home, "harvest.db"))

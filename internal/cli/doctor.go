@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 )
 
@@ -34,9 +34,12 @@ func checkAgents(ctx context.Context) []agentReport {
 		defer os.RemoveAll(home)
 	}
 	var out []agentReport
-	for _, kind := range external.Kinds {
-		r := agentReport{Agent: kind, CLI: external.CLIPath(cliPrefix(), kind)}
-		if err := external.CheckCLI(cliPrefix(), kind); err != nil {
+	for _, k := range agents.Kinds() {
+		if k.Caps.CLI == "" {
+			continue
+		}
+		r := agentReport{Agent: k.Name, CLI: agents.CLIPath(cliPrefix(), k.Caps.CLI)}
+		if err := agents.CheckCLI(cliPrefix(), k); err != nil {
 			r.Reason = err.Error()
 			out = append(out, r)
 			continue

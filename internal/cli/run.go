@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,8 +21,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/agent/builtin"
-	"github.com/harvest-dev/harvest/agent/external"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/llm"
@@ -336,10 +337,9 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		return exitCode(exitHarvestError, err)
 	}
 	defer model.stop()
-	if external.IsKind(f.agentName) {
-		if err := checkExternal(f, model); err != nil {
-			return exitCode(exitHarvestError, err)
-		}
+	kind, err := checkAgent(f, model)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
 	}
 	if model.notice != "" {
 		fmt.Fprintln(stderr, "harvest:", model.notice)
@@ -396,12 +396,10 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		owner = workspace.Owner{}
 	}
 	spec := sandbox.Spec{User: user, Limits: limits, Image: f.image, Labels: map[string]string{"harvest.run": runID}}
-	if external.IsKind(f.agentName) {
-		spec.Mounts = external.Mounts(cliPrefix(), f.agentName)
-	}
+	spec.Mounts = agents.Mounts(kind, cliPrefix())
 	for _, src := range sources {
 		dst := filepath.Join(runDir, src.Name())
-		if _, err := workspace.Prepare(ctx, src, dst, owner); err != nil {
+		if _, err := workspace.Prepare(ctx, src, dst, owner, workspace.CloneOptions{}); err != nil {
 			return exitCode(exitHarvestError, err)
 		}
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: src.Name(), HostPath: dst})
@@ -435,9 +433,9 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 	defer destroy()
 
-	var ws []builtin.Workspace
+	var ws []agent.Workspace
 	for _, w := range spec.Workspaces {
-		ws = append(ws, builtin.Workspace{Name: w.Name, Path: box.WorkspacePath(w.Name)})
+		ws = append(ws, agent.Workspace{Name: w.Name, Path: box.WorkspacePath(w.Name)})
 	}
 	if err := trackChanges(ctx, box, ws, stderr); err != nil {
 		return exitCode(exitHarvestError, err)
@@ -453,22 +451,19 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 	defer events.Close()
 
-	var ag agent.Agent
-	var desc string
-	if external.IsKind(f.agentName) {
-		ag, err = openExternal(ctx, f, model, box, ws, runID)
-		desc = fmt.Sprintf("%s agent, %s", f.agentName, model.name)
-	} else {
-		var def *builtin.Definition
-		ag, def, err = openBuiltin(ctx, f, model, box, ws, runID, audit)
-		if def != nil {
-			desc = fmt.Sprintf("%s agent, %s", def.Name, model.client)
-		}
-	}
+	ag, err := openAgent(ctx, f, kind, model, box, ws, runID, audit)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	if f.timeout > 0 && external.IsKind(f.agentName) {
+	desc := fmt.Sprintf("%s agent, %s", kind.Name, model.name)
+	if kind.Name == agents.Default {
+		def := f.agentName
+		if def == "" {
+			def = "default"
+		}
+		desc = fmt.Sprintf("%s agent, %s", def, model.client)
+	}
+	if f.timeout > 0 && !hasOwnTimeout(kind) {
 		var cancelT context.CancelFunc
 		ctx, cancelT = context.WithTimeoutCause(ctx, f.timeout, fmt.Errorf("the turn reached its time limit (--timeout %s)", f.timeout))
 		defer cancelT()
@@ -481,11 +476,7 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		view = newTextView(stdout, isTerminal(stdout))
 		fmt.Fprintf(stderr, "harvest: %s on %s in a %s box (%s)\n", describeRepos(sources), runDir, box.Backend(), desc)
 	}
-	kind := "builtin"
-	if external.IsKind(f.agentName) {
-		kind = f.agentName
-	}
-	rec := &eventLog{run: runID, turn: "t1", agent: kind, sinks: []eventSink{&jsonView{w: events}, view}}
+	rec := &eventLog{run: runID, turn: "t1", agent: kind.Name, sinks: []eventSink{&jsonView{w: events}, view}}
 	out := ag.Turn(ctx, prompt, rec.emit)
 	view.close()
 	// The conversation, for the record (and for a later continue).
@@ -518,105 +509,79 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 }
 
-// openBuiltin makes Harvest's own agent, from its definition and the
-// flags.
-func openBuiltin(ctx context.Context, f agentRunFlags, model *modelSetup, box *sandbox.Sandbox, ws []builtin.Workspace, runID string, audit io.Writer) (agent.Agent, *builtin.Definition, error) {
-	def, err := builtin.LoadDefinition(ctx, box, ws, agentsDir(), f.agentName)
-	if err != nil {
-		return nil, nil, err
+// agentKind is the kind --agent names: an agent kind, else (a definition's
+// name, or none) the default kind, Harvest's own loop.
+func agentKind(name string) (agent.Kind, string) {
+	if agents.Is(name) {
+		k, _ := agents.Lookup(name)
+		return k, ""
 	}
-	if f.maxSteps > 0 {
-		def.Harness.MaxSteps = f.maxSteps
-	}
-	if f.timeout > 0 {
-		def.Harness.Timeout = builtin.Duration(f.timeout)
-	}
-	if f.budget > 0 {
-		def.Harness.BudgetUSD = f.budget
-	}
-	if f.maxOutput > 0 {
-		def.Harness.MaxOutputTokens = f.maxOutput
-	}
-	if def.Model != "" && f.model == "" && os.Getenv("HARVEST_MODEL") == "" && model.notice == "" {
-		// The agent definition names its model; flags and HARVEST_MODEL win.
-		c, err := providers.Open(providers.FromEnv(), def.Model)
-		if err != nil {
-			return nil, nil, fmt.Errorf("agent %s: %w", def.Name, err)
-		}
-		model.client = c
-	}
+	k, _ := agents.Lookup("")
+	return k, name
+}
 
-	cfg := builtin.Config{
-		Client: model.client, Box: box, Definition: def, Workspaces: ws, SessionID: runID,
-		Hooks: []builtin.HookRegistration{builtin.AuditHook(audit, runID)},
+// checkAgent says what stops the agent --agent names from running with
+// these flags and this model.
+func checkAgent(f agentRunFlags, model *modelSetup) (agent.Kind, error) {
+	kind, _ := agentKind(f.agentName)
+	if !kind.Caps.ModelInBox {
+		return kind, nil // the default kind runs anywhere, on any model
 	}
-	var bridge *external.EgressBridge
+	command := f.terminal.command != "" && kind.Caps.TakesCommand
+	switch {
+	case model.demo && !command:
+		return kind, fmt.Errorf("the %s agent needs a model: set ANTHROPIC_API_KEY (or give --model), or run it on harvest sim with --sim-script FILE (the bundled demo script is written for the builtin agent)", kind.Name)
+	case agents.CheckBackend(kind, f.backend) != nil:
+		return kind, fmt.Errorf("--agent %s: %v", kind.Name, agents.CheckBackend(kind, f.backend))
+	case (f.maxSteps > 0 && !hasLimit(kind, "MaxSteps")) || (f.maxOutput > 0 && !hasLimit(kind, "MaxOutputTokens")):
+		return kind, fmt.Errorf("--max-steps and --max-output-tokens are the builtin agent's; the %s agent's CLI has its own", kind.Name)
+	case command:
+		return kind, nil // its own CLI, in the box's PATH
+	}
+	if err := agents.CheckModel(kind, agents.APIOf(model.models, model.name)); err != nil {
+		return kind, fmt.Errorf("--model %s: %w", model.name, err)
+	}
+	return kind, agents.CheckCLI(cliPrefix(), kind)
+}
+
+func hasLimit(k agent.Kind, name string) bool { return slices.Contains(k.Caps.Limits, name) }
+
+// hasOwnTimeout: the kind enforces --timeout itself (its harness has a
+// turn timeout, as the builtin loop's does); else the run's context does.
+func hasOwnTimeout(k agent.Kind) bool { return hasLimit(k, "Timeout") }
+
+// openAgent makes the agent through the one constructor every agent comes
+// from (agent/agents), as sessions do.
+func openAgent(ctx context.Context, f agentRunFlags, kind agent.Kind, model *modelSetup, box *sandbox.Sandbox, ws []agent.Workspace, runID string, audit io.Writer) (agent.Agent, error) {
+	_, def := agentKind(f.agentName)
+	req := agents.Request{
+		Kind: kind.Name, Box: box, Workspaces: ws,
+		Model: model.name, Models: model.models,
+		// The agent definition may name its model unless the flags,
+		// HARVEST_MODEL or the sim chose one.
+		ModelExplicit: f.model != "" || os.Getenv("HARVEST_MODEL") != "" || model.notice != "",
+		Client: func(name string) (*llm.Client, error) {
+			if name == model.name {
+				return model.client, nil
+			}
+			return providers.Open(providers.FromEnv(), name)
+		},
+		CLIPrefix:  cliPrefix(),
+		Limits:     agent.Limits{MaxSteps: f.maxSteps, MaxOutputTokens: f.maxOutput, Timeout: f.timeout, BudgetUSD: f.budget},
+		Definition: def, AgentsDir: agentsDir(), Audit: audit, SessionID: runID,
+	}
 	if f.egress != "" {
 		eg, err := openEgress(f.egress, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if bridge, cfg.CommandEnv, err = external.BridgeEgress(ctx, box, eg, nil, runID, nil); err != nil {
-			return nil, nil, err
-		}
-	}
-	ag, err := builtin.New(ctx, cfg, nil)
-	if err != nil {
-		if bridge != nil {
-			bridge.Close()
-		}
-		return nil, nil, err
-	}
-	if bridge != nil {
-		return external.WithEgress(ag, bridge), def, nil
-	}
-	return ag, def, nil
-}
-
-// openExternal starts an external agent's CLI in the box, its model calls
-// going through a model proxy that holds the real key.
-func openExternal(ctx context.Context, f agentRunFlags, model *modelSetup, box *sandbox.Sandbox, ws []builtin.Workspace, runID string) (agent.Agent, error) {
-	p, api, err := external.NewProxy(model.models, model.name, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := external.CheckModel(f.agentName, api); err != nil && f.terminal.command == "" {
-		return nil, fmt.Errorf("--model %s: %w", model.name, err)
-	}
-	_, id, err := llm.ParseModel(model.name)
-	if err != nil {
-		return nil, err
-	}
-	eg, err := openEgress(f.egress, nil)
-	if err != nil {
-		return nil, err
-	}
-	spec := external.Spec{
-		Kind: f.agentName, Box: box, Workdir: ws[0].Path, CLIPrefix: cliPrefix(),
-		Model: id, API: api, Proxy: p, BudgetUSD: f.budget, SessionID: runID, Egress: eg,
+		req.Egress = eg
 	}
 	if t, _ := f.terminal.spec(f.agentName); t != nil { // validated with the flags
-		spec.Command, spec.IdleTimeout = t.Command, t.IdleTimeout
-		spec.DonePattern, spec.ReadyPattern = compiled(t)
+		req.Terminal = &agent.Terminal{Command: t.Command, IdleTimeout: t.IdleTimeout}
+		req.Terminal.DonePattern, req.Terminal.ReadyPattern = compiled(t)
 	}
-	return external.Open(ctx, spec)
-}
-
-// checkExternal says what stops an external agent from running with these
-// flags and this model.
-func checkExternal(f agentRunFlags, model *modelSetup) error {
-	generic := f.terminal.command != ""
-	switch {
-	case model.demo && !generic:
-		return fmt.Errorf("the %s agent needs a model: set ANTHROPIC_API_KEY (or give --model), or run it on harvest sim with --sim-script FILE (the bundled demo script is written for the builtin agent)", f.agentName)
-	case external.CheckBackend(f.backend) != nil:
-		return fmt.Errorf("--agent %s: %v", f.agentName, external.CheckBackend(f.backend))
-	case f.maxSteps > 0, f.maxOutput > 0:
-		return fmt.Errorf("--max-steps and --max-output-tokens are the builtin agent's; the %s agent's CLI has its own", f.agentName)
-	case generic:
-		return nil // its own CLI, in the box's PATH
-	}
-	return external.CheckCLI(cliPrefix(), f.agentName)
+	return agents.Open(ctx, req)
 }
 
 // cliPrefix is where the external agents' CLIs are installed:
@@ -625,7 +590,7 @@ func cliPrefix() string {
 	if p := os.Getenv("HARVEST_CLI_PREFIX"); p != "" {
 		return p
 	}
-	return external.DefaultCLIPrefix
+	return agents.DefaultCLIPrefix
 }
 
 func sigName(s os.Signal) string {

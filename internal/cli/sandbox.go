@@ -298,9 +298,17 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 				restore = nil
 			}
 			if err != nil {
+				if errors.Is(err, sandbox.ErrClosed) && boxExpired(sb.Handle(), time.Now()) {
+					// The box ended at its time limit before its agent
+					// sent the command's status.
+					err = fmt.Errorf("the box's time limit (%s; set it with --timeout) was reached: the box ended with the command", boxLimit(sb.Handle()))
+				}
 				return exitCode(exitHarvestError, err)
 			}
-			if st.OOMKilled || st.TimedOut || st.Dropped > 0 {
+			switch {
+			case st.BoxTimedOut:
+				fmt.Fprintf(stderr, "harvest: the command ended: %v: the box lives %s; give it longer with --timeout\n", st, boxLimit(sb.Handle()))
+			case st.OOMKilled || st.TimedOut || st.Dropped > 0:
 				fmt.Fprintln(stderr, "harvest: the command ended:", st)
 			}
 			return exitCode(st.ShellCode(), nil)
@@ -322,6 +330,18 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 			kcancel()
 		}
 	}
+}
+
+// boxLimit is the box's time limit, as --timeout would give it.
+func boxLimit(h sandbox.Handle) time.Duration {
+	return h.Deadline.Sub(h.Created).Round(time.Second)
+}
+
+// boxExpired reports whether the box's time limit has come at now. The
+// agent may be handed the deadline in whole seconds (local backend), so
+// it can end the box up to a second before h.Deadline.
+func boxExpired(h sandbox.Handle, now time.Time) bool {
+	return !h.Deadline.IsZero() && !now.Before(h.Deadline.Add(-time.Second))
 }
 
 // startWithSignals starts the box, giving up cleanly on SIGINT or SIGTERM.

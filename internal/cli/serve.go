@@ -30,6 +30,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // DefaultListen is where harvest serve listens, and where the session
@@ -49,6 +50,9 @@ type serveFlags struct {
 	pool       int
 	quiet      bool
 	egress     string
+	repoRoots  []string
+	gitHosts   []string
+	clone      workspace.CloneOptions
 	grace      time.Duration
 }
 
@@ -76,7 +80,15 @@ SIGINT or SIGTERM drains it for a restart: new sessions and messages get
 API keeps answering reads and event streams, and running turns get
 --shutdown-grace to finish; then what still runs is interrupted (marked so,
 and resumed by the next start) and it exits. A second signal skips the
-rest of the grace. Nothing is lost either way, nor by kill -9.
+rest of the grace. Nothing is lost either way, nor by kill -9. As PID 1 (a
+container without an init) it runs the server as its child and reaps the
+orphans the kernel gives it, like tini.
+
+Repositories: the admin token's sessions may copy any directory but /proc,
+/sys, /dev and the data directory, and clone any git URL. A user token's
+may copy only directories under a --repo-root and clone only https:// (or
+http://) URLs of a --git-host; without them, user tokens can name no
+directory and no URL.
 
 Models: like harvest run (--model, $HARVEST_MODEL, the API keys in the
 environment; with no key, the bundled demo on harvest sim, said so).`,
@@ -96,6 +108,10 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
+	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
+	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
+	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
+	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -118,6 +134,9 @@ func serverDataDir(flag string) (string, error) {
 
 func serve(cmd *cobra.Command, f serveFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if os.Getpid() == 1 {
+		return serveAsInit(stderr) // see serveinit.go
+	}
 	if f.pool < 0 {
 		return exitCode(2, fmt.Errorf("--pool %d: must be positive", f.pool))
 	}
@@ -127,9 +146,16 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
 	}
+	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
+		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
+	}
 	data, err := serverDataDir(f.data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
+	}
+	sources, err := workspace.NewPolicy(f.repoRoots, f.gitHosts, []string{data})
+	if err != nil {
+		return exitCode(2, fmt.Errorf("--repo-root/--git-host: %w", err))
 	}
 	if err := os.MkdirAll(data, 0o711); err != nil {
 		return exitCode(exitHarvestError, fmt.Errorf("creating the data directory %s: %w (pass --data or set HARVEST_HOME to a writable directory)", data, err))
@@ -171,6 +197,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
+		Sources: sources, Clone: f.clone,
 	})
 	if err != nil {
 		j.Close(context.Background())

@@ -194,7 +194,14 @@ func (b *lockedBuffer) String() string {
 // start runs `harvest serve` and waits until it listens.
 func (e *serveEnv) start(args ...string) *serveProc {
 	e.t.Helper()
-	cmd := exec.Command(testbin.Harvest(e.t), append([]string{"serve", "--listen", "127.0.0.1:0", "--quiet"}, args...)...)
+	return e.startWith([]string{testbin.Harvest(e.t)}, args...)
+}
+
+// startWith runs `harvest serve` through a wrapper (whose last word is
+// the harvest binary: unshare ... harvest) and waits until it listens.
+func (e *serveEnv) startWith(wrapper []string, args ...string) *serveProc {
+	e.t.Helper()
+	cmd := exec.Command(wrapper[0], slices.Concat(wrapper[1:], []string{"serve", "--listen", "127.0.0.1:0", "--quiet"}, args)...)
 	cmd.Env = e.env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -532,6 +539,12 @@ func TestSessionCommands(t *testing.T) {
 			t.Fatalf("logs --json --since 3: %q after %d: %v", line, prev, err)
 		}
 		prev = ev.Seq
+	}
+	// Following from past the last event is refused at once, saying
+	// where the session is, rather than waiting for events that will not come.
+	_, errOut = harvest(1, "session", "logs", "-f", "--since", "100000", id)
+	if !regexp.MustCompile(`100000 is past the session's last event, \d+`).MatchString(errOut) {
+		t.Errorf("logs -f --since past the last event: %s", errOut)
 	}
 	harvest(0, "session", "cancel", id)
 	harvest(0, "session", "unlock", id)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -39,7 +39,7 @@ func (t terminalFlags) spec(agent string) (*store.TerminalCLI, error) {
 		}
 		return nil, nil
 	}
-	if agent != external.Terminal {
+	if k, err := agents.Lookup(agent); err != nil || !k.Caps.TakesCommand {
 		return nil, fmt.Errorf("--command is the CLI of --agent terminal; add --agent terminal")
 	}
 	args, err := splitWords(t.command)

@@ -10,6 +10,8 @@
 package testbin
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,9 +26,18 @@ var (
 	built = map[string]string{}
 )
 
-// Dir is where test binaries are built.
+// Dir is where test binaries are built: one directory per user and
+// checkout. Checkouts (git worktrees) on one machine must not share it:
+// each test process renames its fresh build over the last one, so a test
+// of one checkout would run, now and then, the agent or the harvest
+// binary another checkout built from other code.
 func Dir() string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("harvest-testbin-%d", os.Geteuid()))
+	name := fmt.Sprintf("harvest-testbin-%d", os.Geteuid())
+	if root, err := ModuleRoot(); err == nil {
+		sum := sha256.Sum256([]byte(root))
+		name += "-" + hex.EncodeToString(sum[:])[:12]
+	}
+	return filepath.Join(os.TempDir(), name)
 }
 
 // ModuleRoot returns the directory holding go.mod.

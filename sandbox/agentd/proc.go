@@ -320,6 +320,10 @@ func (p *proc) statusLocked() proto.ExitStatus {
 		if p.ws.Signal() == syscall.SIGKILL && !p.timedOut && p.s.oom.count() > p.oomAt {
 			st.OOMKilled = true
 		}
+		// Killed after the box's time limit began ending every process:
+		// the limit did it (SIGTERM, or SIGKILL after the grace), and the
+		// status says so, as it says a Cmd.Timeout or an OOM kill.
+		st.BoxTimedOut = !st.OOMKilled && !p.timedOut && p.s.expired.Load()
 	}
 	for _, o := range p.outs {
 		st.Dropped += o.dropped

@@ -52,6 +52,9 @@ type Server struct {
 	log     *slog.Logger
 	ident   atomic.Pointer[identity]
 	claimed atomic.Bool
+	// expired: the box's time limit was reached and Shutdown is ending
+	// it. Atomic, so a proc reads it for its status without s.mu.
+	expired atomic.Bool
 	started time.Time
 	reaper  *reaper
 	oom     *oomCounter
@@ -126,6 +129,7 @@ func (s *Server) startDeadline(d time.Time) {
 	}
 	t := time.AfterFunc(time.Until(d), func() {
 		s.log.Warn("box time limit reached; ending the box", "deadline", d)
+		s.expired.Store(true)
 		s.Shutdown(5 * time.Second)
 	})
 	s.goroutine(func() { <-s.ctx.Done(); t.Stop() })

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -38,8 +39,10 @@ func TestConcurrentCreates(t *testing.T) {
 			mu.Lock()
 			boxes = append(boxes, sb)
 			mu.Unlock()
-			if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil || !st.Success() {
-				errs <- err
+			if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil {
+				errs <- fmt.Errorf("true in box %s: %w", sb.ID(), err)
+			} else if !st.Success() {
+				errs <- fmt.Errorf("true in box %s: %v", sb.ID(), st)
 			}
 		}()
 	}

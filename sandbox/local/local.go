@@ -48,9 +48,11 @@
 // reserve for the agent's and shim's threads), CPU and the freezer, under a
 // parent named after the run dir (Harvests with different run dirs never see
 // each other's boxes). The shim joins it before starting bwrap, so nothing in
-// the box ever runs outside it. Destroy freezes and kills the whole cgroup (no
-// fork can race it), waits for the shim, removes the cgroup and the run dir:
-// no process, mount or cgroup is left behind.
+// the box ever runs outside it. Destroy SIGKILLs the box's PID 1, which ends
+// its PID namespace (no fork can race it), waits for the shim to reap bwrap
+// and the agent and exit, kills whatever is left in the cgroup, removes the
+// cgroup and the run dir: no process, zombie, mount or cgroup is left behind
+// (see endBox for why the shim must outlive its box).
 //
 // Requirements: root (cgroups, and the shim's mounts into boxes), bubblewrap
 // 0.8 or newer (--disable-userns), unprivileged user namespaces, Linux 5.12 or
@@ -173,6 +175,10 @@ func (p *Provider) ready() error {
 			return
 		}
 		p.reapStalePools()
+		// The parent cgroups of a Harvest killed (SIGKILL) with no box
+		// left but its warm ones: nothing else removes them (Close never
+		// ran). A no-op while any box is there; Create makes them again.
+		p.cg.RemoveParent()
 		p.pruneRoots()
 		p.mu.Lock()
 		if p.cfg.PoolSize > 0 && !p.closed {
@@ -358,18 +364,38 @@ func (p *Provider) Stop(ctx context.Context, h sandbox.Handle, grace time.Durati
 		_ = d.Agent.WaitGone(gctx)
 		cancel()
 	}
-	cg := d.Cgroup
-	if !cg.Empty() {
-		if err := cg.Kill(ctx); err != nil {
-			return fmt.Errorf("killing box %s: %w", h.ID, err)
+	if err := p.endBox(ctx, h.ID, d); err != nil {
+		return fmt.Errorf("killing box %s: %w", h.ID, err)
+	}
+	return nil
+}
+
+// endBox kills what is left of a box so that its shim reaps it, and waits
+// for the shim. SIGKILL to the box's PID 1 (the agent) ends its whole PID
+// namespace: no fork can race it, as the kernel gives no new pid in a
+// namespace whose init is dying. bwrap exits with it, and the shim,
+// bwrap's parent and the agent's subreaper, reaps both, writes exit.json
+// and exits. Only then is the cgroup killed, for anything left (normally
+// nothing; all of it if the agent was not known).
+//
+// The cgroup is not killed first: it holds the shim too, and a shim killed
+// with its box never reaps bwrap and the agent. The kernel hands them to
+// PID 1 of Harvest's PID namespace as zombies: an init reaps them, but
+// `harvest serve` as PID 1 (a container without an init) does not, and they
+// piled up, two per box.
+func (p *Provider) endBox(ctx context.Context, id string, d handleData) error {
+	_ = d.Agent.Signal(syscall.SIGKILL) // ErrGone: it has ended already
+	p.waitShim(ctx, id, d.Shim)
+	if cg := d.Cgroup; !cg.Empty() {
+		if err := cg.Kill(ctx); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
-	p.waitShim(ctx, h.ID, d.Shim)
 	return nil
 }
 
 // waitShim waits (briefly) for a box's shim to exit after its box ended,
-// killing it if it lingers.
+// killing it if it lingers (which orphans whatever it did not reap).
 func (p *Provider) waitShim(ctx context.Context, id string, shimID procutil.ID) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -388,11 +414,10 @@ func (p *Provider) Destroy(ctx context.Context, h sandbox.Handle) error {
 	if err != nil {
 		return err
 	}
-	cg := d.Cgroup
-	if err := cg.Kill(ctx); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := p.endBox(ctx, h.ID, d); err != nil {
 		return fmt.Errorf("killing box %s: %w", h.ID, err)
 	}
-	p.waitShim(ctx, h.ID, d.Shim)
+	cg := d.Cgroup
 	if err := cg.Remove(ctx); err != nil {
 		return fmt.Errorf("destroying box %s: %w", h.ID, err)
 	}

@@ -170,7 +170,18 @@ func (w *warmBox) discard(dir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if w.cmd != nil {
-		_ = w.cmd.Process.Kill() // bwrap and the box die with it
+		// The shim ends the box and reaps it: a warm one at the EOF on its
+		// stdin, a claimed one when its PID 1 dies. Killing the shim first
+		// would leave bwrap and the agent as zombies (see endBox).
+		agent := procutil.ID{PID: w.state.Agent.PID, Start: w.state.Agent.Start}
+		_ = agent.Signal(syscall.SIGKILL)
+		gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+		select {
+		case <-w.reaped:
+		case <-gctx.Done():
+			_ = w.cmd.Process.Kill()
+		}
+		gcancel()
 		_ = w.cg.Kill(ctx)
 		select {
 		case <-w.reaped:

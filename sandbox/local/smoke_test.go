@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,10 +42,28 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !st.Success() {
+		t.Fatalf("the smoke command: %v", st)
+	}
+	for _, want := range []string{"uid=1000(user) gid=1000(user)", "\n/workspace/w\n", "NoNewPrivs:\t1", "Seccomp:\t2", "\nhello\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the smoke command's output lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "hello")); err != nil {
+		t.Errorf("the file touched in the box is not in the workspace on the host: %v", err)
+	}
+	// A failure comes back as one, code and all.
+	if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "exit 3"}}); err != nil || st.Code != 3 || st.Signal != 0 {
+		t.Errorf("exit 3: %v, %v", st, err)
+	}
+	if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "kill -TERM $$"}}); err != nil || st.Signal != syscall.SIGTERM {
+		t.Errorf("kill -TERM $$: %v, %v", st, err)
+	}
 	t0 = time.Now()
 	for i := 0; i < 100; i++ {
-		if _, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil {
-			t.Fatal(err)
+		if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil || !st.Success() {
+			t.Fatalf("true, run %d: %v, %v", i, st, err)
 		}
 	}
 	t.Logf("100 x true: %v", time.Since(t0))

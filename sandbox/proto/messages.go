@@ -188,11 +188,13 @@ type ResizeParams struct {
 
 // ExitStatus is how a process ended.
 type ExitStatus struct {
-	Code      int   `json:"code"`             // exit code, or -1 when killed by a signal
-	Signal    int   `json:"signal,omitempty"` // the signal that killed it
-	OOMKilled bool  `json:"oom_killed,omitempty"`
-	TimedOut  bool  `json:"timed_out,omitempty"`
-	Dropped   int64 `json:"dropped,omitempty"` // output bytes read but not delivered
+	Code      int  `json:"code"`             // exit code, or -1 when killed by a signal
+	Signal    int  `json:"signal,omitempty"` // the signal that killed it
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	TimedOut  bool `json:"timed_out,omitempty"`
+	// BoxTimedOut: the box's time limit (its deadline) killed it.
+	BoxTimedOut bool  `json:"box_timed_out,omitempty"`
+	Dropped     int64 `json:"dropped,omitempty"` // output bytes read but not delivered
 	// DurationMS is wall time from start to exit.
 	DurationMS int64 `json:"duration_ms"`
 	// Error ends a forwarded connection that failed (reset, broken pipe);

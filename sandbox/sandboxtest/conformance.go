@@ -705,9 +705,13 @@ func (s *suite) testTimeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Wait(ctxFor(t))
+	st, err := p.Wait(ctxFor(t))
 	if err == nil {
-		// The agent may deliver the exit (SIGTERM) before it goes.
+		// The agent may deliver the exit (SIGTERM) before it goes; the
+		// status then says that the box's limit killed the command.
+		if st.Signal == 0 || !st.BoxTimedOut {
+			t.Errorf("the status of a command the time limit ended: %v, want killed (the box's time limit)", st)
+		}
 		err = waitGone(t, sb)
 	}
 	if !errors.Is(err, sandbox.ErrClosed) {

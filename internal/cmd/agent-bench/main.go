@@ -51,11 +51,14 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/agent/builtin"
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/agent/opencode"
+	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
@@ -155,14 +158,14 @@ func main() {
 		results[3].samples = append(results[3].samples, builtinLoop(ctx, p, s, tmp, i))
 		results[4].samples = append(results[4].samples, harvestRun(tmp, runDir, scriptPath, i, "--agent", "claudecode"))
 		results[5].samples = append(results[5].samples, claudeRaw(ctx, p, s, tmp, claude, i))
-		turn, resume := externalTurn(ctx, p, s, tmp, external.ClaudeCode, i)
+		turn, resume := externalTurn(ctx, p, s, tmp, claudecode.Kind.Name, i)
 		results[6].samples = append(results[6].samples, turn)
 		results[7].samples = append(results[7].samples, resume)
-		turn, resume = externalTurn(ctx, p, s, tmp, external.Terminal, i)
+		turn, resume = externalTurn(ctx, p, s, tmp, terminal.Kind.Name, i)
 		results[8].samples = append(results[8].samples, turn)
 		results[9].samples = append(results[9].samples, resume)
 		results[10].samples = append(results[10].samples, openCodeRun(ctx, p, s, tmp, i))
-		turn, resume = externalTurn(ctx, p, s, tmp, external.OpenCode, i)
+		turn, resume = externalTurn(ctx, p, s, tmp, opencode.Kind.Name, i)
 		results[11].samples = append(results[11].samples, turn)
 		results[12].samples = append(results[12].samples, resume)
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", i+1, *n)
@@ -273,7 +276,7 @@ func checkClaude(out []byte) {
 func claudeInBox(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claude string, i int) time.Duration {
 	ws := workspace(tmp, fmt.Sprintf("repo-cb%d", i))
 	start := time.Now()
-	sb := startBox(ctx, p, ws, external.ClaudeCode)
+	sb := startBox(ctx, p, ws, claudecode.Kind.Name)
 	defer sb.Destroy(context.Background())
 	srv, url := serveSim(ctx, sb, s)
 	defer srv.Close()
@@ -337,14 +340,11 @@ func builtinLoop(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 	srv := &http.Server{Handler: sim.New(s)}
 	go srv.Serve(ln)
 	defer srv.Close()
-	client, err := providers.Open(providers.Config{
-		Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + ln.Addr().String(), APIKey: "sk-ant-agent-bench"}},
-		Retry:     llm.RetryPolicy{MaxAttempts: 1},
-	}, "anthropic/"+model)
-	if err != nil {
-		die("%v", err)
-	}
-	a, err := builtin.New(ctx, builtin.Config{Client: client, Box: sb}, nil)
+	a, err := agents.Open(ctx, agents.Request{Box: sb, Workspaces: []agent.Workspace{{Name: "repo", Path: "/workspace/repo"}},
+		Model: "anthropic/" + model, ModelExplicit: true, Models: providers.Config{
+			Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + ln.Addr().String(), APIKey: "sk-ant-agent-bench"}},
+			Retry:     llm.RetryPolicy{MaxAttempts: 1},
+		}, SessionID: "bench-builtin"})
 	if err != nil {
 		die("%v", err)
 	}
@@ -363,7 +363,7 @@ func builtinLoop(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 // sim on a box listener): what the claudecode agent's turn compares with.
 func claudeRaw(ctx context.Context, p *local.Provider, s *sim.Script, tmp, claude string, i int) (raw time.Duration) {
 	ws := workspace(tmp, fmt.Sprintf("repo-cr%d", i))
-	sb := startBox(ctx, p, ws, external.ClaudeCode)
+	sb := startBox(ctx, p, ws, claudecode.Kind.Name)
 	defer sb.Destroy(ctx)
 	srv, url := serveSim(ctx, sb, s)
 	var out, errb bytes.Buffer
@@ -394,12 +394,20 @@ func serveSim(ctx context.Context, sb *sandbox.Sandbox, s *sim.Script) (*http.Se
 	return srv, "http://" + ln.Addr().String()
 }
 
+func mounts(kind string) []sandbox.Mount {
+	k, err := agents.Lookup(kind)
+	if err != nil {
+		die("%v", err)
+	}
+	return agents.Mounts(k, *npmPrefix)
+}
+
 // startBox starts a box on workspace ws with kind's CLI mounted.
 func startBox(ctx context.Context, p *local.Provider, ws, kind string) *sandbox.Sandbox {
 	sb, err := p.Start(ctx, sandbox.Spec{
 		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
 		User:       sandbox.User{UID: boxUID, GID: boxUID},
-		Mounts:     external.Mounts(*npmPrefix, kind),
+		Mounts:     mounts(kind),
 	})
 	if err != nil {
 		die("starting a box: %v", err)
@@ -469,13 +477,15 @@ func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, ki
 	go srv.Serve(up)
 	defer srv.Close()
 	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + up.Addr().String(), APIKey: "sk-ant-agent-bench"}}}
-	proxy, api, err := external.NewProxy(models, "anthropic/"+model, nil)
+	proxy, err := agents.NewProxy(models, "anthropic/"+model, nil)
 	if err != nil {
 		die("%v", err)
 	}
 	open := func(sb *sandbox.Sandbox, state []byte) agentTurner {
-		a, err := external.Open(ctx, external.Spec{Kind: kind, Box: sb, Workdir: "/workspace/repo",
-			CLIPrefix: *npmPrefix, Model: model, API: api, Proxy: proxy, SessionID: fmt.Sprintf("bench-%s-%d", kind, i), State: state})
+		a, err := agents.Open(ctx, agents.Request{Kind: kind, Box: sb, Workspaces: []agent.Workspace{{Name: "repo", Path: "/workspace/repo"}},
+			CLIPrefix: *npmPrefix, Model: "anthropic/" + model, Models: models, ModelExplicit: true,
+			Proxy:     func(string) (*modelproxy.Proxy, error) { return proxy, nil },
+			SessionID: fmt.Sprintf("bench-%s-%d", kind, i), State: state})
 		if err != nil {
 			die("opening the %s agent: %v", kind, err)
 		}
@@ -519,7 +529,7 @@ func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, ki
 // configures its server.
 func openCodeRun(ctx context.Context, p *local.Provider, s *sim.Script, tmp string, i int) time.Duration {
 	ws := workspace(tmp, fmt.Sprintf("repo-or%d", i))
-	sb := startBox(ctx, p, ws, external.OpenCode)
+	sb := startBox(ctx, p, ws, opencode.Kind.Name)
 	defer sb.Destroy(ctx)
 	srv, url := serveSim(ctx, sb, s)
 	defer srv.Close()
@@ -535,7 +545,7 @@ func openCodeRun(ctx context.Context, p *local.Provider, s *sim.Script, tmp stri
 	var out, errb bytes.Buffer
 	start := time.Now()
 	st, err := sb.Run(ctx, &sandbox.Cmd{
-		Args: []string{external.CLIPath(*npmPrefix, external.OpenCode), "run", "--title", "bench", prompt},
+		Args: []string{agents.CLIPath(*npmPrefix, opencode.Kind.Caps.CLI), "run", "--title", "bench", prompt},
 		Dir:  "/workspace/repo",
 		Env: []string{"HOME=/home/user", "PATH=/usr/local/bin:/usr/bin:/bin", "OPENCODE_CONFIG_CONTENT=" + string(cfg),
 			"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1",

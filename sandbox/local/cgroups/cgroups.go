@@ -202,10 +202,23 @@ func (m *Manager) enableV2() error {
 
 // Create makes the box's cgroup(s) and applies the limits. On error nothing is
 // left behind.
+//
+// The parent may vanish between its creation and the box's: another
+// process with the same run dir removes it when it is empty (RemoveParent,
+// after its last box, or at its start). Create then makes it again.
 func (m *Manager) Create(id string, lim Limits) (*Cgroup, error) {
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return nil, fmt.Errorf("cgroups: bad box id %q", id)
 	}
+	for attempt := 1; ; attempt++ {
+		cg, err := m.create(id, lim)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == 3 {
+			return cg, err
+		}
+	}
+}
+
+func (m *Manager) create(id string, lim Limits) (*Cgroup, error) {
 	cg := &Cgroup{Version: m.Version, Dirs: map[string]string{}}
 	if m.Version == 2 {
 		if err := m.enableV2(); err != nil {
@@ -552,7 +565,9 @@ func (cg *Cgroup) Remove(ctx context.Context) error {
 }
 
 // RemoveParent removes the parent cgroup, and the empty ones above it, where
-// no box is left (best effort: a busy cgroup stays).
+// no box is left (best effort: a busy cgroup stays). The local backend calls
+// it after a box is destroyed, at Close, and when it starts: a Harvest
+// killed with SIGKILL never reaches its Close.
 func (m *Manager) RemoveParent() {
 	for _, root := range m.Roots {
 		dir := filepath.Join(root, m.Parent)

@@ -184,18 +184,16 @@ func Main(args []string) int {
 		return 1
 	}
 	if claim == nil {
-		_ = b.cmd.Process.Kill()
-		<-b.waited
-		<-b.logDone
+		b.kill()
 		abandon(dirs, prep.Dir)
 		return 0
 	}
 	if err := applyClaim(b.state.Agent.PID, prep.UID, prep.GID, *claim); err != nil {
-		_ = b.cmd.Process.Kill()
+		b.kill()
 		return report(State{Error: err.Error()})
 	}
 	if err := writeJSON(filepath.Join(claim.BoxDir, "state.json"), b.state); err != nil {
-		_ = b.cmd.Process.Kill()
+		b.kill()
 		return report(State{Error: err.Error()})
 	}
 	report(b.state)
@@ -232,6 +230,14 @@ type box struct {
 	state   State
 	waited  <-chan error
 	logDone chan struct{}
+}
+
+// kill ends the box and waits until bwrap and the agent are reaped: the
+// shim must not exit before, or they are left to PID 1 as zombies.
+func (b *box) kill() {
+	_ = b.cmd.Process.Kill() // the agent dies with bwrap (--die-with-parent)
+	<-b.waited
+	<-b.logDone
 }
 
 func prepare(p Prepare) (*box, error) {

@@ -7,9 +7,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/agent/external"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/modelproxy"
@@ -17,36 +18,29 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// External agents (Claude Code, OpenCode, a CLI in a terminal) run their
-// CLI in the session's box and call the model through the Manager's model
-// proxy, bridged into the box (package agent/external). The proxy holds
-// the real keys; the box gets a per-session token.
+// Agents are built in one place, agent/agents (the composition root
+// shared with harvest run): the session layer gives it the box, the
+// session's model, limits, egress and saved state, and asks the kind's
+// capabilities (agent.Capabilities) where it must, never its name. The
+// Manager keeps one model proxy per endpoint for the agents that call
+// their model from inside the box.
 
 // checkAgent validates a request's agent kind against the model and
-// backend it would run with, returning the kind to store. generic: the
-// terminal agent runs a CLI of the request's own, not Claude Code.
-func (m *Manager) checkAgent(kind, model, backend string, generic bool) (string, []string) {
-	switch {
-	case kind == "" || kind == AgentBuiltin:
-		return AgentBuiltin, nil
-	case !external.IsKind(kind):
-		return kind, []string{fmt.Sprintf("agent %q: use %q (Harvest's own loop, the default) or one of %v", kind, AgentBuiltin, external.Kinds)}
+// backend it would run with, returning the kind to store. command: the
+// request gives the terminal agent a CLI of its own.
+func (m *Manager) checkAgent(kind, model, backend string, command bool) (string, []string) {
+	k, problems := agents.Check(kind, model, agents.APIOf(m.cfg.Models, model), backend, m.cfg.cliPrefix(), command)
+	if k.Name == "" {
+		return kind, problems
 	}
-	var problems []string
-	if !(generic && kind == external.Terminal) {
-		if err := external.CheckCLI(m.cfg.cliPrefix(), kind); err != nil {
-			problems = append(problems, "agent: "+err.Error())
-		}
-	}
-	if err := external.CheckBackend(backend); err != nil {
-		problems = append(problems, fmt.Sprintf("agent %q: %v; leave backend empty or use one of those", kind, err))
-	}
-	if api := m.endpointAPI(model); api != "" && !(generic && kind == external.Terminal) {
-		if err := external.CheckModel(kind, api); err != nil {
-			problems = append(problems, fmt.Sprintf("model %q: %v", model, err))
-		}
-	}
-	return kind, problems
+	return k.Name, problems
+}
+
+// kindOf is the session's agent kind (a stored kind this Harvest no longer
+// knows has the zero Kind: no capabilities).
+func kindOf(name string) agent.Kind {
+	k, _ := agents.Lookup(name)
+	return k
 }
 
 // checkEgress validates a request's egress list against the server's
@@ -105,8 +99,14 @@ func CheckTerminal(kind string, t *store.TerminalCLI) (*store.TerminalCLI, []str
 		return nil, nil
 	}
 	var problems []string
-	if kind != external.Terminal {
-		problems = append(problems, fmt.Sprintf("terminal is for agent %q (a CLI in a PTY); remove it or set agent to %q", external.Terminal, external.Terminal))
+	if !kindOf(kind).Caps.TakesCommand {
+		var takers []string
+		for _, k := range agents.Kinds() {
+			if k.Caps.TakesCommand {
+				takers = append(takers, k.Name)
+			}
+		}
+		problems = append(problems, fmt.Sprintf("terminal is for agent %q (a CLI in a PTY); remove it or set agent to %q", strings.Join(takers, `" or "`), strings.Join(takers, `" or "`)))
 	}
 	size := 0
 	switch {
@@ -128,8 +128,8 @@ func CheckTerminal(kind string, t *store.TerminalCLI) (*store.TerminalCLI, []str
 		problems = append(problems, fmt.Sprintf("terminal.command is %d bytes: keep it under %d", size, maxTerminalBytes))
 	}
 	for _, p := range []struct{ name, re string }{{"done_pattern", t.DonePattern}, {"ready_pattern", t.ReadyPattern}} {
-		if len(p.re) > maxTerminalPattern {
-			problems = append(problems, fmt.Sprintf("terminal.%s is %d bytes: keep it under %d", p.name, len(p.re), maxTerminalPattern))
+		if n := utf8.RuneCountInString(p.re); n > maxTerminalPattern {
+			problems = append(problems, fmt.Sprintf("terminal.%s is %d characters: at most %d", p.name, n, maxTerminalPattern))
 		} else if _, err := regexp.Compile(p.re); err != nil {
 			problems = append(problems, fmt.Sprintf("terminal.%s: %v (Go regular expression syntax)", p.name, err))
 		}
@@ -145,23 +145,6 @@ func CheckTerminal(kind string, t *store.TerminalCLI) (*store.TerminalCLI, []str
 	return &c, problems
 }
 
-// endpointAPI is the wire API of model's endpoint, "" when it has none
-// configured.
-func (m *Manager) endpointAPI(model string) string {
-	name, _, err := llm.ParseModel(model)
-	if err != nil {
-		return ""
-	}
-	e, ok := m.cfg.Models.Endpoints[name]
-	if !ok {
-		return ""
-	}
-	if e.API != "" {
-		return e.API
-	}
-	return name
-}
-
 // proxy returns the model proxy for model's endpoint, made on first use.
 func (m *Manager) proxy(model string) (*modelproxy.Proxy, error) {
 	name, _, err := llm.ParseModel(model)
@@ -173,7 +156,7 @@ func (m *Manager) proxy(model string) (*modelproxy.Proxy, error) {
 	if p, ok := m.proxies[name]; ok {
 		return p, nil
 	}
-	p, _, err := external.NewProxy(m.cfg.Models, model, m.log)
+	p, err := agents.NewProxy(m.cfg.Models, model, m.log)
 	if err != nil {
 		return nil, err
 	}
@@ -181,46 +164,35 @@ func (m *Manager) proxy(model string) (*modelproxy.Proxy, error) {
 	return p, nil
 }
 
-// boxMounts is what the session's agent needs in its box besides the
-// workspaces.
-func (m *Manager) boxMounts(kind string) []sandbox.Mount {
-	if !external.IsKind(kind) {
-		return nil
-	}
-	return external.Mounts(m.cfg.cliPrefix(), kind)
-}
-
-// newExternal opens the session's external agent in sb.
-func (r *runner) newExternal(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent, error) {
+// newAgent makes the session's agent in sb, continuing its saved
+// conversation, through the one constructor every agent comes from.
+func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent, error) {
 	s := r.s
-	p, err := r.m.proxy(s.Model)
-	if err != nil {
-		return nil, fatal(err)
+	req := agents.Request{
+		Kind: s.Agent, Box: sb, Model: s.Model, ModelExplicit: true, Models: r.m.cfg.Models,
+		Client: r.m.client, Proxy: r.m.proxy, CLIPrefix: r.m.cfg.cliPrefix(),
+		Limits:    agent.Limits{MaxSteps: s.Limits.MaxSteps, BudgetUSD: s.Limits.BudgetUSD},
+		AgentsDir: r.m.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
 	}
-	_, id, err := llm.ParseModel(s.Model)
-	if err != nil {
-		return nil, fatal(err)
-	}
-	spec := external.Spec{
-		Kind: s.Agent, Box: sb, Workdir: sb.WorkspacePath(s.Repos[0].Name),
-		CLIPrefix: r.m.cfg.cliPrefix(), Model: id, API: r.m.endpointAPI(s.Model), Proxy: p, BudgetUSD: s.Limits.BudgetUSD,
-		SessionID: s.ID, State: s.AgentState, Logger: r.log,
+	for _, repo := range s.Repos {
+		req.Workspaces = append(req.Workspaces, agent.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)})
 	}
 	if allow, ok := r.m.egressAllow(s); ok {
-		spec.Egress, spec.EgressAllow = r.m.cfg.Egress, allow
+		req.Egress, req.EgressAllow = r.m.cfg.Egress, allow
 	}
 	if t := s.Terminal; t != nil {
 		// Validated at create; a stored pattern that no longer compiles
 		// fails the session rather than running without its end signal.
-		spec.Command, spec.IdleTimeout = t.Command, t.IdleTimeout
-		if spec.DonePattern, err = compileOptional(t.DonePattern); err != nil {
+		req.Terminal = &agent.Terminal{Command: t.Command, IdleTimeout: t.IdleTimeout}
+		var err error
+		if req.Terminal.DonePattern, err = compileOptional(t.DonePattern); err != nil {
 			return nil, fatal(fmt.Errorf("terminal.done_pattern: %w", err))
 		}
-		if spec.ReadyPattern, err = compileOptional(t.ReadyPattern); err != nil {
+		if req.Terminal.ReadyPattern, err = compileOptional(t.ReadyPattern); err != nil {
 			return nil, fatal(fmt.Errorf("terminal.ready_pattern: %w", err))
 		}
 	}
-	ag, err := external.Open(ctx, spec)
+	ag, err := agents.Open(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package external
+package agents
 
 import (
 	"archive/tar"
@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -53,21 +56,19 @@ func TestOpenRefusesAnImageWithoutTheLoader(t *testing.T) {
 	t.Cleanup(func() { exec.Command("docker", "image", "rm", "-f", image).Run() })
 
 	p := docker.New(docker.Config{Image: image, RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
-	sb, err := p.Start(ctx, sandbox.Spec{User: sandbox.User{UID: 1000, GID: 1000}, Mounts: Mounts(prefix, ClaudeCode)})
+	sb, err := p.Start(ctx, sandbox.Spec{User: sandbox.User{UID: 1000, GID: 1000}, Mounts: Mounts(claudecode.Kind, prefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Destroy(context.Background())
-	proxy, api, err := NewProxy(providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://127.0.0.1:9", APIKey: "sk-unused"}}}, "anthropic/claude-sonnet-4-5", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://127.0.0.1:9", APIKey: "sk-unused"}}}
 	interp, err := elfInterpreter(claude)
 	if err != nil || interp == "" {
 		t.Fatalf("%s: program interpreter %q, %v", claude, interp, err)
 	}
-	for _, kind := range []string{ClaudeCode, Terminal} {
-		_, err = Open(ctx, Spec{Kind: kind, Box: sb, Workdir: "/tmp", CLIPrefix: prefix, Model: "claude-sonnet-4-5", API: api, Proxy: proxy, SessionID: "s-1"})
+	for _, kind := range []string{claudecode.Kind.Name, terminal.Kind.Name} {
+		_, err = Open(ctx, Request{Kind: kind, Box: sb, Workspaces: []agent.Workspace{{Name: "tmp", Path: "/tmp"}}, CLIPrefix: prefix,
+			Model: "anthropic/claude-sonnet-4-5", Models: models, SessionID: "s-1"})
 		if err == nil || !strings.Contains(err.Error(), "program interpreter "+interp) || !strings.Contains(err.Error(), "glibc image") {
 			t.Errorf("%s in an image without the loader: %v", kind, err)
 		}

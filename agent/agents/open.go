@@ -1,0 +1,140 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/egress"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/modelproxy"
+	"github.com/harvest-dev/harvest/sandbox"
+)
+
+// Request is an agent to build: its kind, its box, and what the caller
+// (a session, a run) decides — everything else Open wires.
+type Request struct {
+	// Kind names the agent kind ("" the default).
+	Kind string
+	// Box is started by the caller with Mounts(kind, CLIPrefix).
+	Box *sandbox.Sandbox
+	// Workspaces are the repositories in the box; the agent starts in the
+	// first. Required.
+	Workspaces []agent.Workspace
+	// Model is Harvest's model name ("endpoint/model"); Models configures
+	// its endpoint. ModelExplicit: the caller chose it, so an agent
+	// definition's own model does not override it.
+	Model         string
+	ModelExplicit bool
+	Models        providers.Config
+	// Client opens a host-side client for a model (nil: providers.Open
+	// on Models). A session passes its cache; a run, the client it made.
+	Client func(model string) (*llm.Client, error)
+	// Proxy returns the model proxy for a model's endpoint (nil: a new
+	// one from Models). A server shares one per endpoint.
+	Proxy func(model string) (*modelproxy.Proxy, error)
+	// Egress, when set, lets the agent's commands reach the hosts it
+	// allows (package registries); EgressAllow, when not nil, narrows it
+	// for this agent. Nil: no way out of the box.
+	Egress      *egress.Proxy
+	EgressAllow []string
+	// CLIPrefix is the npm prefix the CLIs are installed under
+	// (DefaultCLIPrefix when empty).
+	CLIPrefix string
+	// Limits bound the turns; BudgetUSD is also enforced by the model
+	// proxy for an agent that calls the model from the box.
+	Limits agent.Limits
+	// Definition and AgentsDir: see agent.Deps.
+	Definition, AgentsDir string
+	Terminal              *agent.Terminal
+	Instructions          string
+	Audit                 io.Writer
+	SessionID             string
+	// State is what the previous agent's State returned.
+	State  []byte
+	Logger *slog.Logger
+}
+
+// Open builds the agent req asks for, with everything wired (see the
+// package doc). The caller closes the agent; the box stays the caller's.
+// Errors say what to fix; a cancelled ctx's error is ctx's.
+func Open(ctx context.Context, req Request) (agent.Agent, error) {
+	k, err := Lookup(req.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if req.Box == nil || len(req.Workspaces) == 0 {
+		return nil, errors.New("agents.Open: a box and a workspace are required")
+	}
+	if req.Logger == nil {
+		req.Logger = slog.New(slog.DiscardHandler)
+	}
+	if req.CLIPrefix == "" {
+		req.CLIPrefix = DefaultCLIPrefix
+	}
+	d := agent.Deps{
+		Box: req.Box, Workspaces: req.Workspaces, Limits: req.Limits,
+		Definition: req.Definition, AgentsDir: req.AgentsDir, Terminal: req.Terminal,
+		Instructions: req.Instructions, Audit: req.Audit, SessionID: req.SessionID,
+		State: req.State, Logger: req.Logger,
+	}
+	ownCommand := k.Caps.TakesCommand && req.Terminal != nil && len(req.Terminal.Command) > 0
+	if k.Caps.CLI != "" && !ownCommand {
+		d.CLI = CLIPath(req.CLIPrefix, k.Caps.CLI)
+		if err := checkLoader(ctx, req.Box, d.CLI, k.Name); err != nil {
+			return nil, err
+		}
+	}
+	_, id, err := llm.ParseModel(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	d.Model = agent.Model{Name: req.Model, ID: id, API: APIOf(req.Models, req.Model), Explicit: req.ModelExplicit}
+
+	w := &wired{}
+	if k.Caps.ModelInBox {
+		p, err := req.proxy()
+		if err != nil {
+			return nil, err
+		}
+		if w.model, d.Model.URL, d.Model.Token, err = bridgeModel(ctx, req, p, k.Caps.ProxyMeters); err != nil {
+			return nil, err
+		}
+	} else {
+		open := req.Client
+		if open == nil {
+			open = func(m string) (*llm.Client, error) { return providers.Open(req.Models, m) }
+		}
+		if d.Model.Client, err = open(req.Model); err != nil {
+			return nil, fmt.Errorf("model %s: %w", req.Model, err)
+		}
+		d.Model.OpenClient = open
+	}
+	if req.Egress != nil {
+		if w.egress, d.CommandEnv, err = BridgeEgress(ctx, req.Box, req.Egress, req.EgressAllow, req.SessionID, req.Logger); err != nil {
+			w.stop()
+			return nil, err
+		}
+	}
+	ag, err := k.Open(ctx, d)
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	if w.model == nil && w.egress == nil {
+		return ag, nil
+	}
+	w.Agent = ag
+	return w, nil
+}
+
+func (req *Request) proxy() (*modelproxy.Proxy, error) {
+	if req.Proxy != nil {
+		return req.Proxy(req.Model)
+	}
+	return NewProxy(req.Models, req.Model, req.Logger)
+}

@@ -1,0 +1,248 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// TestSourcePolicy: which directories a session may copy is the server's
+// policy. A user token cannot name /etc, /, /dev, /proc/self, the data
+// directory, a symlink into any of them, a relative path or another
+// session's workspace: each is a 400 at create that says why, and nothing
+// is copied. The admin token may name other directories, never those.
+// Views show a user the source as given, never a host path.
+func TestSourcePolicy(t *testing.T) {
+	e := newAPIEnv(t)
+	alice := e.create(e.aliceC, "")
+	waitState(t, e, alice.ID, store.StateIdle)
+	other := e.create(e.bobC, "") // another tenant's session and workspace
+	waitState(t, e, other.ID, store.StateIdle)
+	otherWS := e.adminView(other.ID).Repos[0].Path
+	if _, err := os.Stat(otherWS); err != nil {
+		t.Fatalf("bob's workspace: %v", err)
+	}
+	for link, target := range map[string]string{"to-etc": "/etc", "to-root": "/", "to-dev": "/dev", "to-proc": "/proc/self",
+		"to-data": e.dataDir, "to-other": otherWS} {
+		if err := os.Symlink(target, filepath.Join(e.repoRoot, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := workspaceDirs(t, e.dataDir)
+	outside := testbin.TempDir(t) // a sibling of the root
+
+	bad := map[string]string{
+		"/etc":                                "outside the directories this server copies from",
+		"/":                                   "which sessions may never copy",
+		"/dev":                                "inside /dev",
+		"/proc/self":                          "inside /proc",
+		e.dataDir:                             "inside " + e.dataDir,
+		otherWS:                               "inside " + e.dataDir,
+		filepath.Join(e.repoRoot, "to-etc"):   "(which is /etc) is outside",
+		filepath.Join(e.repoRoot, "to-root"):  "may never copy",
+		filepath.Join(e.repoRoot, "to-dev"):   "inside /dev",
+		filepath.Join(e.repoRoot, "to-proc"):  "inside /proc",
+		filepath.Join(e.repoRoot, "to-data"):  "inside " + e.dataDir,
+		filepath.Join(e.repoRoot, "to-other"): "inside " + e.dataDir,
+		"../":                                 "relative path",
+		filepath.Join(e.repoRoot, "..", filepath.Base(outside)): "is outside",
+		filepath.Join(e.repoRoot, "missing"):                    "does not exist on the server",
+		"https://git.example.com/acme/app.git":                  "no --git-host",
+		"file:///etc":                                           "file:// URLs are not accepted",
+	}
+	for src, want := range bad {
+		body, _ := json.Marshal(session.CreateRequest{Repos: []session.RepoSpec{{Source: src}}, Prompt: "msg hi"})
+		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.alice, "application/json", body)
+		if code != 400 || !strings.Contains(info.Message, want) || !strings.Contains(info.Message, "repos[0].source") {
+			t.Errorf("a user's %q: %d %+v, want 400 saying %q", src, code, info, want)
+		}
+	}
+	// The admin may copy directories outside the roots, but never these.
+	for _, src := range []string{"/", "/proc/self", "/dev", e.dataDir, otherWS, filepath.Join(e.repoRoot, "to-other"), filepath.Join(e.repoRoot, "to-data")} {
+		body, _ := json.Marshal(session.CreateRequest{Repos: []session.RepoSpec{{Source: src}}})
+		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.admin, "application/json", body)
+		if code != 400 || !strings.Contains(info.Message, "may never copy") {
+			t.Errorf("the admin's %q: %d %+v, want 400", src, code, info)
+		}
+	}
+	if after := workspaceDirs(t, e.dataDir); after != before {
+		t.Errorf("refused sessions copied something: the workspaces went from\n%s\nto\n%s", before, after)
+	}
+
+	// Several problems are all listed.
+	body, _ := json.Marshal(session.CreateRequest{Repos: []session.RepoSpec{{Source: "/etc"}, {Source: "/proc/self"}}})
+	if code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.alice, "application/json", body); code != 400 || !strings.Contains(info.Message, "repos[0]") || !strings.Contains(info.Message, "repos[1]") {
+		t.Errorf("two bad sources: %d %+v", code, info)
+	}
+
+	// A user sees the source as given; the admin also sees where it
+	// resolved to and the host path of the copy.
+	link := filepath.Join(e.repoRoot, "link-to-repo")
+	if err := os.Symlink(e.repo, link); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.aliceC.CreateSession(ctxT(t), session.CreateRequest{Repos: []session.RepoSpec{{Source: link}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, e, v.ID, store.StateIdle)
+	raw := e.rawJSON("GET", "/v1/sessions/"+v.ID, e.alice)
+	for _, leak := range []string{e.dataDir, `"path"`, `"origin"`, `"sandbox"`, e.repo + `"`} {
+		if strings.Contains(raw, leak) {
+			t.Errorf("a user's view shows %s: %s", leak, raw)
+		}
+	}
+	if !strings.Contains(raw, `"source":"`+link+`"`) {
+		t.Errorf("a user's view does not show the source as given: %s", raw)
+	}
+	list := e.rawJSON("GET", "/v1/sessions", e.alice)
+	if strings.Contains(list, e.dataDir) || strings.Contains(list, `"sandbox"`) {
+		t.Errorf("a user's list shows host paths: %s", list)
+	}
+	av := e.adminView(v.ID)
+	if av.Repos[0].Origin != e.repo || !strings.HasPrefix(av.Repos[0].Path, e.dataDir) || len(av.Sandbox) == 0 {
+		t.Errorf("the admin's view: %+v", av.Repos)
+	}
+}
+
+// TestDeleteProvisioningClone: a session whose clone hangs (a server that
+// accepts and never answers) is deleted within 2 s, and no process of the
+// clone is left.
+func TestDeleteProvisioningClone(t *testing.T) {
+	e := newAPIEnv(t)
+	url := silentGitServer(t)
+	v, err := e.adminC.CreateSession(ctxT(t), session.CreateRequest{Repos: []session.RepoSpec{{Source: url}}, Prompt: "msg hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the clone to start", func() bool { return len(procsWith(url)) > 0 })
+	if s := e.adminView(v.ID); s.State != store.StateProvisioning {
+		t.Fatalf("the session is %s, want provisioning", s.State)
+	}
+	start := time.Now()
+	if err := e.adminC.DeleteSession(ctxT(t), v.ID); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("DELETE of a provisioning session took %s", took)
+	if took > 2*time.Second {
+		t.Errorf("DELETE took %s, want at most 2 s", took)
+	}
+	waitFor(t, "the clone's processes to go", func() bool { return len(procsWith(url)) == 0 })
+}
+
+func waitState(t *testing.T, e *apiEnv, id string, want store.State) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("session %s %s", id, want), func() bool { return e.adminView(id).State == want })
+}
+
+// waitFor waits (bounded by waitTimeout) for cond.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", waitTimeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *apiEnv) adminView(id string) *session.View {
+	e.t.Helper()
+	v, err := e.adminC.GetSession(ctxT(e.t), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+// rawJSON is the body of a GET, as sent.
+func (e *apiEnv) rawJSON(method, path, token string) string {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctxT(e.t), method, e.url+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := e.transport.RoundTrip(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		e.t.Fatalf("%s %s: %d %v %s", method, path, resp.StatusCode, err, b)
+	}
+	return string(b)
+}
+
+// workspaceDirs lists every directory under the data dir's workspaces.
+func workspaceDirs(t *testing.T, data string) string {
+	var b strings.Builder
+	filepath.WalkDir(filepath.Join(data, "workspaces"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			b.WriteString(p + "\n")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// silentGitServer accepts connections and never answers; its URL is
+// unique, so the clone's processes can be found by it.
+func silentGitServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return fmt.Sprintf("http://%s/hangs-%d/app.git", ln.Addr(), time.Now().UnixNano())
+}
+
+// procsWith lists the processes whose command line contains s.
+func procsWith(s string) []string {
+	var found []string
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			found = append(found, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
+}

@@ -1,0 +1,173 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// silentServer accepts connections and never answers, like a git server
+// that hangs. It returns the URL of a repository on it and a channel that
+// gets a value per connection accepted.
+func silentServer(t *testing.T) (string, <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	accepted := make(chan struct{}, 16)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return fmt.Sprintf("http://%s/hangs-%d/app.git", ln.Addr(), time.Now().UnixNano()), accepted
+}
+
+// procsWith lists the processes whose command line contains s.
+func procsWith(s string) []string {
+	var found []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), s) {
+			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
+}
+
+// waitGone waits (bounded) until no process mentions s.
+func waitGone(t *testing.T, s string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for len(procsWith(s)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the clone survive it: %q", procsWith(s))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCloneCancel: a clone from a server that never answers ends as soon as
+// its context does, with every process it started (git and its
+// git-remote-http helper, which used to hold the output pipe open).
+func TestCloneCancel(t *testing.T) {
+	url, accepted := silentServer(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	dst := filepath.Join(t.TempDir(), "app")
+	go func() {
+		_, err := Prepare(ctx, Source{URL: url}, dst, Owner{}, CloneOptions{})
+		done <- err
+	}()
+	// Wait until git's helper waits for the server's answer, then cancel.
+	select {
+	case <-accepted:
+	case err := <-done:
+		t.Fatalf("the clone ended before connecting: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no connection from the clone: %q", procsWith(url))
+	}
+	if !strings.Contains(strings.Join(procsWith(url), "\n"), "remote-http") {
+		t.Fatalf("no git-remote-http for %s: %q", url, procsWith(url))
+	}
+	start := time.Now()
+	errGone := errors.New("the session was deleted")
+	cancel(errGone)
+	select {
+	case err := <-done:
+		if !errors.Is(err, errGone) {
+			t.Errorf("the clone ended with %v, want the cancel's cause", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the clone did not end 10 s after its context")
+	}
+	t.Logf("cancel to clone returned: %s", time.Since(start))
+	waitGone(t, url, 2*time.Second)
+	if _, err := os.Lstat(dst); err == nil {
+		t.Error("a cancelled clone left its directory")
+	}
+}
+
+// TestCloneStall: a server that never answers fails the clone after the
+// stall timeout, saying so.
+func TestCloneStall(t *testing.T) {
+	url, _ := silentServer(t)
+	_, err := Prepare(context.Background(), Source{URL: url}, filepath.Join(t.TempDir(), "app"), Owner{}, CloneOptions{Stall: time.Second, Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "less than 1 KiB/s for 1s") {
+		t.Fatalf("got %v, want the stall explained", err)
+	}
+	waitGone(t, url, 2*time.Second)
+	_, err = Prepare(context.Background(), Source{URL: url}, filepath.Join(t.TempDir(), "app"), Owner{}, CloneOptions{Stall: time.Minute, Timeout: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "took longer than 1s") {
+		t.Fatalf("got %v, want the timeout explained", err)
+	}
+	waitGone(t, url, 2*time.Second)
+}
+
+// TestCloneIsolated: a clone sees none of the host's git configuration (a
+// global config that would rewrite the URL) and only its URL's protocol.
+func TestCloneIsolated(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "origin")
+	git(t, "", "init", "-q", "-b", "main", src)
+	os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644)
+	git(t, src, "add", "a.txt")
+	git(t, src, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
+
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	// A host config that would send the clone elsewhere, and a credential
+	// helper that would run: neither may apply.
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[url \"file:///nonexistent/\"]\n\tinsteadOf = file://"+src+"\n[credential]\n\thelper = !touch "+home+"/helper-ran\n"), 0o644)
+	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(home, ".gitconfig"))
+	dst := filepath.Join(t.TempDir(), "app")
+	if _, err := Prepare(context.Background(), Source{URL: "file://" + src}, dst, Owner{}, CloneOptions{}); err != nil {
+		t.Fatalf("clone: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "a.txt")); err != nil || string(b) != "a\n" {
+		t.Fatalf("the clone's a.txt: %q %v", b, err)
+	}
+	if out := git(t, dst, "remote"); out != "" {
+		t.Errorf("the clone kept a remote: %q", out)
+	}
+	// ext:: runs a command: never allowed, whatever the URL says.
+	_, err := Prepare(context.Background(), Source{URL: "ext::sh -c touch% " + home + "/pwned"}, filepath.Join(t.TempDir(), "x"), Owner{}, CloneOptions{})
+	if err == nil {
+		t.Fatal("an ext:: clone succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(home, "pwned")); err == nil {
+		t.Fatal("an ext:: URL ran its command")
+	}
+}
