@@ -49,7 +49,8 @@
 //	405 method_not_allowed     the path exists, the method does not (Allow lists those it takes)
 //	503 unavailable            the server is shutting down (Retry-After); while harvest serve drains
 //	                           for a restart (session.Manager.Drain), creating a session or sending a
-//	                           message is 503 too, later, from the handler: reads and streams still work
+//	                           message is 503 too, later, from the handler, and /healthz says "draining"
+//	                           (503): reads, streams, cancel and delete still work
 //	401 unauthorized           no token, a header that is not "Bearer TOKEN", an unknown token
 //	403 forbidden              an admin route with a user token
 //	404 not_found              an id of the wrong shape (refused before any lookup)

@@ -48,7 +48,9 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 
 // Health is the body of GET /healthz.
 type Health struct {
-	// Status is "ok", or "shutting_down" (with status 503).
+	// Status is "ok", or (with status 503) "draining" (a restart is under
+	// way: reads and streams are served, new sessions and messages are
+	// not) or "shutting_down".
 	Status  string `json:"status"`
 	Version string `json:"version"`
 }
@@ -125,6 +127,11 @@ func noBody(w http.ResponseWriter, r *http.Request) *apiError {
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "shutting_down", Version: s.cfg.Version})
+		return nil
+	}
+	if s.cfg.Manager.Draining() {
+		// Still serving, but a load balancer should send new work elsewhere.
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "draining", Version: s.cfg.Version})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.cfg.Version})

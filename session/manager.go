@@ -560,7 +560,8 @@ func (m *Manager) endTurn() {
 	}
 }
 
-func (m *Manager) isDraining() bool {
+// Draining reports whether Drain was called.
+func (m *Manager) Draining() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.draining

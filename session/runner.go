@@ -266,7 +266,7 @@ func (r *runner) hasWork() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return len(q) > 0 && !r.isPaused() && !r.m.isDraining(), nil
+	return len(q) > 0 && !r.isPaused() && !r.m.Draining(), nil
 }
 
 // setState writes a transition (with fn's other changes) and journals it.
@@ -308,7 +308,7 @@ func (r *runner) idle() error {
 		return err
 	}
 	now := r.m.clock.Now()
-	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) && !r.m.isDraining() {
+	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) && !r.m.Draining() {
 		return r.runTurn(q[0])
 	}
 	// The streak of turns is over: let other runs have the workspace.

@@ -443,6 +443,17 @@ func TestServeSIGTERMDrains(t *testing.T) {
 			t.Fatalf("POST %s while draining: %d, Retry-After %q, %s; want 503 unavailable saying it restarts, with Retry-After", w.path, resp.StatusCode, resp.Header.Get("Retry-After"), body.String())
 		}
 	}
+	// /healthz tells a load balancer to send new work elsewhere.
+	if resp, err := http.Get(p.url + "/healthz"); err != nil {
+		t.Fatal(err)
+	} else {
+		var body bytes.Buffer
+		body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body.String(), `"draining"`) {
+			t.Fatalf("GET /healthz while draining: %d %s; want 503 draining", resp.StatusCode, body.String())
+		}
+	}
 	// Reads work.
 	if got, err := c.GetSession(ctx, v.ID); err != nil || len(got.Queue) != 1 || got.Queue[0].ID != queued.ID {
 		t.Fatalf("GET the session while draining: %+v, %v", got, err)
