@@ -268,4 +268,3 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 	}
 	return c
 }
-
