@@ -35,8 +35,9 @@ import (
 //     /workspace, /tmp) holds the model's real key.
 //  2. "Task two": a second turn in the same conversation.
 //  3. "Task four": a bash command starting a process tree that never ends;
-//     cancelling the turn's context ends it with turn.cancelled, and the
-//     whole tree is gone within a second.
+//     cancelling the turn's context ends it with turn.cancelled whose
+//     reason is the cancel's cause, the tool call (if its end is told) as an
+//     error, and the whole tree is gone within a second.
 //  4. "Task five": the agent still works after a cancel.
 //  5. State, Close: no process of the agent is left in the box.
 //  6. A new box on the same workspace, the agent opened from State:
@@ -98,6 +99,10 @@ rules:
     when: {api: anthropic, last_user: "Task five"}
     reply: {text: "Still here.", usage: {input_tokens: 100, output_tokens: 5}}
 `
+
+// errConformanceCancel is the cause the suite cancels a turn with: the
+// turn.cancelled event must carry it as its reason.
+var errConformanceCancel = errors.New("cancelled by the conformance suite")
 
 // Subject is an agent kind on a backend, for the suite.
 type Subject struct {
@@ -161,17 +166,22 @@ func RunConformance(t *testing.T, s Subject) {
 	all = append(all, tt.rec.All()...)
 
 	// 3. Cancel mid-tool: the process tree goes within a second.
-	tctx, cancelTurn := context.WithCancel(ctx)
+	tctx, cancelTurn := context.WithCancelCause(ctx)
 	tt = startTurn(tctx, ag, "Task four: run forever")
 	tt.rec.WaitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
 	waitUntil(t, 30*time.Second, "the tool's process tree to run", func() bool {
 		return len(ProcsWith("sleep", "51337")) > 0 && len(ProcsWith("sleep", "51338")) > 0
 	})
 	start := time.Now()
-	cancelTurn()
+	cancelTurn(errConformanceCancel)
 	out := tt.wait(t)
-	if out.Cancelled == nil {
-		t.Fatalf("a cancelled turn ended with %+v", out.Payload())
+	if out.Cancelled == nil || out.Cancelled.Reason != errConformanceCancel.Error() {
+		t.Fatalf("a cancelled turn ended with %+v, want turn.cancelled with the cancel's cause as its reason", out.Payload())
+	}
+	for _, p := range tt.rec.All() {
+		if tf, ok := p.(event.ToolFinished); ok && !tf.IsError {
+			t.Errorf("the interrupted tool call finished without an error: %+v", tf)
+		}
 	}
 	waitUntil(t, time.Second-time.Since(start), "the cancelled tool's process tree to go", func() bool {
 		return len(ProcsWith("sleep", "51337")) == 0 && len(ProcsWith("sleep", "51338")) == 0

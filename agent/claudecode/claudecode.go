@@ -28,7 +28,6 @@ const (
 	DefaultMaxStateBytes   = 64 << 20
 )
 
-
 // Config is what an Agent needs.
 type Config struct {
 	// Box is the session's sandbox, started by the caller. Required.

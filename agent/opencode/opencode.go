@@ -37,7 +37,6 @@ const (
 // requestTimeout bounds each API call other than the event stream.
 const requestTimeout = 30 * time.Second
 
-
 // API shapes of the model endpoint (Config.API).
 const (
 	APIOpenAI    = "openai"    // Chat Completions, through @ai-sdk/openai-compatible

@@ -17,7 +17,6 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
-
 // Stop reasons of turn.finished: what told the agent the turn was done.
 const (
 	StopHook        = "stop_hook"    // Claude Code's Stop hook ran for this prompt
