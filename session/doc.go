@@ -43,8 +43,8 @@
 // retried with the same key returns the message stored the first time
 // instead of storing a second; the same key with another text or mode is
 // ErrConflict. Keyed sends of one key run one at a time (Manager.keys), so
-// racing retries cannot both store. The runner delivers
-// queued messages one per turn, in the order they were stored
+// racing retries cannot both store. The runner delivers queued messages
+// one per turn, in the order they were stored
 // (message.delivered, then the agent's turn.started ... turn.finished). A
 // message sent with mode "interrupt" while a turn runs cancels that turn
 // (turn.cancelled) and the queue goes on, in order, with whatever is
@@ -92,8 +92,10 @@
 // holds the session's write lock (Send holds it for reading) so that no
 // message or event is written for a session being removed.
 //
-// Lock order: a session's gate (Send, Delete), then Manager.mu, then
-// runner.mu; Manager.pmu (backends and model clients) stands alone.
+// Lock order: a session's gate (Send, Delete), then a keyed Send's key
+// lock (Manager.keys, held across the store and journal calls of that one
+// send), then Manager.mu, then runner.mu; Manager.pmu (backends and model
+// clients) stands alone.
 // Manager.mu and runner.mu are never held across a store, journal or
 // sandbox call.
 //
@@ -126,9 +128,8 @@
 // reported over meanwhile. Events a crash can lose because they are
 // journaled after the write they report (the prompt's message.queued, an
 // interrupted turn's message.delivered) are journaled late by the
-// recovering runner (repair.go). Then
-// the queued messages are delivered. Suspended sessions with queued
-// messages are resumed. Finally every box of a backend in use that no
+// recovering runner (repair.go). Then the queued messages are delivered.
+// Suspended sessions with queued messages are resumed. Finally every box of a backend in use that no
 // session owns (a crash between starting a box and storing its handle,
 // between destroying it and storing that) is destroyed.
 //
