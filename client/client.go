@@ -10,6 +10,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +80,11 @@ func StatusOf(err error) int {
 // request sends one call: in is encoded as the JSON body (nil: none), out
 // decoded from a 2xx body (nil: ignored).
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	return c.requestWith(ctx, method, path, q, nil, in, out)
+}
+
+// requestWith is request with extra headers.
+func (c *Client) requestWith(ctx context.Context, method, path string, q url.Values, hdr http.Header, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -94,6 +101,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
@@ -212,6 +222,26 @@ func (c *Client) GetSession(ctx context.Context, id string) (*session.View, erro
 func (c *Client) Send(ctx context.Context, id, text, mode string) (*store.Message, error) {
 	var m store.Message
 	return &m, c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, server.SendRequest{Text: text, Mode: mode}, &m)
+}
+
+// SendOnce sends a message with an idempotency key: calling it again with
+// the same key (after a timeout, a lost connection, a 503 while the server
+// restarts) gives back the message stored the first time, never a second
+// one. Use a new unique key (NewIdempotencyKey) per message. The same key
+// with another text or mode is a 409 conflict.
+func (c *Client) SendOnce(ctx context.Context, id, key, text, mode string) (*store.Message, error) {
+	var m store.Message
+	hdr := http.Header{server.IdempotencyKeyHeader: {key}}
+	return &m, c.requestWith(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, hdr, server.SendRequest{Text: text, Mode: mode}, &m)
+}
+
+// NewIdempotencyKey returns a random key for SendOnce.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported systems
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // Cancel cancels the running turn of a session.

@@ -26,6 +26,14 @@
 //	  replay: store.Events(seq > after), page by page  ─┐
 //	  live:   its queue, skipping seq <= last replayed ─┴─► Subscription.C
 //
+// # Messages with their events
+//
+// AppendMessage queues an event with a store.Message to store in the same
+// transaction (store.AppendEventsWith): the session layer stores a user's
+// message and its message.queued event this way, so a crash keeps both or
+// neither. The message rides in the event's batch; everything above
+// (seqs, order, fan-out, retries) is as for any event.
+//
 // # Concurrency rules
 //
 //   - One writer goroutine per Journal does every store write and every

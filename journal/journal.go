@@ -122,6 +122,7 @@ type sessionState struct {
 // entry is one queued event, or a Flush marker (flush set, ev.Session set).
 type entry struct {
 	ev    event.Event
+	msg   *store.Message // AppendMessage: stored in the event's transaction
 	s     *sessionState
 	done  chan error // AppendSync and Flush: gets the result; else nil
 	flush bool
@@ -164,7 +165,7 @@ func (e encoded) MarshalJSON() ([]byte, error) { return e.b, nil }
 // QueueSize events are waiting for the store. The first Append of a session
 // reads its last seq from the store.
 func (j *Journal) Append(ev event.Event) (int64, error) {
-	ev, err := j.append(j.ctx, ev, nil)
+	ev, err := j.append(j.ctx, ev, nil, nil)
 	return ev.Seq, err
 }
 
@@ -173,7 +174,7 @@ func (j *Journal) Append(ev event.Event) (int64, error) {
 // committed) and the error says why it is late.
 func (j *Journal) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
 	done := make(chan error, 1)
-	ev, err := j.append(ctx, ev, done)
+	ev, err := j.append(ctx, ev, done, nil)
 	if err != nil {
 		return ev, err
 	}
@@ -182,6 +183,36 @@ func (j *Journal) AppendSync(ctx context.Context, ev event.Event) (event.Event, 
 		return ev, err
 	case <-ctx.Done():
 		return ev, fmt.Errorf("journal: event %d of session %s not committed yet: %w%s", ev.Seq, ev.Session, ctx.Err(), j.lastErr())
+	}
+}
+
+// AppendMessage stores msg (store.Message of ev.Session, its Seq assigned
+// by the store) in the same store transaction as ev, and waits for the
+// commit like AppendSync: the message and its event (message.queued) are
+// both stored or neither, whatever crashes. On success msg has its Seq.
+// If ctx ends first, both stay queued (they will be committed, together)
+// and the error says so. A message the store refuses (its id or
+// idempotency key taken: store.ErrConflict) is handled like a seq
+// conflict: its event is not stored and the session's counter reloaded;
+// callers make sure it does not happen (one sender per key at a time).
+func (j *Journal) AppendMessage(ctx context.Context, ev event.Event, msg *store.Message) (event.Event, error) {
+	if msg == nil || msg.Session != ev.Session {
+		return ev, fmt.Errorf("journal: append message: the message must be of the event's session %q", ev.Session)
+	}
+	c := *msg
+	done := make(chan error, 1)
+	ev, err := j.append(ctx, ev, done, &c)
+	if err != nil {
+		return ev, err
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			*msg = c
+		}
+		return ev, err
+	case <-ctx.Done():
+		return ev, fmt.Errorf("journal: message %s and event %d of session %s not committed yet: %w%s", msg.ID, ev.Seq, ev.Session, ctx.Err(), j.lastErr())
 	}
 }
 
@@ -198,8 +229,9 @@ func (j *Journal) lastErrLocked() string {
 	return ""
 }
 
-// append queues ev and returns it with its seq and time.
-func (j *Journal) append(ctx context.Context, ev event.Event, done chan error) (event.Event, error) {
+// append queues ev (with msg, if not nil) and returns it with its seq and
+// time.
+func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, msg *store.Message) (event.Event, error) {
 	if ev.Session == "" || ev.Data == nil {
 		return ev, fmt.Errorf("journal: append: an event needs a session and a payload (session %q, type %q)", ev.Session, ev.Type())
 	}
@@ -242,7 +274,7 @@ func (j *Journal) append(ctx context.Context, ev event.Event, done chan error) (
 		queued := ev
 		queued.Data = encoded{payload, b}
 		s.pending++
-		j.queue = append(j.queue, entry{ev: queued, s: s, done: done})
+		j.queue = append(j.queue, entry{ev: queued, s: s, done: done, msg: msg})
 		j.mu.Unlock()
 		j.signal()
 		return ev, nil

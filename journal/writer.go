@@ -48,15 +48,19 @@ func (j *Journal) run() {
 // not be stored.
 func (j *Journal) commit(batch []entry) {
 	evs := make([]event.Event, 0, len(batch))
+	var msgs []*store.Message
 	for i := range batch {
 		if !batch[i].flush {
 			evs = append(evs, batch[i].ev)
+			if batch[i].msg != nil {
+				msgs = append(msgs, batch[i].msg)
+			}
 		}
 	}
 	if len(evs) == 0 {
 		return
 	}
-	err := j.store(evs)
+	err := j.store(evs, msgs)
 	if err == nil {
 		return
 	}
@@ -71,14 +75,18 @@ func (j *Journal) commit(batch []entry) {
 	// others go through.
 	var order []string
 	bySession := map[string][]event.Event{}
+	msgsOf := map[string][]*store.Message{}
 	for _, ev := range evs {
 		if _, ok := bySession[ev.Session]; !ok {
 			order = append(order, ev.Session)
 		}
 		bySession[ev.Session] = append(bySession[ev.Session], ev)
 	}
+	for _, m := range msgs {
+		msgsOf[m.Session] = append(msgsOf[m.Session], m)
+	}
 	for _, id := range order {
-		err := j.store(bySession[id])
+		err := j.store(bySession[id], msgsOf[id])
 		switch {
 		case err == nil:
 			continue
@@ -100,15 +108,21 @@ func (j *Journal) commit(batch []entry) {
 	}
 }
 
-// store commits evs, retrying with backoff until it works, fails in a way a
-// retry cannot fix (ErrNotFound, ErrConflict), or Close gives up.
-func (j *Journal) store(evs []event.Event) error {
+// store commits evs (with msgs, in the same transaction), retrying with
+// backoff until it works, fails in a way a retry cannot fix (ErrNotFound,
+// ErrConflict), or Close gives up.
+func (j *Journal) store(evs []event.Event, msgs []*store.Message) error {
 	wait := j.opt.RetryMin
 	for {
 		if j.ctx.Err() != nil {
 			return fmt.Errorf("%w%s", errAbandoned, j.lastErr())
 		}
-		err := j.st.AppendEvents(j.ctx, evs)
+		var err error
+		if len(msgs) > 0 {
+			err = j.st.AppendEventsWith(j.ctx, evs, msgs)
+		} else {
+			err = j.st.AppendEvents(j.ctx, evs)
+		}
 		if err == nil {
 			j.mu.Lock()
 			j.commitErr = nil

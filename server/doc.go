@@ -18,7 +18,8 @@
 //	GET    /v1/sessions                  ?state=a,b&limit=N&updated_before=T&owner=TOK → SessionList
 //	GET    /v1/sessions/{id}             → View (state, queue, usage, cost)
 //	DELETE /v1/sessions/{id}             → 204
-//	POST   /v1/sessions/{id}/messages    SendRequest → 202 Message (stored before the reply)
+//	POST   /v1/sessions/{id}/messages    SendRequest → 202 Message (stored with its event before the reply;
+//	                                     Idempotency-Key: a retry gets the same message back, another body 409)
 //	POST   /v1/sessions/{id}/cancel      → 204 (the turn, not the session)
 //	GET    /v1/sessions/{id}/events      SSE, after Last-Event-ID or ?since=N (sse.go); a final
 //	                                     "event: stream.error" says why it ended (StreamTooSlow,
@@ -46,7 +47,10 @@
 //
 //	404 not_found              no such route, or a path that is not clean (//, /./, /../)
 //	405 method_not_allowed     the path exists, the method does not (Allow lists those it takes)
-//	503 unavailable            the server is draining for shutdown (Retry-After)
+//	503 unavailable            the server is shutting down (Retry-After); while harvest serve drains
+//	                           for a restart (session.Manager.Drain), creating a session or sending a
+//	                           message is 503 too, later, from the handler, and /healthz says "draining"
+//	                           (503): reads, streams, cancel and delete still work
 //	401 unauthorized           no token, a header that is not "Bearer TOKEN", an unknown token
 //	403 forbidden              an admin route with a user token
 //	404 not_found              an id of the wrong shape (refused before any lookup)

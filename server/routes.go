@@ -38,11 +38,19 @@ func (s *Server) table() []route {
 	}
 }
 
+// IdempotencyKeyHeader, on POST /v1/sessions/{id}/messages, makes the send
+// safe to retry: the same key (for the same session and token) gives back
+// the message stored the first time, never a second one; the same key with
+// another body is 409 conflict.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
 // Response bodies (the session layer's View and store.Message are the rest).
 
 // Health is the body of GET /healthz.
 type Health struct {
-	// Status is "ok", or "shutting_down" (with status 503).
+	// Status is "ok", or (with status 503) "draining" (a restart is under
+	// way: reads and streams are served, new sessions and messages are
+	// not) or "shutting_down".
 	Status  string `json:"status"`
 	Version string `json:"version"`
 }
@@ -119,6 +127,11 @@ func noBody(w http.ResponseWriter, r *http.Request) *apiError {
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "shutting_down", Version: s.cfg.Version})
+		return nil
+	}
+	if s.cfg.Manager.Draining() {
+		// Still serving, but a load balancer should send new work elsewhere.
+		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "draining", Version: s.cfg.Version})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.cfg.Version})
@@ -213,7 +226,14 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 	if e != nil {
 		return e
 	}
-	m, err := s.cfg.Manager.Send(r.Context(), c.owner(), r.PathValue("id"), req.Text, req.Mode)
+	out := session.Outgoing{Text: req.Text, Mode: req.Mode}
+	if keys := r.Header.Values(IdempotencyKeyHeader); len(keys) > 0 {
+		if len(keys) > 1 || keys[0] == "" {
+			return errorf(http.StatusBadRequest, CodeBadRequest, "give one non-empty "+IdempotencyKeyHeader+" header (a new unique value per message, the same one when retrying it), or none")
+		}
+		out.Key, out.Sender = keys[0], c.token.ID
+	}
+	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
 	if err != nil {
 		return fromManager(err)
 	}

@@ -35,9 +35,16 @@
 //
 // # Messages
 //
-// Send stores the message (state queued) and journals message.queued before
-// it returns: an acknowledged message survives a crash. The runner delivers
-// queued messages one per turn, in the order they were stored
+// Send stores the message (state queued) and its message.queued event in
+// one store transaction (journal.AppendMessage) before it returns: an
+// acknowledged message survives a crash, and a crash never keeps a message
+// without its event or the other way round. A send may carry an
+// idempotency key (per session and sender, kept with the message): a send
+// retried with the same key returns the message stored the first time
+// instead of storing a second; the same key with another text or mode is
+// ErrConflict. Keyed sends of one key run one at a time (Manager.keys), so
+// racing retries cannot both store. The runner delivers queued messages
+// one per turn, in the order they were stored
 // (message.delivered, then the agent's turn.started ... turn.finished). A
 // message sent with mode "interrupt" while a turn runs cancels that turn
 // (turn.cancelled) and the queue goes on, in order, with whatever is
@@ -85,12 +92,22 @@
 // holds the session's write lock (Send holds it for reading) so that no
 // message or event is written for a session being removed.
 //
-// Lock order: a session's gate (Send, Delete), then Manager.mu, then
-// runner.mu; Manager.pmu (backends and model clients) stands alone.
+// Lock order: a session's gate (Send, Delete), then a keyed Send's key
+// lock (Manager.keys, held across the store and journal calls of that one
+// send), then Manager.mu, then runner.mu; Manager.pmu (backends and model
+// clients) stands alone.
 // Manager.mu and runner.mu are never held across a store, journal or
 // sandbox call.
 //
 // # Shutdown and recovery
+//
+// Drain is the first step of a planned restart: Create and Send are
+// refused with ErrUnavailable, no runner starts a turn (queued messages
+// stay queued for the next server), and running turns go on; the channel
+// Drain returns is closed when the last one has ended (Manager.turns
+// counts them under Manager.mu; runTurn takes a count only while not
+// draining). harvest serve waits for it for its --shutdown-grace, then
+// calls Close.
 //
 // Close stops every runner without losing anything: a running turn is
 // cancelled and ends as turn.failed kind "interrupted", the agent's state
@@ -102,11 +119,17 @@
 // Recover, called once when a server starts, resumes every session that was
 // live: an idle session's box is reattached from its persisted handle (a box
 // that is gone is replaced by a new one on the kept workspace); a session
-// that was in a turn gets turn.failed kind "interrupted" for it (unless the
-// turn's end was already journaled), its box is replaced (the dead turn's
-// processes may still run in the old one), and it goes back to idle. Then
-// the queued messages are delivered. Suspended sessions with queued
-// messages are resumed. Finally every box of a backend in use that no
+// that was in a turn first has its box destroyed, with every process of
+// the dead turn in it (they may still run: a tool's "sleep 30; echo >>
+// file" outlives the server), and only once that succeeded gets
+// turn.failed kind "interrupted" (unless the turn's end was already
+// journaled); then it gets a new box on the kept workspace and goes back
+// to idle. A box that cannot be destroyed is retried, and the turn is not
+// reported over meanwhile. Events a crash can lose because they are
+// journaled after the write they report (the prompt's message.queued, an
+// interrupted turn's message.delivered) are journaled late by the
+// recovering runner (repair.go). Then the queued messages are delivered.
+// Suspended sessions with queued messages are resumed. Finally every box of a backend in use that no
 // session owns (a crash between starting a box and storing its handle,
 // between destroying it and storing that) is destroyed.
 //

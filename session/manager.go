@@ -1,14 +1,15 @@
 package session
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,9 +41,13 @@ type Manager struct {
 	wg      sync.WaitGroup // runners
 
 	gates gates // per-session: Send reads, Delete writes
+	keys  gates // per (session, sender, idempotency key): one keyed Send at a time
 
 	mu       sync.Mutex
 	closed   bool
+	draining bool          // Drain: no new sessions, messages or turns
+	turns    int           // turns running (beginTurn .. endTurn)
+	drained  chan struct{} // closed once draining and no turn runs
 	runners  map[string]*runner
 	deleting map[string]bool
 
@@ -62,7 +67,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,
 		log:  cfg.Logger.With("component", "session"),
-		base: base, stopAll: stop,
+		base: base, stopAll: stop, drained: make(chan struct{}),
 		runners: map[string]*runner{}, deleting: map[string]bool{},
 		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{}, proxies: map[string]*modelproxy.Proxy{},
 	}, nil
@@ -94,8 +99,8 @@ const maxTitle = 200
 // and starts its runner, which copies the repositories, starts the box and
 // delivers the prompt. It returns at once: progress is in the events.
 func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (*View, error) {
-	if m.isClosed() {
-		return nil, fmt.Errorf("creating a session: %w: Harvest is shutting down, try again when it is back", ErrUnavailable)
+	if err := m.refusing(); err != nil {
+		return nil, fmt.Errorf("creating a session: %w, try again when it is back", err)
 	}
 	var others []*store.Session
 	if req.Workflow != "" && workflowPattern.MatchString(req.Workflow) {
@@ -245,10 +250,35 @@ func (m *Manager) List(ctx context.Context, owner string, f store.SessionFilter)
 }
 
 // Send stores a message for the session and returns it once it is stored
-// and journaled (message.queued). mode "" is the session's mode. The runner
-// delivers it after the messages before it; "interrupt" also cancels the
-// running turn.
+// with its message.queued event. mode "" is the session's. See SendMessage.
 func (m *Manager) Send(ctx context.Context, owner, id, text, mode string) (*store.Message, error) {
+	return m.SendMessage(ctx, owner, id, Outgoing{Text: text, Mode: mode})
+}
+
+// Outgoing is a message to send (SendMessage).
+type Outgoing struct {
+	Text string
+	// Mode is "queue", "interrupt", or "" for the session's.
+	Mode string
+	// Key is an idempotency key ("" for none) and Sender who gives it (an
+	// API token id): a send with the Key and Sender of a message the
+	// session has returns that message and stores nothing, so a client
+	// may retry a send whose answer it lost. The same key with another
+	// Text or Mode is ErrConflict.
+	Key, Sender string
+}
+
+// maxKey bounds an idempotency key.
+const maxKey = 255
+
+// SendMessage stores a message for the session and returns it once it is
+// stored with its message.queued event, in one transaction
+// (journal.AppendMessage: a crash keeps both or neither). The runner
+// delivers it after the messages before it; "interrupt" also cancels the
+// running turn. A send with an idempotency key the sender already used on
+// the session returns the message stored then.
+func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoing) (*store.Message, error) {
+	text, mode := out.Text, out.Mode
 	var problems []string
 	if strings.TrimSpace(text) == "" {
 		problems = append(problems, "text is empty: say what the agent should do")
@@ -258,19 +288,40 @@ func (m *Manager) Send(ctx context.Context, owner, id, text, mode string) (*stor
 	default:
 		problems = append(problems, fmt.Sprintf("mode %q: use %q or %q (or leave it empty for the session's)", mode, ModeQueue, ModeInterrupt))
 	}
+	if len(out.Key) > maxKey || strings.IndexFunc(out.Key, func(c rune) bool { return c < 0x21 || c > 0x7e }) >= 0 {
+		problems = append(problems, fmt.Sprintf("idempotency key %q: use at most %d printable ASCII characters without spaces (a UUID is fine)", clipKey(out.Key), maxKey))
+	}
 	if len(problems) > 0 {
 		return nil, &InputError{Problems: problems}
 	}
 	defer m.gates.rlock(id)()
-	if m.isClosed() {
-		return nil, fmt.Errorf("sending to session %s: %w: Harvest is shutting down; the message was not stored, send it again when it is back", id, ErrUnavailable)
-	}
 	if m.isDeleting(id) {
 		return nil, fmt.Errorf("session %s: %w (it is being deleted)", id, ErrNotFound)
 	}
 	s, err := m.session(ctx, owner, id)
 	if err != nil {
 		return nil, err
+	}
+	var hash []byte
+	if out.Key != "" {
+		// One send per key at a time, so two retries racing cannot both
+		// store the message (the store would refuse the second).
+		defer m.keys.lock(id + "\x00" + out.Sender + "\x00" + out.Key)()
+		h := sha256.Sum256([]byte(text + "\x00" + out.Mode))
+		hash = h[:]
+		prev, err := m.st.MessageByKey(ctx, id, out.Sender, out.Key)
+		switch {
+		case err == nil:
+			if !bytes.Equal(prev.RequestHash, hash) {
+				return nil, fmt.Errorf("idempotency key %q was used on session %s for another message (%s, sent %s) with a different text or mode: %w; use a new key for a new message", out.Key, id, prev.ID, prev.CreatedAt.Format(time.RFC3339), ErrConflict)
+			}
+			return prev, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("looking up idempotency key %q of session %s: %w", out.Key, id, err)
+		}
+	}
+	if err := m.refusing(); err != nil {
+		return nil, fmt.Errorf("sending to session %s: %w; the message was not stored, send it again when it is back", id, err)
 	}
 	if s.State.Ended() {
 		return nil, fmt.Errorf("session %s is %s: %w; start a new session", id, s.State, ErrConflict)
@@ -281,22 +332,24 @@ func (m *Manager) Send(ctx context.Context, owner, id, text, mode string) (*stor
 	if mode == "" {
 		mode = s.Mode
 	}
-	msg := &store.Message{ID: newMessageID(), Session: id, Text: text, Mode: mode, State: store.MessageQueued, CreatedAt: m.clock.Now().UTC()}
-	if err := m.st.AddMessage(ctx, msg); err != nil {
-		return nil, fmt.Errorf("storing the message for session %s: %w", id, err)
-	}
 	pos := 1
 	if q, err := m.st.Messages(ctx, id, store.MessageQueued); err == nil {
-		pos = len(q)
-		if i := slices.IndexFunc(q, func(x *store.Message) bool { return x.ID == msg.ID }); i >= 0 {
-			pos = i + 1
-		}
+		pos = len(q) + 1
+	}
+	msg := &store.Message{ID: newMessageID(), Session: id, Text: text, Mode: mode, State: store.MessageQueued, CreatedAt: m.clock.Now().UTC(),
+		Key: out.Key, RequestHash: hash}
+	if out.Key != "" {
+		msg.KeyOwner = out.Sender
 	}
 	ev := event.Event{Session: id, Time: msg.CreatedAt, Data: event.MessageQueued{MessageID: msg.ID, Text: text, Mode: mode, Position: pos}}
-	if _, err := m.j.AppendSync(ctx, ev); err != nil {
-		// The message is stored and will be delivered; only its event may
-		// be late.
-		m.log.Warn("journaling message.queued", "session", id, "message", msg.ID, "err", err)
+	if _, err := m.j.AppendMessage(ctx, ev, msg); err != nil {
+		if errors.Is(err, journal.ErrDeleted) {
+			return nil, fmt.Errorf("session %s: %w (it was deleted)", id, ErrNotFound)
+		}
+		if errors.Is(err, journal.ErrClosed) {
+			return nil, fmt.Errorf("sending to session %s: %w: Harvest is shutting down; the message was not stored, send it again when it is back", id, ErrUnavailable)
+		}
+		return nil, fmt.Errorf("storing the message for session %s: %w (it may still be stored: send it again with the same idempotency key to find out)", id, err)
 	}
 	w := wakeNew
 	if mode == ModeInterrupt {
@@ -304,6 +357,13 @@ func (m *Manager) Send(ctx context.Context, owner, id, text, mode string) (*stor
 	}
 	m.wake(id, w)
 	return msg, nil
+}
+
+func clipKey(k string) string {
+	if len(k) > 40 {
+		return k[:40] + "…"
+	}
+	return k
 }
 
 // Cancel ends the running turn (turn.cancelled), not the session, and waits
@@ -455,6 +515,67 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.pmu.Unlock()
 	for _, c := range owned {
 		c.Close()
+	}
+	return nil
+}
+
+// Drain makes the Manager take no new work, for a planned restart: Create
+// and Send are refused with ErrUnavailable, and no runner starts a turn
+// (queued messages stay queued, for the next server). Running turns go on
+// to their end. The channel it returns is closed once no turn runs; then
+// (or when the grace the caller gives them is over) call Close, which
+// interrupts what still runs. Reading, subscribing, cancelling and
+// deleting work as before. Calling it again returns the same channel.
+func (m *Manager) Drain() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.draining {
+		m.draining = true
+		m.log.Info("draining: no new sessions, messages or turns; waiting for the running turns", "turns", m.turns)
+		if m.turns == 0 {
+			close(m.drained)
+		}
+	}
+	return m.drained
+}
+
+// beginTurn counts a turn that starts, unless the Manager drains.
+func (m *Manager) beginTurn() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.draining {
+		return false
+	}
+	m.turns++
+	return true
+}
+
+// endTurn counts a turn that ended (the session is idle again).
+func (m *Manager) endTurn() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.turns--
+	if m.draining && m.turns == 0 {
+		close(m.drained)
+	}
+}
+
+// Draining reports whether Drain was called.
+func (m *Manager) Draining() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.draining
+}
+
+// refusing says why new work is refused (ErrUnavailable), or nil.
+func (m *Manager) refusing() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return fmt.Errorf("%w: Harvest is shutting down", ErrUnavailable)
+	case m.draining:
+		return fmt.Errorf("%w: Harvest is restarting (it lets the running turns finish and takes no new work meanwhile)", ErrUnavailable)
 	}
 	return nil
 }

@@ -224,18 +224,28 @@ func gitInBox(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo, doing s
 	return nil
 }
 
-// recoverTurn ends a turn that was running when the previous server died:
-// turn.failed kind "interrupted" (unless its end was journaled; its lock
-// was taken over when the runner started), its box destroyed (the dead turn's processes may
-// still run there), and the session back to provisioning.
+// recoverTurn ends a turn that was running when the previous server died.
+// First its box is destroyed: the dead turn's processes may still run
+// there (a tool's "sleep 30; echo >> file" goes on after the server is
+// killed), and a turn is not over while any of them can still write to the
+// workspace. A box that cannot be destroyed is an error (the runner retries)
+// and nothing is journaled. Then turn.failed kind "interrupted" (unless its
+// end was journaled; its lock was taken over when the runner started), and
+// the session goes back to provisioning: a new box on the kept workspace.
 func (r *runner) recoverTurn() error {
 	n := r.s.Turns
 	tid := turnID(n)
+	if err := r.destroyDeadBox(); err != nil {
+		return fmt.Errorf("ending the interrupted turn %s: %w", tid, err)
+	}
 	ended, usage, cost, err := r.turnEnd(tid)
 	if err != nil {
 		return err
 	}
 	if !ended {
+		if err := r.repairDelivered(tid); err != nil {
+			return err
+		}
 		kept := "but its conversation is as it was before the turn"
 		if kindOf(r.s.Agent).Caps.StepCheckpoints {
 			kept = "and so is its conversation up to its last finished step"
@@ -246,13 +256,33 @@ func (r *runner) recoverTurn() error {
 			return err
 		}
 	}
-	r.dropBox()
 	return r.setState(r.ctx, store.StateProvisioning, "recovering: the turn "+tid+" was interrupted", func(s *store.Session) {
 		s.Sandbox = nil
 		s.Usage = s.Usage.Add(usage)
 		s.CostUSD += cost
 		s.ActiveAt = r.m.clock.Now().UTC()
 	})
+}
+
+// destroyDeadBox destroys the persisted box of a turn the previous server
+// left running, with every process in it, and forgets its handle. Unlike
+// dropBox it fails when the box could not be destroyed.
+func (r *runner) destroyDeadBox() error {
+	if len(r.s.Sandbox) == 0 {
+		return nil
+	}
+	ctx, cancel := r.finalCtx()
+	defer cancel()
+	if err := r.m.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+		return err
+	}
+	s, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error { s.Sandbox = nil; return nil })
+	if err != nil {
+		return err
+	}
+	r.s = r.m.withDefaults(s)
+	r.setBoxID("")
+	return nil
 }
 
 // turnEnd reads the journal for how turn tid ended: whether its end

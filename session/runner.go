@@ -145,6 +145,9 @@ func (r *runner) loop() {
 	if !r.try(takeOver(r.ctx, r.m.st, s)) {
 		return
 	}
+	if !r.try(r.repairPrompt()) {
+		return
+	}
 	if s.State == store.StateWorking || s.State == store.StateCancelling {
 		if !r.try(r.recoverTurn()) {
 			return
@@ -263,7 +266,7 @@ func (r *runner) hasWork() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return len(q) > 0 && !r.isPaused(), nil
+	return len(q) > 0 && !r.isPaused() && !r.m.Draining(), nil
 }
 
 // setState writes a transition (with fn's other changes) and journals it.
@@ -305,7 +308,7 @@ func (r *runner) idle() error {
 		return err
 	}
 	now := r.m.clock.Now()
-	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) {
+	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) && !r.m.Draining() {
 		return r.runTurn(q[0])
 	}
 	// The streak of turns is over: let other runs have the workspace.

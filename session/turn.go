@@ -16,6 +16,10 @@ import (
 // until it ends and the session is idle again.
 func (r *runner) runTurn(msg *store.Message) error {
 	m := r.m
+	if !m.beginTurn() {
+		return nil // draining: the message stays queued for the next server
+	}
+	defer m.endTurn()
 	n := r.s.Turns + 1
 	tid := turnID(n)
 	if r.lease == nil {

@@ -189,6 +189,16 @@ type Message struct {
 	Turn        string    `json:"turn,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	// Key is the idempotency key its sender gave ("" for none), and
+	// KeyOwner who that sender is (an API token id): a session has at most
+	// one message per (KeyOwner, Key), so a send retried with the same key
+	// finds the first one instead of storing a second (MessageByKey).
+	Key      string `json:"-"`
+	KeyOwner string `json:"-"`
+	// RequestHash identifies what was sent with Key (the text and the mode
+	// as given), so a different request reusing a key can be told apart
+	// from a retry.
+	RequestHash []byte `json:"-"`
 }
 
 // SessionFilter selects sessions for ListSessions; zero fields match all.
@@ -245,6 +255,10 @@ type Store interface {
 	// Messages lists a session's messages in Seq order, only those in the
 	// given states (all when none given).
 	Messages(ctx context.Context, session string, states ...MessageState) ([]*Message, error)
+	// MessageByKey finds the session's message sent by owner with the
+	// idempotency key (Message.Key, Message.KeyOwner); ErrNotFound when
+	// there is none.
+	MessageByKey(ctx context.Context, session, owner, key string) (*Message, error)
 	// SetMessageState moves a message to state (with the turn that took it).
 	SetMessageState(ctx context.Context, session, id string, state MessageState, turn string) error
 
@@ -252,6 +266,12 @@ type Store interface {
 	// does), all in one transaction: all or none. A seq already stored is
 	// ErrConflict.
 	AppendEvents(ctx context.Context, evs []event.Event) error
+	// AppendEventsWith stores msgs as AddMessage does (assigning their Seq,
+	// in order) and evs as AppendEvents does, all in one transaction: all
+	// or none. The journal stores a message with its message.queued event
+	// this way, so a crash never keeps one without the other. A message id,
+	// or a (KeyOwner, Key), that its session already has is ErrConflict.
+	AppendEventsWith(ctx context.Context, evs []event.Event, msgs []*Message) error
 	// Events returns a session's events with Seq > after, in order, at most
 	// limit (0: all).
 	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)

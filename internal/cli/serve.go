@@ -53,6 +53,7 @@ type serveFlags struct {
 	repoRoots  []string
 	gitHosts   []string
 	clone      workspace.CloneOptions
+	grace      time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -72,9 +73,16 @@ Make tokens for others with: harvest token create NAME.
 On start, sessions that were live are recovered: their sandboxes are
 reattached or remade from the kept workspace, an interrupted turn is marked
 as such, queued messages are delivered, and boxes no session owns are
-removed. SIGINT or SIGTERM stops it gracefully (again: at once); nothing is
-lost either way. As PID 1 (a container without an init) it runs the server
-as its child and reaps the orphans the kernel gives it, like tini.
+removed.
+
+SIGINT or SIGTERM drains it for a restart: new sessions and messages get
+503 with Retry-After (queued messages stay queued for the next start), the
+API keeps answering reads and event streams, and running turns get
+--shutdown-grace to finish; then what still runs is interrupted (marked so,
+and resumed by the next start) and it exits. A second signal skips the
+rest of the grace. Nothing is lost either way, nor by kill -9. As PID 1 (a
+container without an init) it runs the server as its child and reaps the
+orphans the kernel gives it, like tini.
 
 Repositories: the admin token's sessions may copy any directory but /proc,
 /sys, /dev and the data directory, and clone any git URL. A user token's
@@ -104,6 +112,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
+	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
 
@@ -130,6 +139,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.pool < 0 {
 		return exitCode(2, fmt.Errorf("--pool %d: must be positive", f.pool))
+	}
+	if f.grace < 0 {
+		return exitCode(2, fmt.Errorf("--shutdown-grace %s: must be 0 or more", f.grace))
 	}
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
@@ -204,14 +216,18 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		provs.close()
 	}
 
-	// Signals: the first stops gracefully; a second abandons waiting.
-	sigs := make(chan os.Signal, 2)
+	// Signals: the first drains (stop), a second skips the rest of the
+	// grace and the HTTP shutdown (hard), a third stops waiting for the
+	// runners and the journal (abandon).
+	sigs := make(chan os.Signal, 3)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	stopCtx, stop := context.WithCancel(cmd.Context())
 	defer stop()
 	hard, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
+	abandon, abandonStop := context.WithCancel(context.Background())
+	defer abandonStop()
 	var sigWG sync.WaitGroup
 	sigDone := make(chan struct{})
 	sigWG.Add(1)
@@ -222,11 +238,15 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			select {
 			case s := <-sigs:
 				n++
-				if n == 1 {
-					fmt.Fprintf(stderr, "harvest: %s: stopping (again to stop at once)\n", s)
+				switch n {
+				case 1:
+					fmt.Fprintf(stderr, "harvest: %s: stopping (again to interrupt the running turns now)\n", s)
 					stop()
-				} else {
+				case 2:
+					fmt.Fprintf(stderr, "harvest: %s: interrupting the running turns now (again to stop without waiting for them)\n", s)
 					hardStop()
+				default:
+					abandonStop()
 				}
 			case <-sigDone:
 				return
@@ -269,8 +289,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	case err := <-serveErr:
 		failed = fmt.Errorf("serving: %w", err)
 	}
+	// Drain: the API goes on answering (creating and sending get 503 from
+	// the Manager) while the running turns finish, for the grace at most.
+	drainTurns(mgr, f.grace, hard, stderr, logger)
 	api.Drain()
-	shutCtx, cancelShut := context.WithTimeout(hard, 10*time.Second)
+	shutCtx, cancelShut := context.WithTimeout(hard, 5*time.Second)
 	if err := hs.Shutdown(shutCtx); err != nil {
 		hs.Close()
 	}
@@ -278,7 +301,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if failed == nil {
 		<-serveErr // http.ErrServerClosed
 	}
-	closeCtx, cancelClose := context.WithTimeout(hard, time.Minute)
+	// Close interrupts what still runs (each turn's tools are stopped as it
+	// is cancelled, in well under this bound) and flushes the journal.
+	closeCtx, cancelClose := context.WithTimeout(abandon, closeBound)
 	closeAll(closeCtx)
 	cancelClose()
 	if failed != nil {
@@ -286,6 +311,28 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	fmt.Fprintln(stderr, "harvest: stopped")
 	return nil
+}
+
+// closeBound bounds stopping the sessions and flushing the journal once the
+// grace is over: serve exits within --shutdown-grace plus about this.
+const closeBound = 20 * time.Second
+
+// drainTurns stops the Manager taking new work and waits for its running
+// turns to end, for grace at most or until hard.
+func drainTurns(mgr *session.Manager, grace time.Duration, hard context.Context, stderr io.Writer, logger *slog.Logger) {
+	drained := mgr.Drain()
+	fmt.Fprintf(stderr, "harvest: draining: new sessions and messages get 503; running turns have %s to finish\n", grace)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-drained:
+		logger.Info("drained: no turn runs", "waited", time.Since(start).Round(time.Millisecond))
+	case <-t.C:
+		logger.Warn("the shutdown grace is over: interrupting the turns still running (the next start marks them interrupted and delivers the queue)", "grace", grace)
+	case <-hard.Done():
+		logger.Warn("interrupting the running turns (second signal)")
+	}
 }
 
 func isLoopback(host string) bool {

@@ -62,6 +62,12 @@ type serveEnv struct {
 
 func newServeEnv(t *testing.T) *serveEnv {
 	t.Helper()
+	return newServeEnvWith(t, serveScript)
+}
+
+// newServeEnvWith is newServeEnv with the model playing script.
+func newServeEnvWith(t *testing.T, script string) *serveEnv {
+	t.Helper()
 	needRoot(t)
 	env, home := runEnv(t)
 	e := &serveEnv{t: t, home: home, slowReq: make(chan struct{}, 16)}
@@ -70,7 +76,7 @@ func newServeEnv(t *testing.T) *serveEnv {
 			e.runDir = v
 		}
 	}
-	s, err := sim.ParseScript("serve-test.yaml", []byte(serveScript))
+	s, err := sim.ParseScript("serve-test.yaml", []byte(script))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +147,42 @@ func (s *serveProc) wait() error {
 
 // lockedBuffer collects a process's stderr, read while it runs.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed (and replaced) by every Write
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 	return b.b.Write(p)
+}
+
+// waitFor waits until the buffer contains s, for d at most.
+func (b *lockedBuffer) waitFor(s string, d time.Duration) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		if strings.Contains(b.b.String(), s) {
+			b.mu.Unlock()
+			return true
+		}
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		c := b.changed
+		b.mu.Unlock()
+		select {
+		case <-c:
+		case <-deadline.C:
+			return false
+		}
+	}
 }
 
 func (b *lockedBuffer) String() string {

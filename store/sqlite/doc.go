@@ -14,7 +14,9 @@
 //	                               (owner, state, created_at, updated_at are
 //	                               indexed for ListSessions); repos, limits and
 //	                               usage as JSON; sandbox and agent_state as blobs
-//	messages  (session, seq) PK    UNIQUE (session, id); seq 1, 2, ... per session
+//	messages  (session, seq) PK    UNIQUE (session, id); seq 1, 2, ... per session;
+//	                               UNIQUE (session, key_owner, idem_key) where a
+//	                               key is given (MessageByKey), with request_hash
 //	events    (sid, seq) PK        type, time, turn, agent, repo, data (the
 //	                               payload as JSON, decoded back with event.Decode)
 //	locks     (key PK)             holder, expires
@@ -28,6 +30,9 @@
 // messages and events reference sessions ON DELETE CASCADE, so DeleteSession
 // is one statement and nothing of a deleted session can be left behind or
 // appended afterwards (AppendEvents for a missing session is ErrNotFound).
+// AppendEventsWith inserts messages and events in the one transaction of
+// the journal's batch: a message and its message.queued event are
+// committed together or not at all.
 //
 // Times are INTEGER nanoseconds since the Unix epoch, UTC; 0 is the zero
 // time.Time. They come back in UTC.

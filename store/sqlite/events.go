@@ -18,8 +18,21 @@ import (
 // only for the inserts. A seq already stored (or repeated in evs) is
 // ErrConflict; a session that does not exist is ErrNotFound.
 func (s *Store) AppendEvents(ctx context.Context, evs []event.Event) error {
-	if len(evs) == 0 {
+	return s.AppendEventsWith(ctx, evs, nil)
+}
+
+// AppendEventsWith stores msgs (as AddMessage does, in order) and evs (as
+// AppendEvents does) in one transaction: all or none. A message is
+// written to m only once the transaction committed.
+func (s *Store) AppendEventsWith(ctx context.Context, evs []event.Event, msgs []*store.Message) error {
+	if len(evs) == 0 && len(msgs) == 0 {
 		return nil
+	}
+	cs := make([]store.Message, len(msgs))
+	now := s.now().UTC()
+	for i, m := range msgs {
+		cs[i] = *m
+		defaultMessage(&cs[i], now)
 	}
 	data := make([][]byte, len(evs))
 	var sessions []string
@@ -39,7 +52,12 @@ func (s *Store) AppendEvents(ctx context.Context, evs []event.Event) error {
 		}
 	}
 	sids := make(map[string]int64, len(sessions))
-	return s.write(ctx, "sqlite: append events", func(tx *sql.Tx) error {
+	err := s.write(ctx, "sqlite: append events", func(tx *sql.Tx) error {
+		for i := range cs {
+			if err := addMessage(ctx, tx, &cs[i]); err != nil {
+				return fmt.Errorf("sqlite: append events: %w", err)
+			}
+		}
 		for _, id := range sessions {
 			var sid int64
 			err := tx.StmtContext(ctx, s.sid).QueryRowContext(ctx, id).Scan(&sid)
@@ -72,6 +90,12 @@ func (s *Store) AppendEvents(ctx context.Context, evs []event.Event) error {
 		}
 		return nil
 	})
+	if err == nil {
+		for i, m := range msgs {
+			*m = cs[i]
+		}
+	}
+	return err
 }
 
 // Events returns the events of session with Seq > after, in order, at most

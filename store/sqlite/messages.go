@@ -24,10 +24,13 @@ func insertMessage(ctx context.Context, tx *sql.Tx, m *store.Message) error {
 	if m.ID == "" {
 		return fmt.Errorf("sqlite: add message to session %s: empty message id", m.Session)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO messages (session, seq, id, text, mode, state, turn, created_at, delivered_at)
-	VALUES (?,?,?,?,?,?,?,?,?)`, m.Session, m.Seq, m.ID, m.Text, m.Mode, string(m.State), m.Turn, ts(m.CreatedAt), ts(m.DeliveredAt))
+	if m.Key == "" && (m.KeyOwner != "" || len(m.RequestHash) > 0) {
+		return fmt.Errorf("sqlite: add message %s to session %s: a key owner or request hash without a key", m.ID, m.Session)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO messages (session, seq, id, text, mode, state, turn, created_at, delivered_at, key_owner, idem_key, request_hash)
+	VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, m.Session, m.Seq, m.ID, m.Text, m.Mode, string(m.State), m.Turn, ts(m.CreatedAt), ts(m.DeliveredAt), m.KeyOwner, m.Key, m.RequestHash)
 	if isDuplicate(err) {
-		return fmt.Errorf("sqlite: add message %s to session %s: a message with this id exists: %w", m.ID, m.Session, store.ErrConflict)
+		return fmt.Errorf("sqlite: add message %s to session %s: a message with this id, or with idempotency key %q of %q, exists: %w", m.ID, m.Session, m.Key, m.KeyOwner, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: add message %s to session %s: %w", m.ID, m.Session, err)
@@ -37,23 +40,13 @@ func insertMessage(ctx context.Context, tx *sql.Tx, m *store.Message) error {
 
 // AddMessage stores m with the session's next Seq (set on m). A zero
 // CreatedAt is set to now, an empty State to queued. A missing session is
-// ErrNotFound; a message id the session already has is ErrConflict.
+// ErrNotFound; a message id (or idempotency key) the session already has
+// is ErrConflict.
 func (s *Store) AddMessage(ctx context.Context, m *store.Message) error {
 	c := *m
 	defaultMessage(&c, s.now().UTC())
 	err := s.write(ctx, "sqlite: add message to session "+m.Session, func(tx *sql.Tx) error {
-		var exists int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, c.Session).Scan(&exists)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("session %s: %w", c.Session, store.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: add message to session %s: %w", c.Session, err)
-		}
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session = ?`, c.Session).Scan(&c.Seq); err != nil {
-			return fmt.Errorf("sqlite: add message to session %s: %w", c.Session, err)
-		}
-		return insertMessage(ctx, tx, &c)
+		return addMessage(ctx, tx, &c)
 	})
 	if err == nil {
 		*m = c
@@ -61,7 +54,23 @@ func (s *Store) AddMessage(ctx context.Context, m *store.Message) error {
 	return err
 }
 
-const messageCols = `session, seq, id, text, mode, state, turn, created_at, delivered_at`
+// addMessage inserts m (defaulted) with the session's next Seq, set on m.
+func addMessage(ctx context.Context, tx *sql.Tx, c *store.Message) error {
+	var exists int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, c.Session).Scan(&exists)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("session %s: %w", c.Session, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: add message to session %s: %w", c.Session, err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session = ?`, c.Session).Scan(&c.Seq); err != nil {
+		return fmt.Errorf("sqlite: add message to session %s: %w", c.Session, err)
+	}
+	return insertMessage(ctx, tx, c)
+}
+
+const messageCols = `session, seq, id, text, mode, state, turn, created_at, delivered_at, key_owner, idem_key, request_hash`
 
 // Messages lists a session's messages in Seq order, only those in states
 // (all when none are given). A session without messages (or that does not
@@ -82,21 +91,45 @@ func (s *Store) Messages(ctx context.Context, session string, states ...store.Me
 	defer rows.Close()
 	var out []*store.Message
 	for rows.Next() {
-		var (
-			m                  store.Message
-			state              string
-			created, delivered int64
-		)
-		if err := rows.Scan(&m.Session, &m.Seq, &m.ID, &m.Text, &m.Mode, &state, &m.Turn, &created, &delivered); err != nil {
+		m, err := scanMessage(rows)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite: messages of session %s: %w", session, err)
 		}
-		m.State, m.CreatedAt, m.DeliveredAt = store.MessageState(state), tm(created), tm(delivered)
-		out = append(out, &m)
+		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: messages of session %s: %w", session, err)
 	}
 	return out, nil
+}
+
+func scanMessage(row interface{ Scan(...any) error }) (*store.Message, error) {
+	var (
+		m                  store.Message
+		state              string
+		created, delivered int64
+	)
+	if err := row.Scan(&m.Session, &m.Seq, &m.ID, &m.Text, &m.Mode, &state, &m.Turn, &created, &delivered, &m.KeyOwner, &m.Key, &m.RequestHash); err != nil {
+		return nil, err
+	}
+	m.State, m.CreatedAt, m.DeliveredAt = store.MessageState(state), tm(created), tm(delivered)
+	return &m, nil
+}
+
+// MessageByKey finds the message of session that owner sent with the
+// idempotency key; ErrNotFound when there is none.
+func (s *Store) MessageByKey(ctx context.Context, session, owner, key string) (*store.Message, error) {
+	if key == "" {
+		return nil, fmt.Errorf("sqlite: message by key of session %s: empty key", session)
+	}
+	m, err := scanMessage(s.r.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages WHERE session = ? AND key_owner = ? AND idem_key = ?`, session, owner, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("message of session %s with idempotency key %q: %w", session, key, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: message by key of session %s: %w", session, err)
+	}
+	return m, nil
 }
 
 // SetMessageState moves a message to state and records turn. Moving to

@@ -90,6 +90,30 @@ ALTER TABLE sessions ADD COLUMN terminal TEXT NOT NULL DEFAULT ''; -- JSON store
 	{"egress", `
 ALTER TABLE sessions ADD COLUMN egress TEXT NOT NULL DEFAULT ''; -- JSON array of hosts, '' for the server's allowlist
 `},
+	{"idempotency", `
+ALTER TABLE messages ADD COLUMN key_owner TEXT NOT NULL DEFAULT '';  -- the API token that sent it with idem_key
+ALTER TABLE messages ADD COLUMN idem_key TEXT NOT NULL DEFAULT '';   -- its Idempotency-Key, '' for none
+ALTER TABLE messages ADD COLUMN request_hash BLOB;                   -- what was sent with the key
+CREATE UNIQUE INDEX messages_idem_key ON messages (session, key_owner, idem_key) WHERE idem_key <> '';
+`},
+	// Before AppendEventsWith a message and its message.queued event were
+	// two commits, and a crash between them lost the event for good: give
+	// every such message its event now, after the session's last one, at
+	// the message's time (position 0 for one no longer queued: unknown).
+	{"repair-message-queued", `
+INSERT INTO events (sid, seq, type, time, turn, agent, repo, data)
+SELECT s.sid,
+	(SELECT COALESCE(MAX(e.seq), 0) FROM events e WHERE e.sid = s.sid) + ROW_NUMBER() OVER (PARTITION BY s.sid ORDER BY m.seq),
+	'message.queued', m.created_at, '', '', '',
+	CAST(json_object('message_id', m.id, 'text', m.text, 'mode', m.mode, 'position',
+		CASE WHEN m.state = 'queued'
+			THEN (SELECT COUNT(*) FROM messages q WHERE q.session = m.session AND q.state = 'queued' AND q.seq <= m.seq)
+			ELSE 0 END) AS BLOB)
+FROM messages m JOIN sessions s ON s.id = m.session
+WHERE m.state IN ('queued', 'delivered')
+	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND e.type = 'message.queued'
+		AND json_extract(CAST(e.data AS TEXT), '$.message_id') = m.id);
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -34,6 +34,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("DeleteSession", func(t *testing.T) { testDeleteSession(t, open) })
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
 	t.Run("MessagesConcurrent", func(t *testing.T) { testMessagesConcurrent(t, open) })
+	t.Run("MessageKeys", func(t *testing.T) { testMessageKeys(t, open) })
+	t.Run("EventsWithMessages", func(t *testing.T) { testEventsWithMessages(t, open) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
 	t.Run("EventConflicts", func(t *testing.T) { testEventConflicts(t, open) })
 	t.Run("Locks", func(t *testing.T) { testLocks(t, open) })
