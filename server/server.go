@@ -13,17 +13,50 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+)
+
+// Sessions is what the server asks of the session layer (session.Manager
+// is one). owner "" is the admin, who sees every session.
+type Sessions interface {
+	Create(ctx context.Context, owner string, req session.CreateRequest) (*session.View, error)
+	Get(ctx context.Context, owner, id string) (*session.View, error)
+	List(ctx context.Context, owner string, f store.SessionFilter) ([]*store.Session, error)
+	SendMessage(ctx context.Context, owner, id string, out session.Outgoing) (*store.Message, error)
+	Cancel(ctx context.Context, owner, id string) error
+	Delete(ctx context.Context, owner, id string) error
+	Subscribe(ctx context.Context, owner, id string, after int64) (*journal.Subscription, error)
+	Unlock(ctx context.Context, id string) error
+	Draining() bool
+}
+
+// Records is what the server reads and writes in the store itself: API
+// tokens, and a session's stored events and lock (store.Store is one).
+type Records interface {
+	TokenByHash(ctx context.Context, hash []byte) (*store.Token, error)
+	CreateToken(ctx context.Context, t *store.Token) error
+	ListTokens(ctx context.Context) ([]*store.Token, error)
+	DeleteToken(ctx context.Context, id string) error
+	LastSeq(ctx context.Context, session string) (int64, error)
+	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)
+	GetLock(ctx context.Context, key string) (store.Lock, error)
+}
+
+var (
+	_ Sessions = (*session.Manager)(nil)
+	_ Records  = (store.Store)(nil)
 )
 
 // Config is what a Server serves.
 type Config struct {
 	// Manager runs the sessions (required).
-	Manager *session.Manager
+	Manager Sessions
 	// Store holds the API tokens and the session locks (required; the same
 	// store the Manager uses).
-	Store store.Store
+	Store Records
 	// Logger gets one line per failed request (default: discard).
 	Logger *slog.Logger
 	// Version is reported by /healthz.
