@@ -1,4 +1,4 @@
-// Package client is a Go client of Harvest's HTTP API (package server):
+// Package client is a Go client of Harvest's HTTP API (package server; its types are package wire's):
 // what the CLI's `harvest session ...` commands and the tests use.
 //
 // Every call takes a context and returns an *Error for an error response,
@@ -22,9 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-dev/harvest/server"
-	"github.com/harvest-dev/harvest/session"
-	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // Client talks to one Harvest server with one token.
@@ -53,7 +51,7 @@ func (c *Client) URL() string { return c.base.String() }
 // Error is an error response of the API.
 type Error struct {
 	Status  int
-	Code    string // server.Code*
+	Code    string // wire.Code*
 	Message string
 	Details []string
 }
@@ -139,7 +137,7 @@ func (c *Client) netError(err error) error {
 // readError decodes an error response.
 func readError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var eb server.ErrorBody
+	var eb wire.ErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
 		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
 	}
@@ -152,7 +150,7 @@ func readError(resp *http.Response) error {
 
 // Health asks GET /healthz. A server shutting down answers 503: an
 // *Error, with the Health it sent.
-func (c *Client) Health(ctx context.Context) (*server.Health, error) {
+func (c *Client) Health(ctx context.Context) (*wire.Health, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("/healthz").String(), nil)
 	if err != nil {
 		return nil, err
@@ -162,32 +160,32 @@ func (c *Client) Health(ctx context.Context) (*server.Health, error) {
 		return nil, c.netError(err)
 	}
 	defer resp.Body.Close()
-	var h server.Health
+	var h wire.Health
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || h.Status == "" {
 		return nil, &Error{Status: resp.StatusCode, Message: fmt.Sprintf("GET /healthz answered %d with no health status: is %s a Harvest server?", resp.StatusCode, c.base)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return &h, &Error{Status: resp.StatusCode, Code: server.CodeUnavailable, Message: fmt.Sprintf("the server is %s", strings.ReplaceAll(h.Status, "_", " "))}
+		return &h, &Error{Status: resp.StatusCode, Code: wire.CodeUnavailable, Message: fmt.Sprintf("the server is %s", strings.ReplaceAll(h.Status, "_", " "))}
 	}
 	return &h, nil
 }
 
 // CreateSession creates a session.
-func (c *Client) CreateSession(ctx context.Context, req session.CreateRequest) (*session.View, error) {
-	var v session.View
+func (c *Client) CreateSession(ctx context.Context, req wire.CreateRequest) (*wire.View, error) {
+	var v wire.View
 	return &v, c.request(ctx, http.MethodPost, "/v1/sessions", nil, req, &v)
 }
 
 // ListOptions filter ListSessions; zero fields match all.
 type ListOptions struct {
-	States        []store.State
+	States        []wire.State
 	Limit         int
 	UpdatedBefore time.Time
 	Owner         string // a token id (admins)
 }
 
 // ListSessions lists sessions, newest first.
-func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*store.Session, error) {
+func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*wire.Session, error) {
 	q := url.Values{}
 	if len(o.States) > 0 {
 		var s []string
@@ -205,7 +203,7 @@ func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*store.Sess
 	if o.Owner != "" {
 		q.Set("owner", o.Owner)
 	}
-	var l server.SessionList
+	var l wire.SessionList
 	if err := c.request(ctx, http.MethodGet, "/v1/sessions", q, nil, &l); err != nil {
 		return nil, err
 	}
@@ -213,15 +211,15 @@ func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*store.Sess
 }
 
 // GetSession returns a session with its queue.
-func (c *Client) GetSession(ctx context.Context, id string) (*session.View, error) {
-	var v session.View
+func (c *Client) GetSession(ctx context.Context, id string) (*wire.View, error) {
+	var v wire.View
 	return &v, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil, &v)
 }
 
 // Send sends a message; mode "" is the session's.
-func (c *Client) Send(ctx context.Context, id, text, mode string) (*store.Message, error) {
-	var m store.Message
-	return &m, c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, server.SendRequest{Text: text, Mode: mode}, &m)
+func (c *Client) Send(ctx context.Context, id, text, mode string) (*wire.Message, error) {
+	var m wire.Message
+	return &m, c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, wire.SendRequest{Text: text, Mode: mode}, &m)
 }
 
 // SendOnce sends a message with an idempotency key: calling it again with
@@ -229,10 +227,10 @@ func (c *Client) Send(ctx context.Context, id, text, mode string) (*store.Messag
 // restarts) gives back the message stored the first time, never a second
 // one. Use a new unique key (NewIdempotencyKey) per message. The same key
 // with another text or mode is a 409 conflict.
-func (c *Client) SendOnce(ctx context.Context, id, key, text, mode string) (*store.Message, error) {
-	var m store.Message
-	hdr := http.Header{server.IdempotencyKeyHeader: {key}}
-	return &m, c.requestWith(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, hdr, server.SendRequest{Text: text, Mode: mode}, &m)
+func (c *Client) SendOnce(ctx context.Context, id, key, text, mode string) (*wire.Message, error) {
+	var m wire.Message
+	hdr := http.Header{wire.IdempotencyKeyHeader: {key}}
+	return &m, c.requestWith(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/messages", nil, hdr, wire.SendRequest{Text: text, Mode: mode}, &m)
 }
 
 // NewIdempotencyKey returns a random key for SendOnce.
@@ -255,8 +253,8 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // Lock says who holds a session's lock.
-func (c *Client) Lock(ctx context.Context, id string) (*server.LockInfo, error) {
-	var l server.LockInfo
+func (c *Client) Lock(ctx context.Context, id string) (*wire.LockInfo, error) {
+	var l wire.LockInfo
 	return &l, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/lock", nil, nil, &l)
 }
 
@@ -267,24 +265,24 @@ func (c *Client) Unlock(ctx context.Context, id string) error {
 
 // EventLog returns a page of a session's stored events with seq > after
 // (limit 0: the server's default page).
-func (c *Client) EventLog(ctx context.Context, id string, after int64, limit int) (*server.EventPage, error) {
+func (c *Client) EventLog(ctx context.Context, id string, after int64, limit int) (*wire.EventPage, error) {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var p server.EventPage
+	var p wire.EventPage
 	return &p, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/log", q, nil, &p)
 }
 
 // CreateToken makes an API token (admin); the secret is in the result only.
-func (c *Client) CreateToken(ctx context.Context, name string, admin bool) (*server.TokenCreated, error) {
-	var t server.TokenCreated
-	return &t, c.request(ctx, http.MethodPost, "/v1/tokens", nil, server.TokenRequest{Name: name, Admin: admin}, &t)
+func (c *Client) CreateToken(ctx context.Context, name string, admin bool) (*wire.TokenCreated, error) {
+	var t wire.TokenCreated
+	return &t, c.request(ctx, http.MethodPost, "/v1/tokens", nil, wire.TokenRequest{Name: name, Admin: admin}, &t)
 }
 
 // ListTokens lists the API tokens (admin).
-func (c *Client) ListTokens(ctx context.Context) ([]*store.Token, error) {
-	var l server.TokenList
+func (c *Client) ListTokens(ctx context.Context) ([]*wire.Token, error) {
+	var l wire.TokenList
 	if err := c.request(ctx, http.MethodGet, "/v1/tokens", nil, nil, &l); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // StreamOptions configure Events.
@@ -108,8 +108,8 @@ func (s *Stream) Close() error {
 // ErrStreamClosed is returned by Next after Close.
 var ErrStreamClosed = errors.New("event stream closed")
 
-// streamEnd is the server's final error event (server.StreamErrorEvent).
-type streamEnd struct{ server.ErrorInfo }
+// streamEnd is the server's final error event (wire.StreamErrorEvent).
+type streamEnd struct{ wire.ErrorInfo }
 
 func (e *streamEnd) Error() string { return e.Code + ": " + e.Message }
 
@@ -156,11 +156,11 @@ func (s *Stream) Next() (event.Event, error) {
 		switch {
 		case s.ctx.Err() != nil:
 			return event.Event{}, s.ctx.Err()
-		case errors.As(err, &end) && end.Code == server.StreamTooSlow:
+		case errors.As(err, &end) && end.Code == wire.StreamTooSlow:
 			// Cut off for reading too slowly: the events are in the store;
 			// reconnect at once and replay them.
-		case errors.As(err, &end) && end.Code == server.StreamDeleted:
-			return event.Event{}, &Error{Status: http.StatusNotFound, Code: server.CodeNotFound, Message: fmt.Sprintf("session %s was deleted", s.id)}
+		case errors.As(err, &end) && end.Code == wire.StreamDeleted:
+			return event.Event{}, &Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Message: fmt.Sprintf("session %s was deleted", s.id)}
 		case errors.Is(err, errProtocol):
 			return event.Event{}, err
 		default:
@@ -330,8 +330,8 @@ func (s *Stream) read(cn *sseConn) (event.Event, error) {
 // decodeSSE turns one dispatched SSE event into an event.Event, or the
 // server's final error event into a *streamEnd.
 func decodeSSE(id, typ string, data []byte) (event.Event, error) {
-	if typ == server.StreamErrorEvent {
-		var eb server.ErrorBody
+	if typ == wire.StreamErrorEvent {
+		var eb wire.ErrorBody
 		if err := json.Unmarshal(data, &eb); err != nil || eb.Error.Code == "" {
 			return event.Event{}, fmt.Errorf("%w: an error event that is not {\"error\":{...}}: %q", errProtocol, data)
 		}

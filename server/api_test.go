@@ -17,6 +17,7 @@ import (
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // docOps lists the operations of openapi.json (which TestOpenAPIMatchesRoutes
@@ -209,7 +210,7 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 		t.Errorf("sessions after the bad requests: %v %v", list, err)
 	}
 	got, err := e.aliceC.GetSession(ctx, v.ID)
-	if err != nil || len(got.Queue) != 0 || got.State != store.StateIdle || got.Turns != 0 {
+	if err != nil || len(got.Queue) != 0 || got.State != wire.StateIdle || got.Turns != 0 {
 		t.Errorf("the session after the bad requests: %+v %v", got, err)
 	}
 	toks, err := e.adminC.ListTokens(ctx)
@@ -348,7 +349,7 @@ func TestSessionOverHTTP(t *testing.T) {
 	seen = append(seen, until(t, st, "idle", isState(store.StateIdle))...)
 
 	m, err := e.aliceC.Send(ctx, v.ID, "msg again", "")
-	if err != nil || m.State != store.MessageQueued || m.Seq != 2 {
+	if err != nil || m.State != "queued" || m.Seq != 2 {
 		t.Fatalf("send: %+v %v", m, err)
 	}
 	seen = append(seen, until(t, st, "turn t2 to end", turnEnded("t2"))...)
@@ -468,7 +469,7 @@ func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 	}
 	eventually(t, "turn t3 to end", func() bool {
 		got, err := e.aliceC.GetSession(ctx, v.ID)
-		return err == nil && got.Turns == 3 && got.State == store.StateIdle && len(got.Queue) == 0
+		return err == nil && got.Turns == 3 && got.State == wire.StateIdle && len(got.Queue) == 0
 	})
 	if err := e.j.Flush(ctx, v.ID); err != nil {
 		t.Fatal(err)
@@ -650,7 +651,7 @@ func TestSSEKeepaliveAndDrain(t *testing.T) {
 func TestEndedSessionConflicts(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := ctxT(t)
-	v, err := e.aliceC.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: e.repo}}, Limits: store.Limits{MaxLifetime: time.Millisecond}})
+	v, err := e.aliceC.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.repo}}, Limits: store.Limits{MaxLifetime: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +667,7 @@ func TestEndedSessionConflicts(t *testing.T) {
 		t.Errorf("cancel of a stopped session: %v", err)
 	}
 	// It can still be read and deleted.
-	if got, err := e.aliceC.GetSession(ctx, v.ID); err != nil || got.State != store.StateStopped {
+	if got, err := e.aliceC.GetSession(ctx, v.ID); err != nil || got.State != wire.StateStopped {
 		t.Errorf("get: %+v %v", got, err)
 	}
 	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -71,26 +70,4 @@ func (s *Server) authenticate(r *http.Request) (caller, *apiError) {
 		return caller{}, &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "checking the token: " + err.Error(), cause: err}
 	}
 	return caller{token: t}, nil
-}
-
-// view is what the caller may see of a session view: see session.
-func (c caller) view(v *session.View) *session.View {
-	return &session.View{Session: c.session(v.Session), Queue: v.Queue}
-}
-
-// session is what the caller may see of a session: the admin sees it all;
-// a user sees its repositories as they were given, without the host paths
-// of their copies or of their resolved sources, and no sandbox handle
-// (which names host paths too).
-func (c caller) session(s *store.Session) *store.Session {
-	if c.token.Admin || s == nil {
-		return s
-	}
-	x := *s
-	x.Repos = make([]store.Repo, len(s.Repos))
-	for i, r := range s.Repos {
-		x.Repos[i] = store.Repo{Name: r.Name, Source: r.Source, Ref: r.Ref}
-	}
-	x.Sandbox = nil
-	return &x
 }

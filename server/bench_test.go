@@ -8,8 +8,8 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // reportPercentiles reports p50 and p99 of ds in milliseconds.
@@ -79,7 +79,7 @@ func BenchmarkCreateToFirstModelRequest(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		v, err := e.aliceC.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: e.repo}}, Prompt: "msg hi"})
+		v, err := e.aliceC.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.repo}}, Prompt: "msg hi"})
 		if err != nil {
 			b.Fatal(err)
 		}

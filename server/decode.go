@@ -17,11 +17,8 @@ import (
 
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
-
-// MaxBody bounds every request body. The largest is a prompt; a megabyte
-// of prompt is far beyond what a model takes in one message.
-const MaxBody = 1 << 20
 
 // Bounds of the fields the server checks itself. The body of POST
 // /v1/sessions is only decoded here: the session layer checks every field
@@ -177,24 +174,11 @@ func fieldNames(t reflect.Type) []string {
 	return out
 }
 
-// SendRequest is the body of POST /v1/sessions/{id}/messages.
-type SendRequest struct {
-	Text string `json:"text"`
-	// Mode is queue (default) or interrupt.
-	Mode string `json:"mode,omitempty"`
-}
-
-// TokenRequest is the body of POST /v1/tokens.
-type TokenRequest struct {
-	Name  string `json:"name"`
-	Admin bool   `json:"admin,omitempty"`
-}
-
 // decodeCreate decodes the body of POST /v1/sessions. Its fields are
 // checked by Manager.Create, all at once, so that details lists every
 // problem (checks here would hide the session layer's behind their own).
-func decodeCreate(contentType string, body []byte) (session.CreateRequest, *apiError) {
-	var req session.CreateRequest
+func decodeCreate(contentType string, body []byte) (wire.CreateRequest, *apiError) {
+	var req wire.CreateRequest
 	if e := decodeBody(contentType, body, &req, true); e != nil {
 		return req, e
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 const ctJSON = "application/json"
@@ -194,7 +194,7 @@ func FuzzDecodeCreate(f *testing.F) {
 }
 
 // normalize makes nil and empty slices equal (omitempty drops both).
-func normalize(r session.CreateRequest) session.CreateRequest {
+func normalize(r wire.CreateRequest) wire.CreateRequest {
 	if len(r.Repos) == 0 {
 		r.Repos = nil
 	}

@@ -12,35 +12,6 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// Error codes of the API, one per kind of mistake. Clients branch on the
-// code; the message is for people and says what to change.
-const (
-	CodeBadRequest       = "bad_request"            // 400: malformed JSON, a bad query parameter, a body where none is taken
-	CodeInvalid          = "invalid"                // 400: the request is well formed but cannot be accepted (details lists why)
-	CodeUnauthorized     = "unauthorized"           // 401: no token or an unknown one
-	CodeForbidden        = "forbidden"              // 403: the token may not do this (admin only)
-	CodeNotFound         = "not_found"              // 404: no such route, session or token (or not yours)
-	CodeMethodNotAllowed = "method_not_allowed"     // 405
-	CodeConflict         = "conflict"               // 409: the session's state does not allow it
-	CodeTooLarge         = "too_large"              // 413: the body is over MaxBody
-	CodeMediaType        = "unsupported_media_type" // 415: a body that is not application/json
-	CodeUnavailable      = "unavailable"            // 503: the server is shutting down
-	CodeInternal         = "internal"               // 500: a bug or a failing store; the message says which
-)
-
-// ErrorBody is every error response: {"error":{"code","message"}}.
-type ErrorBody struct {
-	Error ErrorInfo `json:"error"`
-}
-
-// ErrorInfo says what went wrong.
-type ErrorInfo struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Details lists every problem of an invalid request, one a line.
-	Details []string `json:"details,omitempty"`
-}
-
 // apiError is an error response a handler returns.
 type apiError struct {
 	status  int

@@ -34,6 +34,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/wire"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -288,9 +289,9 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // create makes a session of c on the test repository.
-func (e *apiEnv) create(c *client.Client, prompt string) *session.View {
+func (e *apiEnv) create(c *client.Client, prompt string) *wire.View {
 	e.t.Helper()
-	v, err := c.CreateSession(ctxT(e.t), session.CreateRequest{Repos: []session.RepoSpec{{Source: e.repo}}, Prompt: prompt})
+	v, err := c.CreateSession(ctxT(e.t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.repo}}, Prompt: prompt})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // The OpenAPI document as far as the tests read it.
@@ -189,8 +190,8 @@ func collectRefs(b []byte, out *[]string) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	d := loadDoc(t)
 	types := map[string]reflect.Type{
-		"CreateRequest": reflect.TypeFor[session.CreateRequest](),
-		"RepoSpec":      reflect.TypeFor[session.RepoSpec](),
+		"CreateRequest": reflect.TypeFor[wire.CreateRequest](),
+		"RepoSpec":      reflect.TypeFor[wire.RepoSpec](),
 		"Limits":        reflect.TypeFor[store.Limits](),
 		"SendRequest":   reflect.TypeFor[SendRequest](),
 		"TokenRequest":  reflect.TypeFor[TokenRequest](),

@@ -12,6 +12,7 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // table is the API: every route, once. openapi.json documents exactly
@@ -36,56 +37,6 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
 		{http.MethodDelete, "/v1/tokens/{id}", admin, s.deleteToken},
 	}
-}
-
-// IdempotencyKeyHeader, on POST /v1/sessions/{id}/messages, makes the send
-// safe to retry: the same key (for the same session and token) gives back
-// the message stored the first time, never a second one; the same key with
-// another body is 409 conflict.
-const IdempotencyKeyHeader = "Idempotency-Key"
-
-// Response bodies (the session layer's View and store.Message are the rest).
-
-// Health is the body of GET /healthz.
-type Health struct {
-	// Status is "ok", or (with status 503) "draining" (a restart is under
-	// way: reads and streams are served, new sessions and messages are
-	// not) or "shutting_down".
-	Status  string `json:"status"`
-	Version string `json:"version"`
-}
-
-// SessionList is the body of GET /v1/sessions.
-type SessionList struct {
-	Sessions []*store.Session `json:"sessions"`
-}
-
-// EventPage is the body of GET /v1/sessions/{id}/log.
-type EventPage struct {
-	Events []event.Event `json:"events"`
-	// LastSeq is the session's newest stored event; ask again with
-	// after=<seq of the last event here> while it is larger.
-	LastSeq int64 `json:"last_seq"`
-}
-
-// LockInfo is the body of GET /v1/sessions/{id}/lock.
-type LockInfo struct {
-	Held    bool      `json:"held"`
-	Key     string    `json:"key"`
-	Holder  string    `json:"holder,omitempty"`
-	Expires time.Time `json:"expires,omitzero"`
-}
-
-// TokenCreated is the body of POST /v1/tokens: the token and, this once,
-// its secret.
-type TokenCreated struct {
-	*store.Token
-	Secret string `json:"token"`
-}
-
-// TokenList is the body of GET /v1/tokens.
-type TokenList struct {
-	Tokens []*store.Token `json:"tokens"`
 }
 
 // noQuery refuses query parameters on routes that take none, so a typo
@@ -156,8 +107,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	if e != nil {
 		return e
 	}
-	req.Admin = c.token.Admin
-	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, req)
+	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, fromCreate(req, c.token.Admin))
 	if err != nil {
 		return fromManager(err)
 	}
@@ -181,13 +131,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 	if err != nil {
 		return fromManager(err)
 	}
-	if list == nil {
-		list = []*store.Session{}
+	out := SessionList{Sessions: []*wire.Session{}}
+	for _, x := range list {
+		out.Sessions = append(out.Sessions, c.session(x))
 	}
-	for i, x := range list {
-		list[i] = c.session(x)
-	}
-	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -237,7 +185,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 	if err != nil {
 		return fromManager(err)
 	}
-	writeJSON(w, http.StatusAccepted, m)
+	writeJSON(w, http.StatusAccepted, toMessage(m))
 	return nil
 }
 
@@ -343,7 +291,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c caller) *
 	if err := s.cfg.Store.CreateToken(r.Context(), t); err != nil {
 		return fromManager(fmt.Errorf("storing the token: %w", err))
 	}
-	writeJSON(w, http.StatusCreated, TokenCreated{Token: t, Secret: secret})
+	writeJSON(w, http.StatusCreated, TokenCreated{Token: TokenView(t), Secret: secret})
 	return nil
 }
 
@@ -355,10 +303,11 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, c caller) *a
 	if err != nil {
 		return fromManager(err)
 	}
-	if ts == nil {
-		ts = []*store.Token{}
+	out := TokenList{Tokens: []*wire.Token{}}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, TokenView(t))
 	}
-	writeJSON(w, http.StatusOK, TokenList{Tokens: ts})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

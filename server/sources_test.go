@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
-	"github.com/harvest-dev/harvest/session"
-	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // TestSourcePolicy: which directories a session may copy is the server's
@@ -27,9 +26,9 @@ import (
 func TestSourcePolicy(t *testing.T) {
 	e := newAPIEnv(t)
 	alice := e.create(e.aliceC, "")
-	waitState(t, e, alice.ID, store.StateIdle)
+	waitState(t, e, alice.ID, wire.StateIdle)
 	other := e.create(e.bobC, "") // another tenant's session and workspace
-	waitState(t, e, other.ID, store.StateIdle)
+	waitState(t, e, other.ID, wire.StateIdle)
 	otherWS := e.adminView(other.ID).Repos[0].Path
 	if _, err := os.Stat(otherWS); err != nil {
 		t.Fatalf("bob's workspace: %v", err)
@@ -63,7 +62,7 @@ func TestSourcePolicy(t *testing.T) {
 		"file:///etc":                                           "file:// URLs are not accepted",
 	}
 	for src, want := range bad {
-		body, _ := json.Marshal(session.CreateRequest{Repos: []session.RepoSpec{{Source: src}}, Prompt: "msg hi"})
+		body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: src}}, Prompt: "msg hi"})
 		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.alice, "application/json", body)
 		if code != 400 || !strings.Contains(info.Message, want) || !strings.Contains(info.Message, "repos[0].source") {
 			t.Errorf("a user's %q: %d %+v, want 400 saying %q", src, code, info, want)
@@ -71,7 +70,7 @@ func TestSourcePolicy(t *testing.T) {
 	}
 	// The admin may copy directories outside the roots, but never these.
 	for _, src := range []string{"/", "/proc/self", "/dev", e.dataDir, otherWS, filepath.Join(e.repoRoot, "to-other"), filepath.Join(e.repoRoot, "to-data")} {
-		body, _ := json.Marshal(session.CreateRequest{Repos: []session.RepoSpec{{Source: src}}})
+		body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: src}}})
 		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.admin, "application/json", body)
 		if code != 400 || !strings.Contains(info.Message, "may never copy") {
 			t.Errorf("the admin's %q: %d %+v, want 400", src, code, info)
@@ -82,7 +81,7 @@ func TestSourcePolicy(t *testing.T) {
 	}
 
 	// Several problems are all listed.
-	body, _ := json.Marshal(session.CreateRequest{Repos: []session.RepoSpec{{Source: "/etc"}, {Source: "/proc/self"}}})
+	body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: "/etc"}, {Source: "/proc/self"}}})
 	if code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.alice, "application/json", body); code != 400 || !strings.Contains(info.Message, "repos[0]") || !strings.Contains(info.Message, "repos[1]") {
 		t.Errorf("two bad sources: %d %+v", code, info)
 	}
@@ -93,11 +92,11 @@ func TestSourcePolicy(t *testing.T) {
 	if err := os.Symlink(e.repo, link); err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.aliceC.CreateSession(ctxT(t), session.CreateRequest{Repos: []session.RepoSpec{{Source: link}}})
+	v, err := e.aliceC.CreateSession(ctxT(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: link}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, e, v.ID, store.StateIdle)
+	waitState(t, e, v.ID, wire.StateIdle)
 	raw := e.rawJSON("GET", "/v1/sessions/"+v.ID, e.alice)
 	for _, leak := range []string{e.dataDir, `"path"`, `"origin"`, `"sandbox"`, e.repo + `"`} {
 		if strings.Contains(raw, leak) {
@@ -123,12 +122,12 @@ func TestSourcePolicy(t *testing.T) {
 func TestDeleteProvisioningClone(t *testing.T) {
 	e := newAPIEnv(t)
 	url := silentGitServer(t)
-	v, err := e.adminC.CreateSession(ctxT(t), session.CreateRequest{Repos: []session.RepoSpec{{Source: url}}, Prompt: "msg hi"})
+	v, err := e.adminC.CreateSession(ctxT(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: url}}, Prompt: "msg hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the clone to start", func() bool { return len(procsWith(url)) > 0 })
-	if s := e.adminView(v.ID); s.State != store.StateProvisioning {
+	if s := e.adminView(v.ID); s.State != wire.StateProvisioning {
 		t.Fatalf("the session is %s, want provisioning", s.State)
 	}
 	start := time.Now()
@@ -143,7 +142,7 @@ func TestDeleteProvisioningClone(t *testing.T) {
 	waitFor(t, "the clone's processes to go", func() bool { return len(procsWith(url)) == 0 })
 }
 
-func waitState(t *testing.T, e *apiEnv, id string, want store.State) {
+func waitState(t *testing.T, e *apiEnv, id string, want wire.State) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("session %s %s", id, want), func() bool { return e.adminView(id).State == want })
 }
@@ -160,7 +159,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (e *apiEnv) adminView(id string) *session.View {
+func (e *apiEnv) adminView(id string) *wire.View {
 	e.t.Helper()
 	v, err := e.adminC.GetSession(ctxT(e.t), id)
 	if err != nil {

@@ -42,18 +42,6 @@ import (
 // this server never stored (another server's, or a store restored from a
 // backup), and would otherwise wait for seqs it will never be sent.
 
-// StreamErrorEvent is the SSE event name of the final error event.
-const StreamErrorEvent = "stream.error"
-
-// Codes of the final error event (ErrorInfo.Code of its data), and what a
-// client does about each.
-const (
-	StreamTooSlow     = "too_slow"    // the client read too slowly: reconnect now with Last-Event-ID
-	StreamUnavailable = "unavailable" // the server is stopping (or the stream ended): reconnect in a few seconds with Last-Event-ID
-	StreamDeleted     = "deleted"     // the session was deleted: do not reconnect
-	StreamInternal    = "internal"    // a server failure (logged): reconnect with Last-Event-ID; report it if it repeats
-)
-
 // maxBatch bounds the events written between two flushes: events that are
 // already waiting are written together, and one flush sends them all, so a
 // burst costs one syscall rather than one each. A lone event is flushed as

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // Errors callers branch on; implementations wrap them with detail.
@@ -79,15 +80,14 @@ type Repo struct {
 	Path string `json:"path,omitempty"`
 }
 
-// Limits bound a session. Zero values mean the defaults of package session.
-type Limits struct {
-	IdleTimeout  time.Duration `json:"idle_timeout,omitempty"`
-	MaxLifetime  time.Duration `json:"max_lifetime,omitempty"`
-	TurnWatchdog time.Duration `json:"turn_watchdog,omitempty"`
-	MemoryBytes  int64         `json:"memory_bytes,omitempty"`
-	MaxSteps     int           `json:"max_steps,omitempty"`
-	BudgetUSD    float64       `json:"budget_usd,omitempty"`
-}
+// Limits bound a session (zero values: the defaults of package session);
+// TerminalCLI is a terminal agent's CLI. They are value types the API
+// carries as they are, so they are the wire's (package wire, which also
+// writes their durations as strings like "10m").
+type (
+	Limits      = wire.Limits
+	TerminalCLI = wire.TerminalCLI
+)
 
 // Session is a conversation with an agent on one or more repos.
 type Session struct {
@@ -147,23 +147,6 @@ type Collab struct {
 	// Branch is a parallel session's own branch, made from the working
 	// branch when its workspace is copied.
 	Branch string `json:"branch,omitempty"`
-}
-
-// TerminalCLI is a generic interactive CLI for the terminal agent, and how
-// it says a turn is over.
-type TerminalCLI struct {
-	// Command and its arguments, looked up in the box's PATH.
-	Command []string `json:"command"`
-	// DonePattern is a regular expression (Go syntax) matching the end of
-	// what the CLI printed since the input, once it is ready for more:
-	// typically its prompt.
-	DonePattern string `json:"done_pattern,omitempty"`
-	// ReadyPattern matches its output once it is ready for the first input
-	// (default DonePattern).
-	ReadyPattern string `json:"ready_pattern,omitempty"`
-	// IdleTimeout ends a turn whose output has been quiet this long (the
-	// fallback; default 30 min).
-	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 }
 
 // MessageState is where a user message is.

@@ -19,9 +19,9 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/server"
-	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // crashScript: "sleeper task" runs a bash tool that would append to
@@ -110,11 +110,11 @@ func TestServeKill9Repeated(t *testing.T) {
 	}
 
 	c := cur.Load().c
-	sleepy, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: repo}}, Prompt: "sleeper task"})
+	sleepy, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "sleeper task"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: repo}}, Prompt: "msg hello"})
+	busy, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "msg hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 
 	p := e.start()
 	c := e.client(p)
-	v, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: repo}}, Prompt: "drain task"})
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "drain task"})
 	if err != nil {
 		t.Fatal(err)
 	}

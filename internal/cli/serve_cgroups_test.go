@@ -10,8 +10,8 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
-	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // TestServeKill9Cgroups: `harvest serve` killed with SIGKILL never runs
@@ -38,7 +38,7 @@ func TestServeKill9Cgroups(t *testing.T) {
 	c := e.client(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	v, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: repo}}})
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}})
 	if err != nil {
 		t.Fatal(err)
 	}

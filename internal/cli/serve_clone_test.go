@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // TestServeSIGTERMDuringClone: `harvest serve` stopped with SIGTERM while a
@@ -25,7 +25,7 @@ func TestServeSIGTERMDuringClone(t *testing.T) {
 	c := e.client(s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: url}}, Prompt: "msg hi"}); err != nil {
+	if _, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: url}}, Prompt: "msg hi"}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the clone to start", func() bool { return len(processesWith(url)) > 0 })

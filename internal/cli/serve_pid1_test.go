@@ -14,8 +14,8 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
-	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // TestServeAsPID1 runs `harvest serve` as PID 1 of its own PID namespace,
@@ -71,7 +71,7 @@ func TestServeAsPID1(t *testing.T) {
 	defer cancel()
 	const n = 20
 	for i := range n {
-		v, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: repo}}})
+		v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}})
 		if err != nil {
 			t.Fatalf("session %d: %v\n%s", i, err, s.stderr)
 		}

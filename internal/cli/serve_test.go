@@ -26,6 +26,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/sim"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // serveScript: "msg ..." gets "ok"; "long task" runs a bash command that
@@ -301,7 +302,7 @@ func TestServeKill9(t *testing.T) {
 	}
 	var sessions []*sess
 	for _, prompt := range []string{"long task", "long task", "slow answer please"} {
-		v, err := c.CreateSession(ctx, session.CreateRequest{Repos: []session.RepoSpec{{Source: repo}}, Prompt: prompt})
+		v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: prompt})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -231,13 +232,13 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	return cmd
 }
 
-func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequest, error) {
-	req := session.CreateRequest{Title: f.title, Agent: f.agent, Model: f.model, Backend: f.backend, Mode: f.mode,
+func (f newFlags) request(cmd *cobra.Command, args []string) (wire.CreateRequest, error) {
+	req := wire.CreateRequest{Title: f.title, Agent: f.agent, Model: f.model, Backend: f.backend, Mode: f.mode,
 		Workflow: f.workflow, Collaboration: f.collab}
 	switch {
 	case f.collab != "" && f.workflow == "":
 		return req, errors.New("--collaboration needs --workflow: it says how the session shares the workflow's repositories")
-	case f.collab != "" && f.collab != store.Sequential && f.collab != store.Parallel:
+	case f.collab != "" && f.collab != wire.Sequential && f.collab != wire.Parallel:
 		return req, fmt.Errorf("--collaboration %q: use sequential or parallel", f.collab)
 	case f.idleTimeout < 0, f.maxLifetime < 0, f.watchdog < 0:
 		return req, errors.New("--idle-timeout, --max-lifetime and --turn-watchdog must be positive")
@@ -283,7 +284,7 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequ
 			}
 			src = abs
 		}
-		req.Repos = append(req.Repos, session.RepoSpec{Source: src})
+		req.Repos = append(req.Repos, wire.RepoSpec{Source: src})
 	}
 	prompt, err := readText(cmd, args)
 	if err != nil {
@@ -453,7 +454,7 @@ sessions are never touched unless named in --state. Prints what it deletes.`,
 			o := client.ListOptions{UpdatedBefore: time.Now().Add(-age)}
 			for _, s := range states {
 				for p := range strings.SplitSeq(s, ",") {
-					o.States = append(o.States, store.State(strings.TrimSpace(p)))
+					o.States = append(o.States, wire.State(strings.TrimSpace(p)))
 				}
 			}
 			ctx, cancel := signalContext(cmd.Context())

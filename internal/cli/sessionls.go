@@ -11,8 +11,7 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/server"
-	"github.com/harvest-dev/harvest/session"
-	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // session ls, show and info: what the server says of sessions, as tables.
@@ -34,7 +33,7 @@ func newSessionLsCmd(conn *connFlags) *cobra.Command {
 			var o client.ListOptions
 			for _, s := range states {
 				for p := range strings.SplitSeq(s, ",") {
-					o.States = append(o.States, store.State(strings.TrimSpace(p)))
+					o.States = append(o.States, wire.State(strings.TrimSpace(p)))
 				}
 			}
 			o.Limit = limit
@@ -63,14 +62,14 @@ func newSessionLsCmd(conn *connFlags) *cobra.Command {
 	return cmd
 }
 
-func lastUsed(s *store.Session) time.Time {
+func lastUsed(s *wire.Session) time.Time {
 	if s.ActiveAt.After(s.UpdatedAt) {
 		return s.ActiveAt
 	}
 	return s.UpdatedAt
 }
 
-func describeSession(s *store.Session) string {
+func describeSession(s *wire.Session) string {
 	if s.Title != "" {
 		return s.Title
 	}
@@ -201,7 +200,7 @@ func newSessionInfoCmd(conn *connFlags) *cobra.Command {
 			}
 			if asJSON {
 				printJSON(cmd.OutOrStdout(), struct {
-					*session.View
+					*wire.View
 					Lock *server.LockInfo `json:"lock"`
 				}{v, lock})
 				return nil

@@ -9,7 +9,7 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // followTurn prints a session's events after seq after until the turn that
@@ -42,7 +42,7 @@ func followTurn(ctx context.Context, cmd *cobra.Command, c *client.Client, id, m
 				return exitCode(exitTurnFailed, nil)
 			}
 		case event.SessionState:
-			if s := store.State(p.State); s.Ended() {
+			if s := wire.State(p.State); s.Ended() {
 				return exitCode(exitTurnFailed, fmt.Errorf("session %s %s: %s", id, s, p.Reason))
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 func newTokenCmd() *cobra.Command {
@@ -100,7 +101,7 @@ func newTokenCreateCmd(conn *connFlags) *cobra.Command {
 				if err := a.store.CreateToken(ctx, t); err != nil {
 					return exitCode(exitRequestFailed, fmt.Errorf("storing the token: %w", err))
 				}
-				created = &server.TokenCreated{Token: t, Secret: secret}
+				created = &server.TokenCreated{Token: server.TokenView(t), Secret: secret}
 			}
 			if asJSON {
 				printJSON(cmd.OutOrStdout(), created)
@@ -133,11 +134,15 @@ func newTokenLsCmd(conn *connFlags) *cobra.Command {
 			defer a.close()
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
-			var ts []*store.Token
+			var ts []*wire.Token
 			if a.c != nil {
 				ts, err = a.c.ListTokens(ctx)
 			} else {
-				ts, err = a.store.ListTokens(ctx)
+				var stored []*store.Token
+				stored, err = a.store.ListTokens(ctx)
+				for _, t := range stored {
+					ts = append(ts, server.TokenView(t))
+				}
 			}
 			if err != nil {
 				return apiErr(err)

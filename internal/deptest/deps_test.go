@@ -36,6 +36,17 @@ var rules = []rule{
 		},
 	},
 	{
+		// The API client: the wire types, the events and the standard
+		// library — no server, session, store, agent, model SDK or Docker.
+		pkg:   module + "/client",
+		allow: []string{module + "/client", module + "/wire", module + "/event"},
+	},
+	{
+		// The wire types themselves.
+		pkg:   module + "/wire",
+		allow: []string{module + "/wire", module + "/event"},
+	},
+	{
 		// The agent contract: no agent, no backend, no model SDK.
 		pkg: module + "/agent",
 		forbidden: []string{

@@ -1,4 +1,4 @@
-package store
+package wire
 
 import (
 	"bytes"
@@ -7,6 +7,33 @@ import (
 	"strings"
 	"time"
 )
+
+// Limits bound a session. Zero values mean the server's defaults.
+type Limits struct {
+	IdleTimeout  time.Duration `json:"idle_timeout,omitempty"`
+	MaxLifetime  time.Duration `json:"max_lifetime,omitempty"`
+	TurnWatchdog time.Duration `json:"turn_watchdog,omitempty"`
+	MemoryBytes  int64         `json:"memory_bytes,omitempty"`
+	MaxSteps     int           `json:"max_steps,omitempty"`
+	BudgetUSD    float64       `json:"budget_usd,omitempty"`
+}
+
+// TerminalCLI is a generic interactive CLI for the terminal agent, and how
+// it says a turn is over.
+type TerminalCLI struct {
+	// Command and its arguments, looked up in the box's PATH.
+	Command []string `json:"command"`
+	// DonePattern is a regular expression (Go syntax) matching the end of
+	// what the CLI printed since the input, once it is ready for more:
+	// typically its prompt.
+	DonePattern string `json:"done_pattern,omitempty"`
+	// ReadyPattern matches its output once it is ready for the first input
+	// (default DonePattern).
+	ReadyPattern string `json:"ready_pattern,omitempty"`
+	// IdleTimeout ends a turn whose output has been quiet this long (the
+	// fallback; default 30 min).
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+}
 
 // Durations on the wire: Limits and TerminalCLI write theirs as Go
 // duration strings ("90s", "5m", "1h30m"), what people write and what

@@ -1,0 +1,143 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+)
+
+// State is a session's state (drawn in package session's doc).
+type State string
+
+// The states.
+const (
+	StatePending      State = "pending"
+	StateProvisioning State = "provisioning"
+	StateIdle         State = "idle"
+	StateWorking      State = "working"
+	StateWaiting      State = "waiting"
+	StateCancelling   State = "cancelling"
+	StateSuspended    State = "suspended"
+	StateStopped      State = "stopped"
+	StateFailed       State = "failed"
+)
+
+// Ended reports whether s is final.
+func (s State) Ended() bool { return s == StateStopped || s == StateFailed }
+
+// RepoSpec is a repository to put in a new session's box.
+type RepoSpec struct {
+	// Name is the workspace name (/workspace/{Name}); default: the last
+	// element of Source.
+	Name string `json:"name,omitempty"`
+	// Source is a directory on the server (copied, never touched) or a git
+	// URL (cloned), as the server's policy allows.
+	Source string `json:"source"`
+	// Ref is a branch or commit to check out after a clone.
+	Ref string `json:"ref,omitempty"`
+}
+
+// CreateRequest is the body of POST /v1/sessions.
+type CreateRequest struct {
+	Title string     `json:"title,omitempty"`
+	Repos []RepoSpec `json:"repos"`
+	// Prompt is the first message; empty starts an idle session.
+	Prompt  string `json:"prompt,omitempty"`
+	Agent   string `json:"agent,omitempty"`   // default: the builtin agent
+	Model   string `json:"model,omitempty"`   // default: the server's
+	Backend string `json:"backend,omitempty"` // default: the server's (local)
+	Mode    string `json:"mode,omitempty"`    // queue (default) | interrupt
+	Limits  Limits `json:"limits,omitempty"`
+	// Workflow puts the session in its owner's workflow of that name;
+	// Collaboration is how: "sequential" (default) or "parallel".
+	Workflow      string `json:"workflow,omitempty"`
+	Collaboration string `json:"collaboration,omitempty"`
+	// Terminal, with agent "terminal", runs this interactive CLI in the
+	// PTY instead of Claude Code's TUI.
+	Terminal *TerminalCLI `json:"terminal,omitempty"`
+	// Egress narrows the server's egress allowlist for this session's box;
+	// [] for none. Absent: the server's.
+	Egress *[]string `json:"egress,omitempty"`
+}
+
+// Repo is one repository of a session, at /workspace/{Name} in its box.
+type Repo struct {
+	Name string `json:"name"`
+	// Source is as the session's creator gave it.
+	Source string `json:"source"`
+	// Origin is what Source resolved to on the server (admin token only).
+	Origin string `json:"origin,omitempty"`
+	Ref    string `json:"ref,omitempty"`
+	// Path is the workspace directory on the server (admin token only).
+	Path string `json:"path,omitempty"`
+}
+
+// Collaboration modes of a workflow's sessions (Collab.Mode).
+const (
+	Sequential = "sequential" // one workspace, one run at a time
+	Parallel   = "parallel"   // a copy and a branch each, runs at once
+)
+
+// Collab places a session in a workflow.
+type Collab struct {
+	Workflow string `json:"workflow"`
+	Mode     string `json:"mode"` // sequential | parallel
+	// Branch is a parallel session's own branch.
+	Branch string `json:"branch,omitempty"`
+}
+
+// Session is a conversation with an agent on one or more repositories.
+type Session struct {
+	ID string `json:"id"`
+	// Owner is the id of the API token that created it.
+	Owner    string       `json:"owner"`
+	Title    string       `json:"title,omitempty"`
+	State    State        `json:"state"`
+	Agent    string       `json:"agent"`
+	Model    string       `json:"model,omitempty"`
+	Backend  string       `json:"backend"`
+	Repos    []Repo       `json:"repos"`
+	Limits   Limits       `json:"limits"`
+	Collab   Collab       `json:"collab,omitzero"`
+	Terminal *TerminalCLI `json:"terminal,omitempty"`
+	Egress   *[]string    `json:"egress,omitempty"`
+	Mode     string       `json:"mode"`
+	// Sandbox is the persisted sandbox handle while a box exists (admin
+	// token only).
+	Sandbox []byte `json:"sandbox,omitempty"`
+	// Turns counts turns started; the current turn id is "t{Turns}".
+	Turns   int         `json:"turns"`
+	Usage   event.Usage `json:"usage"`
+	CostUSD float64     `json:"cost_usd"`
+	// Error says why a failed session failed.
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ActiveAt is the last time a message arrived or a turn ended.
+	ActiveAt time.Time `json:"active_at"`
+}
+
+// View is a session with the messages still waiting for its agent: the
+// body of POST /v1/sessions and GET /v1/sessions/{id}.
+type View struct {
+	*Session
+	Queue []*Message `json:"queue"`
+}
+
+// MessageState is where a user message is: queued, delivered, dropped.
+type MessageState string
+
+// Message is a user message to a session.
+type Message struct {
+	ID      string `json:"id"`
+	Session string `json:"session"`
+	// Seq orders a session's messages (1, 2, ...).
+	Seq   int64        `json:"seq"`
+	Text  string       `json:"text"`
+	Mode  string       `json:"mode"`
+	State MessageState `json:"state"`
+	// Turn is the turn that took it, once delivered.
+	Turn        string    `json:"turn,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+}
