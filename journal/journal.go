@@ -74,7 +74,7 @@ func (o *Options) defaults() {
 // Journal assigns seqs, commits events in batches and fans them out. See the
 // package doc.
 type Journal struct {
-	st  store.Store
+	st  store.EventStore
 	opt Options
 	log *slog.Logger
 
@@ -131,7 +131,7 @@ type entry struct {
 }
 
 // New starts a journal writing to st. Close it to flush and stop.
-func New(st store.Store, opt Options) *Journal {
+func New(st store.EventStore, opt Options) *Journal {
 	opt.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	j := &Journal{

@@ -29,7 +29,7 @@ import (
 
 // lease is a held session lock.
 type lease struct {
-	st      store.Store
+	st      store.Locker
 	key     string
 	holder  string
 	ttl     time.Duration
@@ -38,7 +38,7 @@ type lease struct {
 
 // acquireLock takes the lock key (the session's, or its workflow's: see
 // lockKeyOf) for run, or fails with a *store.LockError naming the holder.
-func acquireLock(ctx context.Context, st store.Store, key, run string, ttl time.Duration, now time.Time) (*lease, error) {
+func acquireLock(ctx context.Context, st store.Locker, key, run string, ttl time.Duration, now time.Time) (*lease, error) {
 	l := &lease{st: st, key: key, holder: run, ttl: ttl, renewed: now}
 	if _, err := st.AcquireLock(ctx, l.key, run, ttl); err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func (l *lease) renewAt() time.Time { return l.renewed.Add(l.ttl / 3) }
 // takeOver releases the locks s's runs take (lockKeyOf, and its
 // workflow's) if a run of the session itself holds them: one that died
 // with the previous server.
-func takeOver(ctx context.Context, st store.Store, s *store.Session) error {
+func takeOver(ctx context.Context, st store.Locker, s *store.Session) error {
 	if err := takeOverKey(ctx, st, lockKey(s.ID), s.ID); err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func takeOver(ctx context.Context, st store.Store, s *store.Session) error {
 }
 
 // takeOverKey releases lock key if a run of session holds it.
-func takeOverKey(ctx context.Context, st store.Store, key, session string) error {
+func takeOverKey(ctx context.Context, st store.Locker, key, session string) error {
 	l, err := st.GetLock(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

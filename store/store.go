@@ -220,7 +220,33 @@ type Token struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Store keeps sessions, messages, events, locks and tokens.
+// EventStore is the part of a Store the journal uses: a session's events,
+// appended (with the messages they announce) and read back, and whether
+// the session exists.
+type EventStore interface {
+	GetSession(ctx context.Context, id string) (*Session, error)
+	AppendEvents(ctx context.Context, evs []event.Event) error
+	AppendEventsWith(ctx context.Context, evs []event.Event, msgs []*Message) error
+	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)
+	LastSeq(ctx context.Context, session string) (int64, error)
+}
+
+// Locker is the part of a Store the session locks use.
+type Locker interface {
+	AcquireLock(ctx context.Context, key, holder string, ttl time.Duration) (Lock, error)
+	ReleaseLock(ctx context.Context, key, holder string) error
+	ForceUnlock(ctx context.Context, key string) error
+	GetLock(ctx context.Context, key string) (Lock, error)
+}
+
+var (
+	_ EventStore = Store(nil)
+	_ Locker     = Store(nil)
+)
+
+// Store keeps sessions, messages, events, locks and tokens. Its consumers
+// that need a part take the part: EventStore (the journal), Locker (the
+// session locks), server.Records (the API's tokens and logs).
 type Store interface {
 	// CreateSession stores a new session (ID set by the caller) and, if
 	// first is not nil, its first message, in one transaction.
