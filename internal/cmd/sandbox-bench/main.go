@@ -35,6 +35,8 @@ var (
 	concurrent = flag.Int("concurrent", 50, "boxes created at once")
 	image      = flag.String("image", "harvest/base:bookworm", "docker image")
 	agentBin   = flag.String("agent", "", "harvest-agent binary (default: next to this program, or $HARVEST_AGENT_BINARY)")
+	harvestBin = flag.String("harvest", "", "the harvest binary: adds the CLI's rows (start, a one-shot sandbox run)")
+	cliOnly    = flag.Bool("cli-only", false, "with -harvest: only the CLI's rows")
 )
 
 type row struct {
@@ -75,6 +77,14 @@ func main() {
 	}
 	os.Chmod(runDir, 0o711)
 	defer os.RemoveAll(runDir)
+	if *harvestBin != "" {
+		cli := cliRows(runDir)
+		if *cliOnly {
+			printRows(cli)
+			return
+		}
+		defer printRows(cli)
+	}
 	opts := backends.Options{RunDir: runDir, AgentBinary: *agentBin, DockerImage: *image, AllowUnsafeHost: true}
 	open := func(name string) sandbox.Provider {
 		p, err := backends.Open(name, opts)
@@ -124,6 +134,43 @@ func main() {
 	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a local box, after 900 execs", value: fmt.Sprintf("%.1f MB", float64(rss)/1e6)})
 	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a fresh local box", value: fmt.Sprintf("%.1f MB", float64(freshRSS(ctx, local))/1e6)})
 
+	printRows(rows)
+}
+
+// cliRows times the harvest binary the way a user meets it: its start
+// (--version: every `harvest session ...` call pays it) and a one-shot
+// `harvest sandbox run -- true` (a cold box: no server keeps warm ones),
+// side by side with fork+exec and a bare bwrap running the same command.
+func cliRows(runDir string) []row {
+	fmt.Fprintln(os.Stderr, "CLI start and one-shot sandbox run ...")
+	env := append(os.Environ(), "HARVEST_RUN_DIR="+runDir+"/cli")
+	os.MkdirAll(runDir+"/cli", 0o711)
+	if *agentBin != "" {
+		env = append(env, "HARVEST_AGENT_BINARY="+*agentBin)
+	}
+	run := func(n int, args ...string) []time.Duration {
+		var out []time.Duration
+		for i := 0; i < n; i++ {
+			cmd := exec.Command(*harvestBin, args...)
+			cmd.Env = env
+			t0 := time.Now()
+			if b, err := cmd.CombinedOutput(); err != nil {
+				die("harvest %v: %v: %s", args, err, b)
+			}
+			out = append(out, time.Since(t0))
+		}
+		return out
+	}
+	run(3, "--version")
+	return []row{
+		{what: "CLI start", how: "`harvest --version`", samples: run(*n, "--version")},
+		{what: "CLI start", how: "plain fork+exec of `/bin/true`", samples: timeCmd(*n, "/bin/true")},
+		{what: "one-shot box running `true`", how: "`harvest sandbox run -- true` (cold local box)", samples: run(*n, "sandbox", "run", "--tty", "never", "--", "true")},
+		{what: "one-shot box running `true`", how: "a bare `bwrap` (same namespaces) running `true`", samples: freshBwrap(*n)},
+	}
+}
+
+func printRows(rows []row) {
 	fmt.Printf("| measurement | how | p50 | p99 | samples |\n|---|---|---|---|---|\n")
 	for _, r := range rows {
 		if r.value != "" {
