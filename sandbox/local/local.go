@@ -218,6 +218,12 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	var diskMounts []shim.Mount
+	if spec.DiskDir != "" {
+		if diskMounts, err = diskDirMounts(spec, home, mounts); err != nil {
+			return nil, err
+		}
+	}
 	lim := cgroups.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		Pids:        spec.Limits.Pids + sandbox.AgentPidsReserve,
@@ -262,6 +268,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	for _, ws := range spec.Workspaces {
 		claim.Workspaces = append(claim.Workspaces, shim.Mount{Source: ws.HostPath, Target: ws.Path()})
 	}
+	claim.Workspaces = append(claim.Workspaces, diskMounts...)
 	if _, err := w.exchange(ctx, claim); err != nil {
 		return nil, fmt.Errorf("starting box %s: %w (shim log: %s)", spec.ID, err, logTail(filepath.Join(dir, "shim.log")))
 	}
