@@ -230,8 +230,9 @@ func (d Disk) Mount(ctx context.Context) error {
 // Mounted reports whether the disk's image is mounted at Dir.
 func (d Disk) Mounted() (bool, error) { return d.mounted() }
 
-// Remove unmounts the disk and deletes its image and mount point. Removing
-// a disk that is gone is not an error. A box that still has the disk's
+// Remove unmounts the disk and deletes its image; Dir is left, an empty
+// directory unless something else wrote there. Removing a disk that is
+// gone is not an error. A box that still has the disk's
 // directories mounted keeps them until it ends (the unmount is lazy).
 func (d Disk) Remove() error {
 	if err := d.check(); err != nil {
@@ -248,9 +249,6 @@ func (d Disk) Remove() error {
 		if err := unix.Unmount(d.Dir, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("unmounting disk %s: %w", d.Dir, err)
 		}
-	}
-	if err := os.Remove(d.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing disk mount point %s: %w", d.Dir, err)
 	}
 	if err := os.Remove(d.Image); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing disk image %s: %w", d.Image, err)
