@@ -286,6 +286,8 @@ func checkLimits(l store.Limits) []string {
 	neg("max_lifetime", l.MaxLifetime < 0)
 	neg("turn_watchdog", l.TurnWatchdog < 0)
 	neg("memory_bytes", l.MemoryBytes < 0)
+	neg("disk_bytes", l.DiskBytes < 0)
+	neg("disk_inodes", l.DiskInodes < 0)
 	neg("max_steps", l.MaxSteps < 0)
 	neg("budget_usd", l.BudgetUSD < 0)
 	return p

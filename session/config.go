@@ -77,11 +77,14 @@ type Config struct {
 	// CLIPrefix is the npm prefix the external agents' CLIs are installed
 	// under (external.DefaultCLIPrefix when empty); boxes see it read-only.
 	CLIPrefix string
-	// NoDisks runs sessions without disks (package sandbox/disk): their
-	// workspaces, /tmp and HOME are then bounded only by the host's disk.
-	// Without it, sessions get a disk wherever disks can be made (see
-	// disk.go).
-	NoDisks bool
+	// Disks gives every session a disk (package sandbox/disk) of its
+	// limits.disk_bytes, where disks can be made (disk.go): its workspaces,
+	// /tmp and HOME are then bounded by it. `harvest serve` sets it. Off,
+	// they are bounded only by the host's disk. A disk stays mounted until
+	// its session is deleted (or the host reboots): whoever removes a data
+	// directory with sessions left in it unmounts them first
+	// (disk.UnmountUnder).
+	Disks bool
 	// Defaults fill the zero fields of a request's limits; their own zero
 	// fields take the Default* constants.
 	Defaults store.Limits

@@ -27,7 +27,7 @@ import (
 // suspended session resumes on its disk. Delete unmounts it and deletes
 // the image.
 //
-// Not covered yet: sessions in a workflow (their workspaces are shared, or
+// Config.Disks turns disks on (harvest serve does). Not covered yet: sessions in a workflow (their workspaces are shared, or
 // copies under the workflow's runs directory) and sessions created before
 // disks existed (a workspace directory with files and no image) run
 // without a disk, as do all sessions where disks cannot be made (not root,
@@ -39,7 +39,7 @@ const diskBoxDir = ".box"
 
 // sessionDisk is s's disk, or false when s has none by design.
 func (m *Manager) sessionDisk(s *store.Session) (disk.Disk, bool) {
-	if m.cfg.NoDisks || s.Collab.Workflow != "" {
+	if !m.cfg.Disks || s.Collab.Workflow != "" {
 		return disk.Disk{}, false
 	}
 	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: s.ID})

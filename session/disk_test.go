@@ -38,12 +38,23 @@ func needDisks(t *testing.T) {
 	}
 }
 
+// withDisks turns Config.Disks on (see unmountDisks).
+func withDisks(e *env) { e.disks = true }
+
+// unmountDisks unmounts the sessions' disks before the data directory is
+// removed (and after the boxes are gone: cleanups run last-first).
+func (e *env) unmountDisks() {
+	if _, err := disk.UnmountUnder(e.dataDir); err != nil {
+		e.t.Error(err)
+	}
+}
+
 // A session's workspace, /tmp and HOME are on its disk: the agent filling
 // them gets ENOSPC, the session goes on, the disk comes back after an
 // unmount (a reboot) while the session is suspended, and Delete removes it.
 func TestSessionDisk(t *testing.T) {
 	needDisks(t)
-	e := newEnv(t)
+	e := newEnv(t, withDisks)
 	s, err := sim.ParseScript("disk.yaml", []byte(diskScript))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +122,7 @@ func TestSessionDisk(t *testing.T) {
 // error naming the limit and how to raise it.
 func TestSessionDiskTooSmall(t *testing.T) {
 	needDisks(t)
-	e := newEnv(t)
+	e := newEnv(t, withDisks)
 	f, err := os.Create(filepath.Join(e.repo, "big.bin"))
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +143,7 @@ func TestSessionDiskTooSmall(t *testing.T) {
 }
 
 func TestDiskLimitValidation(t *testing.T) {
-	e := newEnv(t, withoutManager)
-	e.open()
+	e := newEnv(t)
 	for _, tc := range []struct {
 		l    store.Limits
 		want string

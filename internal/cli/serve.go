@@ -49,6 +49,7 @@ type serveFlags struct {
 	pool       int
 	quiet      bool
 	egress     string
+	disk       diskFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,6 +89,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow sessions on the host backend: tools run on this machine with NO isolation")
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
+	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	return cmd
 }
@@ -115,6 +117,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
+	}
+	diskDefault, err := f.disk.limits()
+	if err != nil {
+		return exitCode(2, err)
 	}
 	data, err := serverDataDir(f.data)
 	if err != nil {
@@ -160,6 +166,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
+		Disks: true, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
 	})
 	if err != nil {
 		j.Close(context.Background())

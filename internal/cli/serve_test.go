@@ -23,6 +23,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/sim"
@@ -96,6 +97,9 @@ func newServeEnv(t *testing.T) *serveEnv {
 		hs, _ := p.List(ctx)
 		for _, h := range hs {
 			p.Destroy(ctx, h)
+		}
+		if _, err := disk.UnmountUnder(e.home); err != nil { // the sessions' disks
+			t.Error(err)
 		}
 	})
 	return e

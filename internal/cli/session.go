@@ -145,6 +145,7 @@ type newFlags struct {
 	maxLifetime time.Duration
 	watchdog    time.Duration
 	memory      string
+	disk        diskFlags
 	maxSteps    int
 	budget      float64
 	follow      bool
@@ -220,6 +221,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "stop the session after this long (default: the server's, 24h)")
 	fl.DurationVar(&f.watchdog, "turn-watchdog", 0, "fail a turn with no progress for this long (default: the server's, 30m)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the sandbox, like 4g (default: the server's, 6g)")
+	f.disk.add(fl, "the server's, 20g")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "most model calls per turn")
 	fl.Float64Var(&f.budget, "budget", 0, "most USD per turn")
 	fl.StringVar(&f.workflow, "workflow", "", "share the repositories with your other sessions of this workflow")
@@ -272,6 +274,11 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (session.CreateRequ
 		}
 		req.Limits.MemoryBytes = n
 	}
+	ds, err := f.disk.limits()
+	if err != nil {
+		return req, err
+	}
+	req.Limits.DiskBytes, req.Limits.DiskInodes = ds.Bytes, ds.Inodes
 	for _, r := range f.repos {
 		src := r
 		if !strings.Contains(r, "://") && !strings.HasPrefix(r, "git@") {
@@ -520,8 +527,8 @@ func newSessionInfoCmd(conn *connFlags) *cobra.Command {
 				fmt.Fprintf(tw, "repo %s:\t%s%s → %s\n", r.Name, r.Source, ref, orDash(r.Path))
 			}
 			l := v.Limits
-			fmt.Fprintf(tw, "limits:\tidle %s, lifetime %s, watchdog %s, memory %s, max steps %s, budget %s\n",
-				durOr(l.IdleTimeout), durOr(l.MaxLifetime), durOr(l.TurnWatchdog), sizeOr(l.MemoryBytes), intOr(l.MaxSteps), usdOr(l.BudgetUSD))
+			fmt.Fprintf(tw, "limits:\tidle %s, lifetime %s, watchdog %s, memory %s, disk %s (%s files), max steps %s, budget %s\n",
+				durOr(l.IdleTimeout), durOr(l.MaxLifetime), durOr(l.TurnWatchdog), sizeOr(l.MemoryBytes), sizeOr(l.DiskBytes), intOr(int(l.DiskInodes)), intOr(l.MaxSteps), usdOr(l.BudgetUSD))
 			fmt.Fprintf(tw, "turns:\t%d\n", v.Turns)
 			fmt.Fprintf(tw, "usage:\t%s in (+%s cached), %s out tokens · $%.4f\n", commas(v.Usage.InputTokens), commas(v.Usage.CacheReadTokens+v.Usage.CacheWriteTokens), commas(v.Usage.OutputTokens), v.CostUSD)
 			fmt.Fprintf(tw, "queue:\t%d %s\n", len(v.Queue), plural(len(v.Queue), "message", "messages"))

@@ -18,9 +18,69 @@ import (
 // allocate them on the host); errors=remount-ro is ext4's default, stated.
 const mountOptions = "discard,noinit_itable,errors=remount-ro"
 
+// attached returns a loop device that image is attached to, or "". A disk
+// whose mount was detached lazily (Remove, or a reboot-like umount -l)
+// stays attached while a box still holds it; attaching it a second time
+// would mount one ext4 twice and corrupt it.
+func attached(image string) (string, error) {
+	img, err := filepath.EvalSymlinks(image)
+	if err != nil {
+		return "", err
+	}
+	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range devs {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSpace(string(b)) == img {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
+		}
+	}
+	return "", nil
+}
+
+// UnmountUnder unmounts every disk mounted at or below dir (lazily) and
+// returns how many. For tests and clean-up tools that remove a whole data
+// directory; Harvest itself unmounts a disk with Disk.Remove.
+func UnmountUnder(dir string) (int, error) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, err
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp != root && !strings.HasPrefix(mp, root+"/") {
+			continue
+		}
+		if _, err := os.Stat("/sys/dev/block/" + fields[2] + "/loop/backing_file"); err == nil {
+			points = append(points, mp)
+		}
+	}
+	n := 0
+	for i := len(points) - 1; i >= 0; i-- { // the last mounted first
+		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return n, fmt.Errorf("unmounting %s: %w", points[i], err)
+		}
+		n++
+	}
+	return n, nil
+}
+
 // mountImage attaches image to a free loop device (autoclear: released at
 // the last unmount) and mounts it at dir, nosuid and nodev.
 func mountImage(image, dir string) error {
+	if dev, err := attached(image); err != nil {
+		return fmt.Errorf("disk image %s: %w", image, err)
+	} else if dev != "" {
+		return fmt.Errorf("disk image %s is still in use on %s (a box from before an unmount still running on it?): destroy that box, or run losetup -d %s once it is gone", image, dev, dev)
+	}
 	f, err := os.OpenFile(image, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("opening disk image: %w", err)
