@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -97,4 +98,45 @@ func boxDisk(ctx context.Context, size disk.Size) (string, func(), error) {
 		return "", nil, fmt.Errorf("--disk: %w", err)
 	}
 	return d.Dir, remove, nil
+}
+
+// diskReport says whether disk limits can be enforced here (`harvest
+// doctor`).
+type diskReport struct {
+	Available bool   `json:"available"`
+	Mechanism string `json:"mechanism"`
+	Dir       string `json:"dir"` // where a disk was tried
+	Reason    string `json:"reason,omitempty"`
+	CreateMS  int64  `json:"create_ms,omitempty"` // making, mounting and removing the trial disk
+}
+
+// checkDisks tries a small disk in the server's data directory (or, when
+// it does not exist yet, in the temporary directory).
+func checkDisks(ctx context.Context) diskReport {
+	r := diskReport{Mechanism: "a sparse ext4 image per session, loop-mounted (bytes and inodes enforced by the kernel)"}
+	dir, err := serverDataDir("")
+	if err != nil || !isDir(dir) {
+		dir = os.TempDir()
+	}
+	r.Dir = dir
+	start := time.Now()
+	if err := disk.Check(ctx, dir); err != nil {
+		r.Reason = err.Error()
+		return r
+	}
+	r.Available, r.CreateMS = true, time.Since(start).Milliseconds()
+	return r
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func printDiskReport(w io.Writer, r diskReport) {
+	if r.Available {
+		fmt.Fprintf(w, "\ndisk limits: ok: %s; a trial disk in %s took %d ms\n", r.Mechanism, r.Dir, r.CreateMS)
+		return
+	}
+	fmt.Fprintf(w, "\ndisk limits: UNAVAILABLE: %s\n  sessions then run without them: their workspaces, /tmp and HOME can fill the host's disk\n", r.Reason)
 }
