@@ -5,7 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 )
 
 // Benchmarks of the sandbox layer. scripts/bench-sandbox prints the same
@@ -79,6 +83,69 @@ func BenchmarkCreateToFirstExit(b *testing.B) {
 			}
 			reportPercentiles(b, samples)
 		})
+	}
+}
+
+// BenchmarkCreateWithDisk measures what disk limits add to a create: a box
+// with one workspace, as a session's, started and running `true`, without
+// a disk ("plain": the workspace in a plain directory) and with one
+// ("disk": a 20 GiB sparse ext4 image made and loop-mounted in the timed
+// part, the workspace on it and the box's /tmp and HOME bound from it,
+// Spec.DiskDir). Destroying the box and removing the disk are not timed.
+func BenchmarkCreateWithDisk(b *testing.B) {
+	if err := disk.Check(context.Background(), ""); err != nil {
+		b.Skip(err)
+	}
+	for _, name := range []string{"local", "local+pool", "docker"} {
+		for _, withDisk := range []bool{false, true} {
+			variant := name + "/plain"
+			if withDisk {
+				variant = name + "/disk"
+			}
+			b.Run(variant, func(b *testing.B) {
+				p := benchProvider(b, name)
+				ctx := context.Background()
+				dir := testbin.TempDir(b)
+				var samples []time.Duration
+				i := 0
+				for b.Loop() {
+					i++
+					t0 := time.Now()
+					d := disk.Disk{Image: filepath.Join(dir, strconv.Itoa(i)+".img"), Dir: filepath.Join(dir, strconv.Itoa(i))}
+					spec := benchSpec()
+					if withDisk {
+						if err := disk.Create(ctx, d, disk.Size{}); err != nil {
+							b.Fatal(err)
+						}
+						spec.DiskDir = filepath.Join(d.Dir, ".box")
+						os.Mkdir(spec.DiskDir, 0o700)
+					} else {
+						os.Mkdir(d.Dir, 0o755)
+					}
+					ws := filepath.Join(d.Dir, "w")
+					os.Mkdir(ws, 0o755)
+					os.Chown(ws, sandbox.DefaultUID, sandbox.DefaultGID)
+					spec.Workspaces = []sandbox.Workspace{{Name: "w", HostPath: ws}}
+					sb, err := p.Start(ctx, spec)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil {
+						b.Fatal(err)
+					}
+					samples = append(samples, time.Since(t0))
+					b.StopTimer()
+					sb.Destroy(ctx)
+					if withDisk {
+						if err := d.Remove(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StartTimer()
+				}
+				reportPercentiles(b, samples)
+			})
+		}
 	}
 }
 
