@@ -39,6 +39,9 @@
 // and HOME, the workspaces read-write at /workspace/NAME (nosuid, nodev) in an
 // otherwise read-only /workspace, the spec's read-only mounts (mounts.go), and
 // the box's own memory cgroup read-only (so the agent can report OOM kills).
+// A box with a disk (Spec.DiskDir, package sandbox/disk) gets DiskDir/tmp and
+// DiskDir/home mounted over its tmpfs /tmp and HOME by the claim, like its
+// workspaces, so what it writes there counts against the disk's limits.
 // The agent adds its seccomp filter (package agentd). Nothing is mounted in the
 // host's mount namespace.
 //
