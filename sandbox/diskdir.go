@@ -43,7 +43,7 @@ func PrepareDiskDir(s Spec) (tmp, home string, err error) {
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return "", "", fmt.Errorf("creating the box's /tmp: %w", diskErr(s.DiskDir, err))
 	}
-	if err := os.Chmod(tmp, 0o1777|os.ModeSticky); err != nil {
+	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
 		return "", "", err
 	}
 	fi, err := os.Lstat(home)
