@@ -54,14 +54,23 @@ func (e *env) unmountDisks() {
 // unmount (a reboot) while the session is suspended, and Delete removes it.
 func TestSessionDisk(t *testing.T) {
 	needDisks(t)
-	e := newEnv(t, withDisks)
+	t.Run("local", func(t *testing.T) { testSessionDisk(t, "local") })
+	t.Run("docker", func(t *testing.T) { testSessionDisk(t, "docker") })
+}
+
+func testSessionDisk(t *testing.T, backend string) {
+	opts := []envOpt{withDisks}
+	if backend == "docker" {
+		opts = append(opts, withDocker)
+	}
+	e := newEnv(t, opts...)
 	s, err := sim.ParseScript("disk.yaml", []byte(diskScript))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.sim.Store(sim.New(s))
 	const limit = 64 << 20
-	v := e.create("fill the disk", func(r *CreateRequest) { r.Limits.DiskBytes = limit })
+	v := e.create("fill the disk", func(r *CreateRequest) { r.Limits.DiskBytes, r.Backend = limit, backend })
 	if v.Limits.DiskBytes != limit || v.Limits.DiskInodes != limit/disk.BytesPerInode {
 		t.Fatalf("limits %+v: want %d bytes and %d inodes", v.Limits, limit, limit/disk.BytesPerInode)
 	}
