@@ -37,9 +37,11 @@ import (
 // /tmp and HOME.
 const diskBoxDir = ".box"
 
-// sessionDisk is s's disk, or false when s has none by design.
+// sessionDisk is where s's disk is (or would be), or false when s has none
+// by design. A disk made while Config.Disks was on is found (and removed
+// with its session) when it is off.
 func (m *Manager) sessionDisk(s *store.Session) (disk.Disk, bool) {
-	if !m.cfg.Disks || s.Collab.Workflow != "" {
+	if s.Collab.Workflow != "" {
 		return disk.Disk{}, false
 	}
 	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: s.ID})
@@ -69,10 +71,20 @@ type diskState struct {
 // ensureDisk makes or mounts s's disk before its workspaces are looked at.
 func (m *Manager) ensureDisk(ctx context.Context, s *store.Session) error {
 	d, ok := m.sessionDisk(s)
-	if !ok || !m.disksUsable(ctx) {
+	if !ok {
 		return nil
 	}
-	if _, err := os.Stat(d.Image); err == nil {
+	_, err := os.Stat(d.Image)
+	if errors.Is(err, fs.ErrNotExist) && !m.cfg.Disks {
+		return nil
+	}
+	if !m.disksUsable(ctx) {
+		if err == nil {
+			return fatal(fmt.Errorf("the session's workspaces are on the disk image %s, which cannot be mounted here: %w", d.Image, m.disks.err))
+		}
+		return nil
+	}
+	if err == nil {
 		if err := d.Mount(ctx); err != nil {
 			return fmt.Errorf("mounting the session's disk: %w", err)
 		}
@@ -123,7 +135,9 @@ func (m *Manager) diskFull(s *store.Session, err error) error {
 	if !disk.IsFull(err) && !strings.Contains(err.Error(), "No space left on device") && !strings.Contains(err.Error(), "Disk quota exceeded") {
 		return err
 	}
-	if _, ok := m.sessionDisk(s); !ok {
+	if d, ok := m.sessionDisk(s); !ok {
+		return err
+	} else if mounted, _ := d.Mounted(); !mounted {
 		return err
 	}
 	size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}.WithDefaults()
