@@ -141,6 +141,6 @@ func (m *Manager) diskFull(s *store.Session, err error) error {
 		return err
 	}
 	size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}.WithDefaults()
-	return fmt.Errorf("%w: the repositories do not fit the session's disk limit (%s, %d files; limits.disk_bytes and limits.disk_inodes): start the session with a larger one, like `harvest session create --disk 40g`, or raise the server's default with `harvest serve --disk`",
+	return fmt.Errorf("%w: the repositories do not fit the session's disk limit (%s, %d files; limits.disk_bytes and limits.disk_inodes): start the session with a larger one, like `harvest session new --disk 40g`, or raise the server's default with `harvest serve --disk`",
 		err, sandbox.FormatSize(size.Bytes), size.Inodes)
 }

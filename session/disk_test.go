@@ -144,6 +144,7 @@ func TestSessionDiskTooSmall(t *testing.T) {
 	w := e.watch(v.ID)
 	w.state(store.StateFailed)
 	got := e.get(v.ID).Error
+	t.Logf("the error: %s", got)
 	for _, want := range []string{"disk limit (32MiB", "--disk"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("the session failed with %q, want it to say %q", got, want)
