@@ -108,7 +108,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	case external.ClaudeCode, external.Terminal:
 		testbin.Claude(t)
 	}
-	opts := []envOpt{withKey(canaryKey)}
+	opts := []envOpt{withKey(canaryKey), withDisks} // as harvest serve runs them: HOME and /tmp on the session's disk
 	if backend == docker.Name {
 		opts = append(opts, withDocker)
 	}
