@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -166,5 +167,54 @@ func TestDiskLimitValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("limits %+v: %v, want %q", tc.l, err, tc.want)
 		}
+	}
+}
+
+// After a reboot (the server stopped, its boxes and mounts gone), a
+// recovered session mounts its disk again and goes on in a new box, with
+// its workspace as it was.
+func TestSessionDiskAfterReboot(t *testing.T) {
+	needDisks(t)
+	e := newEnv(t, withDisks)
+	v := e.create("msg hi")
+	w := e.watch(v.ID)
+	w.idleAfter("t1")
+	d, _ := e.m.sessionDisk(v.Session)
+	marker := filepath.Join(v.Repos[0].Path, "marker")
+	if err := os.WriteFile(marker, []byte("before"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.j.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.destroyAllBoxes() // the reboot
+	if err := unix.Unmount(d.Dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the workspace is still visible with its disk unmounted: %v", err)
+	}
+
+	e.open()
+	if err := e.m.Recover(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	w = e.watch(v.ID)
+	e.send(v.ID, "msg after the reboot", "")
+	w.finished("t2")
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "before" {
+		t.Fatalf("the workspace after the reboot: %q, %v", b, err)
+	}
+	if m, err := d.Mounted(); err != nil || !m {
+		t.Fatalf("the disk is not mounted again: %v %v", m, err)
 	}
 }
