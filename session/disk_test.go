@@ -82,7 +82,7 @@ func testSessionDisk(t *testing.T, backend string) {
 	}
 	w.idleAfter("t1")
 
-	d, ok := e.m.sessionDisk(v.Session)
+	d, _, ok := e.m.sessionDisk(v.Session)
 	if !ok {
 		t.Fatal("the session has no disk")
 	}
@@ -179,7 +179,7 @@ func TestSessionDiskAfterReboot(t *testing.T) {
 	v := e.create("msg hi")
 	w := e.watch(v.ID)
 	w.idleAfter("t1")
-	d, _ := e.m.sessionDisk(v.Session)
+	d, _, _ := e.m.sessionDisk(v.Session)
 	marker := filepath.Join(v.Repos[0].Path, "marker")
 	if err := os.WriteFile(marker, []byte("before"), 0o644); err != nil {
 		t.Fatal(err)
@@ -216,5 +216,56 @@ func TestSessionDiskAfterReboot(t *testing.T) {
 	}
 	if m, err := d.Mounted(); err != nil || !m {
 		t.Fatalf("the disk is not mounted again: %v %v", m, err)
+	}
+}
+
+// The sessions of a workflow share its disk: one image, each box's /tmp
+// and HOME in .box/{session}; the disk goes with the last session.
+func TestWorkflowDisk(t *testing.T) {
+	needDisks(t)
+	e := newEnv(t, withDisks)
+	ctx := ctxT(t)
+	inWF := func(mode string) func(*CreateRequest) {
+		return func(r *CreateRequest) { r.Workflow, r.Collaboration, r.Limits.DiskBytes = "wf", mode, 64<<20 }
+	}
+	s1 := e.create("msg one", inWF("sequential"))
+	e.watch(s1.ID).idleAfter("t1")
+	p1 := e.create("msg two", inWF("parallel"))
+	e.watch(p1.ID).idleAfter("t1")
+
+	d, _, _ := e.m.sessionDisk(s1.Session)
+	if d2, _, _ := e.m.sessionDisk(p1.Session); d2 != d {
+		t.Fatalf("the sessions of a workflow have disks %v and %v, want one", d, d2)
+	}
+	for _, v := range []*View{s1, p1} {
+		h, err := decodeHandle(e.get(v.ID).Sandbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(d.Dir, diskBoxDir, v.ID); h.Spec.DiskDir != want {
+			t.Fatalf("session %s's box has DiskDir %q, want %s", v.ID, h.Spec.DiskDir, want)
+		}
+		if !strings.HasPrefix(v.Repos[0].Path, d.Dir+"/") {
+			t.Fatalf("session %s's workspace %s is not on the workflow's disk %s", v.ID, v.Repos[0].Path, d.Dir)
+		}
+	}
+
+	if err := e.m.Delete(ctx, "owner-1", p1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Dir, diskBoxDir, p1.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("p1's /tmp and HOME after its delete: %v", err)
+	}
+	if m, err := d.Mounted(); err != nil || !m {
+		t.Fatalf("the workflow's disk went with one of its sessions: %v %v", m, err)
+	}
+	if err := e.m.Delete(ctx, "owner-1", s1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.Image); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the workflow's disk image after its last session: %v", err)
+	}
+	if m, err := d.Mounted(); err != nil || m {
+		t.Fatalf("the workflow's disk is still mounted: %v %v", m, err)
 	}
 }
