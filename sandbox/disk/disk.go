@@ -85,14 +85,15 @@ const (
 	BytesPerInode = 16 << 10
 	// MinBytes is the smallest disk: ext4's journal and metadata need room.
 	MinBytes = 16 << 20
-	// MaxBytesPerInode bounds Inodes from above: with 4 KiB blocks, ext4
-	// holds at most one inode per block.
+	// blockSize is the filesystem's block size, which bounds Inodes from
+	// above: ext4 holds at most one inode per block.
 	blockSize = 4096
 	// MinInodes is the smallest inode cap worth having.
 	MinInodes = 1024
 )
 
-// Size is a disk's limits.
+// Size is a disk's limits. Bytes is the filesystem's size: what files
+// can use is about 2.5% less (ext4's journal, inode tables and bitmaps).
 type Size struct {
 	Bytes  int64 `json:"bytes"`
 	Inodes int64 `json:"inodes"`
