@@ -59,6 +59,19 @@
 // backend, which has no box filesystem, accepts only a mount whose box path
 // is its host path (and it is not read-only there).
 //
+// # Disk limits
+//
+// Memory, pids and CPU are cgroup limits every backend sets from Limits.
+// Disk is bounded differently, because what a box writes outlives it: a
+// session's workspaces must survive suspension. So the bound is a
+// filesystem of its own (package sandbox/disk: a sparse ext4 image,
+// loop-mounted on the host, bytes and inodes enforced by the kernel),
+// made by whoever owns the workspaces (package session) and given to the
+// box through Spec.DiskDir: each backend puts the box's /tmp and HOME on
+// it, and the workspaces the caller copied there are on it already. A box
+// that fills it gets ENOSPC and lives on; the host loses no more than the
+// disk's size. The isolation battery checks it on every backend.
+//
 // # Box listeners and dials
 //
 // A box has no network, yet a process in it often needs to reach something

@@ -66,6 +66,14 @@ type Spec struct {
 	Image string `json:"image,omitempty"`
 	// Labels are free-form metadata stored with the box.
 	Labels map[string]string `json:"labels,omitempty"`
+	// DiskDir, when set, is a host directory on the box's disk (a
+	// size-limited filesystem, package sandbox/disk) that holds the box's
+	// writable paths besides its workspaces: /tmp is DiskDir/tmp, emptied at
+	// every Start, and HOME is DiskDir/home, kept (agent CLIs keep their
+	// state there). They count against the disk's limits like workspaces on
+	// it do; a full disk is ENOSPC in the box. Empty: /tmp and HOME are
+	// tmpfs, in the box's memory. See PrepareDiskDir.
+	DiskDir string `json:"disk_dir,omitempty"`
 }
 
 // Workspace is one host directory shared read-write with the box.
@@ -205,6 +213,11 @@ func (s Spec) Validate() error {
 		}
 		if strings.ContainsRune(v, 0) {
 			bad("env %s: value contains a NUL byte", k)
+		}
+	}
+	if s.DiskDir != "" {
+		if err := checkDiskDir(s.DiskDir); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if s.Workdir != "" && !filepath.IsAbs(s.Workdir) {

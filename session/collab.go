@@ -224,8 +224,11 @@ func (m *Manager) leaveWorkflow(ctx context.Context, s *store.Session) error {
 	}
 	for _, o := range others {
 		if o.ID != s.ID {
-			return nil
+			return m.leaveWorkflowDisk(s, false)
 		}
+	}
+	if err := m.leaveWorkflowDisk(s, true); err != nil {
+		return fmt.Errorf("removing workflow %s's disk: %w", c.Workflow, err)
 	}
 	if err := os.RemoveAll(workflowDir(m.cfg.DataDir, s.Owner, c.Workflow)); err != nil {
 		return fmt.Errorf("removing workflow %s's workspace: %w", c.Workflow, err)

@@ -28,7 +28,7 @@ func toolOutput(w *watcher) string {
 // at the same time; a sequential merge step fetches their branches from
 // /runs and merges them into the shared workspace.
 func TestWorkflowCollaboration(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, withDisks)
 	ctx := ctxT(t)
 	lockKey := workflowLockKey("owner-1", "wf")
 	lockFree := func() bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -24,6 +25,9 @@ const (
 	DefaultMaxLifetime  = 24 * time.Hour
 	DefaultTurnWatchdog = 30 * time.Minute
 	DefaultMemoryBytes  = sandbox.DefaultMemory
+	// DefaultDiskBytes is a session's disk; its inode cap defaults to one
+	// inode per disk.BytesPerInode.
+	DefaultDiskBytes = disk.DefaultBytes
 	// DefaultLockTTL is how long a turn's session lock lives without being
 	// renewed: a run that died holding it blocks the session at most this
 	// long.
@@ -83,6 +87,14 @@ type Config struct {
 	// CLIPrefix is the npm prefix the external agents' CLIs are installed
 	// under (agents.DefaultCLIPrefix when empty); boxes see it read-only.
 	CLIPrefix string
+	// Disks gives every session a disk (package sandbox/disk) of its
+	// limits.disk_bytes, where disks can be made (disk.go): its workspaces,
+	// /tmp and HOME are then bounded by it. `harvest serve` sets it. Off,
+	// they are bounded only by the host's disk. A disk stays mounted until
+	// its session is deleted (or the host reboots): whoever removes a data
+	// directory with sessions left in it unmounts them first
+	// (disk.UnmountUnder).
+	Disks bool
 	// Defaults fill the zero fields of a request's limits; their own zero
 	// fields take the Default* constants.
 	Defaults store.Limits
@@ -141,7 +153,7 @@ func (c *Config) check() error {
 		c.LockRetry = DefaultLockRetry
 	}
 	d := &c.Defaults
-	if d.IdleTimeout < 0 || d.MaxLifetime < 0 || d.TurnWatchdog < 0 || d.MemoryBytes < 0 || d.MaxSteps < 0 || d.BudgetUSD < 0 {
+	if d.IdleTimeout < 0 || d.MaxLifetime < 0 || d.TurnWatchdog < 0 || d.MemoryBytes < 0 || d.DiskBytes < 0 || d.DiskInodes < 0 || d.MaxSteps < 0 || d.BudgetUSD < 0 {
 		return errors.New("session.Config: Defaults has a negative limit; use zero for the built-in default")
 	}
 	if d.IdleTimeout == 0 {
@@ -156,6 +168,12 @@ func (c *Config) check() error {
 	if d.MemoryBytes == 0 {
 		d.MemoryBytes = DefaultMemoryBytes
 	}
+	if d.DiskBytes == 0 {
+		d.DiskBytes = DefaultDiskBytes
+	}
+	if err := (disk.Size{Bytes: d.DiskBytes, Inodes: d.DiskInodes}).WithDefaults().Validate(); err != nil {
+		return fmt.Errorf("session.Config: Defaults: %w", err)
+	}
 	return nil
 }
 
@@ -168,6 +186,9 @@ func (c *Config) limits(req store.Limits) (store.Limits, []string) {
 	}
 	if req.MemoryBytes < 0 || (req.MemoryBytes > 0 && req.MemoryBytes < sandbox.MinMemory) {
 		problems = append(problems, fmt.Sprintf("limits.memory_bytes %d: give at least %d (32 MiB), or zero for the default", req.MemoryBytes, int64(sandbox.MinMemory)))
+	}
+	if req.DiskBytes < 0 || req.DiskInodes < 0 {
+		problems = append(problems, "limits.disk_bytes and limits.disk_inodes must be positive (zero: the server's default)")
 	}
 	if req.MaxSteps < 0 {
 		problems = append(problems, "limits.max_steps must be positive (zero: the agent's default)")
@@ -187,6 +208,20 @@ func (c *Config) limits(req store.Limits) (store.Limits, []string) {
 	}
 	if req.MemoryBytes == 0 {
 		req.MemoryBytes = d.MemoryBytes
+	}
+	if req.DiskBytes == 0 {
+		req.DiskBytes = d.DiskBytes
+		if req.DiskInodes == 0 {
+			req.DiskInodes = d.DiskInodes
+		}
+	}
+	if req.DiskInodes == 0 {
+		req.DiskInodes = max(req.DiskBytes/disk.BytesPerInode, disk.MinInodes)
+	}
+	if req.DiskBytes > 0 && req.DiskInodes > 0 {
+		if err := (disk.Size{Bytes: req.DiskBytes, Inodes: req.DiskInodes}).Validate(); err != nil {
+			problems = append(problems, "limits: "+err.Error())
+		}
 	}
 	if req.MaxSteps == 0 {
 		req.MaxSteps = d.MaxSteps

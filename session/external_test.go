@@ -111,7 +111,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	case claudecode.Kind.Name, terminal.Kind.Name:
 		testbin.Claude(t)
 	}
-	opts := []envOpt{withKey(canaryKey)}
+	opts := []envOpt{withKey(canaryKey), withDisks} // as harvest serve runs them: HOME and /tmp on the session's disk
 	if backend == docker.Name {
 		opts = append(opts, withDocker)
 	}

@@ -138,6 +138,7 @@ type env struct {
 	key     string // the model endpoint's API key
 	egress  *egress.Proxy
 	dock    *docker.Provider // with withDocker: the "docker" backend
+	disks   bool             // with withDisks: Config.Disks
 }
 
 type envOpt func(*env)
@@ -188,6 +189,9 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 
 	e.runDir = testbin.TempDir(t)
 	e.dataDir = testbin.TempDir(t)
+	if e.disks {
+		t.Cleanup(e.unmountDisks)
+	}
 	e.dbPath = filepath.Join(t.TempDir(), "harvest.db")
 	e.repo = filepath.Join(testbin.TempDir(t), "repo")
 	if err := os.Mkdir(e.repo, 0o755); err != nil {
@@ -267,6 +271,7 @@ func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
 			Retry:     llm.RetryPolicy{MaxAttempts: 1},
 		},
 		DefaultModel: testModel,
+		Disks:        e.disks,
 		Clock:        e.clock,
 		Logger:       quietLogger(),
 	})

@@ -42,6 +42,7 @@ type Manager struct {
 
 	gates gates // per-session: Send reads, Delete writes
 	keys  gates // per (session, sender, idempotency key): one keyed Send at a time
+	disks diskState
 
 	mu       sync.Mutex
 	closed   bool
@@ -433,6 +434,9 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 		if err := m.destroyHandle(ctx, s.Backend, s.Sandbox); err != nil {
 			return fmt.Errorf("deleting session %s: %w; try again", id, err)
 		}
+	}
+	if err := m.removeDisk(s); err != nil {
+		return fmt.Errorf("deleting session %s: %w; try again", id, err)
 	}
 	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: id})
 	if err != nil {

@@ -70,6 +70,7 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		Limits:  sandbox.Limits{MemoryBytes: s.Limits.MemoryBytes},
 		Timeout: timeout,
 		Labels:  map[string]string{"harvest.session": s.ID},
+		DiskDir: r.m.boxDiskDir(s),
 	}
 	for _, repo := range s.Repos {
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: repo.Name, HostPath: repo.Path})

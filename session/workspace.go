@@ -66,6 +66,9 @@ func boxUser() (sandbox.User, workspace.Owner) {
 func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[string]copied, error) {
 	_, owner := boxUser()
 	fresh := map[string]copied{}
+	if err := m.ensureDisk(ctx, s); err != nil { // before looking: after a reboot the workspaces are on it
+		return fresh, err
+	}
 	for _, r := range s.Repos {
 		if _, err := os.Stat(r.Path); err == nil {
 			continue
@@ -103,7 +106,7 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 			if ctx.Err() != nil {
 				return fresh, err
 			}
-			return fresh, fatal(fmt.Errorf("copying repository %s: %w", r.Name, err))
+			return fresh, fatal(fmt.Errorf("copying repository %s: %w", r.Name, m.diskFull(s, err)))
 		}
 		if err := os.Rename(tmp, r.Path); err != nil {
 			os.RemoveAll(tmp)

@@ -14,8 +14,12 @@ type Limits struct {
 	MaxLifetime  time.Duration `json:"max_lifetime,omitempty"`
 	TurnWatchdog time.Duration `json:"turn_watchdog,omitempty"`
 	MemoryBytes  int64         `json:"memory_bytes,omitempty"`
-	MaxSteps     int           `json:"max_steps,omitempty"`
-	BudgetUSD    float64       `json:"budget_usd,omitempty"`
+	// DiskBytes and DiskInodes size the session's disk: its workspaces, and
+	// its box's /tmp and HOME (package sandbox/disk).
+	DiskBytes  int64   `json:"disk_bytes,omitempty"`
+	DiskInodes int64   `json:"disk_inodes,omitempty"`
+	MaxSteps   int     `json:"max_steps,omitempty"`
+	BudgetUSD  float64 `json:"budget_usd,omitempty"`
 }
 
 // TerminalCLI is a generic interactive CLI for the terminal agent, and how

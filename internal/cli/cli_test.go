@@ -87,6 +87,11 @@ func TestBinary(t *testing.T) {
 			Version   string `json:"version"`
 			Reason    string `json:"reason"`
 		} `json:"agents"`
+		Disks struct {
+			Available bool   `json:"available"`
+			Mechanism string `json:"mechanism"`
+			Reason    string `json:"reason"`
+		} `json:"disk_limits"`
 	}
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("doctor --json: %v\n%s%s", err, out, errOut)
@@ -98,6 +103,9 @@ func TestBinary(t *testing.T) {
 		if !b.Available && (b.Reason == "" || b.Fix == "") {
 			t.Errorf("doctor says %s is unavailable without saying why and how to fix it: %+v", b.Backend, b)
 		}
+	}
+	if d := report.Disks; d.Mechanism == "" || (!d.Available && d.Reason == "") {
+		t.Errorf("doctor: disk limits %+v: want the mechanism, and why not when unavailable", d)
 	}
 	if len(report.Agents) != 3 {
 		t.Errorf("doctor reports %d agent CLIs, want claudecode, opencode, terminal: %+v", len(report.Agents), report.Agents)

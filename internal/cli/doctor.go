@@ -68,7 +68,9 @@ func newDoctorCmd() *cobra.Command {
 		Long: `Check every sandbox backend on this machine. For each one that cannot run,
 say why and how to fix it. Then the external agents' CLIs (--agent claudecode,
 terminal, opencode): installed under $HARVEST_CLI_PREFIX (default
-/opt/harvest/npm, where scripts/setup puts them) and their versions. Exits 0
+/opt/harvest/npm, where scripts/setup puts them) and their versions. Then
+whether disk limits (--disk) can be enforced here: a small disk is made,
+mounted and removed in the data directory. Exits 0
 when at least one isolating backend works; the CLIs are optional.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -76,6 +78,7 @@ when at least one isolating backend works; the CLIs are optional.`,
 			defer cancel()
 			reports := backends.Doctor(ctx, backends.Options{})
 			agents := checkAgents(ctx)
+			disks := checkDisks(ctx)
 			ok := false
 			for _, r := range reports {
 				if r.Available && r.Isolating {
@@ -86,7 +89,7 @@ when at least one isolating backend works; the CLIs are optional.`,
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(map[string]any{"backends": reports, "agents": agents, "ok": ok}); err != nil {
+				if err := enc.Encode(map[string]any{"backends": reports, "agents": agents, "disk_limits": disks, "ok": ok}); err != nil {
 					return err
 				}
 			} else {
@@ -120,6 +123,7 @@ when at least one isolating backend works; the CLIs are optional.`,
 				if len(reports) > 0 && reports[0].Agent != "" {
 					fmt.Fprintf(out, "\nin-box agent: %s\n", reports[0].Agent)
 				}
+				printDiskReport(out, disks)
 				fmt.Fprintln(out)
 				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "AGENT\tSTATUS\tCLI")

@@ -29,6 +29,7 @@ import (
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -51,6 +52,7 @@ type agentRunFlags struct {
 	maxOutput  int
 	image      string
 	memory     string
+	disk       diskFlags
 	cpus       float64
 	simScript  string
 	prices     string
@@ -125,6 +127,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	fl.IntVar(&f.maxOutput, "max-output-tokens", 0, fmt.Sprintf("cap on each model reply (default: the agent's, else %d)", builtin.DefaultMaxOutputTokens))
 	fl.StringVar(&f.image, "image", "", "container image (docker backend)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the box, like 4g (default 6g)")
+	f.disk.add(fl, "none: the workspaces, kept after the run, are then on a disk image mounted under the run's directory until reboot")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the box in cores (default: none)")
 	fl.StringVar(&f.simScript, "sim-script", "", "run on harvest sim with this script instead of a model API")
 	fl.StringVar(&f.prices, "prices", "", "YAML or JSON file of model prices (USD per million tokens) to add to the built-in table")
@@ -327,6 +330,10 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		limits.MemoryBytes = n
 	}
 	limits.CPUs = f.cpus
+	diskSize, err := f.disk.limits()
+	if err != nil {
+		return exitCode(2, err)
+	}
 	data, err := dataDir(f.dataDir)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -397,9 +404,18 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 	spec := sandbox.Spec{User: user, Limits: limits, Image: f.image, Labels: map[string]string{"harvest.run": runID}}
 	spec.Mounts = agents.Mounts(kind, cliPrefix())
+	wsDir := runDir
+	if diskSize != (disk.Size{}) {
+		if wsDir, spec.DiskDir, err = runDisk(ctx, runDir, diskSize, stderr); err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+	}
 	for _, src := range sources {
-		dst := filepath.Join(runDir, src.Name())
+		dst := filepath.Join(wsDir, src.Name())
 		if _, err := workspace.Prepare(ctx, src, dst, owner, workspace.CloneOptions{}); err != nil {
+			if spec.DiskDir != "" && disk.IsFull(err) {
+				err = fmt.Errorf("%w: the repositories do not fit the run's disk (--disk %s): give a larger --disk", err, f.disk.size)
+			}
 			return exitCode(exitHarvestError, err)
 		}
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: src.Name(), HostPath: dst})

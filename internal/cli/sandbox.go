@@ -19,6 +19,7 @@ import (
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
@@ -44,6 +45,7 @@ type runFlags struct {
 	backend    string
 	workspaces []string
 	memory     string
+	disk       diskFlags
 	pids       int
 	cpus       float64
 	network    string
@@ -88,6 +90,8 @@ failed, 126 if the command could not be executed, 127 if it was not found.`,
 	fl.StringVar(&f.backend, "backend", backends.Default, "sandbox backend: "+strings.Join(backends.Names(), ", "))
 	fl.StringArrayVarP(&f.workspaces, "workspace", "w", nil, "host directory to mount at /workspace/NAME, as DIR or NAME=DIR (repeatable)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit, like 512m or 6g (default 6g)")
+	fl.StringVar(&f.disk.size, "disk", "", "put the box's /tmp and HOME on a disk of this size, like 1g, removed with the box (--workspace directories are yours, used in place: not on it) (default: none, /tmp and HOME in memory)")
+	fl.StringVar(&f.disk.inodes, "disk-inodes", "", "most files on the --disk (default: one per 16 KiB)")
 	fl.IntVar(&f.pids, "pids", 0, fmt.Sprintf("process and thread limit (default %d)", sandbox.DefaultPids))
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores, like 1.5 (default: none)")
 	fl.StringVar(&f.network, "network", "none", "network: none (the only mode for now)")
@@ -219,11 +223,21 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
+	diskSize, err := f.disk.limits()
+	if err != nil {
+		return exitCode(2, err)
+	}
 	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost}, stderr)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
 	defer closeP()
+	removeDisk := func() {}
+	if diskSize != (disk.Size{}) {
+		if spec.DiskDir, removeDisk, err = boxDisk(cmd.Context(), diskSize); err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+	}
 
 	// First signal: forwarded to the command (pipes) or ignored (the terminal
 	// delivers ^C itself); SIGTERM/SIGHUP or a second SIGINT: kill and clean up.
@@ -237,10 +251,14 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	sb, err := startWithSignals(startCtx, p, spec, sigs)
 	cancelStart()
 	if err != nil {
+		removeDisk()
 		return exitCode(exitHarvestError, err)
 	}
 	cleanup := func() {
 		if f.keep {
+			if spec.DiskDir != "" {
+				fmt.Fprintf(stderr, "harvest: its disk stays mounted at %s\n", spec.DiskDir)
+			}
 			fmt.Fprintf(stderr, "harvest: box %s kept (%s backend); remove it with: harvest sandbox rm %s\n", sb.ID(), sb.Backend(), sb.ID())
 			sb.Close()
 			return
@@ -249,7 +267,9 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 		defer dcancel()
 		if err := sb.Destroy(dctx); err != nil {
 			fmt.Fprintf(stderr, "harvest: destroying box %s: %v\n", sb.ID(), err)
+			return
 		}
+		removeDisk()
 	}
 	defer cleanup()
 

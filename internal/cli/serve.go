@@ -54,6 +54,7 @@ type serveFlags struct {
 	gitHosts   []string
 	clone      workspace.CloneOptions
 	grace      time.Duration
+	disk       diskFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -107,6 +108,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow sessions on the host backend: tools run on this machine with NO isolation")
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
+	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
@@ -148,6 +150,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
+	}
+	diskDefault, err := f.disk.limits()
+	if err != nil {
+		return exitCode(2, err)
 	}
 	data, err := serverDataDir(f.data)
 	if err != nil {
@@ -198,6 +204,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone,
+		Disks: true, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
 	})
 	if err != nil {
 		j.Close(context.Background())

@@ -23,6 +23,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/sim"
@@ -103,6 +104,9 @@ func newServeEnvWith(t *testing.T, script string) *serveEnv {
 		hs, _ := p.List(ctx)
 		for _, h := range hs {
 			p.Destroy(ctx, h)
+		}
+		if _, err := disk.UnmountUnder(e.home); err != nil { // the sessions' disks
+			t.Error(err)
 		}
 	})
 	return e

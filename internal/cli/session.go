@@ -146,6 +146,7 @@ type newFlags struct {
 	maxLifetime time.Duration
 	watchdog    time.Duration
 	memory      string
+	disk        diskFlags
 	maxSteps    int
 	budget      float64
 	follow      bool
@@ -221,6 +222,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "stop the session after this long (default: the server's, 24h)")
 	fl.DurationVar(&f.watchdog, "turn-watchdog", 0, "fail a turn with no progress for this long (default: the server's, 30m)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the sandbox, like 4g (default: the server's, 6g)")
+	f.disk.add(fl, "the server's, 20g")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "most model calls per turn")
 	fl.Float64Var(&f.budget, "budget", 0, "most USD per turn")
 	fl.StringVar(&f.workflow, "workflow", "", "share the repositories with your other sessions of this workflow")
@@ -273,6 +275,11 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (wire.CreateRequest
 		}
 		req.Limits.MemoryBytes = n
 	}
+	ds, err := f.disk.limits()
+	if err != nil {
+		return req, err
+	}
+	req.Limits.DiskBytes, req.Limits.DiskInodes = ds.Bytes, ds.Inodes
 	for _, r := range f.repos {
 		src := r
 		if !workspace.IsURL(r) {

@@ -225,8 +225,8 @@ func newSessionInfoCmd(conn *connFlags) *cobra.Command {
 				fmt.Fprintf(tw, "repo %s:\t%s%s → %s\n", r.Name, r.Source, ref, orDash(r.Path))
 			}
 			l := v.Limits
-			fmt.Fprintf(tw, "limits:\tidle %s, lifetime %s, watchdog %s, memory %s, max steps %s, budget %s\n",
-				durOr(l.IdleTimeout), durOr(l.MaxLifetime), durOr(l.TurnWatchdog), sizeOr(l.MemoryBytes), intOr(l.MaxSteps), usdOr(l.BudgetUSD))
+			fmt.Fprintf(tw, "limits:\tidle %s, lifetime %s, watchdog %s, memory %s, disk %s (%s files), max steps %s, budget %s\n",
+				durOr(l.IdleTimeout), durOr(l.MaxLifetime), durOr(l.TurnWatchdog), sizeOr(l.MemoryBytes), sizeOr(l.DiskBytes), intOr(int(l.DiskInodes)), intOr(l.MaxSteps), usdOr(l.BudgetUSD))
 			fmt.Fprintf(tw, "turns:\t%d\n", v.Turns)
 			fmt.Fprintf(tw, "usage:\t%s in (+%s cached), %s out tokens · $%.4f\n", commas(v.Usage.InputTokens), commas(v.Usage.CacheReadTokens+v.Usage.CacheWriteTokens), commas(v.Usage.OutputTokens), v.CostUSD)
 			fmt.Fprintf(tw, "queue:\t%d %s\n", len(v.Queue), plural(len(v.Queue), "message", "messages"))

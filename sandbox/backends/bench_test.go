@@ -5,7 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 )
 
 // Benchmarks of the sandbox layer. scripts/bench-sandbox prints the same
@@ -80,6 +84,91 @@ func BenchmarkCreateToFirstExit(b *testing.B) {
 			reportPercentiles(b, samples)
 		})
 	}
+}
+
+// BenchmarkCreateWithDisk measures what disk limits add to a create. Each
+// iteration starts two boxes with one workspace each, as a session's, and
+// runs `true` in them, back to back so that both see the same load (this
+// machine is shared and noisy): one plain (the workspace in a plain
+// directory) and one on a disk (a 20 GiB sparse ext4 image made and
+// loop-mounted first, the workspace on it, the box's /tmp and HOME bound
+// from it: Spec.DiskDir). Metrics: p50 of the plain create, of the create
+// with its disk, and of making the disk alone. Destroying the boxes and
+// removing the disk are not timed.
+func BenchmarkCreateWithDisk(b *testing.B) {
+	if err := disk.Check(context.Background(), ""); err != nil {
+		b.Skip(err)
+	}
+	for _, name := range []string{"local", "local+pool", "docker"} {
+		b.Run(name, func(b *testing.B) {
+			p := benchProvider(b, name)
+			ctx := context.Background()
+			dir := testbin.TempDir(b)
+			var plain, withDisk, mkdisk []time.Duration
+			startTrue := func(spec sandbox.Spec) *sandbox.Sandbox {
+				sb, err := p.Start(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil {
+					b.Fatal(err)
+				}
+				return sb
+			}
+			workspace := func(parent string) []sandbox.Workspace {
+				ws := filepath.Join(parent, "w")
+				if err := os.MkdirAll(ws, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				os.Chown(ws, sandbox.DefaultUID, sandbox.DefaultGID)
+				return []sandbox.Workspace{{Name: "w", HostPath: ws}}
+			}
+			i := 0
+			for b.Loop() {
+				i++
+				spec := benchSpec()
+				spec.Workspaces = workspace(filepath.Join(dir, "plain"+strconv.Itoa(i)))
+				t0 := time.Now()
+				sb := startTrue(spec)
+				plain = append(plain, time.Since(t0))
+				b.StopTimer()
+				sb.Destroy(ctx)
+				b.StartTimer()
+
+				t0 = time.Now()
+				d := disk.Disk{Image: filepath.Join(dir, strconv.Itoa(i)+".img"), Dir: filepath.Join(dir, strconv.Itoa(i))}
+				if err := disk.Create(ctx, d, disk.Size{}); err != nil {
+					b.Fatal(err)
+				}
+				mkdisk = append(mkdisk, time.Since(t0))
+				spec = benchSpec()
+				spec.DiskDir = filepath.Join(d.Dir, ".box")
+				if err := os.Mkdir(spec.DiskDir, 0o700); err != nil {
+					b.Fatal(err)
+				}
+				spec.Workspaces = workspace(d.Dir)
+				sb = startTrue(spec)
+				withDisk = append(withDisk, time.Since(t0))
+				b.StopTimer()
+				sb.Destroy(ctx)
+				if err := d.Remove(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(p50(plain), "plain-p50-ms")
+			b.ReportMetric(p50(withDisk), "disk-p50-ms")
+			b.ReportMetric(p50(mkdisk), "mkdisk-p50-ms")
+		})
+	}
+}
+
+func p50(samples []time.Duration) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	return float64(samples[len(samples)/2].Microseconds()) / 1000
 }
 
 // BenchmarkExecRoundTrip: run `true` in a live box through its agent.

@@ -42,6 +42,12 @@
 //     /workspace/NAME), /tmp and the box user's HOME (tmpfs, fresh per box,
 //     charged to the box's memory limit, exec allowed: builds run what they
 //     write there), and /.harvest/run.
+//   - disk: with Spec.DiskDir, /tmp and HOME are binds of DiskDir/tmp and
+//     DiskDir/home instead, on the box's disk (package sandbox/disk), so
+//     they count against its limits like the workspaces on it. dockerd's
+//     own storage limit (--storage-opt size, overlay2 on xfs with pquota
+//     only) would bound just the writable layer, which a box with a
+//     read-only root does not write to.
 //   - the spec's Mounts are read-only bind mounts, not recursive: a
 //     filesystem mounted below a host path is not shown (its mount point's
 //     own content is), because dockerd before 25 makes only the top of a

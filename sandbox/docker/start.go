@@ -49,6 +49,13 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	if spec.DiskDir != "" {
+		disk, err := diskMounts(spec)
+		if err != nil {
+			return nil, err
+		}
+		ro = append(ro, disk...)
+	}
 	bin, err := p.agentBinary()
 	if err != nil {
 		return nil, err
@@ -267,10 +274,7 @@ func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, create
 		// dockerd adds noexec to tmpfs mounts unless told "exec": builds and
 		// test runners execute what they write to /tmp and HOME, and the box
 		// can execute what it writes to its workspaces anyway.
-		Tmpfs: map[string]string{
-			"/tmp":            "rw,exec,nosuid,nodev,mode=1777",
-			homeDir(spec.Env): fmt.Sprintf("rw,exec,nosuid,nodev,uid=%d,gid=%d,mode=0700", spec.User.UID, spec.User.GID),
-		},
+		Tmpfs: tmpfs(spec),
 		// The agent's own log (it logs little): bounded, and readable by
 		// Start when the agent fails to come up.
 		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
@@ -282,6 +286,39 @@ func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, create
 		},
 	}
 	return cfg, hostCfg
+}
+
+// tmpfs are the box's /tmp and HOME when it has no disk (Spec.DiskDir): in
+// memory, charged to its memory limit.
+func tmpfs(spec sandbox.Spec) map[string]string {
+	if spec.DiskDir != "" {
+		return nil // bound from the disk: diskMounts
+	}
+	return map[string]string{
+		"/tmp":            "rw,exec,nosuid,nodev,mode=1777",
+		homeDir(spec.Env): fmt.Sprintf("rw,exec,nosuid,nodev,uid=%d,gid=%d,mode=0700", spec.User.UID, spec.User.GID),
+	}
+}
+
+// diskMounts bind the box's /tmp and HOME from its disk (Spec.DiskDir), so
+// what it writes there counts against the disk's limits. A read-only mount
+// inside them is refused: it would have no mount point on the disk.
+func diskMounts(spec sandbox.Spec) ([]mount.Mount, error) {
+	home := homeDir(spec.Env)
+	for _, m := range spec.Mounts {
+		if strings.HasPrefix(m.BoxPath, "/tmp/") || strings.HasPrefix(m.BoxPath, home+"/") {
+			return nil, &sandbox.SpecError{Errs: []error{fmt.Errorf("mount at %s: a box with a disk has /tmp and HOME on it, and a mount inside them is not supported: choose a box path like /opt/NAME", m.BoxPath)}}
+		}
+	}
+	tmp, homeHost, err := sandbox.PrepareDiskDir(spec)
+	if err != nil {
+		return nil, err
+	}
+	bind := func(src, dst string) mount.Mount {
+		return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst,
+			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}}
+	}
+	return []mount.Mount{bind(tmp, "/tmp"), bind(homeHost, home)}, nil
 }
 
 // nanoCPUs converts a CPU cap; a cap of every CPU or more is no cap (dockerd

@@ -39,6 +39,9 @@
 // and HOME, the workspaces read-write at /workspace/NAME (nosuid, nodev) in an
 // otherwise read-only /workspace, the spec's read-only mounts (mounts.go), and
 // the box's own memory cgroup read-only (so the agent can report OOM kills).
+// A box with a disk (Spec.DiskDir, package sandbox/disk) gets DiskDir/tmp and
+// DiskDir/home mounted over its tmpfs /tmp and HOME by the claim, like its
+// workspaces, so what it writes there counts against the disk's limits.
 // The agent adds its seccomp filter (package agentd). Nothing is mounted in the
 // host's mount namespace.
 //
@@ -224,6 +227,12 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	var diskMounts []shim.Mount
+	if spec.DiskDir != "" {
+		if diskMounts, err = diskDirMounts(spec, home, mounts); err != nil {
+			return nil, err
+		}
+	}
 	lim := cgroups.Limits{
 		MemoryBytes: spec.Limits.MemoryBytes,
 		Pids:        spec.Limits.Pids + sandbox.AgentPidsReserve,
@@ -268,6 +277,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	for _, ws := range spec.Workspaces {
 		claim.Workspaces = append(claim.Workspaces, shim.Mount{Source: ws.HostPath, Target: ws.Path()})
 	}
+	claim.Workspaces = append(claim.Workspaces, diskMounts...)
 	if _, err := w.exchange(ctx, claim); err != nil {
 		return nil, fmt.Errorf("starting box %s: %w (shim log: %s)", spec.ID, err, logTail(filepath.Join(dir, "shim.log")))
 	}

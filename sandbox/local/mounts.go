@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/local/shim"
 )
 
 // Read-only mounts (sandbox.Spec.Mounts) in a local box.
@@ -167,4 +168,22 @@ func bwrapMountArgs(mounts []boxMount) []string {
 		a = append(a, "--ro-bind", m.host, m.box)
 	}
 	return a
+}
+
+// diskDirMounts are the claim's mounts of a box with a disk
+// (sandbox.Spec.DiskDir): its /tmp and HOME, bound from the disk over the
+// warm box's tmpfs ones, so what the box writes there counts against the
+// disk's limits. A read-only mount inside /tmp or HOME would be hidden by
+// them, so that combination is refused.
+func diskDirMounts(spec sandbox.Spec, home string, mounts []boxMount) ([]shim.Mount, error) {
+	for _, m := range mounts {
+		if inTmpfs(m.box, home) {
+			return nil, &sandbox.SpecError{Errs: []error{fmt.Errorf("mount at %s: a box with a disk has /tmp and HOME on it, and a mount inside them is not supported: choose a box path like /opt/NAME", m.box)}}
+		}
+	}
+	tmp, homeDir, err := sandbox.PrepareDiskDir(spec)
+	if err != nil {
+		return nil, err
+	}
+	return []shim.Mount{{Source: tmp, Target: "/tmp", Over: true}, {Source: homeDir, Target: home, Over: true}}, nil
 }

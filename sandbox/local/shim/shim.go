@@ -100,6 +100,9 @@ type Claim struct {
 type Mount struct {
 	Source string `json:"source"`
 	Target string `json:"target"`
+	// Over mounts over a directory the box already has (its /tmp and HOME,
+	// moved onto the box's disk) instead of creating the mount point.
+	Over bool `json:"over,omitempty"`
 }
 
 // BackstopSeconds is how long after the deadline the shim waits for the agent.
@@ -396,13 +399,15 @@ func enterAndMount(agentPID, uid, gid int, c Claim) error {
 	for i, m := range c.Workspaces {
 		// The box's tmpfs has no inode owner for host root (EOVERFLOW):
 		// create the mount point as the box user.
-		unix.Setfsgid(gid)
-		unix.Setfsuid(uid)
-		err := unix.Mkdir(m.Target, 0o755)
-		unix.Setfsuid(0)
-		unix.Setfsgid(0)
-		if err != nil {
-			return fmt.Errorf("creating %s in the box: %w", m.Target, err)
+		if !m.Over {
+			unix.Setfsgid(gid)
+			unix.Setfsuid(uid)
+			err := unix.Mkdir(m.Target, 0o755)
+			unix.Setfsuid(0)
+			unix.Setfsgid(0)
+			if err != nil {
+				return fmt.Errorf("creating %s in the box: %w", m.Target, err)
+			}
 		}
 		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, m.Target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mounting %s at %s: %w", m.Source, m.Target, err)

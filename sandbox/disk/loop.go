@@ -1,0 +1,209 @@
+package disk
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountOptions: discard gives deleted blocks back to the host (the loop
+// driver punches holes in the image); noinit_itable keeps the kernel from
+// zeroing inode tables the sparse image already reads as zeros (which would
+// allocate them on the host); errors=remount-ro is ext4's default, stated.
+const mountOptions = "discard,noinit_itable,errors=remount-ro"
+
+// attached returns a loop device that image is attached to, or "". A disk
+// whose mount was detached lazily (Remove, or a reboot-like umount -l)
+// stays attached while a box still holds it; attaching it a second time
+// would mount one ext4 twice and corrupt it.
+func attached(image string) (string, error) {
+	img, err := filepath.EvalSymlinks(image)
+	if err != nil {
+		return "", err
+	}
+	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range devs {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSpace(string(b)) == img {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
+		}
+	}
+	return "", nil
+}
+
+// UnmountUnder unmounts every disk mounted at or below dir (lazily) and
+// returns how many. For tests and clean-up tools that remove a whole data
+// directory; Harvest itself unmounts a disk with Disk.Remove.
+func UnmountUnder(dir string) (int, error) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0, err
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp != root && !strings.HasPrefix(mp, root+"/") {
+			continue
+		}
+		if _, err := os.Stat("/sys/dev/block/" + fields[2] + "/loop/backing_file"); err == nil {
+			points = append(points, mp)
+		}
+	}
+	n := 0
+	for i := len(points) - 1; i >= 0; i-- { // the last mounted first
+		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return n, fmt.Errorf("unmounting %s: %w", points[i], err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// mountImage attaches image to a free loop device (autoclear: released at
+// the last unmount) and mounts it at dir, nosuid and nodev.
+func mountImage(image, dir string) error {
+	if dev, err := attached(image); err != nil {
+		return fmt.Errorf("disk image %s: %w", image, err)
+	} else if dev != "" {
+		return fmt.Errorf("disk image %s is still in use on %s (a box from before an unmount still running on it?): destroy that box, or run losetup -d %s once it is gone", image, dev, dev)
+	}
+	f, err := os.OpenFile(image, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("opening disk image: %w", err)
+	}
+	defer f.Close()
+	dev, loop, err := attachLoop(int(f.Fd()))
+	if err != nil {
+		return fmt.Errorf("disk image %s: %w", image, err)
+	}
+	defer loop.Close() // autoclear: the mount holds the device from here on
+	err = unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, mountOptions)
+	if err != nil {
+		_ = unix.IoctlSetInt(int(loop.Fd()), unix.LOOP_CLR_FD, 0)
+		return fmt.Errorf("mounting disk image %s at %s: %w", image, dir, err)
+	}
+	return nil
+}
+
+// attachLoop binds the open file fd to a free loop device and returns the
+// device's path and an open handle on it. The kernel may hand out a device
+// whose node does not exist (no udev in a container): it is made here.
+func attachLoop(fd int) (string, *os.File, error) {
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("loop devices: %w", err)
+	}
+	defer ctl.Close()
+	for attempt := 0; attempt < 16; attempt++ {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return "", nil, fmt.Errorf("finding a free loop device: %w", err)
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		if _, err := os.Stat(dev); errors.Is(err, os.ErrNotExist) {
+			if err := unix.Mknod(dev, unix.S_IFBLK|0o660, int(unix.Mkdev(7, uint32(n)))); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", nil, fmt.Errorf("creating %s: %w", dev, err)
+			}
+		}
+		loop, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err != nil {
+			return "", nil, fmt.Errorf("opening %s: %w", dev, err)
+		}
+		cfg := unix.LoopConfig{Fd: uint32(fd)}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR | unix.LO_FLAGS_DIRECT_IO // no second copy in the host's page cache
+		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		if errors.Is(err, unix.EINVAL) { // direct I/O unsupported by the image's filesystem
+			cfg.Info.Flags &^= unix.LO_FLAGS_DIRECT_IO
+			err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		}
+		if err == nil {
+			return dev, loop, nil
+		}
+		loop.Close()
+		if !errors.Is(err, unix.EBUSY) { // EBUSY: another caller took it first
+			return "", nil, fmt.Errorf("attaching %s: %w", dev, err)
+		}
+	}
+	return "", nil, errors.New("no free loop device (all were taken while trying)")
+}
+
+// mounted reports whether d.Image is mounted at d.Dir: the mount at Dir
+// (the last one there, per mountinfo) must be a loop device whose backing
+// file is Image. Anything else mounted at Dir is an error.
+func (d Disk) mounted() (bool, error) {
+	dir, err := filepath.EvalSymlinks(d.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	devno := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options ... - fstype source superoptions
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		if unescapeMountinfo(fields[4]) == dir {
+			devno = fields[2]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	if devno == "" {
+		return false, nil
+	}
+	backing, err := os.ReadFile("/sys/dev/block/" + devno + "/loop/backing_file")
+	if err != nil {
+		return false, fmt.Errorf("%s has something mounted that is not a Harvest disk (device %s): unmount it", d.Dir, devno)
+	}
+	img, err := filepath.EvalSymlinks(d.Image)
+	if err != nil {
+		img = d.Image
+	}
+	if got := strings.TrimSpace(string(backing)); got != img {
+		return false, fmt.Errorf("%s has another disk mounted (%s, not %s): unmount it", d.Dir, got, img)
+	}
+	return true, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

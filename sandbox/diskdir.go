@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+func checkDiskDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("disk dir %q: use a clean absolute path", dir)
+	}
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("disk dir %s does not exist: create the box's disk first (package sandbox/disk)", dir)
+	case err != nil:
+		return fmt.Errorf("disk dir %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("disk dir %s is not a directory", dir)
+	}
+	return nil
+}
+
+// PrepareDiskDir makes the host directories a box with a DiskDir binds at
+// /tmp and HOME, and returns them: DiskDir/tmp (mode 1777, emptied: a new
+// box starts with an empty /tmp, as after a reboot) and DiskDir/home (mode
+// 0700, owned by the box user, created once and kept). Backends call it
+// from Start. DiskDir itself is Harvest's: the box never sees it, only
+// these two directories, so it cannot plant a symlink where this function
+// works (and RemoveAll does not follow the ones it finds inside tmp).
+func PrepareDiskDir(s Spec) (tmp, home string, err error) {
+	if err := checkDiskDir(s.DiskDir); err != nil {
+		return "", "", err
+	}
+	tmp, home = filepath.Join(s.DiskDir, "tmp"), filepath.Join(s.DiskDir, "home")
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", "", fmt.Errorf("emptying the box's /tmp (%s): %w", tmp, err)
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", "", fmt.Errorf("creating the box's /tmp: %w", diskErr(s.DiskDir, err))
+	}
+	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
+		return "", "", err
+	}
+	fi, err := os.Lstat(home)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(home, 0o700); err != nil {
+			return "", "", fmt.Errorf("creating the box's HOME: %w", diskErr(s.DiskDir, err))
+		}
+		if err := os.Chown(home, s.User.UID, s.User.GID); err != nil {
+			return "", "", err
+		}
+	case err != nil:
+		return "", "", err
+	case !fi.IsDir():
+		return "", "", fmt.Errorf("the box's HOME %s is not a directory", home)
+	}
+	return tmp, home, nil
+}
+
+// diskErr explains ENOSPC on a box's disk.
+func diskErr(dir string, err error) error {
+	if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: the box's disk (%s) is full: free space in it, or raise its limit", err, dir)
+	}
+	return err
+}

@@ -1,0 +1,223 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// A session's disk (package sandbox/disk) bounds what its box may write,
+// like its memory limit bounds what it may hold: the directory its
+// repositories live in is the mount point of an ext4 image of
+// limits.disk_bytes and limits.disk_inodes, and its box's /tmp and HOME
+// live on it too (sandbox.Spec.DiskDir):
+//
+//	session      DataDir/workspaces/session/{id}       image DataDir/disks/session/{id}.img
+//	             its box's /tmp and HOME in .box/
+//	workflow wf  DataDir/workspaces/workflow/{owner}/{wf}  image DataDir/disks/workflow/{owner}/{wf}.img
+//	             (the shared repositories and runs/, the parallel copies)
+//	             each session's /tmp and HOME in .box/{session}/
+//
+// The sessions of a workflow share its disk, with the limits of the
+// session that made it: a workflow's copies are bounded together.
+//
+// The mount outlives boxes and Harvest restarts; prepareWorkspaces mounts
+// it again (after a reboot) before it looks for the workspaces, so a
+// suspended session resumes on its disk. Delete unmounts it and deletes
+// the image (a workflow's, when its last session is deleted). Making or
+// mounting a disk holds a lock per image, so two sessions of a workflow
+// provisioning at once never mount it twice.
+//
+// Config.Disks turns disks on (harvest serve does). Sessions whose
+// directory already holds files with no image (made before disks, or with
+// disks off) go on without one, as do all sessions where disks cannot be
+// made (not root, no loop devices: `harvest doctor` says), with a warning
+// in the log.
+
+// diskBoxDir is the directory on a disk that holds its boxes' /tmp and
+// HOME.
+const diskBoxDir = ".box"
+
+// sessionDisk is where s's disk is (or would be), and the DiskDir of its
+// boxes on it. A disk made while Config.Disks was on is found (and removed
+// with its session) when it is off.
+func (m *Manager) sessionDisk(s *store.Session) (d disk.Disk, boxDir string, ok bool) {
+	if wf := s.Collab.Workflow; wf != "" {
+		d = disk.Disk{
+			Image: filepath.Join(m.cfg.DataDir, "disks", "workflow", ownerDir(s.Owner), wf+".img"),
+			Dir:   workflowDir(m.cfg.DataDir, s.Owner, wf),
+		}
+		return d, filepath.Join(d.Dir, diskBoxDir, s.ID), true
+	}
+	dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: s.ID})
+	if err != nil {
+		return disk.Disk{}, "", false
+	}
+	d = disk.Disk{Image: filepath.Join(m.cfg.DataDir, "disks", "session", s.ID+".img"), Dir: dir}
+	return d, filepath.Join(dir, diskBoxDir), true
+}
+
+// disksUsable says once whether this machine can make disks, and warns if not.
+func (m *Manager) disksUsable(ctx context.Context) bool {
+	m.disks.once.Do(func() {
+		if err := disk.Check(ctx, ""); err != nil {
+			m.log.Warn("sessions run without disk limits: their workspaces, /tmp and HOME can fill the host's disk", "err", err)
+			m.disks.err = err
+		}
+	})
+	return m.disks.err == nil
+}
+
+// diskState is the Manager's memo of disksUsable and its per-image locks.
+type diskState struct {
+	once sync.Once
+	err  error
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // by image path; never shrinks (a few bytes per disk)
+}
+
+// lock takes the lock of one image and returns its release.
+func (ds *diskState) lock(image string) func() {
+	ds.mu.Lock()
+	if ds.locks == nil {
+		ds.locks = map[string]*sync.Mutex{}
+	}
+	l := ds.locks[image]
+	if l == nil {
+		l = &sync.Mutex{}
+		ds.locks[image] = l
+	}
+	ds.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// ensureDisk makes or mounts s's disk before its workspaces are looked at.
+func (m *Manager) ensureDisk(ctx context.Context, s *store.Session) error {
+	d, boxDir, ok := m.sessionDisk(s)
+	if !ok {
+		return nil
+	}
+	defer m.disks.lock(d.Image)()
+	_, err := os.Stat(d.Image)
+	if errors.Is(err, fs.ErrNotExist) && !m.cfg.Disks {
+		return nil
+	}
+	if !m.disksUsable(ctx) {
+		if err == nil {
+			return fatal(fmt.Errorf("the session's workspaces are on the disk image %s, which cannot be mounted here: %w", d.Image, m.disks.err))
+		}
+		return nil
+	}
+	switch {
+	case err == nil:
+		if err := d.Mount(ctx); err != nil {
+			return fmt.Errorf("mounting the session's disk: %w", err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("the session's disk: %w", err)
+	default:
+		if ents, err := os.ReadDir(d.Dir); err == nil && len(ents) > 0 {
+			return nil // a workspace from before disks: left as it is
+		}
+		size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}
+		if err := disk.Create(ctx, d, size); err != nil {
+			return fatal(fmt.Errorf("creating the session's disk (limits.disk_bytes %s): %w", sandbox.FormatSize(size.WithDefaults().Bytes), err))
+		}
+	}
+	if err := os.MkdirAll(boxDir, 0o700); err != nil {
+		return fmt.Errorf("the session's disk: %w", m.diskFull(s, err))
+	}
+	return nil
+}
+
+// boxDiskDir is the Spec.DiskDir of s's box: "" when s has no disk mounted.
+func (m *Manager) boxDiskDir(s *store.Session) string {
+	d, boxDir, ok := m.sessionDisk(s)
+	if !ok {
+		return ""
+	}
+	if mounted, err := d.Mounted(); err != nil || !mounted {
+		return ""
+	}
+	return boxDir
+}
+
+// removeDisk unmounts s's own disk and deletes its image, if it has one.
+// A workflow's disk goes with its last session (removeWorkflowDisk).
+func (m *Manager) removeDisk(s *store.Session) error {
+	if s.Collab.Workflow != "" {
+		return nil
+	}
+	d, _, ok := m.sessionDisk(s)
+	if !ok {
+		return nil
+	}
+	return m.removeImage(d)
+}
+
+// leaveWorkflowDisk removes what s keeps on its workflow's disk (its
+// box's /tmp and HOME), and the whole disk when s is the last session of
+// the workflow.
+func (m *Manager) leaveWorkflowDisk(s *store.Session, last bool) error {
+	d, boxDir, ok := m.sessionDisk(s)
+	if !ok || s.Collab.Workflow == "" {
+		return nil
+	}
+	if last {
+		return m.removeImage(d)
+	}
+	if mounted, _ := d.Mounted(); mounted {
+		if err := os.RemoveAll(boxDir); err != nil {
+			return fmt.Errorf("removing the session's /tmp and HOME: %w", err)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) removeImage(d disk.Disk) error {
+	defer m.disks.lock(d.Image)()
+	if _, err := os.Stat(d.Image); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return d.Remove()
+}
+
+// diskFull explains an error that is the session's disk being full: what
+// the limit is and how to raise it.
+func (m *Manager) diskFull(s *store.Session, err error) error {
+	if !disk.IsFull(err) && !strings.Contains(err.Error(), "No space left on device") && !strings.Contains(err.Error(), "Disk quota exceeded") {
+		return err
+	}
+	d, _, ok := m.sessionDisk(s)
+	if !ok {
+		return err
+	}
+	if mounted, _ := d.Mounted(); !mounted {
+		return err
+	}
+	// The disk's own size: a workflow's was set by the session that made it.
+	size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}.WithDefaults()
+	if fi, err := os.Stat(d.Image); err == nil {
+		size.Bytes = fi.Size()
+	}
+	if u, err := d.Usage(); err == nil {
+		size.Inodes = u.Size.Inodes
+	}
+	whose := "the session's"
+	if s.Collab.Workflow != "" {
+		whose = "workflow " + s.Collab.Workflow + "'s shared"
+	}
+	return fmt.Errorf("%w: the repositories do not fit %s disk limit (%s, %d files; limits.disk_bytes and limits.disk_inodes): start the session with a larger one, like `harvest session new --disk 40g`, or raise the server's default with `harvest serve --disk`",
+		err, whose, sandbox.FormatSize(size.Bytes), size.Inodes)
+}
