@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -121,12 +119,12 @@ func TestSourcePolicy(t *testing.T) {
 // clone is left.
 func TestDeleteProvisioningClone(t *testing.T) {
 	e := newAPIEnv(t)
-	url := silentGitServer(t)
+	url, _ := testbin.HangingGitServer(t)
 	v, err := e.adminC.CreateSession(ctxT(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: url}}, Prompt: "msg hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the clone to start", func() bool { return len(procsWith(url)) > 0 })
+	waitFor(t, "the clone to start", func() bool { return len(testbin.ProcsWith(url)) > 0 })
 	if s := e.adminView(v.ID); s.State != wire.StateProvisioning {
 		t.Fatalf("the session is %s, want provisioning", s.State)
 	}
@@ -139,7 +137,7 @@ func TestDeleteProvisioningClone(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("DELETE took %s, want at most 2 s", took)
 	}
-	waitFor(t, "the clone's processes to go", func() bool { return len(procsWith(url)) == 0 })
+	waitFor(t, "the clone's processes to go", func() bool { return len(testbin.ProcsWith(url)) == 0 })
 }
 
 func waitState(t *testing.T, e *apiEnv, id string, want wire.State) {
@@ -198,50 +196,4 @@ func workspaceDirs(t *testing.T, data string) string {
 		return nil
 	})
 	return b.String()
-}
-
-// silentGitServer accepts connections and never answers; its URL is
-// unique, so the clone's processes can be found by it.
-func silentGitServer(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return fmt.Sprintf("http://%s/hangs-%d/app.git", ln.Addr(), time.Now().UnixNano())
-}
-
-// procsWith lists the processes whose command line contains s.
-func procsWith(s string) []string {
-	var found []string
-	ents, _ := os.ReadDir("/proc")
-	for _, d := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			found = append(found, strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
 }

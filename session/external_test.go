@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/agent/claudecode"
 	"github.com/harvest-dev/harvest/agent/opencode"
 	"github.com/harvest-dev/harvest/agent/terminal"
@@ -29,58 +30,6 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 )
-
-// claudeScript is the model side of a Claude Code session: a task whose
-// command waits for the file "go" (so a follow-up queues behind it), a
-// follow-up, and a question after a suspension.
-const claudeScript = `
-rules:
-  - name: title
-    when: {api: anthropic, system: "Generate a concise, sentence-case title"}
-    reply: {text: '{"title": "Make fixed.txt"}', usage: {input_tokens: 150, output_tokens: 10}}
-  - name: one-wait-opencode
-    when: {api: anthropic, last_user: "Task one", turn: 1, tools: [bash, todowrite]}
-    reply:
-      tool_calls: [{name: bash, input: {command: "until [ -e go ]; do sleep 0.02; done; echo fixed > fixed.txt; echo released", description: "Wait for go"}}]
-      usage: {input_tokens: 100, output_tokens: 10}
-  - name: four-tree-opencode
-    when: {api: anthropic, last_user: "Task four", tools: [bash, todowrite]}
-    reply:
-      tool_calls: [{name: bash, input: {command: "sh -c 'sleep 41337' & sleep 41338; echo never", description: "Never ends"}}]
-      usage: {input_tokens: 100, output_tokens: 10}
-  - name: one-wait-builtin
-    when: {api: anthropic, last_user: "Task one", turn: 1, tools: [bash]}
-    reply:
-      tool_calls: [{name: bash, input: {command: "until [ -e go ]; do sleep 0.02; done; echo fixed > fixed.txt; echo released"}}]
-      usage: {input_tokens: 100, output_tokens: 10}
-  - name: four-tree-builtin
-    when: {api: anthropic, last_user: "Task four", tools: [bash]}
-    reply:
-      tool_calls: [{name: bash, input: {command: "sh -c 'sleep 41337' & sleep 41338; echo never"}}]
-      usage: {input_tokens: 100, output_tokens: 10}
-  - name: one-wait
-    when: {api: anthropic, last_user: "Task one", turn: 1, tools: [Bash]}
-    reply:
-      tool_calls: [{name: Bash, input: {command: "until [ -e go ]; do sleep 0.02; done; echo fixed > fixed.txt; echo released", description: "Wait for go"}}]
-      usage: {input_tokens: 100, output_tokens: 10}
-  - name: one-answer
-    when: {api: anthropic, last_user: "Task one", turn: 2, tool_result: "released"}
-    reply: {text: "Task one done.", usage: {input_tokens: 110, output_tokens: 5}}
-  - name: two
-    when: {api: anthropic, last_user: "Task two"}
-    reply: {text: "Task two done.", usage: {input_tokens: 120, output_tokens: 5}}
-  - name: three
-    when: {api: anthropic, last_user: "Task three"}
-    reply: {text: "I remember both tasks.", usage: {input_tokens: 130, output_tokens: 5}}
-  - name: four-tree
-    when: {api: anthropic, last_user: "Task four", tools: [Bash]}
-    reply:
-      tool_calls: [{name: Bash, input: {command: "sh -c 'sleep 41337' & sleep 41338; echo never", description: "Never ends"}}]
-      usage: {input_tokens: 100, output_tokens: 10}
-  - name: five
-    when: {api: anthropic, last_user: "Task five"}
-    reply: {text: "Still here.", usage: {input_tokens: 100, output_tokens: 5}}
-`
 
 // canaryKey is the real key of the test's model endpoint: it must reach
 // the sim (through the model proxy) and nothing in or from the box.
@@ -116,7 +65,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 		opts = append(opts, withDocker)
 	}
 	e := newEnv(t, opts...)
-	s, err := sim.ParseScript("claude-session.yaml", []byte(claudeScript))
+	s, err := sim.ParseScript("conformance.yaml", []byte(agenttest.ConformanceScript))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +149,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	e.send(v.ID, "Task four: run forever", "")
 	typed[event.ToolStarted](w, "t4", nil)
 	eventually(t, 10*time.Second, "the tool's process tree runs", func() bool {
-		return len(procsWith("sleep", "41337")) > 0 && len(procsWith("sleep", "41338")) > 0
+		return len(procsWith("sleep", "51337")) > 0 && len(procsWith("sleep", "51338")) > 0
 	})
 	queued := e.send(v.ID, "Task five: still there?", "")
 	start := time.Now()
@@ -208,7 +157,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 		t.Fatal(err)
 	}
 	eventually(t, time.Second-time.Since(start), "the process tree is gone", func() bool {
-		return len(procsWith("sleep", "41337")) == 0 && len(procsWith("sleep", "41338")) == 0
+		return len(procsWith("sleep", "51337")) == 0 && len(procsWith("sleep", "51338")) == 0
 	})
 	t.Logf("cancel to process tree gone: %s", time.Since(start))
 	typed[event.TurnCancelled](w, "t4", nil)

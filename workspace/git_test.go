@@ -3,78 +3,22 @@ package workspace
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
 )
-
-// silentServer accepts connections and never answers, like a git server
-// that hangs. It returns the URL of a repository on it and a channel that
-// gets a value per connection accepted.
-func silentServer(t *testing.T) (string, <-chan struct{}) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	accepted := make(chan struct{}, 16)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return fmt.Sprintf("http://%s/hangs-%d/app.git", ln.Addr(), time.Now().UnixNano()), accepted
-}
-
-// procsWith lists the processes whose command line contains s.
-func procsWith(s string) []string {
-	var found []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), s) {
-			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
-}
 
 // waitGone waits (bounded) until no process mentions s.
 func waitGone(t *testing.T, s string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	for len(procsWith(s)) > 0 {
+	for len(testbin.ProcsWith(s)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes of the clone survive it: %q", procsWith(s))
+			t.Fatalf("processes of the clone survive it: %q", testbin.ProcsWith(s))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -84,7 +28,7 @@ func waitGone(t *testing.T, s string, within time.Duration) {
 // its context does, with every process it started (git and its
 // git-remote-http helper, which used to hold the output pipe open).
 func TestCloneCancel(t *testing.T) {
-	url, accepted := silentServer(t)
+	url, accepted := testbin.HangingGitServer(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	dst := filepath.Join(t.TempDir(), "app")
@@ -98,10 +42,10 @@ func TestCloneCancel(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the clone ended before connecting: %v", err)
 	case <-time.After(30 * time.Second):
-		t.Fatalf("no connection from the clone: %q", procsWith(url))
+		t.Fatalf("no connection from the clone: %q", testbin.ProcsWith(url))
 	}
-	if !strings.Contains(strings.Join(procsWith(url), "\n"), "remote-http") {
-		t.Fatalf("no git-remote-http for %s: %q", url, procsWith(url))
+	if !strings.Contains(strings.Join(testbin.ProcsWith(url), "\n"), "remote-http") {
+		t.Fatalf("no git-remote-http for %s: %q", url, testbin.ProcsWith(url))
 	}
 	start := time.Now()
 	errGone := errors.New("the session was deleted")
@@ -124,7 +68,7 @@ func TestCloneCancel(t *testing.T) {
 // TestCloneStall: a server that never answers fails the clone after the
 // stall timeout, saying so.
 func TestCloneStall(t *testing.T) {
-	url, _ := silentServer(t)
+	url, _ := testbin.HangingGitServer(t)
 	_, err := Prepare(context.Background(), Source{URL: url}, filepath.Join(t.TempDir(), "app"), Owner{}, CloneOptions{Stall: time.Second, Timeout: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "less than 1 KiB/s for 1s") {
 		t.Fatalf("got %v, want the stall explained", err)

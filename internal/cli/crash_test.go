@@ -206,7 +206,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		follow(t, g.c, sleepy.ID, 0, turn+"'s tool to start", func(ev event.Event) bool {
 			return ev.Turn == turn && ev.Type() == event.TypeToolStarted
 		})
-		waitUntil(t, "the sleeper to run", func() bool { return len(processesWith(sleeper)) > 0 })
+		testbin.WaitFor(t, time.Minute, "the sleeper to run", func() bool { return len(testbin.ProcsWith(sleeper)) > 0 })
 		// Kill in the middle of the senders' share of this generation.
 		close(g.start)
 		for range senders * perGen / 2 {
@@ -220,7 +220,7 @@ func TestServeKill9Repeated(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.proc.wait()
-		if len(processesWith(sleeper)) == 0 {
+		if len(testbin.ProcsWith(sleeper)) == 0 {
 			t.Fatal("the sleeper died with the server: the test proves nothing")
 		}
 		g = restart()
@@ -230,7 +230,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		if f, ok := last.Data.(event.TurnFailed); !ok || f.Kind != "interrupted" {
 			t.Fatalf("round %d: %s ended with %s %+v, want turn.failed kind interrupted", round, turn, last.Type(), last.Data)
 		}
-		if pids := processesWith(sleeper); len(pids) > 0 {
+		if pids := testbin.ProcsWith(sleeper); len(pids) > 0 {
 			t.Fatalf("round %d: %s was reported interrupted while its tool still runs (%q)", round, turn, pids)
 		}
 	}
@@ -322,7 +322,7 @@ func TestServeKill9Repeated(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws.Repos[0].Path, "late.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an interrupted tool wrote late.txt in the workspace (%v)", err)
 	}
-	if pids := processesWith(sleeper); len(pids) > 0 {
+	if pids := testbin.ProcsWith(sleeper); len(pids) > 0 {
 		t.Errorf("interrupted tools still run: %q", pids)
 	}
 }
@@ -371,7 +371,7 @@ func checkQueuedEvents(t *testing.T, st store.Store, id string) {
 func goneWithin(d time.Duration, pattern string) []string {
 	deadline := time.Now().Add(d)
 	for {
-		ps := processesWith(pattern)
+		ps := testbin.ProcsWith(pattern)
 		if len(ps) == 0 || time.Now().After(deadline) {
 			return ps
 		}
@@ -501,7 +501,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	}
 	follow(t, c, v.ID, 0, "t3's tool to start", func(ev event.Event) bool { return ev.Turn == "t3" && ev.Type() == event.TypeToolStarted })
 	endless := "sleep\x003141.8\x00"
-	waitUntil(t, "the endless tool to run", func() bool { return len(processesWith(endless)) > 0 })
+	testbin.WaitFor(t, time.Minute, "the endless tool to run", func() bool { return len(testbin.ProcsWith(endless)) > 0 })
 	start = time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(); err != nil {
@@ -522,7 +522,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	follow(t, c, v.ID, 0, "t4's tool to start", func(ev event.Event) bool { return ev.Turn == "t4" && ev.Type() == event.TypeToolStarted })
-	waitUntil(t, "the endless tool to run", func() bool { return len(processesWith(endless)) > 0 })
+	testbin.WaitFor(t, time.Minute, "the endless tool to run", func() bool { return len(testbin.ProcsWith(endless)) > 0 })
 	start = time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if !p.stderr.waitFor("harvest: draining", 30*time.Second) {
