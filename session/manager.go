@@ -1,16 +1,12 @@
 package session
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +18,6 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/store"
-	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Manager runs the sessions of one Harvest server. Its methods are safe for
@@ -89,140 +84,6 @@ type interruptError struct{ message string }
 
 func (e *interruptError) Error() string { return "interrupted by message " + e.message }
 
-var (
-	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	refPattern  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/@^~+-]{0,199}$`)
-)
-
-const maxTitle = 200
-
-// Create stores a new session (with its prompt as the first message, if any)
-// and starts its runner, which copies the repositories, starts the box and
-// delivers the prompt. It returns at once: progress is in the events.
-func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (*View, error) {
-	if err := m.refusing(); err != nil {
-		return nil, fmt.Errorf("creating a session: %w, try again when it is back", err)
-	}
-	var others []*store.Session
-	if req.Workflow != "" && workflowPattern.MatchString(req.Workflow) {
-		var err error
-		if others, err = m.st.ListSessions(ctx, store.SessionFilter{Owner: owner, Workflow: req.Workflow}); err != nil {
-			return nil, fmt.Errorf("creating a session: reading workflow %s: %w", req.Workflow, err)
-		}
-	}
-	s, first, err := m.newSession(owner, req, others)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.st.CreateSession(ctx, s, first); err != nil {
-		return nil, fmt.Errorf("storing the new session: %w", err)
-	}
-	m.append(event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.SessionState{State: string(s.State)}})
-	v := &View{Session: s, Queue: []*store.Message{}}
-	if first != nil {
-		ev := event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.MessageQueued{MessageID: first.ID, Text: first.Text, Mode: first.Mode, Position: 1}}
-		if _, err := m.j.AppendSync(ctx, ev); err != nil {
-			return nil, fmt.Errorf("journaling the first message of session %s: %w", s.ID, err)
-		}
-		v.Queue = append(v.Queue, first)
-	}
-	m.wake(s.ID, wakeNew)
-	return v, nil
-}
-
-// newSession validates req and builds the session row and first message.
-func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
-	var problems []string
-	problems = append(problems, checkSizes(req)...)
-	id := newSessionID()
-	srcs := make([]*workspace.Source, len(req.Repos))
-	for i, r := range req.Repos {
-		src, err := m.cfg.Sources.Resolve(r.Source, req.Admin)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("repos[%d].source: %v", i, err))
-			continue
-		}
-		srcs[i] = &src
-	}
-	collab, dir, cp := m.collabFor(owner, id, req, srcs, others)
-	problems = append(problems, cp...)
-	if len(req.Repos) == 0 {
-		problems = append(problems, "repos is empty: give at least one repository (a directory on the server or a git URL) in repos[].source")
-	}
-	var repos []store.Repo
-	names := map[string]bool{}
-	for i, r := range req.Repos {
-		src := srcs[i]
-		if src == nil {
-			continue
-		}
-		name := r.Name
-		if name == "" {
-			name = src.Name()
-		}
-		if !namePattern.MatchString(name) {
-			problems = append(problems, fmt.Sprintf("repos[%d].name %q: use letters, digits, '.', '-' and '_' (at most 64), starting with a letter or digit", i, name))
-			continue
-		}
-		if names[name] {
-			problems = append(problems, fmt.Sprintf("repos[%d]: two repositories are named %q; give one a different name", i, name))
-			continue
-		}
-		names[name] = true
-		if r.Ref != "" && !refPattern.MatchString(r.Ref) {
-			problems = append(problems, fmt.Sprintf("repos[%d].ref %q is not a branch, tag or commit name", i, r.Ref))
-			continue
-		}
-		repos = append(repos, store.Repo{Name: name, Source: r.Source, Origin: src.String(), Ref: r.Ref, Path: dir + "/" + name})
-	}
-	model := req.Model
-	if model == "" {
-		model = m.cfg.DefaultModel
-	}
-	if model == "" {
-		problems = append(problems, "model is empty and the server has no default model: give model as provider/model, like anthropic/claude-sonnet-4-5")
-	} else if _, err := m.client(model); err != nil {
-		problems = append(problems, "model: "+err.Error())
-	}
-	backend := req.Backend
-	if backend == "" {
-		backend = m.cfg.DefaultBackend
-	}
-	if _, err := m.provider(backend); err != nil {
-		problems = append(problems, "backend: "+err.Error())
-	}
-	mode := req.Mode
-	switch mode {
-	case "":
-		mode = ModeQueue
-	case ModeQueue, ModeInterrupt:
-	default:
-		problems = append(problems, fmt.Sprintf("mode %q: use %q (messages wait for the turn to end) or %q (a message cancels the running turn)", req.Mode, ModeQueue, ModeInterrupt))
-	}
-	kind, ap := m.checkAgent(req.Agent, model, backend, req.Terminal != nil)
-	problems = append(problems, ap...)
-	term, tp := CheckTerminal(kind, req.Terminal)
-	problems = append(problems, tp...)
-	eg, ep := m.checkEgress(req.Egress)
-	problems = append(problems, ep...)
-	limits, lp := m.cfg.limits(req.Limits)
-	problems = append(problems, lp...)
-	if len(problems) > 0 {
-		return nil, nil, &InputError{Problems: problems}
-	}
-	now := m.clock.Now().UTC()
-	s := &store.Session{
-		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
-		Agent: kind, Model: model, Backend: backend, Repos: repos,
-		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
-	}
-	var first *store.Message
-	if strings.TrimSpace(req.Prompt) != "" {
-		first = &store.Message{ID: newMessageID(), Session: id, Text: req.Prompt, Mode: mode, State: store.MessageQueued, CreatedAt: now}
-	}
-	return s, first, nil
-}
-
 // Get returns a session and its queued messages. owner "" is an admin, who
 // sees every session; anyone else sees only their own (another's is
 // ErrNotFound).
@@ -248,123 +109,6 @@ func (m *Manager) List(ctx context.Context, owner string, f store.SessionFilter)
 		f.Owner = owner
 	}
 	return m.st.ListSessions(ctx, f)
-}
-
-// Send stores a message for the session and returns it once it is stored
-// with its message.queued event. mode "" is the session's. See SendMessage.
-func (m *Manager) Send(ctx context.Context, owner, id, text, mode string) (*store.Message, error) {
-	return m.SendMessage(ctx, owner, id, Outgoing{Text: text, Mode: mode})
-}
-
-// Outgoing is a message to send (SendMessage).
-type Outgoing struct {
-	Text string
-	// Mode is "queue", "interrupt", or "" for the session's.
-	Mode string
-	// Key is an idempotency key ("" for none) and Sender who gives it (an
-	// API token id): a send with the Key and Sender of a message the
-	// session has returns that message and stores nothing, so a client
-	// may retry a send whose answer it lost. The same key with another
-	// Text or Mode is ErrConflict.
-	Key, Sender string
-}
-
-// maxKey bounds an idempotency key.
-const maxKey = 255
-
-// SendMessage stores a message for the session and returns it once it is
-// stored with its message.queued event, in one transaction
-// (journal.AppendMessage: a crash keeps both or neither). The runner
-// delivers it after the messages before it; "interrupt" also cancels the
-// running turn. A send with an idempotency key the sender already used on
-// the session returns the message stored then.
-func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoing) (*store.Message, error) {
-	text, mode := out.Text, out.Mode
-	var problems []string
-	if strings.TrimSpace(text) == "" {
-		problems = append(problems, "text is empty: say what the agent should do")
-	}
-	switch mode {
-	case "", ModeQueue, ModeInterrupt:
-	default:
-		problems = append(problems, fmt.Sprintf("mode %q: use %q or %q (or leave it empty for the session's)", mode, ModeQueue, ModeInterrupt))
-	}
-	if len(out.Key) > maxKey || strings.IndexFunc(out.Key, func(c rune) bool { return c < 0x21 || c > 0x7e }) >= 0 {
-		problems = append(problems, fmt.Sprintf("idempotency key %q: use at most %d printable ASCII characters without spaces (a UUID is fine)", clipKey(out.Key), maxKey))
-	}
-	if len(problems) > 0 {
-		return nil, &InputError{Problems: problems}
-	}
-	defer m.gates.rlock(id)()
-	if m.isDeleting(id) {
-		return nil, fmt.Errorf("session %s: %w (it is being deleted)", id, ErrNotFound)
-	}
-	s, err := m.session(ctx, owner, id)
-	if err != nil {
-		return nil, err
-	}
-	var hash []byte
-	if out.Key != "" {
-		// One send per key at a time, so two retries racing cannot both
-		// store the message (the store would refuse the second).
-		defer m.keys.lock(id + "\x00" + out.Sender + "\x00" + out.Key)()
-		h := sha256.Sum256([]byte(text + "\x00" + out.Mode))
-		hash = h[:]
-		prev, err := m.st.MessageByKey(ctx, id, out.Sender, out.Key)
-		switch {
-		case err == nil:
-			if !bytes.Equal(prev.RequestHash, hash) {
-				return nil, fmt.Errorf("idempotency key %q was used on session %s for another message (%s, sent %s) with a different text or mode: %w; use a new key for a new message", out.Key, id, prev.ID, prev.CreatedAt.Format(time.RFC3339), ErrConflict)
-			}
-			return prev, nil
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, fmt.Errorf("looking up idempotency key %q of session %s: %w", out.Key, id, err)
-		}
-	}
-	if err := m.refusing(); err != nil {
-		return nil, fmt.Errorf("sending to session %s: %w; the message was not stored, send it again when it is back", id, err)
-	}
-	if s.State.Ended() {
-		return nil, fmt.Errorf("session %s is %s: %w; start a new session", id, s.State, ErrConflict)
-	}
-	if end := s.CreatedAt.Add(s.Limits.MaxLifetime); !m.clock.Now().Before(end) {
-		return nil, fmt.Errorf("session %s reached its max lifetime of %s: %w; start a new session", id, s.Limits.MaxLifetime, ErrConflict)
-	}
-	if mode == "" {
-		mode = s.Mode
-	}
-	pos := 1
-	if q, err := m.st.Messages(ctx, id, store.MessageQueued); err == nil {
-		pos = len(q) + 1
-	}
-	msg := &store.Message{ID: newMessageID(), Session: id, Text: text, Mode: mode, State: store.MessageQueued, CreatedAt: m.clock.Now().UTC(),
-		Key: out.Key, RequestHash: hash}
-	if out.Key != "" {
-		msg.KeyOwner = out.Sender
-	}
-	ev := event.Event{Session: id, Time: msg.CreatedAt, Data: event.MessageQueued{MessageID: msg.ID, Text: text, Mode: mode, Position: pos}}
-	if _, err := m.j.AppendMessage(ctx, ev, msg); err != nil {
-		if errors.Is(err, journal.ErrDeleted) {
-			return nil, fmt.Errorf("session %s: %w (it was deleted)", id, ErrNotFound)
-		}
-		if errors.Is(err, journal.ErrClosed) {
-			return nil, fmt.Errorf("sending to session %s: %w: Harvest is shutting down; the message was not stored, send it again when it is back", id, ErrUnavailable)
-		}
-		return nil, fmt.Errorf("storing the message for session %s: %w (it may still be stored: send it again with the same idempotency key to find out)", id, err)
-	}
-	w := wakeNew
-	if mode == ModeInterrupt {
-		w.interrupt = msg
-	}
-	m.wake(id, w)
-	return msg, nil
-}
-
-func clipKey(k string) string {
-	if len(k) > 40 {
-		return k[:40] + "…"
-	}
-	return k
 }
 
 // Cancel ends the running turn (turn.cancelled), not the session, and waits
@@ -721,51 +465,4 @@ func (m *Manager) append(ev event.Event) {
 	if _, err := m.j.Append(ev); err != nil {
 		m.log.Warn("journaling an event", "session", ev.Session, "type", ev.Type(), "err", err)
 	}
-}
-
-// gates are per-session read-write locks, made on demand and dropped when
-// unused.
-type gates struct {
-	mu sync.Mutex
-	m  map[string]*gate
-}
-
-type gate struct {
-	rw   sync.RWMutex
-	refs int
-}
-
-func (g *gates) get(id string) *gate {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.m == nil {
-		g.m = map[string]*gate{}
-	}
-	x := g.m[id]
-	if x == nil {
-		x = &gate{}
-		g.m[id] = x
-	}
-	x.refs++
-	return x
-}
-
-func (g *gates) put(id string, x *gate) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if x.refs--; x.refs == 0 {
-		delete(g.m, id)
-	}
-}
-
-func (g *gates) rlock(id string) func() {
-	x := g.get(id)
-	x.rw.RLock()
-	return func() { x.rw.RUnlock(); g.put(id, x) }
-}
-
-func (g *gates) lock(id string) func() {
-	x := g.get(id)
-	x.rw.Lock()
-	return func() { x.rw.Unlock(); g.put(id, x) }
 }

@@ -1,0 +1,147 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+// What a new session's names, refs and title may be.
+var (
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	refPattern  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/@^~+-]{0,199}$`)
+)
+
+const maxTitle = 200
+
+// Create stores a new session (with its prompt as the first message, if any)
+// and starts its runner, which copies the repositories, starts the box and
+// delivers the prompt. It returns at once: progress is in the events.
+func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (*View, error) {
+	if err := m.refusing(); err != nil {
+		return nil, fmt.Errorf("creating a session: %w, try again when it is back", err)
+	}
+	var others []*store.Session
+	if req.Workflow != "" && workflowPattern.MatchString(req.Workflow) {
+		var err error
+		if others, err = m.st.ListSessions(ctx, store.SessionFilter{Owner: owner, Workflow: req.Workflow}); err != nil {
+			return nil, fmt.Errorf("creating a session: reading workflow %s: %w", req.Workflow, err)
+		}
+	}
+	s, first, err := m.newSession(owner, req, others)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.st.CreateSession(ctx, s, first); err != nil {
+		return nil, fmt.Errorf("storing the new session: %w", err)
+	}
+	m.append(event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.SessionState{State: string(s.State)}})
+	v := &View{Session: s, Queue: []*store.Message{}}
+	if first != nil {
+		ev := event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.MessageQueued{MessageID: first.ID, Text: first.Text, Mode: first.Mode, Position: 1}}
+		if _, err := m.j.AppendSync(ctx, ev); err != nil {
+			return nil, fmt.Errorf("journaling the first message of session %s: %w", s.ID, err)
+		}
+		v.Queue = append(v.Queue, first)
+	}
+	m.wake(s.ID, wakeNew)
+	return v, nil
+}
+
+// newSession validates req and builds the session row and first message.
+func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
+	var problems []string
+	problems = append(problems, checkSizes(req)...)
+	id := newSessionID()
+	srcs := make([]*workspace.Source, len(req.Repos))
+	for i, r := range req.Repos {
+		src, err := m.cfg.Sources.Resolve(r.Source, req.Admin)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("repos[%d].source: %v", i, err))
+			continue
+		}
+		srcs[i] = &src
+	}
+	collab, dir, cp := m.collabFor(owner, id, req, srcs, others)
+	problems = append(problems, cp...)
+	if len(req.Repos) == 0 {
+		problems = append(problems, "repos is empty: give at least one repository (a directory on the server or a git URL) in repos[].source")
+	}
+	var repos []store.Repo
+	names := map[string]bool{}
+	for i, r := range req.Repos {
+		src := srcs[i]
+		if src == nil {
+			continue
+		}
+		name := r.Name
+		if name == "" {
+			name = src.Name()
+		}
+		if !namePattern.MatchString(name) {
+			problems = append(problems, fmt.Sprintf("repos[%d].name %q: use letters, digits, '.', '-' and '_' (at most 64), starting with a letter or digit", i, name))
+			continue
+		}
+		if names[name] {
+			problems = append(problems, fmt.Sprintf("repos[%d]: two repositories are named %q; give one a different name", i, name))
+			continue
+		}
+		names[name] = true
+		if r.Ref != "" && !refPattern.MatchString(r.Ref) {
+			problems = append(problems, fmt.Sprintf("repos[%d].ref %q is not a branch, tag or commit name", i, r.Ref))
+			continue
+		}
+		repos = append(repos, store.Repo{Name: name, Source: r.Source, Origin: src.String(), Ref: r.Ref, Path: dir + "/" + name})
+	}
+	model := req.Model
+	if model == "" {
+		model = m.cfg.DefaultModel
+	}
+	if model == "" {
+		problems = append(problems, "model is empty and the server has no default model: give model as provider/model, like anthropic/claude-sonnet-4-5")
+	} else if _, err := m.client(model); err != nil {
+		problems = append(problems, "model: "+err.Error())
+	}
+	backend := req.Backend
+	if backend == "" {
+		backend = m.cfg.DefaultBackend
+	}
+	if _, err := m.provider(backend); err != nil {
+		problems = append(problems, "backend: "+err.Error())
+	}
+	mode := req.Mode
+	switch mode {
+	case "":
+		mode = ModeQueue
+	case ModeQueue, ModeInterrupt:
+	default:
+		problems = append(problems, fmt.Sprintf("mode %q: use %q (messages wait for the turn to end) or %q (a message cancels the running turn)", req.Mode, ModeQueue, ModeInterrupt))
+	}
+	kind, ap := m.checkAgent(req.Agent, model, backend, req.Terminal != nil)
+	problems = append(problems, ap...)
+	term, tp := CheckTerminal(kind, req.Terminal)
+	problems = append(problems, tp...)
+	eg, ep := m.checkEgress(req.Egress)
+	problems = append(problems, ep...)
+	limits, lp := m.cfg.limits(req.Limits)
+	problems = append(problems, lp...)
+	if len(problems) > 0 {
+		return nil, nil, &InputError{Problems: problems}
+	}
+	now := m.clock.Now().UTC()
+	s := &store.Session{
+		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
+		Agent: kind, Model: model, Backend: backend, Repos: repos,
+		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+	}
+	var first *store.Message
+	if strings.TrimSpace(req.Prompt) != "" {
+		first = &store.Message{ID: newMessageID(), Session: id, Text: req.Prompt, Mode: mode, State: store.MessageQueued, CreatedAt: now}
+	}
+	return s, first, nil
+}
