@@ -23,7 +23,24 @@ func needDisks(t *testing.T) {
 
 func newDisk(t *testing.T, size disk.Size) disk.Disk {
 	t.Helper()
+	return newDiskIn(t, t.TempDir(), size)
+}
+
+// newDiskOnOwnFS makes a disk whose image is on a tmpfs of its own, so the
+// free space a test measures there moves with that disk's writes only
+// (other tests write to the machine's disk at the same time).
+func newDiskOnOwnFS(t *testing.T, size disk.Size) disk.Disk {
+	t.Helper()
 	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256m,mode=0711"); err != nil {
+		t.Fatalf("mounting a tmpfs for the image: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) }) // after the disk's removal
+	return newDiskIn(t, dir, size)
+}
+
+func newDiskIn(t *testing.T, dir string, size disk.Size) disk.Disk {
+	t.Helper()
 	d := disk.Disk{Image: filepath.Join(dir, "disk.img"), Dir: filepath.Join(dir, "mnt")}
 	if err := disk.Create(context.Background(), d, size); err != nil {
 		t.Fatal(err)
@@ -50,7 +67,7 @@ func freeBytes(t *testing.T, path string) int64 {
 func TestFillStopsAtLimit(t *testing.T) {
 	needDisks(t)
 	const limit = 64 << 20
-	d := newDisk(t, disk.Size{Bytes: limit})
+	d := newDiskOnOwnFS(t, disk.Size{Bytes: limit})
 	hostBefore := freeBytes(t, filepath.Dir(d.Image))
 
 	f, err := os.Create(filepath.Join(d.Dir, "fill"))
