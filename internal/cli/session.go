@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -321,6 +322,7 @@ func printJSON(w io.Writer, v any) {
 
 func newSessionSendCmd(conn *connFlags) *cobra.Command {
 	var interrupt, follow, asJSON bool
+	var retryFor time.Duration
 	cmd := &cobra.Command{
 		Use:   "send ID TEXT",
 		Short: "Send a message; queued while the agent works (or --interrupt the turn)",
@@ -328,7 +330,11 @@ func newSessionSendCmd(conn *connFlags) *cobra.Command {
 the agent is working, it waits in the queue and is taken when the turn ends;
 with --interrupt, the running turn is cancelled and this message starts the
 next one. A suspended session is resumed with its whole conversation.
-TEXT "-" reads the message from stdin.`,
+TEXT "-" reads the message from stdin.
+
+The message is sent with an idempotency key: when the server cannot be
+reached or is restarting (503), send tries again for --retry-for (default
+2m), and the message is stored once however many tries it took.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return errors.New(`give a session id and the message, like: harvest session send s-abcdefghijklmnop "Now add a test"`)
@@ -359,7 +365,7 @@ TEXT "-" reads the message from stdin.`,
 				}
 				after = p.LastSeq
 			}
-			m, err := c.Send(ctx, args[0], text, mode)
+			m, err := sendOnce(ctx, c, args[0], text, mode, retryFor, cmd.ErrOrStderr())
 			if err != nil {
 				return apiErr(err)
 			}
@@ -375,6 +381,7 @@ TEXT "-" reads the message from stdin.`,
 		},
 	}
 	cmd.Flags().BoolVar(&interrupt, "interrupt", false, "cancel the running turn and start this message now")
+	cmd.Flags().DurationVar(&retryFor, "retry-for", 2*time.Minute, "keep trying this long while the server cannot be reached or is restarting (0: once)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "show the events until the turn that takes this message ends")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the message (and events) as JSON")
 	return cmd
@@ -573,4 +580,32 @@ JSON line (with its seq, to resume from).`,
 	cmd.Flags().Int64Var(&since, "since", 0, "only events after this seq")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON line")
 	return cmd
+}
+
+// sendOnce sends a message under one idempotency key, trying again while
+// the server cannot be reached or answers 503 (a restart drains), for up
+// to retryFor: however many tries it takes, the message is stored once.
+func sendOnce(ctx context.Context, c *client.Client, id, text, mode string, retryFor time.Duration, stderr io.Writer) (*wire.Message, error) {
+	key := client.NewIdempotencyKey()
+	deadline := time.Now().Add(retryFor)
+	wait := 250 * time.Millisecond
+	said := false
+	for {
+		m, err := c.SendOnce(ctx, id, key, text, mode)
+		st := client.StatusOf(err)
+		retry := err != nil && ctx.Err() == nil && (st == 0 || st == http.StatusServiceUnavailable || st == http.StatusBadGateway)
+		if !retry || time.Now().Add(wait).After(deadline) {
+			return m, err
+		}
+		if !said {
+			fmt.Fprintf(stderr, "harvest: %v; trying again for up to %s (the message is stored once)\n", err, retryFor)
+			said = true
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
