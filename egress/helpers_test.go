@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -24,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/testbin"
 )
 
 // The tests run the proxy for real on loopback (port 0) with real
@@ -90,30 +91,12 @@ func (n *network) seen() (lookups, dialed []string) {
 	return append([]string(nil), n.lookups...), append([]string(nil), n.dialed...)
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // harness is a proxy served on loopback with its network and log.
 type harness struct {
 	t    *testing.T
 	p    *Proxy
 	net  *network
-	log  *syncBuffer
+	log  *testbin.Buffer
 	addr string
 	stop func() // cancels Serve and waits for it
 }
@@ -122,7 +105,7 @@ type harness struct {
 // 127.0.0.1:0 until the test ends.
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	h := &harness{t: t, net: newNetwork(), log: &syncBuffer{}}
+	h := &harness{t: t, net: newNetwork(), log: &testbin.Buffer{}}
 	cfg.Resolver, cfg.Dial = h.net, h.net.dial
 	cfg.Logger = slog.New(slog.NewTextHandler(h.log, nil))
 	p, err := New(cfg)

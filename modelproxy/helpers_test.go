@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/sim"
 )
@@ -56,9 +57,9 @@ type harness struct {
 	mu              sync.Mutex
 	violations      []string
 	proxy           *Proxy
-	url             string     // http://127.0.0.1:PORT, the proxy
-	sent            syncBuffer // every byte the proxy sent to a client, on any listener
-	logs            *syncBuffer
+	url             string         // http://127.0.0.1:PORT, the proxy
+	sent            testbin.Buffer // every byte the proxy sent to a client, on any listener
+	logs            *testbin.Buffer
 	tokens          []string
 	client          *http.Client // the box's client
 	serveCtx        context.Context
@@ -84,7 +85,7 @@ func newHarness(t testing.TB, script string, mod func(*Config)) *harness {
 // newHarnessFor is newHarness with another model API than the sim.
 func newHarnessFor(t testing.TB, api http.Handler, mod func(*Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, next: api, anthKey: canary("sk-ant-api03-"), oaiKey: canary("sk-proj-"), logs: &syncBuffer{}}
+	h := &harness{t: t, next: api, anthKey: canary("sk-ant-api03-"), oaiKey: canary("sk-proj-"), logs: &testbin.Buffer{}}
 	up := httptest.NewServer(http.HandlerFunc(h.upstream))
 	t.Cleanup(up.Close)
 	h.upstreamURL = up.URL
@@ -332,7 +333,7 @@ func (h *harness) serveOn(l net.Listener) {
 // tapListener records every byte the server writes to its clients.
 type tapListener struct {
 	net.Listener
-	buf *syncBuffer
+	buf *testbin.Buffer
 }
 
 func (l *tapListener) Accept() (net.Conn, error) {
@@ -345,28 +346,11 @@ func (l *tapListener) Accept() (net.Conn, error) {
 
 type tapConn struct {
 	net.Conn
-	buf *syncBuffer
+	buf *testbin.Buffer
 }
 
 func (c *tapConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.buf.Write(b[:n])
 	return n, err
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

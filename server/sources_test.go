@@ -124,7 +124,7 @@ func TestDeleteProvisioningClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the clone to start", func() bool { return len(testbin.ProcsWith(url)) > 0 })
+	testbin.WaitFor(t, waitTimeout, "the clone to start", func() bool { return len(testbin.ProcsWith(url)) > 0 })
 	if s := e.adminView(v.ID); s.State != wire.StateProvisioning {
 		t.Fatalf("the session is %s, want provisioning", s.State)
 	}
@@ -137,24 +137,12 @@ func TestDeleteProvisioningClone(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("DELETE took %s, want at most 2 s", took)
 	}
-	waitFor(t, "the clone's processes to go", func() bool { return len(testbin.ProcsWith(url)) == 0 })
+	testbin.WaitFor(t, waitTimeout, "the clone's processes to go", func() bool { return len(testbin.ProcsWith(url)) == 0 })
 }
 
 func waitState(t *testing.T, e *apiEnv, id string, want wire.State) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("session %s %s", id, want), func() bool { return e.adminView(id).State == want })
-}
-
-// waitFor waits (bounded by waitTimeout) for cond.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", waitTimeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testbin.WaitFor(t, waitTimeout, fmt.Sprintf("session %s %s", id, want), func() bool { return e.adminView(id).State == want })
 }
 
 func (e *apiEnv) adminView(id string) *wire.View {

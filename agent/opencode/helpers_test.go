@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,7 +70,7 @@ func (e *env) box(ctx context.Context) (*sandbox.Sandbox, string) {
 // it fails the test if the script fails.
 func (e *env) run(ctx context.Context, sb *sandbox.Sandbox, script string) string {
 	e.t.Helper()
-	var out lockedBuffer
+	var out testbin.Buffer
 	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Dir: sb.WorkspacePath("repo"), Stdout: &out, Stderr: &out})
 	if err != nil || !st.Success() {
 		e.t.Fatalf("%s: %v %v: %s", script, st, err, out.String())
@@ -235,24 +233,6 @@ func inPackageCode(stack string) bool {
 		}
 	}
 	return false
-}
-
-// lockedBuffer is a buffer two output copiers may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // testWriter sends the agent's log to the test log.

@@ -2,7 +2,6 @@ package clis
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -32,28 +31,11 @@ type process struct {
 	name   string
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
-	stderr syncBuffer
+	stderr testbin.Buffer
 	lines  chan string // stdout, line by line
 	wg     sync.WaitGroup
 	done   chan struct{}
 	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startProcess starts bin with args in dir, with exactly env (nothing is
