@@ -1,5 +1,22 @@
 // Package cli is the harvest command line. Commands parse flags, handle
 // signals and print; the work happens in the packages they call.
+//
+// # harvest run and sessions
+//
+// `harvest run` builds its agent where sessions do, through agent/agents
+// (runagent.go): every concern wired there (the model proxy, egress, and
+// what later issues add: git identity, instructions, MCP) reaches a run as
+// it reaches a session. It is not yet a session on an in-process Manager,
+// though the design asks for one runtime path, because a run has options a
+// session does not (yet): an agent definition chosen by name, a per-turn
+// --timeout and --max-output-tokens, a docker --image, --cpus, an audit log,
+// the unsafe host backend, and workspaces kept under runs/ for the user to
+// read after the box is gone. Making the run a session means giving
+// sessions those first. Until then the box side of a run (the copies, the
+// disk, starting the box, recording a non-git workspace's state) is a
+// second, smaller copy of the session's provisioning (session/provision.go):
+// a change to how boxes are prepared (prepared environments, setup
+// scripts) must be made in both, or this gap closed first.
 package cli
 
 import (
