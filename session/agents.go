@@ -169,16 +169,16 @@ func (m *Manager) proxy(model string) (*modelproxy.Proxy, error) {
 func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent, error) {
 	s := r.s
 	req := agents.Request{
-		Kind: s.Agent, Box: sb, Model: s.Model, ModelExplicit: true, Models: r.m.cfg.Models,
-		Client: r.m.client, Proxy: r.m.proxy, CLIPrefix: r.m.cfg.cliPrefix(),
+		Kind: s.Agent, Box: sb, Model: s.Model, ModelExplicit: true, Models: r.d.cfg.Models,
+		Client: r.d.host.client, Proxy: r.d.host.proxy, CLIPrefix: r.d.cfg.cliPrefix(),
 		Limits:    agent.Limits{MaxSteps: s.Limits.MaxSteps, BudgetUSD: s.Limits.BudgetUSD},
-		AgentsDir: r.m.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
+		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
 	}
 	for _, repo := range s.Repos {
 		req.Workspaces = append(req.Workspaces, agent.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)})
 	}
-	if allow, ok := r.m.egressAllow(s); ok {
-		req.Egress, req.EgressAllow = r.m.cfg.Egress, allow
+	if allow, ok := r.d.host.egressAllow(s); ok {
+		req.Egress, req.EgressAllow = r.d.cfg.Egress, allow
 	}
 	if t := s.Terminal; t != nil {
 		// Validated at create; a stored pattern that no longer compiles

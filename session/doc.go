@@ -78,6 +78,12 @@
 //
 // # Concurrency
 //
+// A runner holds its dependencies (runnerDeps: the store, the journal, the
+// clock, the configuration), not the Manager: what it asks of the Manager
+// (shared providers, model clients and proxies, workspaces and disks,
+// whether new turns are taken, its own bookkeeping) is the runnerHost
+// interface, declared where the runner is.
+//
 // The runner goroutine is the only writer of a session's state, its box
 // and its agent; the one other write, a step's checkpoint, comes from the
 // turn's goroutine and touches only the agent's state (read-modify-write

@@ -466,3 +466,31 @@ func (m *Manager) append(ev event.Event) {
 		m.log.Warn("journaling an event", "session", ev.Session, "type", ev.Type(), "err", err)
 	}
 }
+
+// runnerExit removes r from the runners unless a wake is pending (a message
+// arrived: r goes round again). Reports whether it did.
+func (m *Manager) runnerExit(r *runner) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-r.wake:
+		return false
+	default:
+	}
+	if m.runners[r.id] == r {
+		delete(m.runners, r.id)
+	}
+	return true
+}
+
+// runnerGone removes r, whose loop is over, from the runners.
+func (m *Manager) runnerGone(r *runner) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runners[r.id] == r {
+		delete(m.runners, r.id)
+	}
+}
+
+// runnerDone is a runner goroutine's last act: Close waits for them all.
+func (m *Manager) runnerDone() { m.wg.Done() }

@@ -32,7 +32,7 @@ func (r *runner) provision() error {
 			return err
 		}
 	}
-	fresh, err := r.m.prepareWorkspaces(r.ctx, r.s)
+	fresh, err := r.d.host.prepareWorkspaces(r.ctx, r.s)
 	if err != nil {
 		return err
 	}
@@ -55,12 +55,12 @@ func (r *runner) provision() error {
 // startBox starts a box on the session's workspaces and its agent.
 func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agent, error) {
 	s := r.s
-	p, err := r.m.provider(s.Backend)
+	p, err := r.d.host.provider(s.Backend)
 	if err != nil {
 		return nil, nil, fatal(fmt.Errorf("backend %s: %w", s.Backend, err))
 	}
 	user, _ := boxUser()
-	timeout := r.lifetimeEnd().Sub(r.m.clock.Now()) + boxMargin
+	timeout := r.lifetimeEnd().Sub(r.d.clock.Now()) + boxMargin
 	if timeout < boxMargin {
 		timeout = boxMargin
 	}
@@ -70,15 +70,15 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		Limits:  sandbox.Limits{MemoryBytes: s.Limits.MemoryBytes},
 		Timeout: timeout,
 		Labels:  map[string]string{"harvest.session": s.ID},
-		DiskDir: r.m.boxDiskDir(s),
+		DiskDir: r.d.host.boxDiskDir(s),
 	}
 	for _, repo := range s.Repos {
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: repo.Name, HostPath: repo.Path})
 	}
-	spec.Mounts = append(spec.Mounts, agents.Mounts(kindOf(s.Agent), r.m.cfg.cliPrefix())...)
+	spec.Mounts = append(spec.Mounts, agents.Mounts(kindOf(s.Agent), r.d.cfg.cliPrefix())...)
 	if s.Collab.Mode == store.Sequential {
 		// The merge step's view of the parallel sessions' copies.
-		runs := runsDir(r.m.cfg.DataDir, s.Owner, s.Collab.Workflow)
+		runs := runsDir(r.d.cfg.DataDir, s.Owner, s.Collab.Workflow)
 		if err := os.MkdirAll(runs, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("creating %s: %w", runs, err)
 		}
@@ -132,7 +132,7 @@ func (r *runner) reattach() (*sandbox.Sandbox, agent.Agent, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := r.m.provider(h.Backend)
+	p, err := r.d.host.provider(h.Backend)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -203,7 +203,7 @@ func (r *runner) checkoutRef(ctx context.Context, sb *sandbox.Sandbox, repo stor
 		return err
 	}
 	if t == workspace.MadeGit {
-		r.m.log.Info("made a workspace a git repository to track the agent's changes", "session", r.id, "repo", repo.Name)
+		r.log.Info("made a workspace a git repository to track the agent's changes", "session", r.id, "repo", repo.Name)
 	}
 	return nil
 }
@@ -253,7 +253,7 @@ func (r *runner) recoverTurn() error {
 		}
 		p := event.TurnFailed{Kind: event.FailInterrupted, Usage: usage, Cost: cost,
 			Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
-		if _, err := r.m.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
+		if _, err := r.d.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
 			return err
 		}
 	}
@@ -261,7 +261,7 @@ func (r *runner) recoverTurn() error {
 		s.Sandbox = nil
 		s.Usage = s.Usage.Add(usage)
 		s.CostUSD += cost
-		s.ActiveAt = r.m.clock.Now().UTC()
+		s.ActiveAt = r.d.clock.Now().UTC()
 	})
 }
 
@@ -274,14 +274,14 @@ func (r *runner) destroyDeadBox() error {
 	}
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	if err := r.m.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+	if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
 		return err
 	}
-	s, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error { s.Sandbox = nil; return nil })
+	s, err := r.d.st.UpdateSession(ctx, r.id, func(s *store.Session) error { s.Sandbox = nil; return nil })
 	if err != nil {
 		return err
 	}
-	r.s = r.m.withDefaults(s)
+	r.s = r.d.host.withDefaults(s)
 	r.setBoxID("")
 	return nil
 }
@@ -294,7 +294,7 @@ func (r *runner) destroyDeadBox() error {
 // turn.started.
 func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 	const page = 512
-	last, err := r.m.st.LastSeq(r.ctx, r.id)
+	last, err := r.d.st.LastSeq(r.ctx, r.id)
 	if err != nil {
 		return false, event.Usage{}, 0, err
 	}
@@ -303,7 +303,7 @@ func (r *runner) turnEnd(tid string) (bool, event.Usage, float64, error) {
 	cancelled := false
 	for hi := last; hi > 0; hi -= page {
 		lo := max(0, hi-page)
-		evs, err := r.m.st.Events(r.ctx, r.id, lo, int(hi-lo))
+		evs, err := r.d.st.Events(r.ctx, r.id, lo, int(hi-lo))
 		if err != nil {
 			return false, event.Usage{}, 0, err
 		}

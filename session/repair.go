@@ -23,7 +23,7 @@ import (
 // repairDelivered journals message.delivered for the message turn tid took
 // if the store says it was delivered and the journal does not.
 func (r *runner) repairDelivered(tid string) error {
-	msgs, err := r.m.st.Messages(r.ctx, r.id, store.MessageDelivered)
+	msgs, err := r.d.st.Messages(r.ctx, r.id, store.MessageDelivered)
 	if err != nil {
 		return err
 	}
@@ -47,14 +47,14 @@ func (r *runner) repairDelivered(tid string) error {
 		return err
 	}
 	r.log.Info("journaling the message.delivered a crash lost", "turn", tid, "message", took.ID)
-	_, err = r.m.j.AppendSync(r.ctx, r.event(tid, event.MessageDelivered{MessageID: took.ID}))
+	_, err = r.d.j.AppendSync(r.ctx, r.event(tid, event.MessageDelivered{MessageID: took.ID}))
 	return err
 }
 
 // repairPrompt journals message.queued for the session's prompt (its first
 // message, stored with the session) if no event says it was queued.
 func (r *runner) repairPrompt() error {
-	msgs, err := r.m.st.Messages(r.ctx, r.id)
+	msgs, err := r.d.st.Messages(r.ctx, r.id)
 	if err != nil || len(msgs) == 0 || msgs[0].Seq != 1 {
 		return err
 	}
@@ -63,7 +63,7 @@ func (r *runner) repairPrompt() error {
 	// It is among the first few events (Create journals it second), or
 	// soon after them if a recovery journaled it late.
 	for after, page := int64(0), 8; !found; page = 256 {
-		evs, err := r.m.st.Events(r.ctx, r.id, after, page)
+		evs, err := r.d.st.Events(r.ctx, r.id, after, page)
 		if err != nil {
 			return err
 		}
@@ -82,8 +82,8 @@ func (r *runner) repairPrompt() error {
 		return nil
 	}
 	r.log.Info("journaling the message.queued of the prompt that a crash lost", "message", first.ID)
-	ev := event.Event{Session: r.id, Time: r.m.clock.Now().UTC(), Data: event.MessageQueued{MessageID: first.ID, Text: first.Text, Mode: first.Mode, Position: 1}}
-	_, err = r.m.j.AppendSync(r.ctx, ev)
+	ev := event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Data: event.MessageQueued{MessageID: first.ID, Text: first.Text, Mode: first.Mode, Position: 1}}
+	_, err = r.d.j.AppendSync(r.ctx, ev)
 	return err
 }
 
@@ -91,13 +91,13 @@ func (r *runner) repairPrompt() error {
 // first) until it reports found or stop.
 func (r *runner) findBack(match func(event.Event) (found, stop bool)) (bool, error) {
 	const page = 256
-	last, err := r.m.st.LastSeq(r.ctx, r.id)
+	last, err := r.d.st.LastSeq(r.ctx, r.id)
 	if err != nil {
 		return false, err
 	}
 	for hi := last; hi > 0; hi -= page {
 		lo := max(0, hi-page)
-		evs, err := r.m.st.Events(r.ctx, r.id, lo, int(hi-lo))
+		evs, err := r.d.st.Events(r.ctx, r.id, lo, int(hi-lo))
 		if err != nil {
 			return false, err
 		}

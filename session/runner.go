@@ -11,6 +11,9 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -18,7 +21,7 @@ import (
 // runner owns one live session: its state, its box and its agent. One
 // goroutine (run) does all of it; see the package doc.
 type runner struct {
-	m   *Manager
+	d   runnerDeps
 	id  string
 	log *slog.Logger
 
@@ -49,10 +52,51 @@ type turnCtl struct {
 	done   chan struct{} // closed when the turn ended and the session is idle again
 }
 
+// runnerDeps is what a runner uses: the store, the journal, the clock and
+// the configuration, and what it asks of the Manager that owns it (host).
+// A runner holds these, never the Manager itself.
+type runnerDeps struct {
+	st    store.Store
+	j     *journal.Journal
+	clock Clock
+	cfg   *Config
+	host  runnerHost
+}
+
+// runnerHost is what a runner asks of its Manager: the services the
+// Manager shares between its runners (sandbox providers, model clients and
+// proxies, workspaces and disks, the journal's append), whether it takes
+// new turns, and its bookkeeping of runners (exit, done).
+type runnerHost interface {
+	provider(name string) (sandbox.Provider, error)
+	client(model string) (*llm.Client, error)
+	proxy(model string) (*modelproxy.Proxy, error)
+	destroyHandle(ctx context.Context, backend string, raw []byte) error
+	prepareWorkspaces(ctx context.Context, s *store.Session) (map[string]copied, error)
+	boxDiskDir(s *store.Session) string
+	egressAllow(s *store.Session) (allow []string, bridge bool)
+	withDefaults(s *store.Session) *store.Session
+	hideDataDir(msg string) string
+	wakeWorkflow(s *store.Session)
+	append(ev event.Event)
+	beginTurn() bool
+	endTurn()
+	Draining() bool
+	// runnerExit removes r from the Manager unless a wake is pending;
+	// runnerGone removes it (its loop is over); runnerDone is the runner
+	// goroutine's last act (Close waits for it).
+	runnerExit(r *runner) bool
+	runnerGone(r *runner)
+	runnerDone()
+}
+
+var _ runnerHost = (*Manager)(nil)
+
 func newRunner(m *Manager, id string) *runner {
 	ctx, cancel := context.WithCancelCause(m.base)
 	return &runner{
-		m: m, id: id, log: m.log.With("session", id),
+		d:  runnerDeps{st: m.st, j: m.j, clock: m.clock, cfg: &m.cfg, host: m},
+		id: id, log: m.log.With("session", id),
 		ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -119,30 +163,26 @@ func (r *runner) heldBox() string {
 
 // run is the runner's goroutine.
 func (r *runner) run() {
-	defer r.m.wg.Done()
+	defer r.d.host.runnerDone()
 	defer close(r.done)
 	defer r.cancel(nil)
 	r.loop()
 	r.release()
-	r.m.mu.Lock()
-	if r.m.runners[r.id] == r {
-		delete(r.m.runners, r.id)
-	}
-	r.m.mu.Unlock()
+	r.d.host.runnerGone(r)
 }
 
 // loop drives the state machine until the session needs no runner.
 func (r *runner) loop() {
-	s, err := r.m.st.GetSession(r.ctx, r.id)
+	s, err := r.d.st.GetSession(r.ctx, r.id)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && r.ctx.Err() == nil {
 			r.log.Error("reading the session to run it", "err", err)
 		}
 		return
 	}
-	r.s = r.m.withDefaults(s)
+	r.s = r.d.host.withDefaults(s)
 	r.setLockKey(LockKeyOf(s))
-	if !r.try(takeOver(r.ctx, r.m.st, s)) {
+	if !r.try(takeOver(r.ctx, r.d.st, s)) {
 		return
 	}
 	if !r.try(r.repairPrompt()) {
@@ -160,7 +200,7 @@ func (r *runner) loop() {
 			if r.exit() {
 				return
 			}
-		case !r.m.clock.Now().Before(r.lifetimeEnd()):
+		case !r.d.clock.Now().Before(r.lifetimeEnd()):
 			if !r.try(r.stop(fmt.Sprintf("the session reached its max lifetime of %s", r.s.Limits.MaxLifetime))) {
 				return
 			}
@@ -217,7 +257,7 @@ func (r *runner) try(err error) bool {
 		return true
 	}
 	r.log.Error("session runner step failed; retrying", "err", err)
-	c, stop := r.m.clock.At(r.m.clock.Now().Add(time.Second))
+	c, stop := r.d.clock.At(r.d.clock.Now().Add(time.Second))
 	defer stop()
 	select {
 	case <-c:
@@ -225,11 +265,11 @@ func (r *runner) try(err error) bool {
 		return false
 	}
 	// The row may have changed under a failed step: read it again.
-	s, gerr := r.m.st.GetSession(r.ctx, r.id)
+	s, gerr := r.d.st.GetSession(r.ctx, r.id)
 	if gerr != nil {
 		return !errors.Is(gerr, store.ErrNotFound) && r.ctx.Err() == nil
 	}
-	r.s = r.m.withDefaults(s)
+	r.s = r.d.host.withDefaults(s)
 	return true
 }
 
@@ -243,35 +283,22 @@ func fatal(err error) error { return &fatalError{err} }
 
 // exit removes the runner from the Manager unless a wake is pending (a
 // message arrived: go round again). Reports whether it did.
-func (r *runner) exit() bool {
-	m := r.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	select {
-	case <-r.wake:
-		return false
-	default:
-	}
-	if m.runners[r.id] == r {
-		delete(m.runners, r.id)
-	}
-	return true
-}
+func (r *runner) exit() bool { return r.d.host.runnerExit(r) }
 
 func (r *runner) lifetimeEnd() time.Time { return r.s.CreatedAt.Add(r.s.Limits.MaxLifetime) }
 
 // hasWork: queued messages the runner should deliver now.
 func (r *runner) hasWork() (bool, error) {
-	q, err := r.m.st.Messages(r.ctx, r.id, store.MessageQueued)
+	q, err := r.d.st.Messages(r.ctx, r.id, store.MessageQueued)
 	if err != nil {
 		return false, err
 	}
-	return len(q) > 0 && !r.isPaused() && !r.m.Draining(), nil
+	return len(q) > 0 && !r.isPaused() && !r.d.host.Draining(), nil
 }
 
 // setState writes a transition (with fn's other changes) and journals it.
 func (r *runner) setState(ctx context.Context, st store.State, reason string, fn func(*store.Session)) error {
-	s, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
+	s, err := r.d.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
 		s.State = st
 		if fn != nil {
 			fn(s)
@@ -281,13 +308,13 @@ func (r *runner) setState(ctx context.Context, st store.State, reason string, fn
 	if err != nil {
 		return fmt.Errorf("session %s: moving to %s: %w", r.id, st, err)
 	}
-	r.s = r.m.withDefaults(s)
-	r.m.append(r.event("", event.SessionState{State: string(st), Reason: r.m.hideDataDir(reason)}))
+	r.s = r.d.host.withDefaults(s)
+	r.d.host.append(r.event("", event.SessionState{State: string(st), Reason: r.d.host.hideDataDir(reason)}))
 	return nil
 }
 
 func (r *runner) event(turn string, p event.Payload) event.Event {
-	ev := event.Event{Session: r.id, Time: r.m.clock.Now().UTC(), Turn: turn, Data: p}
+	ev := event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Turn: turn, Data: p}
 	if turn != "" {
 		ev.Agent = r.s.Agent
 	}
@@ -303,23 +330,23 @@ func (r *runner) finalCtx() (context.Context, context.CancelFunc) {
 // idle delivers the next queued message, or waits for one, for the idle
 // timeout, the max lifetime or the lock.
 func (r *runner) idle() error {
-	q, err := r.m.st.Messages(r.ctx, r.id, store.MessageQueued)
+	q, err := r.d.st.Messages(r.ctx, r.id, store.MessageQueued)
 	if err != nil {
 		return err
 	}
-	now := r.m.clock.Now()
-	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) && !r.m.Draining() {
+	now := r.d.clock.Now()
+	if len(q) > 0 && !r.isPaused() && !now.Before(r.lockRetry) && !r.d.host.Draining() {
 		return r.runTurn(q[0])
 	}
 	// The streak of turns is over: let other runs have the workspace.
 	r.dropLease()
-	idleC, stopIdle := r.m.clock.At(r.s.ActiveAt.Add(r.s.Limits.IdleTimeout))
+	idleC, stopIdle := r.d.clock.At(r.s.ActiveAt.Add(r.s.Limits.IdleTimeout))
 	defer stopIdle()
-	lifeC, stopLife := r.m.clock.At(r.lifetimeEnd())
+	lifeC, stopLife := r.d.clock.At(r.lifetimeEnd())
 	defer stopLife()
 	var retryC <-chan time.Time
 	if len(q) > 0 && !r.lockRetry.IsZero() {
-		c, stop := r.m.clock.At(r.lockRetry)
+		c, stop := r.d.clock.At(r.lockRetry)
 		defer stop()
 		retryC = c
 	}
@@ -387,7 +414,7 @@ func (r *runner) fail(cause error) error {
 	}
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	msg := r.m.hideDataDir(cause.Error())
+	msg := r.d.host.hideDataDir(cause.Error())
 	return r.setState(ctx, store.StateFailed, msg, func(s *store.Session) {
 		s.Sandbox = nil
 		s.Error = msg
@@ -412,7 +439,7 @@ func (r *runner) dropBox() {
 		}
 		r.box = nil
 	} else if len(r.s.Sandbox) > 0 {
-		if err := r.m.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+		if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
 			r.log.Warn("destroying the box", "err", err)
 		}
 	}
@@ -423,12 +450,12 @@ func (r *runner) dropBox() {
 func (r *runner) dropQueue() error {
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	q, err := r.m.st.Messages(ctx, r.id, store.MessageQueued)
+	q, err := r.d.st.Messages(ctx, r.id, store.MessageQueued)
 	if err != nil {
 		return err
 	}
 	for _, msg := range q {
-		if err := r.m.st.SetMessageState(ctx, r.id, msg.ID, store.MessageDropped, ""); err != nil {
+		if err := r.d.st.SetMessageState(ctx, r.id, msg.ID, store.MessageDropped, ""); err != nil {
 			return err
 		}
 	}

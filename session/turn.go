@@ -15,24 +15,24 @@ import (
 // runTurn delivers msg to the agent as turn t{N+1} and supervises the turn
 // until it ends and the session is idle again.
 func (r *runner) runTurn(msg *store.Message) error {
-	m := r.m
-	if !m.beginTurn() {
+	d := r.d
+	if !d.host.beginTurn() {
 		return nil // draining: the message stays queued for the next server
 	}
-	defer m.endTurn()
+	defer d.host.endTurn()
 	n := r.s.Turns + 1
 	tid := turnID(n)
 	if r.lease == nil {
-		l, err := acquireLock(r.ctx, m.st, LockKeyOf(r.s), runID(r.id, n), m.cfg.LockTTL, m.clock.Now())
+		l, err := acquireLock(r.ctx, d.st, LockKeyOf(r.s), runID(r.id, n), d.cfg.LockTTL, d.clock.Now())
 		if le, ok := lockedBy(err); ok {
-			r.lockRetry = m.clock.Now().Add(m.cfg.LockRetry)
+			r.lockRetry = d.clock.Now().Add(d.cfg.LockRetry)
 			if le.Lock.Holder != r.lockSaid {
 				r.lockSaid = le.Lock.Holder
 				what := "the session"
 				if wf := r.s.Collab.Workflow; wf != "" {
 					what = "workflow " + wf
 				}
-				r.m.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: %s is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, what, le, m.cfg.LockRetry, r.id)}))
+				r.d.host.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: %s is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, what, le, d.cfg.LockRetry, r.id)}))
 			}
 			return nil
 		}
@@ -58,21 +58,21 @@ func (r *runner) runTurn(msg *store.Message) error {
 
 	err := r.setState(r.ctx, store.StateWorking, "", func(s *store.Session) {
 		s.Turns = n
-		s.ActiveAt = m.clock.Now().UTC()
+		s.ActiveAt = d.clock.Now().UTC()
 	})
 	if err == nil {
-		err = m.st.SetMessageState(r.ctx, r.id, msg.ID, store.MessageDelivered, tid)
+		err = d.st.SetMessageState(r.ctx, r.id, msg.ID, store.MessageDelivered, tid)
 	}
 	if err != nil {
 		// Turns may have moved on: the message, still queued, goes to the
 		// next one.
 		return err
 	}
-	m.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
+	d.host.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
 
 	ag := r.ag
 	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
-	sink.last.Store(m.clock.Now().UnixNano())
+	sink.last.Store(d.clock.Now().UnixNano())
 	outc := make(chan agent.Outcome, 1)
 	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
 	out := r.supervise(tctx, tcancel, outc, sink)
@@ -103,7 +103,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 		if serr == nil {
 			s.AgentState = st
 		}
-		s.ActiveAt = m.clock.Now().UTC()
+		s.ActiveAt = d.clock.Now().UTC()
 	})
 }
 
@@ -118,7 +118,7 @@ func (r *runner) dropLease() {
 		r.log.Warn("releasing the session lock", "run", r.lease.holder, "err", err)
 	}
 	r.lease = nil
-	r.m.wakeWorkflow(r.s)
+	r.d.host.wakeWorkflow(r.s)
 }
 
 // supervise waits for the turn's outcome while keeping its watchdog, its
@@ -127,7 +127,7 @@ func (r *runner) dropLease() {
 // from the store then, and cancels and interrupts act on the turn's context
 // directly.
 func (r *runner) supervise(tctx context.Context, tcancel context.CancelCauseFunc, outc <-chan agent.Outcome, sink *turnSink) agent.Outcome {
-	clock := r.m.clock
+	clock := r.d.clock
 	lifeC, stopLife := clock.At(r.lifetimeEnd())
 	defer stopLife()
 	cancelled := tctx.Done()
@@ -194,7 +194,7 @@ type turnSink struct {
 
 func (t *turnSink) emit(p event.Payload) {
 	r := t.r
-	now := r.m.clock.Now()
+	now := r.d.clock.Now()
 	t.last.Store(now.UnixNano())
 	switch v := p.(type) {
 	case event.StepFinished:
@@ -214,11 +214,11 @@ func (t *turnSink) emit(p event.Payload) {
 	case event.TurnFinished, event.TurnCancelled, event.TurnFailed:
 		ctx, cancel := r.finalCtx()
 		defer cancel()
-		if _, err := r.m.j.AppendSync(ctx, ev); err != nil {
+		if _, err := r.d.j.AppendSync(ctx, ev); err != nil {
 			r.log.Error("journaling the end of a turn", "turn", t.tid, "err", err)
 		}
 	default:
-		r.m.append(ev)
+		r.d.host.append(ev)
 	}
 }
 
@@ -242,7 +242,7 @@ func (t *turnSink) checkpoint() {
 	}
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	if _, err := r.m.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
+	if _, err := r.d.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
 		s.AgentState = st
 		return nil
 	}); err != nil {
