@@ -1,0 +1,2 @@
+// Package gitproxy is the git endpoint of the boxes.
+package gitproxy
