@@ -35,6 +35,10 @@ type exchange struct {
 	endpoint      string
 	status        int
 	problem       string // why it failed or was refused, for the log
+	// cut: the upstream's answer broke off after the box got its start;
+	// the box's connection is then cut too, so its git sees an error
+	// rather than a short answer.
+	cut bool
 }
 
 // ServeHTTP serves one smart-HTTP request: it checks the box's token and
@@ -121,6 +125,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case pathReceivePack:
 		http.NewResponseController(w).EnableFullDuplex()
 		p.push(ctx, w, r, ex, g, rp)
+	}
+	if ex.cut {
+		panic(http.ErrAbortHandler) // the server closes the connection; logRequest runs
 	}
 }
 
@@ -379,9 +386,11 @@ func (p *Proxy) forward(ctx context.Context, w http.ResponseWriter, in *http.Req
 		if err != nil {
 			err = errors.New(sc.scrubString(err.Error()))
 			ex.problem = "reading the upstream's answer: " + err.Error()
+			ex.cut = true
 			return err
 		}
 		if clientGone && c.tap == nil {
+			// (A push's answer is read to its end: OnPush reports it.)
 			ex.problem = "the box went away"
 			return errors.New(ex.problem)
 		}
