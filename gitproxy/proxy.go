@@ -38,8 +38,8 @@ type Config struct {
 	// Transport sends the upstream requests; nil means a clone of
 	// http.DefaultTransport. Redirects are not followed.
 	Transport http.RoundTripper
-	// MaxBodyBytes bounds a request body after decompression; 0 means
-	// DefaultMaxBodyBytes. A push over it is refused.
+	// MaxBodyBytes bounds a request body as sent, and a push's after
+	// decompression; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// RequestTimeout bounds a whole request, from the box's first byte to
 	// the upstream's last; 0 means DefaultRequestTimeout.
