@@ -240,3 +240,29 @@ func TestPushStreams(t *testing.T) {
 		t.Errorf("OnPush: %+v", x)
 	}
 }
+
+// TestUpstreamCredentialFails: when Harvest cannot get the upstream
+// credential, the box's git gets a 502 with a message, not a password
+// prompt, and nothing reaches the upstream.
+func TestUpstreamCredentialFails(t *testing.T) {
+	h := newHarness(t)
+	h.seed(testRepo)
+	r := h.repo(testRepo)
+	r.Token = func(context.Context) (string, error) { return "", fmt.Errorf("installation token: GitHub said 500") }
+	tok, _ := h.grant(r)
+	_, stderr, err := h.box(tok, "", "clone", "https://github.com/owner/name.git", filepath.Join(t.TempDir(), "w"))
+	if err == nil {
+		t.Fatal("the clone succeeded")
+	}
+	for _, w := range []string{"remote: harvest: could not get a credential for owner/name's upstream; try again", "error: 502"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("git's stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+	if n := len(h.up.seen()); n != 0 {
+		t.Errorf("%d requests reached the upstream", n)
+	}
+	if !strings.Contains(h.logs.String(), "installation token: GitHub said 500") {
+		t.Errorf("the log lacks the cause:\n%s", h.logs.String())
+	}
+}
