@@ -1,7 +1,6 @@
 package gitproxy
 
 import (
-	"bytes"
 	"crypto/rand"
 	"net/http"
 	"strings"
@@ -102,5 +101,4 @@ func TestLargePushStreams(t *testing.T) {
 	if p := h.gotPushes(); len(p) != 1 || !p[0].Refs[0].OK {
 		t.Errorf("OnPush: %+v, want one push that landed", p)
 	}
-	_ = bytes.MinRead
 }
