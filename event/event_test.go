@@ -23,7 +23,8 @@ func TestRoundTrip(t *testing.T) {
 		Compaction{BeforeTokens: 900, AfterTokens: 200, Pruned: 4, Summarized: true},
 		LoopDetected{Pattern: "cycle", Detail: "A-B-A-B", Action: "stopped"},
 		TodoUpdated{Items: []TodoItem{{Content: "x", Status: "pending"}}},
-		GitCommitted{Repo: "r", Branch: "b", SHA: "abc", Message: "m"}, GitPushed{Repo: "r", Branch: "b", Remote: "origin"},
+		GitCommitted{Repo: "r", Branch: "b", SHA: "abc", Message: "m", Author: "A <a@x>"}, GitPushed{Repo: "r", Branch: "b", Remote: "origin", From: "0", To: "1"},
+		GitHubFailed{Repo: "r", What: "pushing", Error: "e"},
 		PROpened{Repo: "r", Number: 4, URL: "u"}, Stuck{Text: "blocked"},
 	}
 	if len(samples) != len(registry) {

@@ -28,6 +28,7 @@ const (
 	TypeGitPushed        Type = "git.pushed"
 	TypePROpened         Type = "pr.opened"
 	TypeStuck            Type = "stuck"
+	TypeGitHubFailed     Type = "github.failed"
 )
 
 // Usage counts tokens (a provider-neutral copy of the model layer's usage, so
@@ -197,13 +198,21 @@ type GitCommitted struct {
 	Branch  string `json:"branch"`
 	SHA     string `json:"sha"`
 	Message string `json:"message"`
+	// Author is "Name <email>".
+	Author string `json:"author,omitempty"`
 }
 
-// GitPushed: a branch was pushed.
+// GitPushed: a branch was pushed (through Harvest's git endpoint: From is
+// the commit the branch was at before, zeros for a new branch; To the one
+// it is at now). Refused, when set, says why the push was refused and
+// nothing landed.
 type GitPushed struct {
-	Repo   string `json:"repo"`
-	Branch string `json:"branch"`
-	Remote string `json:"remote"`
+	Repo    string `json:"repo"`
+	Branch  string `json:"branch"`
+	Remote  string `json:"remote"`
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Refused string `json:"refused,omitempty"`
 }
 
 // PROpened: a pull request was opened.
@@ -211,6 +220,19 @@ type PROpened struct {
 	Repo   string `json:"repo"`
 	Number int    `json:"number"`
 	URL    string `json:"url"`
+	Branch string `json:"branch,omitempty"`
+	Base   string `json:"base,omitempty"`
+	Draft  bool   `json:"draft,omitempty"`
+}
+
+// GitHubFailed: publishing a turn's work or telling GitHub how the
+// session goes failed (a push, the pull request, the progress comment);
+// the session goes on, and the next turn tries again. Error never
+// carries a credential.
+type GitHubFailed struct {
+	Repo  string `json:"repo,omitempty"`
+	What  string `json:"what"`
+	Error string `json:"error"`
 }
 
 // Stuck: the agent wrote STUCK.md; Text is its content.
@@ -243,6 +265,7 @@ func (GitCommitted) EventType() Type     { return TypeGitCommitted }
 func (GitPushed) EventType() Type        { return TypeGitPushed }
 func (PROpened) EventType() Type         { return TypePROpened }
 func (Stuck) EventType() Type            { return TypeStuck }
+func (GitHubFailed) EventType() Type     { return TypeGitHubFailed }
 
 func init() {
 	for _, p := range []Payload{
@@ -251,7 +274,7 @@ func init() {
 		ToolStarted{}, ToolInputDelta{}, ToolOutput{}, ToolFinished{},
 		StepFinished{}, TurnFinished{}, TurnCancelled{}, TurnFailed{},
 		TerminalOutput{}, Compaction{}, LoopDetected{}, TodoUpdated{},
-		GitCommitted{}, GitPushed{}, PROpened{}, Stuck{},
+		GitCommitted{}, GitPushed{}, PROpened{}, Stuck{}, GitHubFailed{},
 	} {
 		register(p)
 	}

@@ -197,6 +197,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"TokenRequest":  reflect.TypeFor[TokenRequest](),
 		"Session":       reflect.TypeFor[store.Session](),
 		"Repo":          reflect.TypeFor[store.Repo](),
+		"GitHubLink":    reflect.TypeFor[store.GitHubLink](),
 		"Usage":         reflect.TypeFor[event.Usage](),
 		"View":          reflect.TypeFor[session.View](),
 		"Message":       reflect.TypeFor[store.Message](),

@@ -80,7 +80,7 @@ func (c caller) session(s *store.Session) *wire.Session {
 	}
 	w := &wire.Session{
 		ID: s.ID, Owner: s.Owner, Title: s.Title, State: wire.State(s.State), Agent: s.Agent, Model: s.Model,
-		Backend: s.Backend, Limits: s.Limits, Terminal: s.Terminal, Egress: s.Egress, Mode: s.Mode,
+		Backend: s.Backend, Limits: s.Limits, Terminal: s.Terminal, Egress: s.Egress, Mode: s.Mode, PR: s.PR, GitHub: s.GitHub,
 		Collab: wire.Collab{Workflow: s.Collab.Workflow, Mode: s.Collab.Mode, Branch: s.Collab.Branch},
 		Turns:  s.Turns, Usage: s.Usage, CostUSD: s.CostUSD, Error: s.Error,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ActiveAt: s.ActiveAt,
@@ -88,7 +88,8 @@ func (c caller) session(s *store.Session) *wire.Session {
 	}
 	admin := c.token.Admin
 	for i, r := range s.Repos {
-		w.Repos[i] = wire.Repo{Name: r.Name, Source: r.Source, Ref: r.Ref}
+		w.Repos[i] = wire.Repo{Name: r.Name, Source: r.Source, Ref: r.Ref, GitHub: r.GitHub, Branch: r.Branch, Base: r.Base,
+			Head: r.Head, Pushed: r.Pushed, PRNumber: r.PRNumber, PRURL: r.PRURL}
 		if admin {
 			w.Repos[i].Origin, w.Repos[i].Path = r.Origin, r.Path
 		}

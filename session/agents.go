@@ -180,6 +180,16 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 	if allow, ok := r.d.host.egressAllow(s); ok {
 		req.Egress, req.EgressAllow = r.d.cfg.Egress, allow
 	}
+	if f := r.d.cfg.Forge; f != nil && hasForgeRepo(s) {
+		ep, err := f.Endpoint(ctx, s, r.forgeEmit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("the git endpoint for GitHub: %w", err)
+		}
+		req.Git = ep
+	}
 	if t := s.Terminal; t != nil {
 		// Validated at create; a stored pattern that no longer compiles
 		// fails the session rather than running without its end signal.

@@ -25,8 +25,16 @@ type RepoSpec struct {
 	// Source is a directory on the server (copied, never touched) or a git
 	// URL (cloned), as the server's policy allows (Config.Sources).
 	Source string `json:"source"`
+	// GitHub names a repository on the server's GitHub ("owner/name")
+	// instead of Source (Config.Forge).
+	GitHub string `json:"github,omitempty"`
 	// Ref is a branch or commit to check out after a clone.
 	Ref string `json:"ref,omitempty"`
+	// Branch, for a GitHub repository, is the branch to work on and push
+	// instead of the session's own (harvest/{id}): a pull request's head
+	// branch for a session started from it. Set by the GitHub side, never
+	// from the wire.
+	Branch string `json:"-"`
 }
 
 // CreateRequest is everything a new session can be given.
@@ -55,6 +63,16 @@ type CreateRequest struct {
 	// hosts (or *.domain wildcards, "registries" for the common package
 	// registries) the server allows; [] for none. Absent: the server's.
 	Egress *[]string `json:"egress,omitempty"`
+	// PR is whether a turn that pushed opens a pull request: "draft" (the
+	// default), "ready" or "none". For GitHub repositories.
+	PR string `json:"pr,omitempty"`
+	// GitHub is the thread that started the session (set by the GitHub
+	// side, never from the wire).
+	GitHub *store.GitHubLink `json:"-"`
+	// ID, when set, is the new session's id (the GitHub side derives it
+	// from a webhook delivery, so a delivery processed twice makes one
+	// session: the second create is ErrConflict). Never from the wire.
+	ID string `json:"-"`
 	// Admin is set by the edge (never from the wire) when the caller is
 	// the admin: its sources may be any directory but the never-copyable
 	// ones, and any git URL (see workspace.Policy).

@@ -70,6 +70,10 @@ type Config struct {
 	// Clone bounds the clone of a URL source (workspace's defaults when
 	// zero).
 	Clone workspace.CloneOptions
+	// Forge serves repositories named "owner/name" (GitHub's; package
+	// ghbot) and publishes sessions' work there. Nil: such repositories
+	// are refused.
+	Forge Forge
 	// Models says where models are served (providers.FromEnv, or harvest
 	// sim's endpoint in tests); DefaultModel is used when a request names
 	// none ("provider/model").

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/harvest-dev/harvest/event"
@@ -58,8 +59,24 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	var problems []string
 	problems = append(problems, checkSizes(req)...)
 	id := newSessionID()
+	if req.ID != "" {
+		id = req.ID
+	}
 	srcs := make([]*workspace.Source, len(req.Repos))
+	forgeRepos := make([]string, len(req.Repos))
 	for i, r := range req.Repos {
+		if r.GitHub == "" && m.cfg.Forge != nil {
+			if repo, ok := m.cfg.Forge.Parse(r.Source); ok {
+				r.GitHub, r.Source = repo, ""
+				req.Repos[i] = r
+			}
+		}
+		if r.GitHub != "" {
+			repo, fp := m.checkForgeRepo(i, r)
+			problems = append(problems, fp...)
+			forgeRepos[i] = repo
+			continue
+		}
 		src, err := m.cfg.Sources.Resolve(r.Source, req.Admin)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("repos[%d].source: %v", i, err))
@@ -76,12 +93,16 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	names := map[string]bool{}
 	for i, r := range req.Repos {
 		src := srcs[i]
-		if src == nil {
+		if src == nil && forgeRepos[i] == "" {
 			continue
 		}
 		name := r.Name
-		if name == "" {
+		switch {
+		case name != "":
+		case src != nil:
 			name = src.Name()
+		default:
+			name = forgeRepos[i][strings.Index(forgeRepos[i], "/")+1:]
 		}
 		if !namePattern.MatchString(name) {
 			problems = append(problems, fmt.Sprintf("repos[%d].name %q: use letters, digits, '.', '-' and '_' (at most 64), starting with a letter or digit", i, name))
@@ -96,7 +117,29 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 			problems = append(problems, fmt.Sprintf("repos[%d].ref %q is not a branch, tag or commit name", i, r.Ref))
 			continue
 		}
+		if src == nil {
+			branch := r.Branch
+			if branch == "" {
+				branch = sessionBranch(id)
+			}
+			repos = append(repos, store.Repo{Name: name, Source: forgeRepos[i], GitHub: forgeRepos[i], Ref: r.Ref, Branch: branch, Path: dir + "/" + name})
+			continue
+		}
 		repos = append(repos, store.Repo{Name: name, Source: r.Source, Origin: src.String(), Ref: r.Ref, Path: dir + "/" + name})
+	}
+	pr := req.PR
+	switch {
+	case !slices.ContainsFunc(repos, func(r store.Repo) bool { return r.GitHub != "" }):
+		if pr != "" {
+			problems = append(problems, "pr is for sessions on GitHub repositories (repos[].github): leave it out")
+		}
+	case pr == "":
+		pr = store.PRDraft
+	case pr != store.PRDraft && pr != store.PRReady && pr != store.PRNone:
+		problems = append(problems, fmt.Sprintf("pr %q: use %q (the default), %q or %q", req.PR, store.PRDraft, store.PRReady, store.PRNone))
+	}
+	if collab.Workflow != "" && pr != "" {
+		problems = append(problems, "GitHub repositories cannot be in a workflow yet: leave out workflow, or use a git URL source")
 	}
 	model := req.Model
 	if model == "" {
@@ -138,6 +181,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
 		Agent: kind, Model: model, Backend: backend, Repos: repos,
 		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+		PR: pr, GitHub: req.GitHub,
 	}
 	var first *store.Message
 	if strings.TrimSpace(req.Prompt) != "" {

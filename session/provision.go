@@ -178,7 +178,7 @@ func (r *runner) checkout(ctx context.Context, sb *sandbox.Sandbox, fresh map[st
 		}
 		// A copy of the workflow's shared workspace is on its working
 		// branch already.
-		if from != fromShared {
+		if from == fromSource {
 			if err := r.checkoutRef(ctx, sb, repo); err != nil {
 				return err
 			}

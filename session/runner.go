@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/harvest-dev/harvest/agent"
@@ -43,6 +44,18 @@ type runner struct {
 	lease     *lease    // the session lock, held for a streak of turns
 	lockRetry time.Time // when a turn waiting for the lock tries again
 	lockSaid  string    // the holder last reported in a session.state event
+
+	// curTurn is the running turn's id ("" between turns), for events
+	// recorded from other goroutines (the git endpoint's pushes).
+	curTurn atomic.Pointer[string]
+}
+
+// turnNow is the running turn's id, or "".
+func (r *runner) turnNow() string {
+	if t := r.curTurn.Load(); t != nil {
+		return *t
+	}
+	return ""
 }
 
 // turnCtl is a running turn as other goroutines see it.

@@ -69,6 +69,8 @@ func (r *runner) runTurn(msg *store.Message) error {
 		return err
 	}
 	d.host.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
+	r.curTurn.Store(&tid)
+	defer r.curTurn.Store(nil)
 
 	ag := r.ag
 	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
@@ -95,6 +97,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 	if errors.Is(cause, errCancelled) && reason != "" {
 		reason += "; queued messages, if any, wait for the next message"
 	}
+	r.afterTurn(tid, out)
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	return r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {

@@ -69,7 +69,7 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 	if err := m.ensureDisk(ctx, s); err != nil { // before looking: after a reboot the workspaces are on it
 		return fresh, err
 	}
-	for _, r := range s.Repos {
+	for i, r := range s.Repos {
 		if _, err := os.Stat(r.Path); err == nil {
 			continue
 		} else if !errors.Is(err, fs.ErrNotExist) {
@@ -78,16 +78,23 @@ func (m *Manager) prepareWorkspaces(ctx context.Context, s *store.Session) (map[
 		if len(s.AgentState) > 0 {
 			return fresh, fatal(fmt.Errorf("workspace %s is gone: the agent's work in it is lost; delete the session and start a new one", r.Name))
 		}
-		src, shared, err := m.copySource(s, r)
-		if err != nil {
-			return fresh, fatal(fmt.Errorf("repository %s: %w", r.Name, err))
-		}
 		if err := os.MkdirAll(filepath.Dir(r.Path), 0o711); err != nil {
 			return fresh, fmt.Errorf("creating %s: %w (is the data directory writable?)", filepath.Dir(r.Path), err)
 		}
 		tmp := r.Path + ".copying"
 		if err := os.RemoveAll(tmp); err != nil {
 			return fresh, fmt.Errorf("removing the partial copy %s: %w", tmp, err)
+		}
+		if r.GitHub != "" {
+			if err := m.forgeCheckout(ctx, s, i, tmp, owner); err != nil {
+				return fresh, err
+			}
+			fresh[r.Name] = fromForge
+			continue
+		}
+		src, shared, err := m.copySource(s, r)
+		if err != nil {
+			return fresh, fatal(fmt.Errorf("repository %s: %w", r.Name, err))
 		}
 		copyIt := func() error {
 			_, err := workspace.Prepare(ctx, src, tmp, owner, m.cfg.Clone)
@@ -126,7 +133,40 @@ type copied int
 const (
 	fromSource copied = iota // the repository's source
 	fromShared               // the workflow's shared workspace
+	fromForge                // the forge's mirror, on the session's branch already
 )
+
+// forgeCheckout makes s.Repos[i]'s workspace from the forge (into tmp,
+// renamed into place) and records its base and head.
+func (m *Manager) forgeCheckout(ctx context.Context, s *store.Session, i int, tmp string, owner workspace.Owner) error {
+	r := s.Repos[i]
+	if m.cfg.Forge == nil {
+		return fatal(fmt.Errorf("repository %s (%s): %w", r.Name, r.GitHub, errNoForge))
+	}
+	if err := m.cfg.Forge.Checkout(ctx, s, &r, tmp, owner); err != nil {
+		os.RemoveAll(tmp)
+		if ctx.Err() != nil {
+			return err
+		}
+		// Often passing (GitHub unreachable, a token being minted): the
+		// session stays provisioning and is retried, like a lost box.
+		return fmt.Errorf("cloning %s from GitHub: %w", r.GitHub, m.diskFull(s, err))
+	}
+	if err := os.Rename(tmp, r.Path); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("workspace %s: %w", r.Name, err)
+	}
+	s.Repos[i] = r
+	_, err := m.st.UpdateSession(ctx, s.ID, func(st *store.Session) error {
+		for j := range st.Repos {
+			if st.Repos[j].Name == r.Name {
+				st.Repos[j].Base, st.Repos[j].Head = r.Base, r.Head
+			}
+		}
+		return nil
+	})
+	return err
+}
 
 // hideDataDir writes the data directory as "DATA" in a message a session's
 // owner sees (an error, a state's reason): its host path is the admin's

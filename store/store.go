@@ -78,7 +78,30 @@ type Repo struct {
 	Ref string `json:"ref,omitempty"`
 	// Path is the workspace directory on the host (only the admin sees it).
 	Path string `json:"path,omitempty"`
+
+	// GitHub is "owner/name" for a repository from GitHub: its workspace
+	// is a clone of Harvest's mirror, and its git goes through Harvest's
+	// git endpoint. The fields below are for such a repository.
+	GitHub string `json:"github,omitempty"`
+	// Branch is the branch the session works and pushes on.
+	Branch string `json:"branch,omitempty"`
+	// Base is the branch a pull request targets.
+	Base string `json:"base,omitempty"`
+	// Head is the last commit of Branch Harvest has seen in the box (its
+	// start commit until the agent commits); Pushed the last one pushed.
+	Head   string `json:"head,omitempty"`
+	Pushed string `json:"pushed,omitempty"`
+	// PRNumber and PRURL are the session's pull request, once opened.
+	PRNumber int    `json:"pr_number,omitempty"`
+	PRURL    string `json:"pr_url,omitempty"`
 }
+
+// Pull request modes (Session.PR).
+const (
+	PRDraft = "draft" // the default
+	PRReady = "ready"
+	PRNone  = "none"
+)
 
 // Limits bound a session (zero values: the defaults of package session);
 // TerminalCLI is a terminal agent's CLI. They are value types the API
@@ -87,6 +110,7 @@ type Repo struct {
 type (
 	Limits      = wire.Limits
 	TerminalCLI = wire.TerminalCLI
+	GitHubLink  = wire.GitHubLink
 )
 
 // Session is a conversation with an agent on one or more repos.
@@ -113,6 +137,11 @@ type Session struct {
 	// Mode is how a message sent while the agent works is delivered:
 	// "queue" (after the turn) or "interrupt" (cancels the turn).
 	Mode string `json:"mode"`
+	// PR is whether a turn that pushed opens a pull request: PRDraft,
+	// PRReady or PRNone ("" for a session on no GitHub repository).
+	PR string `json:"pr,omitempty"`
+	// GitHub, when not nil, is the GitHub thread the session answers.
+	GitHub *GitHubLink `json:"github,omitempty"`
 	// Sandbox is the persisted sandbox.Handle while a box exists, else nil.
 	Sandbox []byte `json:"sandbox,omitempty"`
 	// AgentState is the agent's saved conversation (agent.Agent.State).
@@ -220,6 +249,50 @@ type Token struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// Delivery states.
+const (
+	DeliveryPending = "pending" // stored, not yet processed
+	DeliveryDone    = "done"    // processed (Result says what it did)
+	DeliveryFailed  = "failed"  // processing failed for good (Result says why)
+)
+
+// Delivery is a webhook delivery (GitHub's), stored before it is
+// acknowledged and processed afterwards, exactly once.
+type Delivery struct {
+	// ID is the sender's delivery id (X-GitHub-Delivery): a redelivery
+	// has the same one, and is not stored twice.
+	ID         string    `json:"id"`
+	Event      string    `json:"event"`
+	Payload    []byte    `json:"-"`
+	ReceivedAt time.Time `json:"received_at"`
+	State      string    `json:"state"`
+	// Attempts counts processing attempts begun.
+	Attempts int       `json:"attempts"`
+	Result   string    `json:"result,omitempty"`
+	DoneAt   time.Time `json:"done_at,omitzero"`
+}
+
+// Deliveries is the part of a Store the webhook receiver uses: a durable
+// queue of deliveries.
+type Deliveries interface {
+	// AddDelivery stores d as pending (a zero ReceivedAt is now). An id
+	// already stored is ErrConflict: a redelivery.
+	AddDelivery(ctx context.Context, d *Delivery) error
+	// PendingDeliveries lists pending deliveries, oldest first, at most
+	// limit (0: all).
+	PendingDeliveries(ctx context.Context, limit int) ([]*Delivery, error)
+	// BeginDelivery counts an attempt at a pending delivery and returns
+	// it; one no longer pending is ErrConflict.
+	BeginDelivery(ctx context.Context, id string) (*Delivery, error)
+	// FinishDelivery records a pending delivery's end (DeliveryDone or
+	// DeliveryFailed) with what it did.
+	FinishDelivery(ctx context.Context, id, state, result string) error
+	GetDelivery(ctx context.Context, id string) (*Delivery, error)
+	// PruneDeliveries deletes finished deliveries received before t and
+	// returns how many.
+	PruneDeliveries(ctx context.Context, before time.Time) (int, error)
+}
+
 // EventStore is the part of a Store the journal uses: a session's events,
 // appended (with the messages they announce) and read back, and whether
 // the session exists.
@@ -242,6 +315,7 @@ type Locker interface {
 var (
 	_ EventStore = Store(nil)
 	_ Locker     = Store(nil)
+	_ Deliveries = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -302,6 +376,8 @@ type Store interface {
 	TokenByHash(ctx context.Context, hash []byte) (*Token, error)
 	ListTokens(ctx context.Context) ([]*Token, error)
 	DeleteToken(ctx context.Context, id string) error
+
+	Deliveries
 
 	Close() error
 }

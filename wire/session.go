@@ -33,6 +33,10 @@ type RepoSpec struct {
 	// Source is a directory on the server (copied, never touched) or a git
 	// URL (cloned), as the server's policy allows.
 	Source string `json:"source"`
+	// GitHub names a repository on the server's GitHub ("owner/name")
+	// instead of Source: it is cloned from Harvest's mirror onto a branch
+	// of the session's, and the box's git push goes through Harvest.
+	GitHub string `json:"github,omitempty"`
 	// Ref is a branch or commit to check out after a clone.
 	Ref string `json:"ref,omitempty"`
 }
@@ -58,6 +62,9 @@ type CreateRequest struct {
 	// Egress narrows the server's egress allowlist for this session's box;
 	// [] for none. Absent: the server's.
 	Egress *[]string `json:"egress,omitempty"`
+	// PR is whether a turn that pushed commits opens a pull request:
+	// "draft" (the default), "ready" or "none". For GitHub repositories.
+	PR string `json:"pr,omitempty"`
 }
 
 // Repo is one repository of a session, at /workspace/{Name} in its box.
@@ -70,6 +77,36 @@ type Repo struct {
 	Ref    string `json:"ref,omitempty"`
 	// Path is the workspace directory on the server (admin token only).
 	Path string `json:"path,omitempty"`
+	// GitHub is "owner/name" for a repository from GitHub; Branch the
+	// session's branch on it, Base the branch its pull request targets,
+	// Head the last commit seen on Branch, Pushed the last one pushed,
+	// PRNumber and PRURL its pull request once opened.
+	GitHub   string `json:"github,omitempty"`
+	Branch   string `json:"branch,omitempty"`
+	Base     string `json:"base,omitempty"`
+	Head     string `json:"head,omitempty"`
+	Pushed   string `json:"pushed,omitempty"`
+	PRNumber int    `json:"pr_number,omitempty"`
+	PRURL    string `json:"pr_url,omitempty"`
+}
+
+// GitHubLink is where on GitHub a session was started from, and the
+// conversation it keeps there.
+type GitHubLink struct {
+	// Repo ("owner/name") and Number are the issue or pull request whose
+	// comment (or label, or assignment) started the session; IsPR: a pull
+	// request (the session works on its head branch).
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	IsPR   bool   `json:"is_pr,omitempty"`
+	// Requester is who asked (the author of the session's commits).
+	Requester     string `json:"requester"`
+	RequesterID   int64  `json:"requester_id,omitempty"`
+	RequesterName string `json:"requester_name,omitempty"`
+	// Progress is the id of the comment Harvest edits as the session goes.
+	Progress int64 `json:"progress,omitempty"`
+	// FixAttempts counts failed check suites sent to the session.
+	FixAttempts int `json:"fix_attempts,omitempty"`
 }
 
 // Collaboration modes of a workflow's sessions (Collab.Mode).
@@ -102,6 +139,10 @@ type Session struct {
 	Terminal *TerminalCLI `json:"terminal,omitempty"`
 	Egress   *[]string    `json:"egress,omitempty"`
 	Mode     string       `json:"mode"`
+	// PR: see CreateRequest.PR ("" for no GitHub repository).
+	PR string `json:"pr,omitempty"`
+	// GitHub, when not nil, is the GitHub thread the session answers.
+	GitHub *GitHubLink `json:"github,omitempty"`
 	// Sandbox is the persisted sandbox handle while a box exists (admin
 	// token only).
 	Sandbox []byte `json:"sandbox,omitempty"`

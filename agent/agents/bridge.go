@@ -19,6 +19,7 @@ type wired struct {
 	agent.Agent
 	model     *modelBridge // nil: the agent calls the model from the host
 	egress    *EgressBridge
+	git       *gitBridge
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -47,6 +48,9 @@ func (w *wired) stop() {
 	}
 	if w.egress != nil {
 		w.egress.Close()
+	}
+	if w.git != nil {
+		w.git.stop()
 	}
 }
 

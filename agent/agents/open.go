@@ -54,6 +54,10 @@ type Request struct {
 	Instructions          string
 	Audit                 io.Writer
 	SessionID             string
+	// Git, when set, is the session's git endpoint, served in the box;
+	// its environment is added to every command the agent runs. Open
+	// takes it: the agent's Close (or a failed Open) closes it.
+	Git GitEndpoint
 	// State is what the previous agent's State returned.
 	State  []byte
 	Logger *slog.Logger
@@ -63,6 +67,12 @@ type Request struct {
 // package doc). The caller closes the agent; the box stays the caller's.
 // Errors say what to fix; a cancelled ctx's error is ctx's.
 func Open(ctx context.Context, req Request) (agent.Agent, error) {
+	gitTaken := false // by the bridge, which closes it
+	defer func() {
+		if req.Git != nil && !gitTaken {
+			req.Git.Close()
+		}
+	}()
 	k, err := Lookup(req.Kind)
 	if err != nil {
 		return nil, err
@@ -120,12 +130,21 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 			return nil, err
 		}
 	}
+	if req.Git != nil {
+		var env []string
+		gitTaken = true
+		if w.git, env, err = bridgeGit(ctx, req.Box, req.Git, req.SessionID, req.Logger); err != nil {
+			w.stop()
+			return nil, err
+		}
+		d.CommandEnv = append(d.CommandEnv, env...)
+	}
 	ag, err := k.Open(ctx, d)
 	if err != nil {
 		w.stop()
 		return nil, err
 	}
-	if w.model == nil && w.egress == nil {
+	if w.model == nil && w.egress == nil && w.git == nil {
 		return ag, nil
 	}
 	w.Agent = ag

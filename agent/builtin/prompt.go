@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/harvest-dev/harvest/agent"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 

@@ -55,6 +55,7 @@ type serveFlags struct {
 	clone      workspace.CloneOptions
 	grace      time.Duration
 	disk       diskFlags
+	github     githubFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -114,6 +115,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
+	f.github.add(fl)
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -171,6 +173,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	forge, _, err := f.github.forge(data, f.clone, logger)
+	if err != nil {
+		return exitCode(2, err)
+	}
 	eg, err := openEgress(f.egress, logger)
 	if err != nil {
 		return exitCode(2, err)
@@ -203,7 +209,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
-		Sources: sources, Clone: f.clone,
+		Sources: sources, Clone: f.clone, Forge: forge,
 		Disks: true, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
 	})
 	if err != nil {

@@ -114,6 +114,21 @@ WHERE m.state IN ('queued', 'delivered')
 	AND NOT EXISTS (SELECT 1 FROM events e WHERE e.sid = s.sid AND e.type = 'message.queued'
 		AND json_extract(CAST(e.data AS TEXT), '$.message_id') = m.id);
 `},
+	{"github", `
+ALTER TABLE sessions ADD COLUMN pr TEXT NOT NULL DEFAULT '';     -- store.PRDraft|PRReady|PRNone, '' for no GitHub repository
+ALTER TABLE sessions ADD COLUMN github TEXT NOT NULL DEFAULT ''; -- JSON store.GitHubLink, '' for none
+CREATE TABLE deliveries (
+	id          TEXT PRIMARY KEY,            -- X-GitHub-Delivery
+	event       TEXT NOT NULL,
+	payload     BLOB NOT NULL,
+	received_at INTEGER NOT NULL,
+	state       TEXT NOT NULL,               -- store.DeliveryPending|Done|Failed
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	result      TEXT NOT NULL DEFAULT '',
+	done_at     INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX deliveries_pending ON deliveries (received_at) WHERE state = 'pending';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
@@ -135,7 +150,30 @@ func (s *Store) migrate(ctx context.Context) error {
 		if have > len(migrations) {
 			return fmt.Errorf("sqlite: %s has schema version %d but this harvest knows only up to %d: it was written by a newer harvest; upgrade harvest", s.path, have, len(migrations))
 		}
-		for v := have + 1; v <= len(migrations); v++ {
+		// Every migration not recorded runs, in order (not only those after
+		// the highest recorded: a repair can be recorded as not done).
+		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+		if err != nil {
+			return fmt.Errorf("sqlite: %s: reading the applied migrations: %w", s.path, err)
+		}
+		done := map[int]bool{}
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: %s: reading the applied migrations: %w", s.path, err)
+			}
+			done[v] = true
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return fmt.Errorf("sqlite: %s: reading the applied migrations: %w", s.path, err)
+		}
+		rows.Close()
+		for v := 1; v <= len(migrations); v++ {
+			if done[v] {
+				continue
+			}
 			m := migrations[v-1]
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("sqlite: %s: migration %d (%s): %w", s.path, v, m.name, err)

@@ -12,7 +12,7 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github`
 
 // CreateSession stores s and, if first is not nil, its first message (Seq 1)
 // in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
@@ -40,7 +40,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 		defaultMessage(&m, now)
 	}
 	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
 			}
@@ -88,9 +88,15 @@ func sessionArgs(s *store.Session) ([]any, error) {
 			eg = []byte("[]")
 		}
 	}
+	var gh []byte
+	if s.GitHub != nil {
+		if gh, err = json.Marshal(s.GitHub); err != nil {
+			return nil, fmt.Errorf("encoding github: %w", err)
+		}
+	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg)}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg), s.PR, string(gh)}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -99,12 +105,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	var (
 		s                          store.Session
 		state, repos, limits, use  string
-		collab, term, eg           string
+		collab, term, eg, gh       string
 		created, updated, activeAt int64
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab, &term, &eg); err != nil {
+		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -125,6 +131,12 @@ func scanSession(r scanner) (*store.Session, error) {
 		s.Terminal = new(store.TerminalCLI)
 		if err := json.Unmarshal([]byte(term), s.Terminal); err != nil {
 			return nil, fmt.Errorf("session %s: decoding terminal: %w", s.ID, err)
+		}
+	}
+	if gh != "" {
+		s.GitHub = new(store.GitHubLink)
+		if err := json.Unmarshal([]byte(gh), s.GitHub); err != nil {
+			return nil, fmt.Errorf("session %s: decoding github: %w", s.ID, err)
 		}
 	}
 	if eg != "" {
@@ -232,7 +244,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		// args[0] is the id: move it to the WHERE.
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
-	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
 		}
 		out = sess

@@ -24,7 +24,13 @@ func fullSession(id string) *store.Session {
 		Repos: []store.Repo{
 			{Name: "api", Source: "/src/api", Ref: "main", Path: "/data/ws/api"},
 			{Name: "web", Source: "https://example.com/web.git"},
+			{Name: "app", Source: "acme/app", GitHub: "acme/app", Branch: "harvest/" + id, Base: "main",
+				Head: "0123456789abcdef0123456789abcdef01234567", Pushed: "0123456789abcdef0123456789abcdef01234567",
+				PRNumber: 42, PRURL: "https://github.com/acme/app/pull/42"},
 		},
+		PR: store.PRDraft,
+		GitHub: &store.GitHubLink{Repo: "acme/app", Number: 7, IsPR: true, Requester: "ada", RequesterID: 583231,
+			RequesterName: "Ada L", Progress: 99, FixAttempts: 1},
 		Limits: store.Limits{IdleTimeout: 5 * time.Minute, MaxLifetime: 24 * time.Hour,
 			TurnWatchdog: 30 * time.Minute, MemoryBytes: 6 << 30, MaxSteps: 50, BudgetUSD: 2.5},
 		Mode:   "queue",

@@ -1,0 +1,369 @@
+package ghbot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v75/github"
+
+	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/gh"
+	"github.com/harvest-dev/harvest/gitproxy"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+// Config is what a Service needs.
+type Config struct {
+	// GitHub is the connection (credentials, API client). Required.
+	GitHub *gh.GitHub
+	// Mirrors keeps the host's bare mirrors. Required.
+	Mirrors *workspace.Mirrors
+	// Git is the git endpoint served in boxes (nil: a new one).
+	Git *gitproxy.Proxy
+	// BaseURL is where people see a session ("https://harvest.example.com");
+	// used in pull request bodies and comments ("" leaves links out).
+	BaseURL string
+	Logger  *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Service is Harvest's GitHub side (see the package doc). It implements
+// session.Forge.
+type Service struct {
+	cfg Config
+	gh  *gh.GitHub
+	git *gitproxy.Proxy
+	log *slog.Logger
+
+	mu        sync.Mutex
+	env       map[string][]string // session → its box's git environment (the latest endpoint's)
+	defaults  map[string]string   // owner/name → default branch
+	protected map[string]protCache
+}
+
+type protCache struct {
+	protected bool
+	at        time.Time
+}
+
+// protTTL is how long a branch's protection is trusted.
+const protTTL = time.Minute
+
+var _ session.Forge = (*Service)(nil)
+
+// New makes a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.GitHub == nil || cfg.Mirrors == nil {
+		return nil, errors.New("ghbot: GitHub and Mirrors are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := cfg.Git
+	if g == nil {
+		g = gitproxy.New(gitproxy.Config{Logger: cfg.Logger})
+	}
+	return &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
+		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}}, nil
+}
+
+// Parse recognises https://GITHUB/owner/name(.git) as owner/name.
+func (s *Service) Parse(source string) (string, bool) {
+	rest, ok := strings.CutPrefix(source, s.gh.WebURL())
+	if !ok {
+		return "", false
+	}
+	rest = strings.TrimSuffix(strings.TrimSuffix(rest, "/"), ".git")
+	if !session.ForgeRepo(rest) {
+		return "", false
+	}
+	return rest, true
+}
+
+// Check accepts any well-formed repository: whether the app can reach it
+// is known when the session is provisioned (a token minted for it).
+func (s *Service) Check(repo string) error { return nil }
+
+func split(repo string) (owner, name string) {
+	owner, name, _ = strings.Cut(repo, "/")
+	return owner, name
+}
+
+func (s *Service) scope(sess *store.Session) gh.Scope {
+	var repos []string
+	for _, r := range sess.Repos {
+		if r.GitHub != "" {
+			repos = append(repos, r.GitHub)
+		}
+	}
+	return gh.SessionScope(repos...)
+}
+
+// client is the API client for the session's repositories.
+func (s *Service) client(sess *store.Session) (*github.Client, error) {
+	return s.gh.Client(s.scope(sess))
+}
+
+// defaultBranch asks GitHub for repo's default branch (cached).
+func (s *Service) defaultBranch(ctx context.Context, c *github.Client, repo string) (string, error) {
+	s.mu.Lock()
+	b, ok := s.defaults[repo]
+	s.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	owner, name := split(repo)
+	r, _, err := c.Repositories.Get(ctx, owner, name)
+	if err != nil {
+		return "", explain(err, "reading repository "+repo)
+	}
+	b = r.GetDefaultBranch()
+	if b == "" {
+		return "", fmt.Errorf("repository %s has no default branch (is it empty?)", repo)
+	}
+	s.mu.Lock()
+	s.defaults[repo] = b
+	s.mu.Unlock()
+	return b, nil
+}
+
+// Identities: who authors a session's commits and who commits them.
+func (s *Service) identities(ctx context.Context, sess *store.Session) (author, committer gh.Identity, err error) {
+	bot, err := s.gh.Bot(ctx)
+	if err != nil {
+		return gh.Identity{}, gh.Identity{}, err
+	}
+	author = bot
+	if l := sess.GitHub; l != nil && l.Requester != "" {
+		name := l.RequesterName
+		if name == "" {
+			name = l.Requester
+		}
+		author = gh.Identity{Login: l.Requester, ID: l.RequesterID, Name: name + " (Harvest)", Email: s.gh.Noreply(l.RequesterID, l.Requester)}
+	}
+	return author, bot, nil
+}
+
+// Checkout syncs the repository's mirror and clones it onto the session's
+// branch.
+func (s *Service) Checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
+	c, err := s.client(sess)
+	if err != nil {
+		return err
+	}
+	def, err := s.defaultBranch(ctx, c, r.GitHub)
+	if err != nil {
+		return err
+	}
+	scope := s.scope(sess)
+	path, err := s.cfg.Mirrors.Sync(ctx, workspace.Remote{
+		Key: mirrorKey(s.gh.WebURL(), r.GitHub), URL: s.gh.RepoURL(r.GitHub), DefaultBranch: def,
+		Auth: func(ctx context.Context) (string, string, error) {
+			t, err := s.gh.Token(ctx, scope)
+			return "x-access-token", t.Value, err
+		},
+	})
+	if err != nil {
+		return err
+	}
+	author, _, err := s.identities(ctx, sess)
+	if err != nil {
+		return err
+	}
+	ref := r.Ref
+	head, err := s.cfg.Mirrors.Clone(ctx, path, dst, workspace.Checkout{
+		Ref: ref, Branch: r.Branch, OriginURL: s.gh.RepoURL(r.GitHub), Name: author.Name, Email: author.Email, Owner: owner,
+	})
+	if err != nil {
+		return err
+	}
+	if r.Base == "" {
+		r.Base = def
+		if ref != "" && ref != r.Branch {
+			if _, err := s.cfg.Mirrors.Git(ctx, path, "rev-parse", "--verify", "--quiet", "refs/heads/"+ref); err == nil {
+				r.Base = ref
+			}
+		}
+	}
+	r.Head = head
+	return nil
+}
+
+// mirrorKey is where a repository's mirror lives: host/owner/name.
+func mirrorKey(web, repo string) string {
+	host := strings.TrimPrefix(strings.TrimPrefix(web, "https://"), "http://")
+	host = strings.NewReplacer(":", "_", "/", "").Replace(host)
+	return host + "/" + repo
+}
+
+// endpoint is a session's git endpoint grant (agents.GitEndpoint).
+type endpoint struct {
+	s      *Service
+	sess   *store.Session
+	emit   func(event.Payload)
+	env    []string // the identity
+	revoke func()
+}
+
+// Endpoint prepares the git endpoint for a box of sess.
+func (s *Service) Endpoint(ctx context.Context, sess *store.Session, emit func(event.Payload)) (agents.GitEndpoint, error) {
+	author, committer, err := s.identities(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	return &endpoint{s: s, sess: sess, emit: emit, env: []string{
+		"GIT_AUTHOR_NAME=" + author.Name, "GIT_AUTHOR_EMAIL=" + author.Email,
+		"GIT_COMMITTER_NAME=" + committer.Name, "GIT_COMMITTER_EMAIL=" + committer.Email,
+	}}, nil
+}
+
+func (e *endpoint) Bind(ln net.Listener) ([]string, error) {
+	s, sess := e.s, e.sess
+	scope := s.scope(sess)
+	c, err := s.client(sess)
+	if err != nil {
+		return nil, err
+	}
+	var repos []gitproxy.Repo
+	for _, r := range sess.Repos {
+		if r.GitHub == "" {
+			continue
+		}
+		s.mu.Lock()
+		def := s.defaults[r.GitHub]
+		s.mu.Unlock()
+		if def == "" {
+			def = r.Base // provisioning asked GitHub; after a restart, the stored base
+		}
+		repo := r.GitHub
+		repos = append(repos, gitproxy.Repo{
+			Path: repo, URL: s.gh.RepoURL(repo), DefaultBranch: def, Branches: []string{r.Branch},
+			Token: func(ctx context.Context) (string, error) {
+				t, err := s.gh.Token(ctx, scope)
+				return t.Value, err
+			},
+			Protected: func(ctx context.Context, branch string) (bool, error) { return s.isProtected(ctx, c, repo, branch) },
+		})
+	}
+	token, revoke := s.git.Grant(gitproxy.Grant{
+		Session: sess.ID, Repos: repos, Listener: ln,
+		OnPush: func(p gitproxy.Push) {
+			for _, ref := range p.Refs {
+				b := strings.TrimPrefix(ref.Ref, "refs/heads/")
+				if ref.OK {
+					e.emit(event.GitPushed{Repo: repoName(sess, p.Repo), Branch: b, Remote: "origin", From: ref.Old, To: ref.New})
+				} else {
+					e.emit(event.GitPushed{Repo: repoName(sess, p.Repo), Branch: b, Remote: "origin", From: ref.Old, To: ref.New, Refused: "GitHub: " + ref.Reason})
+				}
+			}
+		},
+		OnRefuse: func(rf gitproxy.Refusal) {
+			if rf.Op != gitproxy.OpPush {
+				return
+			}
+			for _, ref := range rf.Refs {
+				e.emit(event.GitPushed{Repo: repoName(sess, rf.Repo), Branch: strings.TrimPrefix(ref.Ref, "refs/heads/"), Remote: "origin",
+					From: ref.Old, To: ref.New, Refused: ref.Reason})
+			}
+			if len(rf.Refs) == 0 {
+				e.emit(event.GitPushed{Repo: repoName(sess, rf.Repo), Remote: "origin", Refused: rf.Reason})
+			}
+		},
+	})
+	e.revoke = revoke
+	env := append(gitproxy.BoxEnv(ln.Addr().String(), token, s.gh.WebURL()), e.env...)
+	s.mu.Lock()
+	s.env[sess.ID] = env
+	s.mu.Unlock()
+	return env, nil
+}
+
+func (e *endpoint) Serve(ctx context.Context, ln net.Listener) error { return e.s.git.Serve(ctx, ln) }
+
+func (e *endpoint) Close() {
+	if e.revoke != nil {
+		e.revoke()
+	}
+	e.s.mu.Lock()
+	delete(e.s.env, e.sess.ID)
+	e.s.mu.Unlock()
+}
+
+// repoName is the workspace name of the session's repository owner/name.
+func repoName(sess *store.Session, repo string) string {
+	for _, r := range sess.Repos {
+		if strings.EqualFold(r.GitHub, repo) {
+			return r.Name
+		}
+	}
+	return repo
+}
+
+// isProtected asks GitHub whether a branch is protected (cached briefly).
+func (s *Service) isProtected(ctx context.Context, c *github.Client, repo, branch string) (bool, error) {
+	key := repo + "\x00" + branch
+	s.mu.Lock()
+	pc, ok := s.protected[key]
+	s.mu.Unlock()
+	if ok && s.cfg.Now().Sub(pc.at) < protTTL {
+		return pc.protected, nil
+	}
+	owner, name := split(repo)
+	b, resp, err := c.Repositories.GetBranch(ctx, owner, name, branch, 0)
+	switch {
+	case resp != nil && resp.StatusCode == http.StatusNotFound:
+		pc = protCache{false, s.cfg.Now()} // a new branch: not protected
+	case err != nil:
+		return false, explain(err, "checking whether "+branch+" is protected")
+	default:
+		pc = protCache{b.GetProtected(), s.cfg.Now()}
+	}
+	s.mu.Lock()
+	s.protected[key] = pc
+	s.mu.Unlock()
+	return pc.protected, nil
+}
+
+// boxGit runs git in the session's box, in repository r, with env.
+func boxGit(ctx context.Context, box *sandbox.Sandbox, r store.Repo, env []string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	st, err := box.Run(ctx, &sandbox.Cmd{
+		Args: append([]string{"git"}, args...), Env: env,
+		Dir: box.WorkspacePath(r.Name), Stdout: &out, Stderr: &errb, OutputLimit: 1 << 20, Timeout: 2 * time.Minute,
+	})
+	if err != nil {
+		return "", err
+	}
+	if !st.Success() {
+		return out.String(), fmt.Errorf("git %s in the box (%s): %s", args[0], st, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// explain words a go-github error without anything secret.
+func explain(err error, doing string) error {
+	var ge *github.ErrorResponse
+	if errors.As(err, &ge) && ge.Response != nil {
+		return fmt.Errorf("%s: GitHub answered %d %s", doing, ge.Response.StatusCode, ge.Message)
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
