@@ -2,6 +2,7 @@ package session
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
 	"fmt"
@@ -28,6 +29,14 @@ func randomID(prefix string) string {
 }
 
 func newSessionID() string { return randomID("s-") }
+
+// DerivedID is a session id made from seed (a webhook delivery's id): the
+// same seed gives the same id, so a delivery processed twice creates one
+// session (the second Create is a conflict).
+func DerivedID(seed string) string {
+	sum := sha256.Sum256([]byte("harvest-session\x00" + seed))
+	return "s-" + strings.ToLower(lowerBase32.EncodeToString(sum[:10]))
+}
 func newMessageID() string { return randomID("m-") }
 
 func newBoxID(session string) string {

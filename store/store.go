@@ -219,6 +219,11 @@ type SessionFilter struct {
 	States []State
 	// Workflow matches the sessions of a workflow (Collab.Workflow).
 	Workflow string
+	// GitHubRepo and GitHubNumber match the sessions started from that
+	// issue or pull request (GitHubLink.Repo, compared without regard to
+	// case, and Number).
+	GitHubRepo   string
+	GitHubNumber int
 	// UpdatedBefore matches sessions last updated before it.
 	UpdatedBefore time.Time
 	// Limit bounds the result (0: no bound); newest first.

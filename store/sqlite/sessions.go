@@ -181,6 +181,10 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		where = append(where, "collab <> '{}' AND json_extract(collab, '$.workflow') = ?")
 		args = append(args, f.Workflow)
 	}
+	if f.GitHubRepo != "" {
+		where = append(where, "github <> '' AND lower(json_extract(github, '$.repo')) = lower(?) AND json_extract(github, '$.number') = ?")
+		args = append(args, f.GitHubRepo, f.GitHubNumber)
+	}
 	if !f.UpdatedBefore.IsZero() {
 		where = append(where, "updated_at < ?")
 		args = append(args, ts(f.UpdatedBefore))

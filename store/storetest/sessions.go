@@ -152,6 +152,9 @@ func testListSessions(t *testing.T, open func(*testing.T) store.Store) {
 		if i%2 == 1 {
 			sess.Collab = store.Collab{Workflow: "wf-odd", Mode: store.Sequential}
 		}
+		if i >= 3 {
+			sess.GitHub = &store.GitHubLink{Repo: "Acme/App", Number: 7 + i%2, Requester: "ada"}
+		}
 		mustCreate(t, st, sess)
 	}
 	ids := func(ss []*store.Session) []string {
@@ -178,6 +181,9 @@ func testListSessions(t *testing.T, open func(*testing.T) store.Store) {
 		{"workflow", store.SessionFilter{Workflow: "wf-odd"}, []string{"s5", "s3", "s1"}},
 		{"workflow and owner", store.SessionFilter{Workflow: "wf-odd", Owner: "a"}, []string{"s5"}},
 		{"no such workflow", store.SessionFilter{Workflow: "wf-none"}, []string{}},
+		{"github thread", store.SessionFilter{GitHubRepo: "acme/app", GitHubNumber: 8}, []string{"s5", "s3"}},
+		{"github thread and state", store.SessionFilter{GitHubRepo: "acme/app", GitHubNumber: 7, States: []store.State{store.StateStopped}}, []string{"s4"}},
+		{"no such thread", store.SessionFilter{GitHubRepo: "acme/app", GitHubNumber: 9}, []string{}},
 	} {
 		got, err := st.ListSessions(ctx, tc.f)
 		if err != nil {
