@@ -29,6 +29,7 @@ var operations = []Operation{
 	{"GET", "/repos/{owner}/{repo}/pulls"},
 	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}"},
 	{"PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"},
+	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"},
 	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"},
 	{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"},
 }
