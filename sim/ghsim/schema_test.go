@@ -300,3 +300,25 @@ func (v *validatingTransport) missing() []ghsim.Operation {
 	}
 	return out
 }
+
+// TestValidatorsReject: the validators are not vacuous; an empty object
+// and a payload missing one required field both fail.
+func TestValidatorsReject(t *testing.T) {
+	for _, k := range ghsim.WebhookKinds() {
+		if validateHook(t, k, []byte(`{}`)) == nil {
+			t.Errorf("webhook %s: {} validates", k)
+		}
+	}
+	for _, op := range ghsim.Operations() {
+		status := 200
+		if op.Method == "POST" {
+			status = 201
+		}
+		if err := validateREST(t, op, status, nil, []byte(`{"id": "x"}`)); err == nil {
+			t.Errorf("%s %s: a bad body validates", op.Method, op.Path)
+		}
+	}
+	if validateREST(t, ghsim.Operation{Method: "GET", Path: "/user"}, 200, nil, []byte(`{"login": "x"}`)) == nil {
+		t.Error("GET /user: a partial user validates")
+	}
+}
