@@ -64,6 +64,7 @@ script or cassette, 1 if serving fails.`,
 	fl.StringVar(&f.cassette, "cassette", "", "the cassette file --record writes")
 	fl.StringVar(&f.replay, "replay", "", "serve this cassette instead of a script")
 	fl.BoolVar(&f.quiet, "quiet", false, "do not log each request to stderr")
+	cmd.AddCommand(newSimGitHubCmd())
 	return cmd
 }
 

@@ -1,0 +1,126 @@
+// Package ghsim is a stand-in for GitHub: a real HTTP server that speaks
+// GitHub's REST API, git's smart HTTP protocol and GitHub's webhooks, for
+// tests of Harvest's GitHub integration.
+//
+// # Why
+//
+// Harvest acts as a GitHub App: webhooks start sessions, the host mints
+// installation tokens from the App's JWT, agents push branches, Harvest
+// opens pull requests and edits a progress comment. No GitHub is reachable
+// from our machines, and a mocked client would prove nothing about the
+// wire. So the client Harvest ships (go-github v75, pointed here with
+// WithEnterpriseURLs) runs in tests against this server, which answers as
+// GitHub does and is itself checked against GitHub's own published
+// descriptions (see Schemas), by a second client (the official
+// @octokit/rest) and by the real git CLI.
+//
+// # What it serves
+//
+// REST, at /api/v3/... (as GitHub Enterprise Server) and at the root; the
+// list is Operations (ops.go):
+//
+//	GET   /app, /repos/{o}/{r}/installation          App JWT
+//	POST  /app/installations/{id}/access_tokens      App JWT; narrowing by repositories, repository_ids, permissions (more than the installation has: 422)
+//	GET   /user                                      personal access token
+//	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission
+//	GET   .../issues/{n}; GET, POST .../issues/{n}/comments; PATCH .../issues/comments/{id}
+//	POST  reactions on issues, issue comments, review comments (201 new, 200 existing)
+//	POST, GET .../pulls; GET, PATCH .../pulls/{n}; POST .../pulls/{n}/comments (a diff comment or in_reply_to) and .../comments/{id}/replies
+//	GET   .../check-suites/{id}/check-runs
+//
+// Bodies are shaped field for field as GitHub's description requires
+// (nullable fields present as null); errors are {"message",
+// "documentation_url"} with GitHub's statuses: 401 "Bad credentials" or a
+// JWT's reason, 403 "Resource not accessible by integration", 404 for a
+// repository the credential may not see, 422 "Validation Failed" with
+// errors. Issues and pull requests share one number sequence per
+// repository; a pull request is an issue. Lists paginate (per_page, page,
+// Link).
+//
+// Credentials (auth.go) are checked as GitHub checks them: an App JWT must
+// be RS256 by the App's key, iss its id, iat not in the future (60 s of
+// skew), exp in the future and at most 10 minutes ahead. Installation
+// tokens (ghs_...) expire after Options.TokenTTL (1 h) by Options.Now and
+// carry the repositories and permissions they were minted with; personal
+// access tokens (ghp_...) act as their user with the user's role (admin,
+// write, read, none; public repositories are readable by everyone).
+//
+// Git: /{o}/{r}.git/info/refs, git-upload-pack and git-receive-pack run the
+// real git http-backend (net/http/cgi) over bare repositories in
+// Options.Dir, with GIT_CONFIG_NOSYSTEM, an empty global config, and no
+// hooks but ours. Basic auth takes a token as the password (contents:read
+// to fetch, contents:write to push); anonymous fetch of a public repository
+// is allowed; otherwise 401 with WWW-Authenticate: Basic realm="GitHub". A
+// pre-receive hook refuses updates of protected branches with GitHub's
+// "GH006: Protected branch update failed for refs/heads/NAME.". After a
+// push the branches are re-read; open pull requests whose head moved get
+// the new sha and a pull_request synchronize.
+//
+// The control API (control.go) sets things up and acts as people: CreateApp,
+// CreateInstallation, AddUser, CreateRepo (a directory's git history or one
+// commit of its files), SetPermission, ProtectBranch, OpenIssue, Comment,
+// AddLabel, Assign, OpenPull, ReviewComment (diff_hunk from git's diff of
+// base...head), CompleteCheckSuite, Token. Each is also POST
+// /_sim/github/<noun> with the same fields as JSON, for a test in another
+// process; GET /_sim/github/requests is the request log (Requests), GET
+// /_sim/github/deliveries the delivery log (?wait=1 waits for the queue to
+// drain), POST /_sim/github/deliveries/{id}/redeliver and
+// /_sim/github/apps/{id}/bad-signature the rest.
+//
+// # Webhooks
+//
+// Each action queues, for every App installed on the repository's owner
+// with a webhook URL (and subscribed to the event, if it lists events),
+// the delivery GitHub would send (WebhookKinds): issues opened, labeled,
+// assigned; issue_comment created, edited; pull_request opened (also via
+// REST), synchronize (a push), closed; pull_request_review_comment created;
+// check_suite completed. Headers: X-GitHub-Event, X-GitHub-Delivery (a
+// UUID), X-GitHub-Hook-ID, X-GitHub-Hook-Installation-Target-Type/-ID,
+// X-Hub-Signature-256 and X-Hub-Signature over the exact body, User-Agent
+// GitHub-Hookshot/...; the payload carries action, sender, repository,
+// installation {id, node_id} and the object.
+//
+// Deliveries are asynchronous: one goroutine sends them in the order they
+// were queued, so an action (which holds the lock) never waits for a
+// receiver, and a receiver may call the REST API back while it handles a
+// delivery. Each delivery's state, response status and duration are kept
+// (Deliveries); tests wait with WaitDeliveries (the queue is empty) or
+// WaitDelivery (one that matches is done), never by sleeping. Redeliver
+// sends one again with the same X-GitHub-Delivery; SetBadSignature signs
+// with a wrong secret on purpose.
+//
+// # What it does not do
+//
+// No GraphQL, no merging, no forks (a pull request's head is a branch of
+// the same repository), no reviews other than single comments, no labels
+// or assignees endpoints, no rate limits, no conditional requests (ETag),
+// no 301 for renamed repositories, no webhook retries. Installations cover
+// all of the account's repositories. Comments made by a person carry
+// performed_via_github_app null, which GitHub's issue_comment edited schema
+// does not allow; the edited event is validated on an App's comment only.
+//
+// # Concurrency
+//
+// One mutex, Server.mu, guards every domain object, the request log and
+// the delivery log. REST and control handlers hold it for their whole run,
+// including the git commands that measure a pull request or compute a
+// diff hunk; CreateRepo runs its git commands without it. git http-backend
+// runs without it; the ref re-read after a push takes it. Goroutines: the
+// HTTP server (with its handlers) and the delivery worker, both started by
+// Start and waited for by Close, which ends handler contexts, shuts the
+// server down, marks undelivered webhooks failed and removes a temporary
+// directory it made.
+//
+// # Schemas
+//
+// testdata/rest.json.gz and testdata/webhooks.json.gz are the operations
+// and webhooks served, with every component they reference, cut by
+// internal/extract from the npm tarballs @octokit/openapi@23.0.2
+// (generated/api.github.com.json, OpenAPI 3.0.3) and
+// @octokit/openapi-webhooks@12.1.0 (OpenAPI 3.1); testdata/SOURCE.json
+// records their sha512 integrity, which the tool checks. Tests validate
+// every REST response and request body with kin-openapi and every webhook
+// payload with santhosh-tekuri/jsonschema/v6, and fail if the server
+// serves an operation or webhook the subset lacks. To add one: add it to
+// ops.go, run the tool (README.md), add the handler and a test.
+package ghsim

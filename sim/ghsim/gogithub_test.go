@@ -1,0 +1,213 @@
+package ghsim_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v75/github"
+
+	"github.com/harvest-dev/harvest/sim/ghsim"
+)
+
+// authTransport adds an Authorization header, then validates.
+type authTransport struct {
+	auth string
+	next http.RoundTripper
+}
+
+func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", a.auth)
+	return a.next.RoundTrip(req)
+}
+
+// client is go-github pointed at the stand-in as Harvest points it.
+func client(t *testing.T, w *world, v *validatingTransport, auth string) *github.Client {
+	t.Helper()
+	c, err := github.NewClient(&http.Client{Transport: &authTransport{auth, v}}).WithEnterpriseURLs(w.srv.URL(), w.srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestGoGitHub drives every REST operation with go-github v75, the client
+// Harvest uses, and checks each request and response against GitHub's
+// description.
+func TestGoGitHub(t *testing.T) {
+	w := newWorld(t, ghsim.Options{})
+	v := newValidatingTransport(t)
+	ctx := ctxT(t)
+
+	appc := client(t, w, v, "Bearer "+w.jwt(t))
+	a, _, err := appc.Apps.Get(ctx, "")
+	if err != nil || a.GetID() != w.app.ID || a.GetSlug() != "harvest-test" {
+		t.Fatalf("GET /app: %v %+v", err, a)
+	}
+	inst, _, err := appc.Apps.FindRepositoryInstallation(ctx, "acme", "widget")
+	if err != nil || inst.GetID() != w.instID || inst.GetAccount().GetLogin() != "acme" {
+		t.Fatalf("GET installation: %v %+v", err, inst)
+	}
+	tok, resp, err := appc.Apps.CreateInstallationToken(ctx, w.instID, &github.InstallationTokenOptions{
+		Repositories: []string{"widget"},
+		Permissions: &github.InstallationPermissions{Contents: github.Ptr("write"), Issues: github.Ptr("write"),
+			PullRequests: github.Ptr("write"), Checks: github.Ptr("read"), Metadata: github.Ptr("read")},
+	})
+	if err != nil || resp.StatusCode != 201 || !strings.HasPrefix(tok.GetToken(), "ghs_") || len(tok.Repositories) != 1 {
+		t.Fatalf("POST access_tokens: %v %+v", err, tok)
+	}
+	if !tok.GetExpiresAt().Time.Equal(w.clock.Now().Add(time.Hour)) {
+		t.Errorf("expires_at %v, want an hour from now", tok.GetExpiresAt())
+	}
+	// Asking for more than the installation has is a 422.
+	_, resp, err = appc.Apps.CreateInstallationToken(ctx, w.instID, &github.InstallationTokenOptions{
+		Permissions: &github.InstallationPermissions{Administration: github.Ptr("write")}})
+	if err == nil || resp.StatusCode != 422 {
+		t.Errorf("over-asking: %v", err)
+	}
+
+	gh := client(t, w, v, "token "+tok.GetToken())
+	alice := client(t, w, v, "Bearer "+w.alice.Token)
+
+	me, _, err := alice.Users.Get(ctx, "")
+	if err != nil || me.GetLogin() != "alice" {
+		t.Fatalf("GET /user: %v %+v", err, me)
+	}
+	repo, _, err := gh.Repositories.Get(ctx, "acme", "widget")
+	if err != nil || repo.GetDefaultBranch() != "main" || !repo.GetPrivate() || repo.GetCloneURL() != w.srv.URL()+"/acme/widget.git" {
+		t.Fatalf("GET repo: %v %+v", err, repo)
+	}
+	if err := w.srv.ProtectBranch(ghsim.ProtectionSpec{Repo: "acme/widget", Branch: "main", Protected: true}); err != nil {
+		t.Fatal(err)
+	}
+	br, _, err := gh.Repositories.GetBranch(ctx, "acme", "widget", "main", 0)
+	if err != nil || !br.GetProtected() || br.GetCommit().GetCommit().GetMessage() != "first" {
+		t.Fatalf("GET branch: %v %+v", err, br)
+	}
+	perm, _, err := gh.Repositories.GetPermissionLevel(ctx, "acme", "widget", "bob")
+	if err != nil || perm.GetPermission() != "read" {
+		t.Fatalf("GET permission: %v %+v", err, perm)
+	}
+
+	n, err := w.srv.OpenIssue(ghsim.IssueSpec{Login: "alice", Repo: "acme/widget", Title: "Fix it", Body: "please"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, _, err := gh.Issues.Get(ctx, "acme", "widget", n)
+	if err != nil || is.GetTitle() != "Fix it" || is.GetUser().GetLogin() != "alice" {
+		t.Fatalf("GET issue: %v %+v", err, is)
+	}
+	c, resp, err := gh.Issues.CreateComment(ctx, "acme", "widget", n, &github.IssueComment{Body: github.Ptr("Working on it")})
+	if err != nil || resp.StatusCode != 201 || c.GetUser().GetLogin() != "harvest-test[bot]" {
+		t.Fatalf("POST comment: %v %+v", err, c)
+	}
+	c, _, err = gh.Issues.EditComment(ctx, "acme", "widget", c.GetID(), &github.IssueComment{Body: github.Ptr("Done")})
+	if err != nil || c.GetBody() != "Done" {
+		t.Fatalf("PATCH comment: %v %+v", err, c)
+	}
+	cs, _, err := gh.Issues.ListComments(ctx, "acme", "widget", n, nil)
+	if err != nil || len(cs) != 1 || cs[0].GetBody() != "Done" {
+		t.Fatalf("GET comments: %v %+v", err, cs)
+	}
+	_, resp, err = gh.Reactions.CreateIssueCommentReaction(ctx, "acme", "widget", c.GetID(), "eyes")
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("react comment: %v", err)
+	}
+	_, resp, err = gh.Reactions.CreateIssueCommentReaction(ctx, "acme", "widget", c.GetID(), "eyes")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("react again: %v %d, want 200", err, resp.StatusCode)
+	}
+	if _, resp, err = gh.Reactions.CreateIssueReaction(ctx, "acme", "widget", n, "rocket"); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("react issue: %v", err)
+	}
+
+	pr, resp, err := gh.PullRequests.Create(ctx, "acme", "widget", &github.NewPullRequest{
+		Title: github.Ptr("Feature"), Head: github.Ptr("feature"), Base: github.Ptr("main"),
+		Body: github.Ptr("Fixes #1"), Draft: github.Ptr(true)})
+	if err != nil || resp.StatusCode != 201 || !pr.GetDraft() || pr.GetNumber() != n+1 || pr.GetAdditions() != 3 || pr.GetChangedFiles() != 1 {
+		t.Fatalf("POST pulls: %v %+v", err, pr)
+	}
+	_, resp, err = gh.PullRequests.Create(ctx, "acme", "widget", &github.NewPullRequest{
+		Title: github.Ptr("Again"), Head: github.Ptr("acme:feature"), Base: github.Ptr("main")})
+	if err == nil || resp.StatusCode != 422 || !strings.Contains(err.Error(), "A pull request already exists for acme:feature.") {
+		t.Errorf("second PR: %v", err)
+	}
+	_, resp, err = gh.PullRequests.Create(ctx, "acme", "widget", &github.NewPullRequest{
+		Title: github.Ptr("Nope"), Head: github.Ptr("no-such"), Base: github.Ptr("main")})
+	if err == nil || resp.StatusCode != 422 {
+		t.Errorf("PR from a missing branch: %v", err)
+	}
+	prs, _, err := gh.PullRequests.List(ctx, "acme", "widget", &github.PullRequestListOptions{State: "open", Head: "acme:feature", Base: "main"})
+	if err != nil || len(prs) != 1 || prs[0].GetNumber() != pr.GetNumber() {
+		t.Fatalf("GET pulls: %v %+v", err, prs)
+	}
+	if prs, _, _ = gh.PullRequests.List(ctx, "acme", "widget", &github.PullRequestListOptions{Head: "acme:other"}); len(prs) != 0 {
+		t.Errorf("head filter: %d PRs", len(prs))
+	}
+	got, _, err := gh.PullRequests.Get(ctx, "acme", "widget", pr.GetNumber())
+	if err != nil || got.GetHead().GetRef() != "feature" || got.GetHead().GetSHA() == "" {
+		t.Fatalf("GET pull: %v %+v", err, got)
+	}
+	got, _, err = gh.PullRequests.Edit(ctx, "acme", "widget", pr.GetNumber(), &github.PullRequest{Title: github.Ptr("Feature, ready"), Body: github.Ptr("Fixes #1\n\nprogress")})
+	if err != nil || got.GetTitle() != "Feature, ready" {
+		t.Fatalf("PATCH pull: %v %+v", err, got)
+	}
+	// A PR is an issue: its comments are issue comments.
+	if _, _, err := gh.Issues.CreateComment(ctx, "acme", "widget", pr.GetNumber(), &github.IssueComment{Body: github.Ptr("on the PR")}); err != nil {
+		t.Fatalf("comment on PR: %v", err)
+	}
+
+	rcID, err := w.srv.ReviewComment(ctx, ghsim.ReviewCommentSpec{Login: "alice", Repo: "acme/widget", Number: pr.GetNumber(), Path: "app.go", Line: 4, Body: "why four?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, resp, err := gh.PullRequests.CreateCommentInReplyTo(ctx, "acme", "widget", pr.GetNumber(), "because", rcID)
+	if err != nil || resp.StatusCode != 201 || reply.GetInReplyTo() != rcID || reply.GetPath() != "app.go" {
+		t.Fatalf("reply: %v %+v", err, reply)
+	}
+	if !strings.HasPrefix(reply.GetDiffHunk(), "@@ -1,") || !strings.HasSuffix(reply.GetDiffHunk(), "+line four") {
+		t.Errorf("diff_hunk %q", reply.GetDiffHunk())
+	}
+	// The replies endpoint, which matches GitHub's description.
+	req, _ := gh.NewRequest("POST", fmt.Sprintf("repos/acme/widget/pulls/%d/comments/%d/replies", pr.GetNumber(), rcID), map[string]string{"body": "again"})
+	var reply2 github.PullRequestComment
+	if resp, err := gh.Do(ctx, req, &reply2); err != nil || resp.StatusCode != 201 || reply2.GetInReplyTo() != rcID {
+		t.Fatalf("replies: %v %+v", err, reply2)
+	}
+	if _, resp, err = gh.Reactions.CreatePullRequestCommentReaction(ctx, "acme", "widget", rcID, "+1"); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("react review comment: %v", err)
+	}
+
+	suite, err := w.srv.CompleteCheckSuite(ctx, ghsim.CheckSuiteSpec{Repo: "acme/widget", Number: pr.GetNumber(),
+		Runs: []ghsim.CheckRunSpec{{Name: "test", Conclusion: "failure", Title: "2 failed", Summary: "TestA, TestB", Text: "--- FAIL: TestA"},
+			{Name: "lint", Conclusion: "success"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _, err := gh.Checks.ListCheckRunsCheckSuite(ctx, "acme", "widget", suite, nil)
+	if err != nil || runs.GetTotal() != 2 || runs.CheckRuns[0].GetOutput().GetText() != "--- FAIL: TestA" || runs.CheckRuns[0].GetConclusion() != "failure" {
+		t.Fatalf("check runs: %v %+v", err, runs)
+	}
+	if len(runs.CheckRuns[0].PullRequests) != 1 {
+		t.Errorf("check run pull_requests: %+v", runs.CheckRuns[0].PullRequests)
+	}
+
+	// Close it (pull_request closed).
+	if got, _, err = gh.PullRequests.Edit(ctx, "acme", "widget", pr.GetNumber(), &github.PullRequest{State: github.Ptr("closed")}); err != nil || got.GetState() != "closed" {
+		t.Fatalf("close: %v", err)
+	}
+
+	// REST is served at the root too.
+	root := github.NewClient(&http.Client{Transport: &authTransport{"token " + tok.GetToken(), v}})
+	root.BaseURL, _ = root.BaseURL.Parse(w.srv.URL() + "/")
+	if r, _, err := root.Repositories.Get(ctx, "acme", "widget"); err != nil || r.GetName() != "widget" {
+		t.Errorf("GET repo at the root: %v", err)
+	}
+
+	if m := v.missing(); len(m) > 0 {
+		t.Errorf("operations not exercised: %v", m)
+	}
+}

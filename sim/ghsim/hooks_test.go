@@ -1,0 +1,136 @@
+package ghsim_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-github/v75/github"
+
+	"github.com/harvest-dev/harvest/sim/ghsim"
+)
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+// TestWebhooks makes every kind of webhook the stand-in sends, checks the
+// headers as GitHub sets them and each payload against GitHub's webhook
+// schema, then redelivers one and sends one with a bad signature.
+func TestWebhooks(t *testing.T) {
+	w := newWorld(t, ghsim.Options{})
+	ctx := ctxT(t)
+	v := newValidatingTransport(t)
+	tok, err := w.srv.Token(w.instID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := client(t, w, v, "token "+tok)
+
+	n, err := w.srv.OpenIssue(ghsim.IssueSpec{Login: "alice", Repo: "acme/widget", Title: "Bug", Body: "it breaks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.srv.AddLabel(ghsim.LabelSpec{Login: "alice", Repo: "acme/widget", Number: n, Label: "harvest"}))
+	must(w.srv.Assign(ghsim.AssignSpec{Login: "alice", Repo: "acme/widget", Number: n, Assignee: w.app.BotLogin}))
+	_, err = w.srv.Comment(ghsim.CommentSpec{Login: "bob", Repo: "acme/widget", Number: n, Body: "@harvest-test fix this"})
+	must(err)
+	c, _, err := gh.Issues.CreateComment(ctx, "acme", "widget", n, &github.IssueComment{Body: github.Ptr("On it")})
+	must(err)
+	_, _, err = gh.Issues.EditComment(ctx, "acme", "widget", c.GetID(), &github.IssueComment{Body: github.Ptr("Done")})
+	must(err)
+	pr, _, err := gh.PullRequests.Create(ctx, "acme", "widget", &github.NewPullRequest{Title: github.Ptr("Fix"), Head: github.Ptr("feature"), Base: github.Ptr("main")})
+	must(err)
+	_, err = w.srv.ReviewComment(ctx, ghsim.ReviewCommentSpec{Login: "alice", Repo: "acme/widget", Number: pr.GetNumber(), Path: "app.go", Line: 11, Body: "and this?"})
+	must(err)
+	_, err = w.srv.CompleteCheckSuite(ctx, ghsim.CheckSuiteSpec{Repo: "acme/widget", Number: pr.GetNumber(),
+		Runs: []ghsim.CheckRunSpec{{Name: "test", Conclusion: "failure", Title: "1 failed", Summary: "TestX", Text: "boom"}}})
+	must(err)
+	// A push to the PR's branch: pull_request synchronize.
+	dir := t.TempDir()
+	url := strings.Replace(w.srv.URL(), "http://", "http://x-access-token:"+tok+"@", 1) + "/acme/widget.git"
+	mustGit(t, dir, "clone", "-q", "-b", "feature", url, ".")
+	mustGit(t, dir, "commit", "-q", "--allow-empty", "-m", "more")
+	mustGit(t, dir, "push", "-q", "origin", "feature")
+	_, _, err = gh.PullRequests.Edit(ctx, "acme", "widget", pr.GetNumber(), &github.PullRequest{State: github.Ptr("closed")})
+	must(err)
+
+	ds, err := w.srv.WaitDeliveries(ctx)
+	must(err)
+	seen := map[ghsim.WebhookKind]bool{}
+	got := w.hooks.all()
+	if len(got) != len(ds) {
+		t.Fatalf("receiver got %d, log has %d", len(got), len(ds))
+	}
+	for i, d := range ds {
+		seen[d.Kind] = true
+		if d.State != ghsim.DeliveryDelivered || d.StatusCode != http.StatusAccepted || d.Duration <= 0 {
+			t.Errorf("delivery %d %s: %+v", i, d.Kind, d)
+		}
+		r := got[i]
+		h := r.Header
+		if !r.SigOK || !strings.HasPrefix(h.Get("X-Hub-Signature"), "sha1=") {
+			t.Errorf("%s: signature %q does not verify", d.Kind, h.Get("X-Hub-Signature-256"))
+		}
+		if h.Get("X-GitHub-Event") != d.Event || h.Get("X-GitHub-Delivery") != d.GUID || !uuidRE.MatchString(d.GUID) ||
+			h.Get("X-GitHub-Hook-ID") == "" || h.Get("X-GitHub-Hook-Installation-Target-Type") != "integration" ||
+			h.Get("X-GitHub-Hook-Installation-Target-ID") != jsonNum(w.app.ID) || !strings.HasPrefix(h.Get("User-Agent"), "GitHub-Hookshot/") ||
+			h.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: headers %v", d.Kind, h)
+		}
+		if err := validateHook(t, d.Kind, r.Body); err != nil {
+			t.Errorf("%s payload does not match GitHub's schema: %v\n%s", d.Kind, err, r.Body)
+		}
+		var p struct {
+			Action       string `json:"action"`
+			Installation struct {
+				ID int64 `json:"id"`
+			} `json:"installation"`
+			Sender struct {
+				Login string `json:"login"`
+			} `json:"sender"`
+		}
+		json.Unmarshal(r.Body, &p)
+		if p.Action != d.Action || p.Installation.ID != w.instID || p.Sender.Login == "" {
+			t.Errorf("%s: action %q installation %d sender %q", d.Kind, p.Action, p.Installation.ID, p.Sender.Login)
+		}
+	}
+	for _, k := range ghsim.WebhookKinds() {
+		if !seen[k] {
+			t.Errorf("no %s delivered", k)
+		}
+	}
+
+	// Redeliver: same GUID and body.
+	first := ds[0]
+	id, err := w.srv.Redeliver(first.ID)
+	must(err)
+	re, err := w.srv.WaitDelivery(ctx, func(d ghsim.Delivery) bool { return d.ID == id })
+	must(err)
+	last := w.hooks.all()[len(w.hooks.all())-1]
+	if !re.Redelivery || re.GUID != first.GUID || last.Header.Get("X-GitHub-Delivery") != first.GUID || string(last.Body) != string(first.Payload) {
+		t.Errorf("redelivery: %+v", re)
+	}
+
+	// A bad signature on purpose; the receiver's 401 is logged.
+	must(w.srv.SetBadSignature(w.app.ID, true))
+	w.hooks.mu.Lock()
+	w.hooks.status = http.StatusUnauthorized
+	w.hooks.mu.Unlock()
+	_, err = w.srv.Comment(ghsim.CommentSpec{Login: "alice", Repo: "acme/widget", Number: n, Body: "forged?"})
+	must(err)
+	ds, err = w.srv.WaitDeliveries(ctx)
+	must(err)
+	bad := ds[len(ds)-1]
+	if !bad.BadSignature || bad.StatusCode != http.StatusUnauthorized || w.hooks.all()[len(ds)-1].SigOK {
+		t.Errorf("bad signature delivery: %+v", bad)
+	}
+}
+
+func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }

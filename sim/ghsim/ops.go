@@ -1,0 +1,64 @@
+package ghsim
+
+// An Operation is one REST operation the stand-in serves, named as GitHub's
+// OpenAPI description names it: the method and the path template exactly as
+// they appear under "paths". The schema subset in testdata holds exactly
+// these (see internal/extract), and a test fails if the two drift apart.
+type Operation struct {
+	Method string // GET, POST, PATCH
+	Path   string // like /repos/{owner}/{repo}/issues/{issue_number}
+}
+
+// operations is the REST subset, in the order the doc lists it.
+var operations = []Operation{
+	{"GET", "/app"},
+	{"GET", "/repos/{owner}/{repo}/installation"},
+	{"POST", "/app/installations/{installation_id}/access_tokens"},
+	{"GET", "/user"},
+	{"GET", "/repos/{owner}/{repo}"},
+	{"GET", "/repos/{owner}/{repo}/branches/{branch}"},
+	{"GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"},
+	{"GET", "/repos/{owner}/{repo}/issues/{issue_number}"},
+	{"GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments"},
+	{"POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"},
+	{"PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}"},
+	{"POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"},
+	{"POST", "/repos/{owner}/{repo}/issues/{issue_number}/reactions"},
+	{"POST", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"},
+	{"POST", "/repos/{owner}/{repo}/pulls"},
+	{"GET", "/repos/{owner}/{repo}/pulls"},
+	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}"},
+	{"PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"},
+	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"},
+	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"},
+	{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"},
+}
+
+// Operations returns the REST operations the stand-in serves.
+func Operations() []Operation { return append([]Operation(nil), operations...) }
+
+// A WebhookKind names one webhook the stand-in delivers as the webhooks
+// OpenAPI description keys it: event "-" action, underscores as dashes
+// (issue_comment created is "issue-comment-created").
+type WebhookKind string
+
+// The webhooks the stand-in delivers.
+const (
+	HookIssueCommentCreated      WebhookKind = "issue-comment-created"
+	HookIssueCommentEdited       WebhookKind = "issue-comment-edited"
+	HookIssuesOpened             WebhookKind = "issues-opened"
+	HookIssuesLabeled            WebhookKind = "issues-labeled"
+	HookIssuesAssigned           WebhookKind = "issues-assigned"
+	HookPullRequestOpened        WebhookKind = "pull-request-opened"
+	HookPullRequestSynchronize   WebhookKind = "pull-request-synchronize"
+	HookPullRequestClosed        WebhookKind = "pull-request-closed"
+	HookPullRequestReviewComment WebhookKind = "pull-request-review-comment-created"
+	HookCheckSuiteCompleted      WebhookKind = "check-suite-completed"
+)
+
+// WebhookKinds lists every kind the stand-in delivers.
+func WebhookKinds() []WebhookKind {
+	return []WebhookKind{HookIssueCommentCreated, HookIssueCommentEdited, HookIssuesOpened,
+		HookIssuesLabeled, HookIssuesAssigned, HookPullRequestOpened, HookPullRequestSynchronize,
+		HookPullRequestClosed, HookPullRequestReviewComment, HookCheckSuiteCompleted}
+}

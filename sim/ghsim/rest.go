@@ -1,0 +1,865 @@
+package ghsim
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The REST handlers. Each takes s.mu for its whole run: reads and writes of
+// the domain, the wire shape built from it, and the webhooks it queues.
+
+func decodeBody(w http.ResponseWriter, req *http.Request, v any) bool {
+	dec := json.NewDecoder(req.Body)
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return false
+	}
+	return true
+}
+
+func invalid(w http.ResponseWriter, resource, field, code, msg string) {
+	writeError(w, http.StatusUnprocessableEntity, "Validation Failed",
+		fieldError{Resource: resource, Field: field, Code: code, Message: msg})
+}
+
+func (s *Server) getApp(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.appAuth(w, req)
+	if a == nil {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.wApp(a))
+}
+
+func (s *Server) getRepoInstallation(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.appAuth(w, req)
+	if a == nil {
+		return
+	}
+	r := s.repoByName(req.PathValue("owner"), req.PathValue("repo"))
+	if r != nil {
+		for _, in := range s.insts {
+			if in.app == a && in.account == r.owner {
+				writeJSON(w, http.StatusOK, s.wInstallation(in))
+				return
+			}
+		}
+	}
+	writeError(w, http.StatusNotFound, "Not Found")
+}
+
+type tokenRequest struct {
+	Repositories  []string          `json:"repositories"`
+	RepositoryIDs []int64           `json:"repository_ids"`
+	Permissions   map[string]string `json:"permissions"`
+}
+
+type wireToken struct {
+	Token               string            `json:"token"`
+	ExpiresAt           string            `json:"expires_at"`
+	Permissions         map[string]string `json:"permissions"`
+	RepositorySelection string            `json:"repository_selection"`
+	Repositories        []*wireRepo       `json:"repositories,omitempty"`
+}
+
+func (s *Server) createToken(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.appAuth(w, req)
+	if a == nil {
+		return
+	}
+	id, _ := strconv.ParseInt(req.PathValue("installation_id"), 10, 64)
+	in := s.insts[id]
+	if in == nil || in.app != a {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	var body tokenRequest
+	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
+		return
+	}
+	tok, err := s.mint(in, body)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	out := wireToken{Token: tok.value, ExpiresAt: ts(tok.expires), Permissions: tok.perms, RepositorySelection: "all"}
+	if tok.repos != nil {
+		out.RepositorySelection = "selected"
+		for _, r := range s.sortedRepos() {
+			if tok.repos[r.id] {
+				out.Repositories = append(out.Repositories, s.wRepo(r))
+			}
+		}
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// mint makes an installation token narrowed as body asks. Called with s.mu
+// held.
+func (s *Server) mint(in *installation, body tokenRequest) (*token, error) {
+	t := &token{kind: tokInstallation, value: newToken("ghs_"), inst: in,
+		perms: map[string]string{}, expires: s.now().Add(s.opts.TokenTTL)}
+	for k, v := range in.app.permissions {
+		t.perms[k] = v
+	}
+	if len(body.Permissions) > 0 {
+		t.perms = map[string]string{}
+		for k, v := range body.Permissions {
+			if levelRank(v) == 0 || levelRank(in.app.permissions[k]) < levelRank(v) {
+				return nil, fmt.Errorf("The permissions requested are not granted to this installation.")
+			}
+			t.perms[k] = v
+		}
+	}
+	if len(body.Repositories) > 0 || len(body.RepositoryIDs) > 0 {
+		t.repos = map[int64]bool{}
+		for _, name := range body.Repositories {
+			r := s.repoByName(in.account.login, name)
+			if r == nil {
+				return nil, fmt.Errorf("There is at least one repository that does not exist or is not accessible to the parent installation.")
+			}
+			t.repos[r.id] = true
+		}
+		for _, id := range body.RepositoryIDs {
+			r := s.repos[id]
+			if r == nil || r.owner != in.account {
+				return nil, fmt.Errorf("There is at least one repository that does not exist or is not accessible to the parent installation.")
+			}
+			t.repos[r.id] = true
+		}
+	}
+	s.tokens[t.value] = t
+	return t, nil
+}
+
+func (s *Server) sortedRepos() []*repo {
+	l := make([]*repo, 0, len(s.repos))
+	for _, r := range s.repos {
+		l = append(l, r)
+	}
+	slices.SortFunc(l, func(a, b *repo) int { return cmp.Compare(a.id, b.id) })
+	return l
+}
+
+func (s *Server) getUser(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok, ok := s.tokenAuth(w, req)
+	if !ok {
+		return
+	}
+	switch {
+	case tok == nil:
+		writeError(w, http.StatusUnauthorized, "Requires authentication")
+	case tok.kind == tokInstallation:
+		writeError(w, http.StatusForbidden, "Resource not accessible by integration")
+	default:
+		writeJSON(w, http.StatusOK, s.wPrivateUser(tok.user))
+	}
+}
+
+func (s *Server) getRepo(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, ok := s.repoFor(w, req, "metadata", "read")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.wRepo(r))
+}
+
+type wireBranch struct {
+	Name   string     `json:"name"`
+	Commit wireCommit `json:"commit"`
+	Links  struct {
+		HTML string `json:"html"`
+		Self string `json:"self"`
+	} `json:"_links"`
+	Protected  bool `json:"protected"`
+	Protection struct {
+		Enabled              bool `json:"enabled"`
+		RequiredStatusChecks struct {
+			EnforcementLevel string   `json:"enforcement_level"`
+			Contexts         []string `json:"contexts"`
+			Checks           []string `json:"checks"`
+		} `json:"required_status_checks"`
+	} `json:"protection"`
+	ProtectionURL string `json:"protection_url"`
+}
+
+func (s *Server) getBranch(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, ok := s.repoFor(w, req, "contents", "read")
+	if !ok {
+		return
+	}
+	name := req.PathValue("branch")
+	sha, ok := r.branches[name]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Branch not found")
+		return
+	}
+	c, err := s.readCommit(req.Context(), r, sha)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	api := s.api + "/repos/" + r.fullName() + "/branches/" + name
+	var out wireBranch
+	out.Name, out.Commit, out.Protected = name, s.wCommit(r, c), r.protected[name]
+	out.Links.HTML, out.Links.Self = s.base+"/"+r.fullName()+"/tree/"+name, api
+	out.Protection.Enabled = r.protected[name]
+	out.Protection.RequiredStatusChecks.EnforcementLevel = "off"
+	out.Protection.RequiredStatusChecks.Contexts = []string{}
+	out.Protection.RequiredStatusChecks.Checks = []string{}
+	out.ProtectionURL = api + "/protection"
+	writeJSON(w, http.StatusOK, out)
+}
+
+type wireCollaborator struct {
+	wireUser
+	Permissions map[string]bool `json:"permissions"`
+	RoleName    string          `json:"role_name"`
+}
+
+type wirePermission struct {
+	Permission string            `json:"permission"`
+	RoleName   string            `json:"role_name"`
+	User       *wireCollaborator `json:"user"`
+}
+
+func (s *Server) getPermission(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, ok := s.repoFor(w, req, "metadata", "read")
+	if !ok {
+		return
+	}
+	u := s.users[strings.ToLower(req.PathValue("username"))]
+	if u == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	role := s.role(u, r)
+	if role == PermNone && !r.private {
+		role = PermRead
+	}
+	c := &wireCollaborator{wireUser: *s.wUser(u), RoleName: string(role), Permissions: map[string]bool{
+		"admin": role == PermAdmin, "maintain": role == PermAdmin, "push": role.rank() >= 2,
+		"triage": role.rank() >= 2, "pull": role.rank() >= 1}}
+	writeJSON(w, http.StatusOK, wirePermission{Permission: string(role), RoleName: string(role), User: c})
+}
+
+// issueFor resolves {issue_number}; on failure it has written the error.
+func (s *Server) issueFor(w http.ResponseWriter, req *http.Request, perm, level string) (*issue, *token, bool) {
+	r, tok, ok := s.repoFor(w, req, perm, level)
+	if !ok {
+		return nil, nil, false
+	}
+	n, _ := strconv.Atoi(req.PathValue("issue_number"))
+	is := r.issues[n]
+	if is == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return nil, nil, false
+	}
+	return is, tok, true
+}
+
+func (s *Server) getIssue(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, _, ok := s.issueFor(w, req, "issues", "read")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.wIssue(is))
+}
+
+func (s *Server) listComments(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, _, ok := s.issueFor(w, req, "issues", "read")
+	if !ok {
+		return
+	}
+	out := []wireComment{}
+	for _, c := range is.comments {
+		out = append(out, s.wComment(c))
+	}
+	writeJSON(w, http.StatusOK, paginate(w, req, out))
+}
+
+// paginate serves one page of l as GitHub does (per_page default 30, at
+// most 100; page from 1), with a Link header to the next and last pages.
+func paginate[T any](w http.ResponseWriter, req *http.Request, l []T) []T {
+	per, _ := strconv.Atoi(req.URL.Query().Get("per_page"))
+	if per <= 0 {
+		per = 30
+	}
+	per = min(per, 100)
+	page, _ := strconv.Atoi(req.URL.Query().Get("page"))
+	page = max(page, 1)
+	last := max((len(l)+per-1)/per, 1)
+	if page < last {
+		u := *req.URL
+		q := u.Query()
+		link := func(p int, rel string) string {
+			q.Set("page", strconv.Itoa(p))
+			u.RawQuery = q.Encode()
+			return fmt.Sprintf(`<%s>; rel="%s"`, u.String(), rel)
+		}
+		w.Header().Set("Link", link(page+1, "next")+", "+link(last, "last"))
+	}
+	lo := min((page-1)*per, len(l))
+	return l[lo:min(lo+per, len(l))]
+}
+
+type commentRequest struct {
+	Body *string `json:"body"`
+}
+
+// commentPerm is the App permission writing on is needs.
+func commentPerm(is *issue) string {
+	if is.pr != nil {
+		return "pull_requests"
+	}
+	return "issues"
+}
+
+func (s *Server) createComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, tok, ok := s.issueFor(w, req, "metadata", "read")
+	if !ok {
+		return
+	}
+	if !s.canWriteOn(w, tok, is) {
+		return
+	}
+	var body commentRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	if body.Body == nil || *body.Body == "" {
+		invalid(w, "IssueComment", "body", "missing_field", "")
+		return
+	}
+	c := s.addComment(is, s.tokenActor(tok), tokenApp(tok), *body.Body)
+	writeJSON(w, http.StatusCreated, s.wComment(c))
+}
+
+// canWriteOn checks that tok may write comments and reactions on is.
+func (s *Server) canWriteOn(w http.ResponseWriter, tok *token, is *issue) bool {
+	if tok == nil {
+		writeError(w, http.StatusUnauthorized, "Requires authentication")
+		return false
+	}
+	if tok.kind == tokInstallation && !s.tokenCan(tok, is.repo, "issues", "write") && !s.tokenCan(tok, is.repo, commentPerm(is), "write") {
+		writeError(w, http.StatusForbidden, "Resource not accessible by integration")
+		return false
+	}
+	return true
+}
+
+// addComment records a comment and queues issue_comment created.
+func (s *Server) addComment(is *issue, by *user, via *app, body string) *comment {
+	now := s.now()
+	c := &comment{id: s.newID(), issue: is, body: body, user: by, app: via, created: now, updated: now}
+	is.comments = append(is.comments, c)
+	is.updated = now
+	s.emitComment(c, "created", by, nil)
+	return c
+}
+
+func (s *Server) findComment(r *repo, id int64) *comment {
+	for _, is := range r.issues {
+		for _, c := range is.comments {
+			if c.id == id {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) findReviewComment(r *repo, id int64) *reviewComment {
+	for _, is := range r.issues {
+		if is.pr == nil {
+			continue
+		}
+		for _, c := range is.pr.review {
+			if c.id == id {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) updateComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, tok, ok := s.repoFor(w, req, "metadata", "read")
+	if !ok {
+		return
+	}
+	id, _ := strconv.ParseInt(req.PathValue("comment_id"), 10, 64)
+	c := s.findComment(r, id)
+	if c == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if !s.canWriteOn(w, tok, c.issue) {
+		return
+	}
+	actor := s.tokenActor(tok)
+	if actor != c.user && s.role(actor, r).rank() < PermWrite.rank() && tok.kind == tokPAT {
+		writeError(w, http.StatusForbidden, "You must have write access to edit other users' comments")
+		return
+	}
+	var body commentRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	if body.Body == nil {
+		invalid(w, "IssueComment", "body", "missing_field", "")
+		return
+	}
+	from := c.body
+	c.body = *body.Body
+	c.updated = s.now()
+	s.emitComment(c, "edited", actor, &from)
+	writeJSON(w, http.StatusOK, s.wComment(c))
+}
+
+type reactionRequest struct {
+	Content string `json:"content"`
+}
+
+// react adds a reaction to list, or finds the one that user already gave
+// with that content (200, as GitHub answers).
+func (s *Server) react(w http.ResponseWriter, req *http.Request, tok *token, list *[]*reaction) {
+	var body reactionRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	if !slices.Contains(reactionContents, body.Content) {
+		invalid(w, "Reaction", "content", "invalid", "")
+		return
+	}
+	actor := s.tokenActor(tok)
+	for _, r := range *list {
+		if r.user == actor && r.content == body.Content {
+			writeJSON(w, http.StatusOK, s.wReaction(r))
+			return
+		}
+	}
+	r := &reaction{id: s.newID(), user: actor, content: body.Content, created: s.now()}
+	*list = append(*list, r)
+	writeJSON(w, http.StatusCreated, s.wReaction(r))
+}
+
+func (s *Server) reactIssueComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, tok, ok := s.repoFor(w, req, "metadata", "read")
+	if !ok {
+		return
+	}
+	id, _ := strconv.ParseInt(req.PathValue("comment_id"), 10, 64)
+	c := s.findComment(r, id)
+	if c == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if s.canWriteOn(w, tok, c.issue) {
+		s.react(w, req, tok, &c.reactions)
+	}
+}
+
+func (s *Server) reactIssue(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, tok, ok := s.issueFor(w, req, "metadata", "read")
+	if ok && s.canWriteOn(w, tok, is) {
+		s.react(w, req, tok, &is.reactions)
+	}
+}
+
+func (s *Server) reactReviewComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, tok, ok := s.repoFor(w, req, "metadata", "read")
+	if !ok {
+		return
+	}
+	id, _ := strconv.ParseInt(req.PathValue("comment_id"), 10, 64)
+	c := s.findReviewComment(r, id)
+	if c == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if s.canWriteOn(w, tok, c.pr) {
+		s.react(w, req, tok, &c.reactions)
+	}
+}
+
+type pullRequest struct {
+	Title               *string `json:"title"`
+	Head                string  `json:"head"`
+	Base                string  `json:"base"`
+	Body                *string `json:"body"`
+	Draft               bool    `json:"draft"`
+	MaintainerCanModify *bool   `json:"maintainer_can_modify"`
+	Issue               *int    `json:"issue"`
+}
+
+// headBranch accepts "branch" and "owner:branch" of the repo's own owner.
+func headBranch(r *repo, head string) (string, bool) {
+	if o, b, ok := strings.Cut(head, ":"); ok {
+		return b, strings.EqualFold(o, r.owner.login)
+	}
+	return head, true
+}
+
+func (s *Server) createPull(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, tok, ok := s.repoFor(w, req, "pull_requests", "write")
+	if !ok {
+		return
+	}
+	if tok == nil {
+		writeError(w, http.StatusUnauthorized, "Requires authentication")
+		return
+	}
+	var body pullRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	switch {
+	case body.Title == nil && body.Issue == nil:
+		invalid(w, "PullRequest", "title", "missing_field", "")
+		return
+	case body.Head == "":
+		invalid(w, "PullRequest", "head", "missing_field", "")
+		return
+	case body.Base == "":
+		invalid(w, "PullRequest", "base", "missing_field", "")
+		return
+	}
+	head, own := headBranch(r, body.Head)
+	headSHA, ok := r.branches[head]
+	if !own || !ok {
+		invalid(w, "PullRequest", "head", "invalid", "")
+		return
+	}
+	baseSHA, ok := r.branches[body.Base]
+	if !ok {
+		invalid(w, "PullRequest", "base", "invalid", "")
+		return
+	}
+	if headSHA == baseSHA {
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed",
+			fieldError{Resource: "PullRequest", Code: "custom", Message: "No commits between " + body.Base + " and " + head})
+		return
+	}
+	for _, is := range r.issues {
+		if is.pr != nil && is.state == "open" && is.pr.head == head && is.pr.base == body.Base {
+			writeError(w, http.StatusUnprocessableEntity, "Validation Failed",
+				fieldError{Resource: "PullRequest", Code: "custom", Message: "A pull request already exists for " + r.owner.login + ":" + head + "."})
+			return
+		}
+	}
+	title := ""
+	if body.Title != nil {
+		title = *body.Title
+	}
+	text := ""
+	if body.Body != nil {
+		text = *body.Body
+	}
+	is := s.openPull(r, s.tokenActor(tok), tokenApp(tok), title, text, head, body.Base, body.Draft)
+	if body.MaintainerCanModify != nil {
+		is.pr.maintMod = *body.MaintainerCanModify
+	}
+	writeJSON(w, http.StatusCreated, s.wFullPR(is))
+}
+
+// openPull records a pull request (also an issue) and queues pull_request
+// opened. The branches must exist.
+func (s *Server) openPull(r *repo, by *user, via *app, title, body, head, base string, draft bool) *issue {
+	now := s.now()
+	r.nextNumber++
+	is := &issue{id: s.newID(), repo: r, number: r.nextNumber, title: title, body: body, user: by, app: via,
+		state: "open", created: now, updated: now,
+		pr: &pull{id: s.newID(), head: head, headSHA: r.branches[head], base: base, baseSHA: r.branches[base],
+			draft: draft, maintMod: true}}
+	r.issues[is.number] = is
+	s.emitPR(r, is, "opened", by, nil)
+	return is
+}
+
+func (s *Server) listPulls(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, ok := s.repoFor(w, req, "pull_requests", "read")
+	if !ok {
+		return
+	}
+	q := req.URL.Query()
+	state := cmp.Or(q.Get("state"), "open")
+	if state != "open" && state != "closed" && state != "all" {
+		invalid(w, "PullRequest", "state", "invalid", "")
+		return
+	}
+	out := []wirePR{}
+	for _, is := range sortedIssues(r) {
+		if is.pr == nil || (state != "all" && is.state != state) {
+			continue
+		}
+		if h := q.Get("head"); h != "" {
+			o, b, _ := strings.Cut(h, ":")
+			if !strings.EqualFold(o, r.owner.login) || (b != "" && b != is.pr.head) {
+				continue
+			}
+		}
+		if b := q.Get("base"); b != "" && b != is.pr.base {
+			continue
+		}
+		out = append(out, s.wPR(is))
+	}
+	if q.Get("direction") != "asc" {
+		slices.Reverse(out) // newest first, GitHub's default for sort=created
+	}
+	writeJSON(w, http.StatusOK, paginate(w, req, out))
+}
+
+// pullFor resolves {pull_number}; on failure it has written the error.
+func (s *Server) pullFor(w http.ResponseWriter, req *http.Request, level string) (*issue, *token, bool) {
+	r, tok, ok := s.repoFor(w, req, "pull_requests", level)
+	if !ok {
+		return nil, nil, false
+	}
+	n, _ := strconv.Atoi(req.PathValue("pull_number"))
+	is := r.issues[n]
+	if is == nil || is.pr == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return nil, nil, false
+	}
+	return is, tok, true
+}
+
+func (s *Server) getPull(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, _, ok := s.pullFor(w, req, "read")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.wFullPR(is))
+}
+
+type pullUpdate struct {
+	Title               *string `json:"title"`
+	Body                *string `json:"body"`
+	State               *string `json:"state"`
+	Base                *string `json:"base"`
+	MaintainerCanModify *bool   `json:"maintainer_can_modify"`
+}
+
+func (s *Server) updatePull(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, tok, ok := s.pullFor(w, req, "write")
+	if !ok {
+		return
+	}
+	actor := s.tokenActor(tok)
+	if tok == nil || (tok.kind == tokPAT && actor != is.user && s.role(actor, is.repo).rank() < PermWrite.rank()) {
+		writeError(w, http.StatusForbidden, "Resource not accessible by personal access token")
+		return
+	}
+	var body pullUpdate
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	if body.State != nil && *body.State != "open" && *body.State != "closed" {
+		invalid(w, "PullRequest", "state", "invalid", "")
+		return
+	}
+	if body.Base != nil {
+		sha, ok := is.repo.branches[*body.Base]
+		if !ok {
+			invalid(w, "PullRequest", "base", "invalid", "")
+			return
+		}
+		is.pr.base, is.pr.baseSHA = *body.Base, sha
+	}
+	if body.Title != nil {
+		is.title = *body.Title
+	}
+	if body.Body != nil {
+		is.body = *body.Body
+	}
+	if body.MaintainerCanModify != nil {
+		is.pr.maintMod = *body.MaintainerCanModify
+	}
+	is.updated = s.now()
+	if body.State != nil && *body.State != is.state {
+		is.state = *body.State
+		if is.state == "closed" {
+			is.closed = s.now()
+			s.emitPR(is.repo, is, "closed", actor, nil)
+		} else {
+			is.closed = time.Time{}
+		}
+	}
+	writeJSON(w, http.StatusOK, s.wFullPR(is))
+}
+
+type replyRequest struct {
+	Body string `json:"body"`
+}
+
+// reviewCommentRequest is POST /pulls/{n}/comments' body.
+type reviewCommentRequest struct {
+	Body      string `json:"body"`
+	CommitID  string `json:"commit_id"`
+	Path      string `json:"path"`
+	Line      int    `json:"line"`
+	Side      string `json:"side"`
+	InReplyTo int64  `json:"in_reply_to"`
+}
+
+// createReviewComment serves a new comment on a diff line, or a reply
+// (in_reply_to), which is how go-github's CreateCommentInReplyTo replies.
+func (s *Server) createReviewComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, tok, ok := s.pullFor(w, req, "write")
+	if !ok {
+		return
+	}
+	if tok == nil {
+		writeError(w, http.StatusUnauthorized, "Requires authentication")
+		return
+	}
+	var body reviewCommentRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	if body.Body == "" {
+		invalid(w, "PullRequestReviewComment", "body", "missing_field", "")
+		return
+	}
+	if body.InReplyTo != 0 {
+		s.reply(w, tok, is, body.InReplyTo, body.Body)
+		return
+	}
+	if body.Path == "" || body.Line == 0 {
+		invalid(w, "PullRequestReviewComment", "path", "missing_field", "")
+		return
+	}
+	hunk, err := s.diffHunk(req.Context(), is.repo, is.pr.baseSHA, is.pr.headSHA, body.Path, body.Line)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, "Validation Failed", fieldError{Resource: "PullRequestReviewComment",
+			Field: "pull_request_review_thread.line", Code: "custom", Message: "could not be resolved"})
+		return
+	}
+	c := s.addReviewComment(is, s.tokenActor(tok), tokenApp(tok), body.Body, body.Path, body.Line, is.pr.headSHA, hunk)
+	writeJSON(w, http.StatusCreated, s.wReviewComment(c))
+}
+
+func (s *Server) replyReviewComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is, tok, ok := s.pullFor(w, req, "write")
+	if !ok {
+		return
+	}
+	if tok == nil {
+		writeError(w, http.StatusUnauthorized, "Requires authentication")
+		return
+	}
+	id, _ := strconv.ParseInt(req.PathValue("comment_id"), 10, 64)
+	var body replyRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	if body.Body == "" {
+		invalid(w, "PullRequestReviewComment", "body", "missing_field", "")
+		return
+	}
+	s.reply(w, tok, is, id, body.Body)
+}
+
+// reply answers review comment id of is.
+func (s *Server) reply(w http.ResponseWriter, tok *token, is *issue, id int64, text string) {
+	var parent *reviewComment
+	for _, c := range is.pr.review {
+		if c.id == id {
+			parent = c
+		}
+	}
+	if parent == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	c := s.addReviewComment(is, s.tokenActor(tok), tokenApp(tok), text, parent.path, parent.line, parent.commitID, parent.diffHunk)
+	c.inReplyTo = parent.id
+	writeJSON(w, http.StatusCreated, s.wReviewComment(c))
+}
+
+// addReviewComment records a review comment and queues
+// pull_request_review_comment created.
+func (s *Server) addReviewComment(is *issue, by *user, via *app, body, path string, line int, commit, hunk string) *reviewComment {
+	now := s.now()
+	c := &reviewComment{id: s.newID(), pr: is, body: body, user: by, app: via, path: path, line: line,
+		commitID: commit, diffHunk: hunk, created: now, updated: now}
+	is.pr.review = append(is.pr.review, c)
+	s.emitReviewComment(c, by)
+	return c
+}
+
+type wireCheckRuns struct {
+	TotalCount int            `json:"total_count"`
+	CheckRuns  []wireCheckRun `json:"check_runs"`
+}
+
+func (s *Server) listCheckRuns(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, ok := s.repoFor(w, req, "checks", "read")
+	if !ok {
+		return
+	}
+	id, _ := strconv.ParseInt(req.PathValue("check_suite_id"), 10, 64)
+	cs := s.suites[id]
+	if cs == nil || cs.repo != r {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	out := wireCheckRuns{CheckRuns: []wireCheckRun{}}
+	for _, cr := range cs.runs {
+		if n := req.URL.Query().Get("check_name"); n != "" && n != cr.name {
+			continue
+		}
+		out.CheckRuns = append(out.CheckRuns, s.wCheckRun(cr))
+	}
+	out.TotalCount = len(out.CheckRuns)
+	out.CheckRuns = paginate(w, req, out.CheckRuns)
+	writeJSON(w, http.StatusOK, out)
+}

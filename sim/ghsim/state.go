@@ -1,0 +1,205 @@
+package ghsim
+
+import (
+	"crypto/rsa"
+	"time"
+)
+
+// The domain: what the stand-in stores. Everything here is guarded by
+// Server.mu; wire shapes (wire.go) are built from it under the same lock.
+
+// Permission is a user's role on a repository, weakest first.
+type Permission string
+
+// Repository roles, as GitHub's collaborator permission endpoint names them.
+const (
+	PermNone  Permission = "none"
+	PermRead  Permission = "read"
+	PermWrite Permission = "write"
+	PermAdmin Permission = "admin"
+)
+
+func (p Permission) rank() int {
+	switch p {
+	case PermRead:
+		return 1
+	case PermWrite:
+		return 2
+	case PermAdmin:
+		return 3
+	}
+	return 0
+}
+
+func (p Permission) valid() bool { return p == PermNone || p.rank() > 0 }
+
+// levelRank orders an App permission level ("read" < "write" < "admin").
+func levelRank(l string) int { return Permission(l).rank() }
+
+type user struct {
+	id      int64
+	login   string
+	typ     string // User, Organization, Bot
+	name    string
+	email   string
+	pat     string // "" for bots and organizations
+	created time.Time
+}
+
+type app struct {
+	id          int64
+	slug        string
+	name        string
+	owner       *user
+	key         *rsa.PublicKey
+	webhookURL  string
+	secret      string
+	hookID      int64
+	permissions map[string]string
+	events      []string
+	bot         *user // slug[bot], the author of what its tokens write
+	badSig      bool  // deliveries carry a wrong signature
+	created     time.Time
+}
+
+type installation struct {
+	id      int64
+	app     *app
+	account *user
+	created time.Time
+}
+
+type tokenKind int
+
+const (
+	tokInstallation tokenKind = iota + 1
+	tokPAT
+)
+
+type token struct {
+	kind    tokenKind
+	value   string
+	inst    *installation     // tokInstallation
+	repos   map[int64]bool    // tokInstallation: nil means every repo of the account
+	perms   map[string]string // tokInstallation
+	user    *user             // tokPAT
+	expires time.Time         // tokInstallation
+}
+
+type repo struct {
+	id            int64
+	owner         *user
+	name          string
+	private       bool
+	defaultBranch string
+	description   string
+	created       time.Time
+	pushed        time.Time
+	protected     map[string]bool
+	perms         map[string]Permission // login → role; the owner is admin
+	nextNumber    int                   // issues and PRs share it
+	issues        map[int]*issue
+	branches      map[string]string // name → sha, refreshed after every push
+}
+
+func (r *repo) fullName() string { return r.owner.login + "/" + r.name }
+
+type label struct {
+	id    int64
+	name  string
+	color string
+}
+
+type issue struct {
+	id        int64
+	repo      *repo
+	number    int
+	title     string
+	body      string
+	user      *user
+	app       *app // set when written with an installation token
+	state     string
+	labels    []*label
+	assignees []*user
+	created   time.Time
+	updated   time.Time
+	closed    time.Time
+	comments  []*comment
+	reactions []*reaction
+	pr        *pull // non-nil: this issue is a pull request
+}
+
+type pull struct {
+	id        int64
+	head      string // branch name in the same repo
+	headSHA   string
+	base      string
+	baseSHA   string // the base branch's sha when last computed
+	draft     bool
+	review    []*reviewComment
+	maintMod  bool
+	closedBy  *user
+	mergedSHA string
+}
+
+type comment struct {
+	id        int64
+	issue     *issue
+	body      string
+	user      *user
+	app       *app
+	created   time.Time
+	updated   time.Time
+	reactions []*reaction
+}
+
+type reviewComment struct {
+	id        int64
+	pr        *issue
+	body      string
+	user      *user
+	app       *app
+	path      string
+	line      int
+	commitID  string
+	diffHunk  string
+	inReplyTo int64
+	created   time.Time
+	updated   time.Time
+	reactions []*reaction
+}
+
+type reaction struct {
+	id      int64
+	user    *user
+	content string
+	created time.Time
+}
+
+type checkSuite struct {
+	id      int64
+	repo    *repo
+	app     *app
+	headSHA string
+	branch  string
+	status  string
+	concl   string
+	runs    []*checkRun
+	created time.Time
+	updated time.Time
+}
+
+type checkRun struct {
+	id      int64
+	suite   *checkSuite
+	name    string
+	concl   string
+	title   string
+	summary string
+	text    string
+	started time.Time
+	done    time.Time
+}
+
+// reactionContents are the reactions GitHub accepts.
+var reactionContents = []string{"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}

@@ -1,0 +1,823 @@
+package ghsim
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Wire shapes: the JSON GitHub sends, field for field as its OpenAPI
+// description requires them (nullable fields present as null). They are
+// built from the domain under Server.mu and never kept.
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func tsOrNil(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := ts(t)
+	return &s
+}
+
+func strOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nodeID(kind string, id int64) string {
+	return base64.RawStdEncoding.EncodeToString(fmt.Appendf(nil, "0:%s%d", kind, id))
+}
+
+type wireUser struct {
+	Login             string  `json:"login"`
+	ID                int64   `json:"id"`
+	NodeID            string  `json:"node_id"`
+	AvatarURL         string  `json:"avatar_url"`
+	GravatarID        *string `json:"gravatar_id"`
+	URL               string  `json:"url"`
+	HTMLURL           string  `json:"html_url"`
+	FollowersURL      string  `json:"followers_url"`
+	FollowingURL      string  `json:"following_url"`
+	GistsURL          string  `json:"gists_url"`
+	StarredURL        string  `json:"starred_url"`
+	SubscriptionsURL  string  `json:"subscriptions_url"`
+	OrganizationsURL  string  `json:"organizations_url"`
+	ReposURL          string  `json:"repos_url"`
+	EventsURL         string  `json:"events_url"`
+	ReceivedEventsURL string  `json:"received_events_url"`
+	Type              string  `json:"type"`
+	UserViewType      string  `json:"user_view_type"`
+	SiteAdmin         bool    `json:"site_admin"`
+}
+
+func (s *Server) wUser(u *user) *wireUser {
+	if u == nil {
+		return nil
+	}
+	api := s.api + "/users/" + u.login
+	empty := ""
+	return &wireUser{
+		Login: u.login, ID: u.id, NodeID: nodeID(u.typ, u.id),
+		AvatarURL: fmt.Sprintf("%s/avatars/u/%d?v=4", s.base, u.id), GravatarID: &empty,
+		URL: api, HTMLURL: s.base + "/" + u.login,
+		FollowersURL: api + "/followers", FollowingURL: api + "/following{/other_user}",
+		GistsURL: api + "/gists{/gist_id}", StarredURL: api + "/starred{/owner}{/repo}",
+		SubscriptionsURL: api + "/subscriptions", OrganizationsURL: api + "/orgs",
+		ReposURL: api + "/repos", EventsURL: api + "/events{/privacy}",
+		ReceivedEventsURL: api + "/received_events", Type: u.typ, UserViewType: "public",
+	}
+}
+
+// wirePrivateUser is GET /user's shape for the token's own user.
+type wirePrivateUser struct {
+	wireUser
+	Name                    *string `json:"name"`
+	Company                 *string `json:"company"`
+	Blog                    *string `json:"blog"`
+	Location                *string `json:"location"`
+	Email                   *string `json:"email"`
+	Hireable                *bool   `json:"hireable"`
+	Bio                     *string `json:"bio"`
+	TwitterUsername         *string `json:"twitter_username"`
+	NotificationEmail       *string `json:"notification_email"`
+	PublicRepos             int     `json:"public_repos"`
+	PublicGists             int     `json:"public_gists"`
+	Followers               int     `json:"followers"`
+	Following               int     `json:"following"`
+	CreatedAt               string  `json:"created_at"`
+	UpdatedAt               string  `json:"updated_at"`
+	PrivateGists            int     `json:"private_gists"`
+	TotalPrivateRepos       int     `json:"total_private_repos"`
+	OwnedPrivateRepos       int     `json:"owned_private_repos"`
+	DiskUsage               int     `json:"disk_usage"`
+	Collaborators           int     `json:"collaborators"`
+	TwoFactorAuthentication bool    `json:"two_factor_authentication"`
+}
+
+func (s *Server) wPrivateUser(u *user) wirePrivateUser {
+	w := wirePrivateUser{wireUser: *s.wUser(u), Name: strOrNil(u.name), Email: strOrNil(u.email),
+		CreatedAt: ts(u.created), UpdatedAt: ts(u.created)}
+	for _, r := range s.repos {
+		if r.owner == u {
+			if r.private {
+				w.OwnedPrivateRepos++
+				w.TotalPrivateRepos++
+			} else {
+				w.PublicRepos++
+			}
+		}
+	}
+	return w
+}
+
+type wireApp struct {
+	ID          int64             `json:"id"`
+	Slug        string            `json:"slug"`
+	NodeID      string            `json:"node_id"`
+	ClientID    string            `json:"client_id"`
+	Owner       *wireUser         `json:"owner"`
+	Name        string            `json:"name"`
+	Description *string           `json:"description"`
+	ExternalURL string            `json:"external_url"`
+	HTMLURL     string            `json:"html_url"`
+	CreatedAt   string            `json:"created_at"`
+	UpdatedAt   string            `json:"updated_at"`
+	Permissions map[string]string `json:"permissions"`
+	Events      []string          `json:"events"`
+}
+
+func (s *Server) wApp(a *app) *wireApp {
+	if a == nil {
+		return nil
+	}
+	return &wireApp{ID: a.id, Slug: a.slug, NodeID: nodeID("Integration", a.id),
+		ClientID: fmt.Sprintf("Iv1.%016x", a.id), Owner: s.wUser(a.owner), Name: a.name,
+		ExternalURL: s.base, HTMLURL: s.base + "/apps/" + a.slug,
+		CreatedAt: ts(a.created), UpdatedAt: ts(a.created),
+		Permissions: a.permissions, Events: nonNil(a.events)}
+}
+
+func nonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}
+
+type wireInstallation struct {
+	ID                  int64             `json:"id"`
+	ClientID            string            `json:"client_id"`
+	Account             *wireUser         `json:"account"`
+	RepositorySelection string            `json:"repository_selection"`
+	AccessTokensURL     string            `json:"access_tokens_url"`
+	RepositoriesURL     string            `json:"repositories_url"`
+	HTMLURL             string            `json:"html_url"`
+	AppID               int64             `json:"app_id"`
+	AppSlug             string            `json:"app_slug"`
+	TargetID            int64             `json:"target_id"`
+	TargetType          string            `json:"target_type"`
+	Permissions         map[string]string `json:"permissions"`
+	Events              []string          `json:"events"`
+	CreatedAt           string            `json:"created_at"`
+	UpdatedAt           string            `json:"updated_at"`
+	SingleFileName      *string           `json:"single_file_name"`
+	HasMultipleSingle   bool              `json:"has_multiple_single_files"`
+	SingleFilePaths     []string          `json:"single_file_paths"`
+	SuspendedBy         *wireUser         `json:"suspended_by"`
+	SuspendedAt         *string           `json:"suspended_at"`
+}
+
+func (s *Server) wInstallation(in *installation) wireInstallation {
+	return wireInstallation{ID: in.id, ClientID: fmt.Sprintf("Iv1.%016x", in.app.id),
+		Account: s.wUser(in.account), RepositorySelection: "all",
+		AccessTokensURL: fmt.Sprintf("%s/app/installations/%d/access_tokens", s.api, in.id),
+		RepositoriesURL: s.api + "/installation/repositories",
+		HTMLURL:         fmt.Sprintf("%s/settings/installations/%d", s.base, in.id),
+		AppID:           in.app.id, AppSlug: in.app.slug, TargetID: in.account.id, TargetType: in.account.typ,
+		Permissions: in.app.permissions, Events: nonNil(in.app.events),
+		CreatedAt: ts(in.created), UpdatedAt: ts(in.created), SingleFilePaths: []string{}}
+}
+
+type wireRepo struct {
+	ID               int64     `json:"id"`
+	NodeID           string    `json:"node_id"`
+	Name             string    `json:"name"`
+	FullName         string    `json:"full_name"`
+	Private          bool      `json:"private"`
+	Owner            *wireUser `json:"owner"`
+	HTMLURL          string    `json:"html_url"`
+	Description      *string   `json:"description"`
+	Fork             bool      `json:"fork"`
+	URL              string    `json:"url"`
+	ArchiveURL       string    `json:"archive_url"`
+	AssigneesURL     string    `json:"assignees_url"`
+	BlobsURL         string    `json:"blobs_url"`
+	BranchesURL      string    `json:"branches_url"`
+	CollaboratorsURL string    `json:"collaborators_url"`
+	CommentsURL      string    `json:"comments_url"`
+	CommitsURL       string    `json:"commits_url"`
+	CompareURL       string    `json:"compare_url"`
+	ContentsURL      string    `json:"contents_url"`
+	ContributorsURL  string    `json:"contributors_url"`
+	DeploymentsURL   string    `json:"deployments_url"`
+	DownloadsURL     string    `json:"downloads_url"`
+	EventsURL        string    `json:"events_url"`
+	ForksURL         string    `json:"forks_url"`
+	GitCommitsURL    string    `json:"git_commits_url"`
+	GitRefsURL       string    `json:"git_refs_url"`
+	GitTagsURL       string    `json:"git_tags_url"`
+	GitURL           string    `json:"git_url"`
+	IssueCommentURL  string    `json:"issue_comment_url"`
+	IssueEventsURL   string    `json:"issue_events_url"`
+	IssuesURL        string    `json:"issues_url"`
+	KeysURL          string    `json:"keys_url"`
+	LabelsURL        string    `json:"labels_url"`
+	LanguagesURL     string    `json:"languages_url"`
+	MergesURL        string    `json:"merges_url"`
+	MilestonesURL    string    `json:"milestones_url"`
+	NotificationsURL string    `json:"notifications_url"`
+	PullsURL         string    `json:"pulls_url"`
+	ReleasesURL      string    `json:"releases_url"`
+	SSHURL           string    `json:"ssh_url"`
+	StargazersURL    string    `json:"stargazers_url"`
+	StatusesURL      string    `json:"statuses_url"`
+	SubscribersURL   string    `json:"subscribers_url"`
+	SubscriptionURL  string    `json:"subscription_url"`
+	TagsURL          string    `json:"tags_url"`
+	TeamsURL         string    `json:"teams_url"`
+	TreesURL         string    `json:"trees_url"`
+	CloneURL         string    `json:"clone_url"`
+	MirrorURL        *string   `json:"mirror_url"`
+	HooksURL         string    `json:"hooks_url"`
+	SvnURL           string    `json:"svn_url"`
+	Homepage         *string   `json:"homepage"`
+	Language         *string   `json:"language"`
+	ForksCount       int       `json:"forks_count"`
+	StargazersCount  int       `json:"stargazers_count"`
+	WatchersCount    int       `json:"watchers_count"`
+	Size             int       `json:"size"`
+	DefaultBranch    string    `json:"default_branch"`
+	OpenIssuesCount  int       `json:"open_issues_count"`
+	IsTemplate       bool      `json:"is_template"`
+	Topics           []string  `json:"topics"`
+	HasIssues        bool      `json:"has_issues"`
+	HasProjects      bool      `json:"has_projects"`
+	HasWiki          bool      `json:"has_wiki"`
+	HasPages         bool      `json:"has_pages"`
+	HasDownloads     bool      `json:"has_downloads"`
+	HasDiscussions   bool      `json:"has_discussions"`
+	Archived         bool      `json:"archived"`
+	Disabled         bool      `json:"disabled"`
+	Visibility       string    `json:"visibility"`
+	PushedAt         string    `json:"pushed_at"`
+	CreatedAt        string    `json:"created_at"`
+	UpdatedAt        string    `json:"updated_at"`
+	AllowForking     bool      `json:"allow_forking"`
+	WebCommitSignoff bool      `json:"web_commit_signoff_required"`
+	License          *struct{} `json:"license"`
+	Forks            int       `json:"forks"`
+	OpenIssues       int       `json:"open_issues"`
+	Watchers         int       `json:"watchers"`
+	// full-repository only; present everywhere, which GitHub's shapes allow.
+	NetworkCount     int `json:"network_count"`
+	SubscribersCount int `json:"subscribers_count"`
+}
+
+func (s *Server) wRepo(r *repo) *wireRepo {
+	api := s.api + "/repos/" + r.fullName()
+	html := s.base + "/" + r.fullName()
+	vis := "public"
+	if r.private {
+		vis = "private"
+	}
+	open := 0
+	for _, is := range r.issues {
+		if is.state == "open" {
+			open++
+		}
+	}
+	host := strings.TrimPrefix(strings.TrimPrefix(s.base, "http://"), "https://")
+	return &wireRepo{
+		ID: r.id, NodeID: nodeID("Repository", r.id), Name: r.name, FullName: r.fullName(),
+		Private: r.private, Owner: s.wUser(r.owner), HTMLURL: html, Description: strOrNil(r.description),
+		URL: api, ArchiveURL: api + "/{archive_format}{/ref}", AssigneesURL: api + "/assignees{/user}",
+		BlobsURL: api + "/git/blobs{/sha}", BranchesURL: api + "/branches{/branch}",
+		CollaboratorsURL: api + "/collaborators{/collaborator}", CommentsURL: api + "/comments{/number}",
+		CommitsURL: api + "/commits{/sha}", CompareURL: api + "/compare/{base}...{head}",
+		ContentsURL: api + "/contents/{+path}", ContributorsURL: api + "/contributors",
+		DeploymentsURL: api + "/deployments", DownloadsURL: api + "/downloads", EventsURL: api + "/events",
+		ForksURL: api + "/forks", GitCommitsURL: api + "/git/commits{/sha}", GitRefsURL: api + "/git/refs{/sha}",
+		GitTagsURL: api + "/git/tags{/sha}", GitURL: "git://" + host + "/" + r.fullName() + ".git",
+		IssueCommentURL: api + "/issues/comments{/number}", IssueEventsURL: api + "/issues/events{/number}",
+		IssuesURL: api + "/issues{/number}", KeysURL: api + "/keys{/key_id}", LabelsURL: api + "/labels{/name}",
+		LanguagesURL: api + "/languages", MergesURL: api + "/merges", MilestonesURL: api + "/milestones{/number}",
+		NotificationsURL: api + "/notifications{?since,all,participating}", PullsURL: api + "/pulls{/number}",
+		ReleasesURL: api + "/releases{/id}", SSHURL: "git@" + host + ":" + r.fullName() + ".git",
+		StargazersURL: api + "/stargazers", StatusesURL: api + "/statuses/{sha}",
+		SubscribersURL: api + "/subscribers", SubscriptionURL: api + "/subscription", TagsURL: api + "/tags",
+		TeamsURL: api + "/teams", TreesURL: api + "/git/trees{/sha}", CloneURL: html + ".git",
+		HooksURL: api + "/hooks", SvnURL: html, DefaultBranch: r.defaultBranch,
+		OpenIssuesCount: open, Topics: []string{}, HasIssues: true, HasProjects: true, HasWiki: true,
+		HasDownloads: true, Visibility: vis, PushedAt: ts(r.pushed), CreatedAt: ts(r.created),
+		UpdatedAt: ts(r.pushed), AllowForking: true, OpenIssues: open,
+	}
+}
+
+type wireReactions struct {
+	URL        string `json:"url"`
+	TotalCount int    `json:"total_count"`
+	PlusOne    int    `json:"+1"`
+	MinusOne   int    `json:"-1"`
+	Laugh      int    `json:"laugh"`
+	Confused   int    `json:"confused"`
+	Heart      int    `json:"heart"`
+	Hooray     int    `json:"hooray"`
+	Eyes       int    `json:"eyes"`
+	Rocket     int    `json:"rocket"`
+}
+
+func wReactions(url string, rs []*reaction) wireReactions {
+	w := wireReactions{URL: url, TotalCount: len(rs)}
+	for _, r := range rs {
+		switch r.content {
+		case "+1":
+			w.PlusOne++
+		case "-1":
+			w.MinusOne++
+		case "laugh":
+			w.Laugh++
+		case "confused":
+			w.Confused++
+		case "heart":
+			w.Heart++
+		case "hooray":
+			w.Hooray++
+		case "eyes":
+			w.Eyes++
+		case "rocket":
+			w.Rocket++
+		}
+	}
+	return w
+}
+
+type wireReaction struct {
+	ID        int64     `json:"id"`
+	NodeID    string    `json:"node_id"`
+	User      *wireUser `json:"user"`
+	Content   string    `json:"content"`
+	CreatedAt string    `json:"created_at"`
+}
+
+func (s *Server) wReaction(r *reaction) wireReaction {
+	return wireReaction{ID: r.id, NodeID: nodeID("Reaction", r.id), User: s.wUser(r.user),
+		Content: r.content, CreatedAt: ts(r.created)}
+}
+
+type wireLabel struct {
+	ID          int64   `json:"id"`
+	NodeID      string  `json:"node_id"`
+	URL         string  `json:"url"`
+	Name        string  `json:"name"`
+	Color       string  `json:"color"`
+	Default     bool    `json:"default"`
+	Description *string `json:"description"`
+}
+
+func (s *Server) wLabel(r *repo, l *label) wireLabel {
+	return wireLabel{ID: l.id, NodeID: nodeID("Label", l.id),
+		URL: s.api + "/repos/" + r.fullName() + "/labels/" + l.name, Name: l.name, Color: l.color}
+}
+
+// authorAssociation is how GitHub relates a user to a repository.
+func authorAssociation(r *repo, u *user) string {
+	switch {
+	case u == nil:
+		return "NONE"
+	case r.owner == u:
+		return "OWNER"
+	case r.perms[u.login].rank() > 0:
+		return "COLLABORATOR"
+	}
+	return "NONE"
+}
+
+type wireIssuePR struct {
+	URL      string  `json:"url"`
+	HTMLURL  string  `json:"html_url"`
+	DiffURL  string  `json:"diff_url"`
+	PatchURL string  `json:"patch_url"`
+	MergedAt *string `json:"merged_at"`
+}
+
+type wireIssue struct {
+	ID                    int64         `json:"id"`
+	NodeID                string        `json:"node_id"`
+	URL                   string        `json:"url"`
+	RepositoryURL         string        `json:"repository_url"`
+	LabelsURL             string        `json:"labels_url"`
+	CommentsURL           string        `json:"comments_url"`
+	EventsURL             string        `json:"events_url"`
+	HTMLURL               string        `json:"html_url"`
+	Number                int           `json:"number"`
+	State                 string        `json:"state"`
+	StateReason           *string       `json:"state_reason"`
+	Title                 string        `json:"title"`
+	Body                  *string       `json:"body"`
+	User                  *wireUser     `json:"user"`
+	Labels                []wireLabel   `json:"labels"`
+	Assignee              *wireUser     `json:"assignee"`
+	Assignees             []*wireUser   `json:"assignees"`
+	Milestone             *struct{}     `json:"milestone"`
+	Locked                bool          `json:"locked"`
+	ActiveLockReason      *string       `json:"active_lock_reason"`
+	Comments              int           `json:"comments"`
+	PullRequest           *wireIssuePR  `json:"pull_request,omitempty"`
+	ClosedAt              *string       `json:"closed_at"`
+	CreatedAt             string        `json:"created_at"`
+	UpdatedAt             string        `json:"updated_at"`
+	Draft                 *bool         `json:"draft,omitempty"`
+	AuthorAssociation     string        `json:"author_association"`
+	Reactions             wireReactions `json:"reactions"`
+	TimelineURL           string        `json:"timeline_url"`
+	PerformedViaGithubApp *wireApp      `json:"performed_via_github_app"`
+}
+
+func (s *Server) wIssue(is *issue) wireIssue {
+	r := is.repo
+	api := fmt.Sprintf("%s/repos/%s/issues/%d", s.api, r.fullName(), is.number)
+	kind := "issues"
+	if is.pr != nil {
+		kind = "pull"
+	}
+	w := wireIssue{ID: is.id, NodeID: nodeID("Issue", is.id), URL: api,
+		RepositoryURL: s.api + "/repos/" + r.fullName(), LabelsURL: api + "/labels{/name}",
+		CommentsURL: api + "/comments", EventsURL: api + "/events",
+		HTMLURL: fmt.Sprintf("%s/%s/%s/%d", s.base, r.fullName(), kind, is.number),
+		Number:  is.number, State: is.state, Title: is.title, Body: strOrNil(is.body),
+		User: s.wUser(is.user), Labels: []wireLabel{}, Assignees: []*wireUser{},
+		Comments: len(is.comments), ClosedAt: tsOrNil(is.closed), CreatedAt: ts(is.created),
+		UpdatedAt: ts(is.updated), AuthorAssociation: authorAssociation(r, is.user),
+		Reactions: wReactions(api+"/reactions", is.reactions), TimelineURL: api + "/timeline",
+		PerformedViaGithubApp: s.wApp(is.app)}
+	if is.state == "closed" {
+		reason := "completed"
+		w.StateReason = &reason
+	}
+	for _, l := range is.labels {
+		w.Labels = append(w.Labels, s.wLabel(r, l))
+	}
+	for _, a := range is.assignees {
+		w.Assignees = append(w.Assignees, s.wUser(a))
+	}
+	if len(is.assignees) > 0 {
+		w.Assignee = s.wUser(is.assignees[0])
+	}
+	if is.pr != nil {
+		pr := fmt.Sprintf("%s/repos/%s/pulls/%d", s.api, r.fullName(), is.number)
+		html := fmt.Sprintf("%s/%s/pull/%d", s.base, r.fullName(), is.number)
+		w.PullRequest = &wireIssuePR{URL: pr, HTMLURL: html, DiffURL: html + ".diff", PatchURL: html + ".patch"}
+		w.Draft = &is.pr.draft
+	}
+	return w
+}
+
+type wireComment struct {
+	ID                    int64         `json:"id"`
+	NodeID                string        `json:"node_id"`
+	URL                   string        `json:"url"`
+	HTMLURL               string        `json:"html_url"`
+	Body                  string        `json:"body"`
+	User                  *wireUser     `json:"user"`
+	CreatedAt             string        `json:"created_at"`
+	UpdatedAt             string        `json:"updated_at"`
+	IssueURL              string        `json:"issue_url"`
+	AuthorAssociation     string        `json:"author_association"`
+	Reactions             wireReactions `json:"reactions"`
+	PerformedViaGithubApp *wireApp      `json:"performed_via_github_app"`
+}
+
+func (s *Server) wComment(c *comment) wireComment {
+	is := c.issue
+	r := is.repo
+	api := fmt.Sprintf("%s/repos/%s/issues/comments/%d", s.api, r.fullName(), c.id)
+	kind := "issues"
+	if is.pr != nil {
+		kind = "pull"
+	}
+	return wireComment{ID: c.id, NodeID: nodeID("IssueComment", c.id), URL: api,
+		HTMLURL: fmt.Sprintf("%s/%s/%s/%d#issuecomment-%d", s.base, r.fullName(), kind, is.number, c.id),
+		Body:    c.body, User: s.wUser(c.user), CreatedAt: ts(c.created), UpdatedAt: ts(c.updated),
+		IssueURL:          fmt.Sprintf("%s/repos/%s/issues/%d", s.api, r.fullName(), is.number),
+		AuthorAssociation: authorAssociation(r, c.user), Reactions: wReactions(api+"/reactions", c.reactions),
+		PerformedViaGithubApp: s.wApp(c.app)}
+}
+
+type wireHref struct {
+	Href string `json:"href"`
+}
+
+type wirePRLinks struct {
+	Self           wireHref `json:"self"`
+	HTML           wireHref `json:"html"`
+	Issue          wireHref `json:"issue"`
+	Comments       wireHref `json:"comments"`
+	ReviewComments wireHref `json:"review_comments"`
+	ReviewComment  wireHref `json:"review_comment"`
+	Commits        wireHref `json:"commits"`
+	Statuses       wireHref `json:"statuses"`
+}
+
+type wireBranchRef struct {
+	Label string    `json:"label"`
+	Ref   string    `json:"ref"`
+	SHA   string    `json:"sha"`
+	User  *wireUser `json:"user"`
+	Repo  *wireRepo `json:"repo"`
+}
+
+// wirePR is the pull-request-simple shape (GET /pulls lists it).
+type wirePR struct {
+	URL                string        `json:"url"`
+	ID                 int64         `json:"id"`
+	NodeID             string        `json:"node_id"`
+	HTMLURL            string        `json:"html_url"`
+	DiffURL            string        `json:"diff_url"`
+	PatchURL           string        `json:"patch_url"`
+	IssueURL           string        `json:"issue_url"`
+	CommitsURL         string        `json:"commits_url"`
+	ReviewCommentsURL  string        `json:"review_comments_url"`
+	ReviewCommentURL   string        `json:"review_comment_url"`
+	CommentsURL        string        `json:"comments_url"`
+	StatusesURL        string        `json:"statuses_url"`
+	Number             int           `json:"number"`
+	State              string        `json:"state"`
+	Locked             bool          `json:"locked"`
+	Title              string        `json:"title"`
+	User               *wireUser     `json:"user"`
+	Body               *string       `json:"body"`
+	Labels             []wireLabel   `json:"labels"`
+	Milestone          *struct{}     `json:"milestone"`
+	ActiveLockReason   *string       `json:"active_lock_reason"`
+	CreatedAt          string        `json:"created_at"`
+	UpdatedAt          string        `json:"updated_at"`
+	ClosedAt           *string       `json:"closed_at"`
+	MergedAt           *string       `json:"merged_at"`
+	MergeCommitSHA     *string       `json:"merge_commit_sha"`
+	Assignee           *wireUser     `json:"assignee"`
+	Assignees          []*wireUser   `json:"assignees"`
+	RequestedReviewers []*wireUser   `json:"requested_reviewers"`
+	RequestedTeams     []struct{}    `json:"requested_teams"`
+	Head               wireBranchRef `json:"head"`
+	Base               wireBranchRef `json:"base"`
+	Links              wirePRLinks   `json:"_links"`
+	AuthorAssociation  string        `json:"author_association"`
+	AutoMerge          *struct{}     `json:"auto_merge"`
+	Draft              bool          `json:"draft"`
+}
+
+// wireFullPR is the pull-request shape (GET, POST, PATCH one; webhooks).
+type wireFullPR struct {
+	wirePR
+	Merged              bool      `json:"merged"`
+	Mergeable           *bool     `json:"mergeable"`
+	Rebaseable          *bool     `json:"rebaseable"`
+	MergeableState      string    `json:"mergeable_state"`
+	MergedBy            *wireUser `json:"merged_by"`
+	Comments            int       `json:"comments"`
+	ReviewComments      int       `json:"review_comments"`
+	MaintainerCanModify bool      `json:"maintainer_can_modify"`
+	Commits             int       `json:"commits"`
+	Additions           int       `json:"additions"`
+	Deletions           int       `json:"deletions"`
+	ChangedFiles        int       `json:"changed_files"`
+}
+
+func (s *Server) wPR(is *issue) wirePR {
+	r := is.repo
+	pr := is.pr
+	api := fmt.Sprintf("%s/repos/%s/pulls/%d", s.api, r.fullName(), is.number)
+	iapi := fmt.Sprintf("%s/repos/%s/issues/%d", s.api, r.fullName(), is.number)
+	html := fmt.Sprintf("%s/%s/pull/%d", s.base, r.fullName(), is.number)
+	statuses := s.api + "/repos/" + r.fullName() + "/statuses/" + pr.headSHA
+	w := wirePR{URL: api, ID: pr.id, NodeID: nodeID("PullRequest", pr.id), HTMLURL: html,
+		DiffURL: html + ".diff", PatchURL: html + ".patch", IssueURL: iapi,
+		CommitsURL: api + "/commits", ReviewCommentsURL: api + "/comments",
+		ReviewCommentURL: s.api + "/repos/" + r.fullName() + "/pulls/comments{/number}",
+		CommentsURL:      iapi + "/comments", StatusesURL: statuses, Number: is.number, State: is.state,
+		Title: is.title, User: s.wUser(is.user), Body: strOrNil(is.body), Labels: []wireLabel{},
+		CreatedAt: ts(is.created), UpdatedAt: ts(is.updated), ClosedAt: tsOrNil(is.closed),
+		Assignees: []*wireUser{}, RequestedReviewers: []*wireUser{}, RequestedTeams: []struct{}{},
+		Head: wireBranchRef{Label: r.owner.login + ":" + pr.head, Ref: pr.head, SHA: pr.headSHA,
+			User: s.wUser(r.owner), Repo: s.wRepo(r)},
+		Base: wireBranchRef{Label: r.owner.login + ":" + pr.base, Ref: pr.base, SHA: pr.baseSHA,
+			User: s.wUser(r.owner), Repo: s.wRepo(r)},
+		Links: wirePRLinks{Self: wireHref{api}, HTML: wireHref{html}, Issue: wireHref{iapi},
+			Comments: wireHref{iapi + "/comments"}, ReviewComments: wireHref{api + "/comments"},
+			ReviewComment: wireHref{s.api + "/repos/" + r.fullName() + "/pulls/comments{/number}"},
+			Commits:       wireHref{api + "/commits"}, Statuses: wireHref{statuses}},
+		AuthorAssociation: authorAssociation(r, is.user), Draft: pr.draft}
+	if pr.mergedSHA != "" {
+		w.MergeCommitSHA = &pr.mergedSHA
+	}
+	for _, l := range is.labels {
+		w.Labels = append(w.Labels, s.wLabel(r, l))
+	}
+	for _, a := range is.assignees {
+		w.Assignees = append(w.Assignees, s.wUser(a))
+	}
+	if len(is.assignees) > 0 {
+		w.Assignee = s.wUser(is.assignees[0])
+	}
+	return w
+}
+
+func (s *Server) wFullPR(is *issue) wireFullPR {
+	st := s.diffStat(is)
+	mergeable := st.err == nil
+	state := "clean"
+	if is.pr.draft {
+		state = "draft"
+	}
+	return wireFullPR{wirePR: s.wPR(is), Mergeable: &mergeable, Rebaseable: &mergeable,
+		MergeableState: state, Comments: len(is.comments), ReviewComments: len(is.pr.review),
+		MaintainerCanModify: is.pr.maintMod, Commits: st.commits, Additions: st.additions,
+		Deletions: st.deletions, ChangedFiles: st.files}
+}
+
+type wireReviewLinks struct {
+	Self        wireHref `json:"self"`
+	HTML        wireHref `json:"html"`
+	PullRequest wireHref `json:"pull_request"`
+}
+
+type wireReviewComment struct {
+	URL                 string          `json:"url"`
+	PullRequestReviewID *int64          `json:"pull_request_review_id"`
+	ID                  int64           `json:"id"`
+	NodeID              string          `json:"node_id"`
+	DiffHunk            string          `json:"diff_hunk"`
+	Path                string          `json:"path"`
+	Position            *int            `json:"position"`
+	OriginalPosition    int             `json:"original_position"`
+	CommitID            string          `json:"commit_id"`
+	OriginalCommitID    string          `json:"original_commit_id"`
+	InReplyToID         int64           `json:"in_reply_to_id,omitempty"`
+	User                *wireUser       `json:"user"`
+	Body                string          `json:"body"`
+	CreatedAt           string          `json:"created_at"`
+	UpdatedAt           string          `json:"updated_at"`
+	HTMLURL             string          `json:"html_url"`
+	PullRequestURL      string          `json:"pull_request_url"`
+	AuthorAssociation   string          `json:"author_association"`
+	Links               wireReviewLinks `json:"_links"`
+	StartLine           *int            `json:"start_line"`
+	OriginalStartLine   *int            `json:"original_start_line"`
+	StartSide           *string         `json:"start_side"`
+	Line                *int            `json:"line"`
+	OriginalLine        int             `json:"original_line"`
+	Side                string          `json:"side"`
+	SubjectType         string          `json:"subject_type"`
+	Reactions           wireReactions   `json:"reactions"`
+	PerformedViaApp     *wireApp        `json:"performed_via_github_app,omitempty"`
+}
+
+func (s *Server) wReviewComment(c *reviewComment) wireReviewComment {
+	r := c.pr.repo
+	api := fmt.Sprintf("%s/repos/%s/pulls/comments/%d", s.api, r.fullName(), c.id)
+	html := fmt.Sprintf("%s/%s/pull/%d#discussion_r%d", s.base, r.fullName(), c.pr.number, c.id)
+	pr := fmt.Sprintf("%s/repos/%s/pulls/%d", s.api, r.fullName(), c.pr.number)
+	reviewID := c.id + 1_000_000
+	line := c.line
+	pos := strings.Count(c.diffHunk, "\n")
+	return wireReviewComment{URL: api, PullRequestReviewID: &reviewID, ID: c.id,
+		NodeID: nodeID("PullRequestReviewComment", c.id), DiffHunk: c.diffHunk, Path: c.path,
+		Position: &pos, OriginalPosition: pos, CommitID: c.commitID, OriginalCommitID: c.commitID,
+		InReplyToID: c.inReplyTo, User: s.wUser(c.user), Body: c.body, CreatedAt: ts(c.created),
+		UpdatedAt: ts(c.updated), HTMLURL: html, PullRequestURL: pr,
+		AuthorAssociation: authorAssociation(r, c.user),
+		Links:             wireReviewLinks{Self: wireHref{api}, HTML: wireHref{html}, PullRequest: wireHref{pr}},
+		Line:              &line, OriginalLine: line, Side: "RIGHT", SubjectType: "line",
+		Reactions: wReactions(api+"/reactions", c.reactions), PerformedViaApp: s.wApp(c.app)}
+}
+
+type wireCheckOutput struct {
+	Title            *string `json:"title"`
+	Summary          *string `json:"summary"`
+	Text             *string `json:"text"`
+	AnnotationsCount int     `json:"annotations_count"`
+	AnnotationsURL   string  `json:"annotations_url"`
+}
+
+type wireID struct {
+	ID int64 `json:"id"`
+}
+
+type wireMinimalRef struct {
+	Ref  string `json:"ref"`
+	SHA  string `json:"sha"`
+	Repo struct {
+		ID   int64  `json:"id"`
+		URL  string `json:"url"`
+		Name string `json:"name"`
+	} `json:"repo"`
+}
+
+type wireMinimalPR struct {
+	ID     int64          `json:"id"`
+	Number int            `json:"number"`
+	URL    string         `json:"url"`
+	Head   wireMinimalRef `json:"head"`
+	Base   wireMinimalRef `json:"base"`
+}
+
+type wireCheckRun struct {
+	ID           int64           `json:"id"`
+	HeadSHA      string          `json:"head_sha"`
+	NodeID       string          `json:"node_id"`
+	ExternalID   *string         `json:"external_id"`
+	URL          string          `json:"url"`
+	HTMLURL      *string         `json:"html_url"`
+	DetailsURL   *string         `json:"details_url"`
+	Status       string          `json:"status"`
+	Conclusion   *string         `json:"conclusion"`
+	StartedAt    *string         `json:"started_at"`
+	CompletedAt  *string         `json:"completed_at"`
+	Output       wireCheckOutput `json:"output"`
+	Name         string          `json:"name"`
+	CheckSuite   *wireID         `json:"check_suite"`
+	App          *wireApp        `json:"app"`
+	PullRequests []wireMinimalPR `json:"pull_requests"`
+}
+
+// suitePRs are the open pull requests whose head is the suite's sha.
+func (s *Server) suitePRs(cs *checkSuite) []wireMinimalPR {
+	out := []wireMinimalPR{}
+	r := cs.repo
+	for _, is := range sortedIssues(r) {
+		if is.pr == nil || is.state != "open" || is.pr.headSHA != cs.headSHA {
+			continue
+		}
+		m := wireMinimalPR{ID: is.pr.id, Number: is.number,
+			URL: fmt.Sprintf("%s/repos/%s/pulls/%d", s.api, r.fullName(), is.number)}
+		m.Head.Ref, m.Head.SHA = is.pr.head, is.pr.headSHA
+		m.Base.Ref, m.Base.SHA = is.pr.base, is.pr.baseSHA
+		for _, ref := range []*wireMinimalRef{&m.Head, &m.Base} {
+			ref.Repo.ID, ref.Repo.URL, ref.Repo.Name = r.id, s.api+"/repos/"+r.fullName(), r.name
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (s *Server) wCheckRun(cr *checkRun) wireCheckRun {
+	cs := cr.suite
+	r := cs.repo
+	api := fmt.Sprintf("%s/repos/%s/check-runs/%d", s.api, r.fullName(), cr.id)
+	html := fmt.Sprintf("%s/%s/runs/%d", s.base, r.fullName(), cr.id)
+	empty := ""
+	concl := cr.concl
+	return wireCheckRun{ID: cr.id, HeadSHA: cs.headSHA, NodeID: nodeID("CheckRun", cr.id),
+		ExternalID: &empty, URL: api, HTMLURL: &html, DetailsURL: &html, Status: "completed",
+		Conclusion: &concl, StartedAt: tsOrNil(cr.started), CompletedAt: tsOrNil(cr.done),
+		Output: wireCheckOutput{Title: strOrNil(cr.title), Summary: strOrNil(cr.summary),
+			Text: strOrNil(cr.text), AnnotationsURL: api + "/annotations"},
+		Name: cr.name, CheckSuite: &wireID{cs.id}, App: s.wApp(cs.app), PullRequests: s.suitePRs(cs)}
+}
+
+type wireCommitUser struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+	Date  string `json:"date"`
+}
+
+type wireParent struct {
+	SHA     string `json:"sha"`
+	URL     string `json:"url"`
+	HTMLURL string `json:"html_url"`
+}
+
+type wireCommit struct {
+	SHA         string       `json:"sha"`
+	NodeID      string       `json:"node_id"`
+	URL         string       `json:"url"`
+	HTMLURL     string       `json:"html_url"`
+	CommentsURL string       `json:"comments_url"`
+	Commit      wireGitInfo  `json:"commit"`
+	Author      *wireUser    `json:"author"`
+	Committer   *wireUser    `json:"committer"`
+	Parents     []wireParent `json:"parents"`
+}
+
+type wireGitInfo struct {
+	URL       string         `json:"url"`
+	Author    wireCommitUser `json:"author"`
+	Committer wireCommitUser `json:"committer"`
+	Message   string         `json:"message"`
+	Tree      struct {
+		SHA string `json:"sha"`
+		URL string `json:"url"`
+	} `json:"tree"`
+	CommentCount int `json:"comment_count"`
+}
+
+func (s *Server) wCommit(r *repo, c gitCommit) wireCommit {
+	api := s.api + "/repos/" + r.fullName()
+	html := s.base + "/" + r.fullName()
+	w := wireCommit{SHA: c.sha, NodeID: nodeID("Commit", int64(len(c.sha))) + c.sha[:7],
+		URL: api + "/commits/" + c.sha, HTMLURL: html + "/commit/" + c.sha,
+		CommentsURL: api + "/commits/" + c.sha + "/comments", Parents: []wireParent{}}
+	w.Commit.URL = api + "/git/commits/" + c.sha
+	w.Commit.Author = wireCommitUser{c.authorName, c.authorEmail, c.authorDate}
+	w.Commit.Committer = wireCommitUser{c.committerName, c.committerEmail, c.committerDate}
+	w.Commit.Message = c.message
+	w.Commit.Tree.SHA, w.Commit.Tree.URL = c.tree, api+"/git/trees/"+c.tree
+	for _, p := range c.parents {
+		w.Parents = append(w.Parents, wireParent{p, api + "/commits/" + p, html + "/commit/" + p})
+	}
+	return w
+}
