@@ -115,11 +115,14 @@ func TestReadDelivery(t *testing.T) {
 	if _, err := ReadDelivery(req(documented, "", "application/json", "x", "ping"), nil); !errors.Is(err, ErrSignature) {
 		t.Errorf("no secret configured: %v", err)
 	}
-	_, err = ReadDelivery(req(documented, "", "application/x-www-form-urlencoded", "bad id!", ""), secret)
+	if _, err = ReadDelivery(req(documented, "", "application/x-www-form-urlencoded", "x", "ping"), secret); !errors.Is(err, ErrContentType) {
+		t.Fatalf("a form body: %v, want ErrContentType", err)
+	}
+	_, err = ReadDelivery(req(documented, "", "application/json", "bad id!", ""), secret)
 	if err == nil || errors.Is(err, ErrSignature) {
 		t.Fatalf("bad headers: %v", err)
 	}
-	for _, w := range []string{"application/json", "X-GitHub-Delivery", "X-GitHub-Event"} {
+	for _, w := range []string{"X-GitHub-Delivery", "X-GitHub-Event"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("bad headers: %q lacks %q", err, w)
 		}

@@ -27,8 +27,15 @@ type Delivery struct {
 	Payload []byte
 }
 
-// ErrSignature is a delivery whose signature is missing or wrong.
-var ErrSignature = errors.New("the delivery's X-Hub-Signature-256 does not match the webhook secret")
+// Errors of ReadDelivery beyond a malformed delivery (400).
+var (
+	// ErrSignature: the signature is missing or wrong (401).
+	ErrSignature = errors.New("the delivery's X-Hub-Signature-256 does not match the webhook secret")
+	// ErrTooLarge: the body is over MaxWebhookBytes (413).
+	ErrTooLarge = fmt.Errorf("the delivery is larger than %d bytes", MaxWebhookBytes)
+	// ErrContentType: the body is not JSON (415).
+	ErrContentType = errors.New("the delivery is not application/json: set the webhook's content type to application/json")
+)
 
 var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 
@@ -47,17 +54,17 @@ func ReadDelivery(r *http.Request, secret []byte) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("reading the delivery: %w", err)
 	}
 	if len(body) > MaxWebhookBytes {
-		return Delivery{}, fmt.Errorf("the delivery is larger than %d bytes", MaxWebhookBytes)
+		return Delivery{}, ErrTooLarge
 	}
 	// The signature first: nothing else about an unsigned request is told.
 	if err := CheckSignature(r.Header.Get("X-Hub-Signature-256"), body, secret); err != nil {
 		return Delivery{}, err
 	}
 	d := Delivery{ID: r.Header.Get("X-GitHub-Delivery"), Event: r.Header.Get("X-GitHub-Event"), Payload: body}
-	var errs []error
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
-		errs = append(errs, fmt.Errorf("Content-Type %q: set the webhook's content type to application/json", r.Header.Get("Content-Type")))
+		return Delivery{}, fmt.Errorf("Content-Type %q: %w", r.Header.Get("Content-Type"), ErrContentType)
 	}
+	var errs []error
 	if !deliveryIDPattern.MatchString(d.ID) {
 		errs = append(errs, fmt.Errorf("X-GitHub-Delivery %q: want a delivery GUID", d.ID))
 	}

@@ -361,6 +361,9 @@ var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // explain words a go-github error without anything secret.
 func explain(err error, doing string) error {
+	if err == nil {
+		return nil
+	}
 	var ge *github.ErrorResponse
 	if errors.As(err, &ge) && ge.Response != nil {
 		return fmt.Errorf("%s: GitHub answered %d %s", doing, ge.Response.StatusCode, ge.Message)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-github/v75/github"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/session"
@@ -38,7 +39,7 @@ func (s *Service) AfterTurn(ctx context.Context, t session.TurnEnd) error {
 	s.mu.Unlock()
 	var errs []error
 	for i := range t.Session.Repos {
-		r := t.Session.Repos[i]
+		r := &t.Session.Repos[i] // a copy of the session's: publish keeps it current
 		if r.GitHub == "" {
 			continue
 		}
@@ -46,20 +47,38 @@ func (s *Service) AfterTurn(ctx context.Context, t session.TurnEnd) error {
 			errs = append(errs, fmt.Errorf("%s: %w", r.GitHub, err))
 		}
 	}
+	if t.Session.GitHub != nil {
+		sess := *t.Session
+		sess.CostUSD += turnCost(t.Outcome)
+		if err := s.updateProgress(ctx, &sess, t.Outcome); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
-func (s *Service) publish(ctx context.Context, t session.TurnEnd, r store.Repo, env []string) error {
+// turnCost is what a turn cost, as its outcome says.
+func turnCost(o agent.Outcome) float64 {
+	switch {
+	case o.Finished != nil:
+		return o.Finished.CostUSD
+	case o.Failed != nil:
+		return o.Failed.Cost
+	}
+	return 0
+}
+
+func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo, env []string) error {
 	if t.Box == nil {
 		return nil
 	}
-	out, err := boxGit(ctx, t.Box, r, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+r.Branch+"^{commit}")
+	out, err := boxGit(ctx, t.Box, *r, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+r.Branch+"^{commit}")
 	head := strings.TrimSpace(out)
 	if err != nil || !shaPattern.MatchString(head) {
 		return fmt.Errorf("branch %s is gone from the box's repository: check out %s again to publish", r.Branch, r.Branch)
 	}
 	if head != r.Head {
-		s.reportCommits(ctx, t, r, head)
+		s.reportCommits(ctx, t, *r, head)
 		if err := t.Update(ctx, func(st *store.Session) { setRepo(st, r.Name, func(x *store.Repo) { x.Head = head }) }); err != nil {
 			return err
 		}
@@ -80,7 +99,7 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r store.Repo, 
 		if env == nil {
 			return errors.New("the session has no git endpoint in its box")
 		}
-		if _, err := boxGit(ctx, t.Box, r, env, "push", "--quiet", "origin", "refs/heads/"+r.Branch+":refs/heads/"+r.Branch); err != nil {
+		if _, err := boxGit(ctx, t.Box, *r, env, "push", "--quiet", "origin", "refs/heads/"+r.Branch+":refs/heads/"+r.Branch); err != nil {
 			t.Emit(event.GitHubFailed{Repo: r.Name, What: "pushing " + r.Branch, Error: err.Error()})
 			return nil
 		}
@@ -101,7 +120,7 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r store.Repo, 
 	// Whether the branch has commits its base does not, asked in the box
 	// (its origin/BASE is the base as of the session's clone or its last
 	// fetch).
-	n, err := boxGit(ctx, t.Box, r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+remote, "--")
+	n, err := boxGit(ctx, t.Box, *r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+remote, "--")
 	if err != nil {
 		return err
 	}
@@ -151,7 +170,7 @@ func (s *Service) reportCommits(ctx context.Context, t session.TurnEnd, r store.
 
 // openPR opens the session's pull request for r (or adopts the open one
 // of its branch, after a crash between opening it and storing it).
-func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r store.Repo) error {
+func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo) error {
 	owner, name := split(r.GitHub)
 	var pr *github.PullRequest
 	open, _, err := c.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Head: owner + ":" + r.Branch})
@@ -161,7 +180,7 @@ func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Clien
 	if len(open) > 0 {
 		pr = open[0]
 	} else {
-		title, body := s.description(ctx, t, r)
+		title, body := s.description(ctx, t, *r)
 		pr, _, err = c.PullRequests.Create(ctx, owner, name, &github.NewPullRequest{
 			Title: github.Ptr(title), Head: github.Ptr(r.Branch), Base: github.Ptr(r.Base), Body: github.Ptr(body),
 			Draft: github.Ptr(t.Session.PR != store.PRReady), MaintainerCanModify: github.Ptr(true),
@@ -176,6 +195,7 @@ func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Clien
 	}); err != nil {
 		return err
 	}
+	r.PRNumber, r.PRURL = num, url
 	t.Emit(event.PROpened{Repo: r.Name, Number: num, URL: url, Branch: r.Branch, Base: r.Base, Draft: pr.GetDraft()})
 	return nil
 }

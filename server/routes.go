@@ -36,7 +36,19 @@ func (s *Server) table() []route {
 		{http.MethodPost, "/v1/tokens", admin, s.createToken},
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
 		{http.MethodDelete, "/v1/tokens/{id}", admin, s.deleteToken},
+
+		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
 	}
+}
+
+// githubWebhook hands GitHub's deliveries to the GitHub side (package
+// ghbot), which checks their signature itself.
+func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+	if s.cfg.GitHubWebhook == nil {
+		return errorf(http.StatusNotFound, CodeNotFound, "this server has no GitHub configured: start harvest serve with --github-app-id, --github-app-key and --github-webhook-secret-file")
+	}
+	s.cfg.GitHubWebhook.ServeHTTP(w, r)
+	return nil
 }
 
 // noQuery refuses query parameters on routes that take none, so a typo

@@ -59,6 +59,9 @@ type Config struct {
 	Store Records
 	// Logger gets one line per failed request (default: discard).
 	Logger *slog.Logger
+	// GitHubWebhook receives POST /v1/github/webhook (package ghbot's
+	// Hooks); nil answers 404.
+	GitHubWebhook http.Handler
 	// Version is reported by /healthz.
 	Version string
 	// KeepAlive is how often an idle event stream gets a comment line, so

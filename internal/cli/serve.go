@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-dev/harvest/egress"
+	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -173,9 +174,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	forge, _, err := f.github.forge(data, f.clone, logger)
+	ghsvc, _, err := f.github.forge(data, f.clone, logger)
 	if err != nil {
 		return exitCode(2, err)
+	}
+	var forge session.Forge
+	if ghsvc != nil {
+		forge = ghsvc
 	}
 	eg, err := openEgress(f.egress, logger)
 	if err != nil {
@@ -276,7 +281,16 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, fmt.Errorf("recovering the sessions: %w", err))
 	}
 
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version})
+	var webhook http.Handler
+	if ghsvc != nil {
+		hooks := ghbot.NewHooks(ghsvc, st, mgr, f.github.hooks)
+		webhook = hooks
+		hctx, stopHooks := context.WithCancel(context.Background())
+		hooksDone := make(chan struct{})
+		go func() { defer close(hooksDone); hooks.Run(hctx) }()
+		defer func() { stopHooks(); <-hooksDone }()
+	}
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

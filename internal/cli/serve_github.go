@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
@@ -19,6 +20,7 @@ import (
 type githubFlags struct {
 	files     gh.Files
 	publicURL string
+	hooks     ghbot.HookConfig
 }
 
 func (g *githubFlags) add(fl *pflag.FlagSet) {
@@ -28,18 +30,36 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&g.files.WebhookSecretFile, "github-webhook-secret-file", "", "a file holding the webhook secret (mode 0600): deliveries to /v1/github/webhook are checked with it")
 	fl.StringVar(&g.files.APIURL, "github-api-url", "", "GitHub's REST API (default https://api.github.com/; GitHub Enterprise: https://HOST/api/v3/)")
 	fl.StringVar(&g.files.WebURL, "github-url", "", "GitHub's web and git address (default https://github.com/)")
+	fl.StringVar(&g.hooks.Agent, "github-agent", "", "agent of the sessions GitHub starts (default the server's; a comment may say agent:NAME)")
+	fl.StringVar(&g.hooks.Model, "github-model", "", "model of the sessions GitHub starts (default --model)")
+	fl.StringVar(&g.hooks.Label, "github-label", "", "an issue label that starts a session (default none: only mentions and assignment)")
+	fl.IntVar(&g.hooks.MaxFixAttempts, "github-fix-attempts", 3, "failed check suites of a session's pull request sent to it (0: none)")
+	fl.StringArrayVar(&g.hooks.Repos, "github-repo", nil, "a repository (owner/name, or owner/*) whose events Harvest acts on (repeatable; default all the app is installed on)")
+	fl.StringArrayVar(&g.hooks.Users, "github-user", nil, "a person who may ask Harvest (repeatable; default anyone with write access)")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
 
 // forge builds the GitHub side when any GitHub flag is set; nil when none
 // is.
-func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *slog.Logger) (session.Forge, *gh.GitHub, error) {
+func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *slog.Logger) (*ghbot.Service, *gh.GitHub, error) {
 	if !g.files.Set() {
 		return nil, nil, nil
 	}
 	cfg, err := g.files.Load()
 	if err != nil {
 		return nil, nil, err
+	}
+	if g.hooks.MaxFixAttempts < 0 {
+		return nil, nil, fmt.Errorf("--github-fix-attempts %d: 0 or more", g.hooks.MaxFixAttempts)
+	}
+	if g.hooks.MaxFixAttempts == 0 {
+		g.hooks.MaxFixAttempts = -1 // HookConfig: negative is none
+	}
+	for _, r := range g.hooks.Repos {
+		owner, name, ok := strings.Cut(r, "/")
+		if !ok || owner == "" || name == "" || (name != "*" && !session.ForgeRepo(r)) {
+			return nil, nil, fmt.Errorf("--github-repo %q: give owner/name or owner/*", r)
+		}
 	}
 	if g.publicURL != "" {
 		if err := checkHTTPURL(g.publicURL); err != nil {

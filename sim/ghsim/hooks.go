@@ -219,6 +219,20 @@ func (s *Server) SetBadSignature(appID int64, on bool) error {
 	return nil
 }
 
+// SetWebhookURL changes where an app's deliveries go (its webhook URL on
+// the app's settings page), as for a receiver that starts after the app
+// is registered.
+func (s *Server) SetWebhookURL(appID int64, url string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.apps[appID]
+	if a == nil {
+		return fmt.Errorf("no app %d", appID)
+	}
+	a.webhookURL = url
+	return nil
+}
+
 func (s *Server) enqueue(d *Delivery) {
 	s.hooks.log = append(s.hooks.log, d)
 	if s.hooks.closed {

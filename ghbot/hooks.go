@@ -1,0 +1,265 @@
+package ghbot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/harvest-dev/harvest/gh"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Owner is the owner of the sessions webhooks start: no API token's, so
+// only the admin token sees them.
+const Owner = "github"
+
+// Sessions is what the webhook side asks of the session layer (a
+// *session.Manager).
+type Sessions interface {
+	Create(ctx context.Context, owner string, req session.CreateRequest) (*session.View, error)
+	SendMessage(ctx context.Context, owner, id string, out session.Outgoing) (*store.Message, error)
+	Get(ctx context.Context, owner, id string) (*session.View, error)
+}
+
+// HookStore is the part of the store the webhook side uses: the delivery
+// queue, and sessions (to find a thread's session and keep its GitHub
+// conversation).
+type HookStore interface {
+	store.Deliveries
+	GetSession(ctx context.Context, id string) (*store.Session, error)
+	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
+	UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error)
+}
+
+// HookConfig configures what webhooks start.
+type HookConfig struct {
+	// Agent and Model of the sessions webhooks start ("": the server's).
+	Agent, Model string
+	// Label, when set, starts a session on an issue given that label.
+	Label string
+	// MaxFixAttempts bounds how many failed check suites of a session's
+	// pull request are sent to it (default 3; negative: none).
+	MaxFixAttempts int
+	// Repos, when not empty, are the only repositories ("owner/name" or
+	// "owner/*") whose events start or steer sessions; Users, when not
+	// empty, the only people who may (besides needing write access).
+	Repos, Users []string
+	// Retry is the first wait before a delivery whose processing failed is
+	// tried again (default 2 s), doubled each time up to a minute;
+	// MaxAttempts (default 8) attempts fail it for good.
+	Retry       time.Duration
+	MaxAttempts int
+}
+
+// Hooks receives GitHub's webhook deliveries (ServeHTTP) and processes
+// them (Run).
+//
+// # Exactly once
+//
+// A delivery is stored (keyed by X-GitHub-Delivery) before the 202 that
+// acknowledges it, so one GitHub sees acknowledged is never lost, and a
+// redelivery of it is recognised and not processed again. Run processes
+// stored deliveries oldest first, one at a time, and marks each done;
+// after a crash it processes what was left pending. Processing a delivery
+// twice (a crash after its effects and before it was marked done) has the
+// effects of once: the session it starts has an id derived from the
+// delivery (session.DerivedID), so a second Create is a conflict; the
+// message it sends carries the delivery as idempotency key; the progress
+// comment is found by its marker before one is made; a reaction GitHub
+// already has is not made again.
+//
+//	POST /v1/github/webhook ─► signature (401) ─► AddDelivery (dup: 200) ─► 202
+//	                                                    │ wake
+//	Run: PendingDeliveries ─► BeginDelivery ─► process ─► FinishDelivery(done|failed)
+//
+// # Goroutines
+//
+// Run is one goroutine, the caller's; it returns when ctx ends. ServeHTTP
+// runs on the server's goroutines and only wakes Run.
+type Hooks struct {
+	svc      *Service
+	st       HookStore
+	sessions Sessions
+	cfg      HookConfig
+	log      *slog.Logger
+	now      func() time.Time
+
+	wake chan struct{}
+
+	mu       sync.Mutex
+	notBefore map[string]time.Time // a failed delivery's next attempt
+}
+
+// NewHooks makes the webhook side of svc.
+func NewHooks(svc *Service, st HookStore, sessions Sessions, cfg HookConfig) *Hooks {
+	if cfg.MaxFixAttempts == 0 {
+		cfg.MaxFixAttempts = 3
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = 2 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 8
+	}
+	return &Hooks{svc: svc, st: st, sessions: sessions, cfg: cfg, log: svc.log, now: svc.cfg.Now,
+		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}}
+}
+
+// ServeHTTP receives a delivery: 401 for a bad signature, 400 for a
+// malformed one (413 too large, 415 not JSON), 202 once it is stored and
+// for one stored before (a redelivery: the body says so; it is not
+// processed again), 503 when it cannot be stored (GitHub does not retry
+// by itself: the operator redelivers it from the app's settings).
+func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST GitHub webhook deliveries here", http.StatusMethodNotAllowed)
+		return
+	}
+	d, err := gh.ReadDelivery(r, h.svc.gh.WebhookSecret())
+	if errors.Is(err, gh.ErrSignature) {
+		h.log.Warn("refused a webhook delivery with a bad signature", "delivery", r.Header.Get("X-GitHub-Delivery"), "remote", r.RemoteAddr)
+		http.Error(w, "bad signature: "+err.Error(), http.StatusUnauthorized)
+		return
+	}
+	switch {
+	case errors.Is(err, gh.ErrTooLarge):
+		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	case errors.Is(err, gh.ErrContentType):
+		http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	err = h.st.AddDelivery(r.Context(), &store.Delivery{ID: d.ID, Event: d.Event, Payload: d.Payload})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		// Accepted as the first time was; only one is processed.
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "delivery %s was received before; not processed again\n", d.ID)
+		return
+	case err != nil:
+		h.log.Error("storing a webhook delivery", "delivery", d.ID, "err", err)
+		http.Error(w, "the delivery could not be stored; redeliver it", http.StatusServiceUnavailable)
+		return
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintf(w, "delivery %s accepted\n", d.ID)
+}
+
+// Run processes deliveries until ctx ends: those left pending by a
+// previous run first, then each as it arrives.
+func (h *Hooks) Run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		next := h.drain(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(h.now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// drain processes every pending delivery that is due; it returns when the
+// next one not yet due is (zero: none waits).
+func (h *Hooks) drain(ctx context.Context) time.Time {
+	var next time.Time
+	for ctx.Err() == nil {
+		ds, err := h.st.PendingDeliveries(ctx, 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.Error("reading pending webhook deliveries", "err", err)
+			}
+			return h.now().Add(h.cfg.Retry)
+		}
+		did := false
+		next = time.Time{}
+		for _, d := range ds {
+			h.mu.Lock()
+			nb := h.notBefore[d.ID]
+			h.mu.Unlock()
+			if h.now().Before(nb) {
+				if next.IsZero() || nb.Before(next) {
+					next = nb
+				}
+				continue
+			}
+			h.processOne(ctx, d.ID)
+			did = true
+			break // re-read: processing may take a while, deliveries arrive
+		}
+		if !did {
+			return next
+		}
+	}
+	return next
+}
+
+// processOne runs a delivery's attempt and records its end.
+func (h *Hooks) processOne(ctx context.Context, id string) {
+	d, err := h.st.BeginDelivery(ctx, id)
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
+			h.log.Error("starting a webhook delivery", "delivery", id, "err", err)
+		}
+		return
+	}
+	result, err := h.process(ctx, d)
+	if ctx.Err() != nil {
+		return // shutting down: pending, processed again at the next start
+	}
+	state := store.DeliveryDone
+	if err != nil {
+		if d.Attempts < h.cfg.MaxAttempts && !isPermanent(err) {
+			wait := h.cfg.Retry << min(d.Attempts-1, 5)
+			wait = min(wait, time.Minute)
+			h.mu.Lock()
+			h.notBefore[id] = h.now().Add(wait)
+			h.mu.Unlock()
+			h.log.Warn("processing a webhook delivery failed; trying again", "delivery", id, "event", d.Event, "attempt", d.Attempts, "in", wait, "err", err)
+			return
+		}
+		state, result = store.DeliveryFailed, err.Error()
+		h.log.Error("a webhook delivery failed for good", "delivery", id, "event", d.Event, "attempts", d.Attempts, "err", err)
+	} else {
+		h.log.Info("webhook delivery processed", "delivery", id, "event", d.Event, "result", result)
+	}
+	h.mu.Lock()
+	delete(h.notBefore, id)
+	h.mu.Unlock()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := h.st.FinishDelivery(fctx, id, state, result); err != nil {
+		h.log.Error("recording a webhook delivery's end", "delivery", id, "err", err)
+	}
+}
+
+// permanent is an error no retry can fix (a payload that does not parse).
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+func isPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p) || session.IsInput(err)
+}
