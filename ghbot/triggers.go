@@ -160,7 +160,7 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 		Title: truncate(is.GetTitle(), 200), Prompt: h.firstPrompt(full, is, isPR, who.GetLogin(), text),
 		Repos: []session.RepoSpec{{GitHub: full}},
 		GitHub: &store.GitHubLink{Repo: full, Number: num, IsPR: isPR, Requester: who.GetLogin(), RequesterID: who.GetID(),
-			RequesterName: who.GetName()},
+			RequesterName: h.displayName(ctx, c, who)},
 	}
 	agentName, _ := directive(text, "agent")
 	req.Agent, req.Model = firstOf(agentName, h.cfg.Agent), h.cfg.Model
@@ -214,7 +214,7 @@ func (h *Hooks) onIssue(ctx context.Context, d *store.Delivery, e *github.Issues
 	req := session.CreateRequest{
 		Title: truncate(is.GetTitle(), 200), Prompt: h.firstPrompt(full, is, is.IsPullRequest(), who.GetLogin(), "Work on this issue ("+how+")."),
 		Repos: []session.RepoSpec{{GitHub: full}}, Agent: h.cfg.Agent, Model: h.cfg.Model,
-		GitHub: &store.GitHubLink{Repo: full, Number: is.GetNumber(), Requester: who.GetLogin(), RequesterID: who.GetID(), RequesterName: who.GetName()},
+		GitHub: &store.GitHubLink{Repo: full, Number: is.GetNumber(), Requester: who.GetLogin(), RequesterID: who.GetID(), RequesterName: h.displayName(ctx, c, who)},
 	}
 	return h.start(ctx, c, d, req)
 }
@@ -379,6 +379,19 @@ func (h *Hooks) onCheckSuite(ctx context.Context, d *store.Delivery, e *github.C
 		return "", err
 	}
 	return fmt.Sprintf("sent %d failed checks to session %s", n, s.ID), nil
+}
+
+// displayName is a person's name as their profile gives it (a webhook's
+// sender carries none), else their login.
+func (h *Hooks) displayName(ctx context.Context, c *github.Client, who *github.User) string {
+	if n := who.GetName(); n != "" {
+		return n
+	}
+	u, _, err := c.Users.Get(ctx, who.GetLogin())
+	if err != nil || u.GetName() == "" {
+		return who.GetLogin()
+	}
+	return u.GetName()
 }
 
 // firstPrompt is a new session's first message: what was asked, by whom,
