@@ -37,9 +37,10 @@
 //
 // New registers its cleanups in the order that makes them run right (last
 // registered, first run): the Manager a test opens after Open is closed
-// first, then the journal and the store, then every box left is destroyed
-// and the providers closed, then the sessions' disks are unmounted, then
-// the directories are removed and the sim stops.
+// first, then the journal and the store, then every local box left is
+// destroyed and the providers closed, then the sessions' disks are
+// unmounted, then the directories are removed, the sim stops and, last,
+// the docker backend's boxes are destroyed.
 //
 // # Goroutines
 //
