@@ -15,10 +15,11 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// The tests run the real thing: SQLite in a temporary directory, the real
-// journal, real local sandboxes (their own run dir), the real builtin agent
-// and harvest sim over real HTTP on loopback. Time is a testClock the tests
-// move, so idle timeouts, lifetimes and the watchdog cost no waiting.
+// The tests run the real thing (internal/stacktest): SQLite in a temporary
+// directory, the real journal, real local sandboxes (their own run dir),
+// the real builtin agent and harvest sim over real HTTP on loopback. Time
+// is a stacktest.Clock the tests move, so idle timeouts, lifetimes and the
+// watchdog cost no waiting.
 
 // script is the sim's script for most tests. Rules are tried in order:
 //
