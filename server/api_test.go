@@ -14,6 +14,10 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/stacktest/apitest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -68,12 +72,12 @@ func docOps(t *testing.T) []docOp {
 // JSON error envelope, and none of them changes anything.
 func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 	e := newAPIEnv(t)
-	v := e.create(e.aliceC, "")
-	ctx := ctxT(t)
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	v := e.create(e.AliceC, "")
+	ctx := testbin.Context(t)
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	defer st.Close()
-	until(t, st, "idle", isState(store.StateIdle))
-	before, err := e.st.Events(ctx, v.ID, 0, 0)
+	stacktest.ReadUntil(t, st, "idle", stacktest.IsState(store.StateIdle))
+	before, err := e.Store.Events(ctx, v.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +102,12 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 	for _, op := range ops {
 		path := strings.ReplaceAll(op.path, "{id}", v.ID)
 		if strings.HasPrefix(op.path, "/v1/tokens/") {
-			path = strings.ReplaceAll(op.path, "{id}", e.bobID)
+			path = strings.ReplaceAll(op.path, "{id}", e.BobID)
 		}
 		name := op.method + " " + op.path
-		tok := bearer(e.alice)
+		tok := bearer(e.Alice)
 		if op.admin {
-			tok = bearer(e.admin)
+			tok = bearer(e.Admin)
 		}
 		if op.open {
 			status, _, _ := e.doRaw(op.method, path, "", "", nil)
@@ -123,7 +127,7 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 		status, info, _ = e.doRaw(op.method, path, "Basic YWxpY2U6cHc=", "", nil)
 		check(name+" with basic auth", status, info, expect{401, server.CodeUnauthorized, `not "Bearer TOKEN"`})
 		if op.admin {
-			status, info, _ = e.doRaw(op.method, path, bearer(e.alice), "", nil)
+			status, info, _ = e.doRaw(op.method, path, bearer(e.Alice), "", nil)
 			check(name+" with a user token", status, info, expect{403, server.CodeForbidden, "needs an admin token"})
 		}
 		if strings.Contains(op.path, "{id}") {
@@ -171,10 +175,10 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			status, info, _ = e.doRaw(op.method, path, tok, "application/json", huge)
 			check(name+" with an oversized body", status, info, expect{413, server.CodeTooLarge, "larger than 1048576 bytes"})
 			// Without Content-Length (chunked): the limit holds while reading.
-			req, _ := http.NewRequestWithContext(ctx, op.method, e.url+path, io.MultiReader(bytes.NewReader(huge)))
+			req, _ := http.NewRequestWithContext(ctx, op.method, e.URL+path, io.MultiReader(bytes.NewReader(huge)))
 			req.Header.Set("Authorization", tok)
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := e.transport.RoundTrip(req)
+			resp, err := e.Transport.RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,33 +197,33 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			check(name+" with an oversized body", status, info, expect{400, server.CodeBadRequest, "takes no body"})
 		}
 	}
-	status, info, _ := e.doRaw(http.MethodGet, "/v1/nothing-here", bearer(e.alice), "", nil)
+	status, info, _ := e.doRaw(http.MethodGet, "/v1/nothing-here", bearer(e.Alice), "", nil)
 	check("an unknown route", status, info, expect{404, server.CodeNotFound, "no route GET /v1/nothing-here"})
 	for _, p := range []string{"/v1/sessions//events", "/v1//sessions", "/v1/sessions/./" + v.ID, "/v1/sessions/" + v.ID + "/.."} {
-		status, info, _ = e.doRaw(http.MethodGet, p, bearer(e.alice), "", nil)
+		status, info, _ = e.doRaw(http.MethodGet, p, bearer(e.Alice), "", nil)
 		check("GET "+p, status, info, expect{404, server.CodeNotFound, "the path is not clean"})
 	}
-	status, info, _ = e.doRaw(http.MethodPost, "/v1/sessions/"+v.ID+"/messages", bearer(e.alice), "application/json", []byte(`{"text":"  ","mode":"later"}`))
+	status, info, _ = e.doRaw(http.MethodPost, "/v1/sessions/"+v.ID+"/messages", bearer(e.Alice), "application/json", []byte(`{"text":"  ","mode":"later"}`))
 	if status != 400 || info.Code != server.CodeInvalid || len(info.Details) != 2 {
 		t.Errorf("an invalid message: %d %+v, want 400 invalid with 2 details", status, info)
 	}
 
 	// Nothing was changed by any of it.
-	list, err := e.adminC.ListSessions(ctx, client.ListOptions{})
+	list, err := e.AdminC.ListSessions(ctx, client.ListOptions{})
 	if err != nil || len(list) != 1 || list[0].ID != v.ID {
 		t.Errorf("sessions after the bad requests: %v %v", list, err)
 	}
-	got, err := e.aliceC.GetSession(ctx, v.ID)
+	got, err := e.AliceC.GetSession(ctx, v.ID)
 	if err != nil || len(got.Queue) != 0 || got.State != wire.StateIdle || got.Turns != 0 {
 		t.Errorf("the session after the bad requests: %+v %v", got, err)
 	}
-	toks, err := e.adminC.ListTokens(ctx)
+	toks, err := e.AdminC.ListTokens(ctx)
 	if err != nil || len(toks) != 3 {
 		t.Errorf("tokens after the bad requests: %d %v", len(toks), err)
 	}
-	after, _ := e.st.Events(ctx, v.ID, 0, 0)
+	after, _ := e.Store.Events(ctx, v.ID, 0, 0)
 	if len(after) != len(before) {
-		t.Errorf("events after the bad requests:%s", describe(after[len(before):]))
+		t.Errorf("events after the bad requests:%s", stacktest.Describe(after[len(before):]))
 	}
 }
 
@@ -228,11 +232,11 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 // a deleted token is refused.
 func TestTokenSeesOnlyItsSessions(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	a := e.create(e.aliceC, "msg from alice")
-	b := e.create(e.bobC, "")
-	if a.Owner != e.aliceID || b.Owner != e.bobID {
-		t.Fatalf("owners %s %s, want %s %s", a.Owner, b.Owner, e.aliceID, e.bobID)
+	ctx := testbin.Context(t)
+	a := e.create(e.AliceC, "msg from alice")
+	b := e.create(e.BobC, "")
+	if a.Owner != e.AliceID || b.Owner != e.BobID {
+		t.Fatalf("owners %s %s, want %s %s", a.Owner, b.Owner, e.AliceID, e.BobID)
 	}
 	notFound := func(what string, err error) {
 		t.Helper()
@@ -241,21 +245,21 @@ func TestTokenSeesOnlyItsSessions(t *testing.T) {
 			t.Errorf("bob %s alice's session: %v, want 404", what, err)
 		}
 	}
-	_, err := e.bobC.GetSession(ctx, a.ID)
+	_, err := e.BobC.GetSession(ctx, a.ID)
 	notFound("gets", err)
-	_, err = e.bobC.Send(ctx, a.ID, "msg from bob", "")
+	_, err = e.BobC.Send(ctx, a.ID, "msg from bob", "")
 	notFound("sends to", err)
-	notFound("cancels", e.bobC.Cancel(ctx, a.ID))
-	notFound("deletes", e.bobC.DeleteSession(ctx, a.ID))
-	_, err = e.bobC.EventLog(ctx, a.ID, 0, 0)
+	notFound("cancels", e.BobC.Cancel(ctx, a.ID))
+	notFound("deletes", e.BobC.DeleteSession(ctx, a.ID))
+	_, err = e.BobC.EventLog(ctx, a.ID, 0, 0)
 	notFound("reads the log of", err)
-	_, err = e.bobC.Lock(ctx, a.ID)
+	_, err = e.BobC.Lock(ctx, a.ID)
 	notFound("reads the lock of", err)
-	bs := e.bobC.Events(ctx, a.ID, client.StreamOptions{})
+	bs := e.BobC.Events(ctx, a.ID, client.StreamOptions{})
 	_, err = bs.Next()
 	notFound("streams", err)
 	bs.Close()
-	err = e.bobC.Unlock(ctx, a.ID)
+	err = e.BobC.Unlock(ctx, a.ID)
 	if client.StatusOf(err) != 403 {
 		t.Errorf("bob unlocks: %v, want 403", err)
 	}
@@ -278,47 +282,47 @@ func TestTokenSeesOnlyItsSessions(t *testing.T) {
 	for what, c := range map[string]struct {
 		got, want []string
 	}{
-		"alice's list":           {ids(e.aliceC, client.ListOptions{}), []string{a.ID}},
-		"bob's list":             {ids(e.bobC, client.ListOptions{}), []string{b.ID}},
-		"bob's list of his own":  {ids(e.bobC, client.ListOptions{Owner: e.bobID}), []string{b.ID}},
-		"the admin's list":       {ids(e.adminC, client.ListOptions{}), both},
-		"the admin's of alice's": {ids(e.adminC, client.ListOptions{Owner: e.aliceID}), []string{a.ID}},
+		"alice's list":           {ids(e.AliceC, client.ListOptions{}), []string{a.ID}},
+		"bob's list":             {ids(e.BobC, client.ListOptions{}), []string{b.ID}},
+		"bob's list of his own":  {ids(e.BobC, client.ListOptions{Owner: e.BobID}), []string{b.ID}},
+		"the admin's list":       {ids(e.AdminC, client.ListOptions{}), both},
+		"the admin's of alice's": {ids(e.AdminC, client.ListOptions{Owner: e.AliceID}), []string{a.ID}},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s: %v, want %v", what, c.got, c.want)
 		}
 	}
-	if _, err := e.bobC.ListSessions(ctx, client.ListOptions{Owner: e.aliceID}); client.StatusOf(err) != 403 {
+	if _, err := e.BobC.ListSessions(ctx, client.ListOptions{Owner: e.AliceID}); client.StatusOf(err) != 403 {
 		t.Errorf("bob lists alice's: %v, want 403", err)
 	}
-	if _, err := e.aliceC.CreateToken(ctx, "mallory", true); client.StatusOf(err) != 403 {
+	if _, err := e.AliceC.CreateToken(ctx, "mallory", true); client.StatusOf(err) != 403 {
 		t.Errorf("alice makes an admin token: %v, want 403", err)
 	}
 
 	// The admin sees and acts on alice's session.
-	if _, err := e.adminC.GetSession(ctx, a.ID); err != nil {
+	if _, err := e.AdminC.GetSession(ctx, a.ID); err != nil {
 		t.Error(err)
 	}
-	st := e.adminC.Events(ctx, a.ID, client.StreamOptions{})
+	st := e.AdminC.Events(ctx, a.ID, client.StreamOptions{})
 	defer st.Close()
-	until(t, st, "alice's first turn to end", turnEnded("t1"))
+	stacktest.ReadUntil(t, st, "alice's first turn to end", stacktest.TurnEnded("t1"))
 
 	// A deleted token is refused; its sessions stay, for the admin.
-	if err := e.adminC.DeleteToken(ctx, e.bobID); err != nil {
+	if err := e.AdminC.DeleteToken(ctx, e.BobID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.bobC.ListSessions(ctx, client.ListOptions{}); client.StatusOf(err) != 401 {
+	if _, err := e.BobC.ListSessions(ctx, client.ListOptions{}); client.StatusOf(err) != 401 {
 		t.Errorf("a deleted token: %v, want 401", err)
 	}
-	if _, err := e.adminC.GetSession(ctx, b.ID); err != nil {
+	if _, err := e.AdminC.GetSession(ctx, b.ID); err != nil {
 		t.Errorf("the session of a deleted token: %v", err)
 	}
 	// A token made through the API works, once.
-	made, err := e.adminC.CreateToken(ctx, "carol", false)
+	made, err := e.AdminC.CreateToken(ctx, "carol", false)
 	if err != nil || !strings.HasPrefix(made.Secret, server.TokenPrefix) || made.Admin {
 		t.Fatalf("%+v %v", made, err)
 	}
-	if list, err := e.client(made.Secret).ListSessions(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
+	if list, err := e.Client(made.Secret).ListSessions(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
 		t.Errorf("carol's list: %v %v", list, err)
 	}
 }
@@ -335,26 +339,26 @@ func asError(err error, target **client.Error) bool {
 // first turn, a second message, the log, cancel, the lock, delete.
 func TestSessionOverHTTP(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "msg hello")
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "msg hello")
 	if len(v.Queue) != 1 || v.Queue[0].Text != "msg hello" || !session.ValidID(v.ID) {
 		t.Fatalf("created: %+v", v)
 	}
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	defer st.Close()
-	seen := until(t, st, "turn t1 to end", turnEnded("t1"))
+	seen := stacktest.ReadUntil(t, st, "turn t1 to end", stacktest.TurnEnded("t1"))
 	if _, ok := seen[len(seen)-1].Data.(event.TurnFinished); !ok {
-		t.Fatalf("turn t1:%s", describe(seen))
+		t.Fatalf("turn t1:%s", stacktest.Describe(seen))
 	}
-	seen = append(seen, until(t, st, "idle", isState(store.StateIdle))...)
+	seen = append(seen, stacktest.ReadUntil(t, st, "idle", stacktest.IsState(store.StateIdle))...)
 
-	m, err := e.aliceC.Send(ctx, v.ID, "msg again", "")
+	m, err := e.AliceC.Send(ctx, v.ID, "msg again", "")
 	if err != nil || m.State != "queued" || m.Seq != 2 {
 		t.Fatalf("send: %+v %v", m, err)
 	}
-	seen = append(seen, until(t, st, "turn t2 to end", turnEnded("t2"))...)
-	seen = append(seen, until(t, st, "idle", isState(store.StateIdle))...)
-	got, err := e.aliceC.GetSession(ctx, v.ID)
+	seen = append(seen, stacktest.ReadUntil(t, st, "turn t2 to end", stacktest.TurnEnded("t2"))...)
+	seen = append(seen, stacktest.ReadUntil(t, st, "idle", stacktest.IsState(store.StateIdle))...)
+	got, err := e.AliceC.GetSession(ctx, v.ID)
 	if err != nil || got.Turns != 2 || len(got.Queue) != 0 || got.Usage.InputTokens == 0 {
 		t.Fatalf("after two turns: %+v %v", got, err)
 	}
@@ -362,7 +366,7 @@ func TestSessionOverHTTP(t *testing.T) {
 	// The log pages through the same events the stream gave, in order.
 	var logged []event.Event
 	for after := int64(0); ; {
-		p, err := e.aliceC.EventLog(ctx, v.ID, after, 3)
+		p, err := e.AliceC.EventLog(ctx, v.ID, after, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,24 +385,24 @@ func TestSessionOverHTTP(t *testing.T) {
 		t.Errorf("the stream gave %v, the log %v", seqs(seen), seqs(logged))
 	}
 
-	if err := e.aliceC.Cancel(ctx, v.ID); err != nil {
+	if err := e.AliceC.Cancel(ctx, v.ID); err != nil {
 		t.Errorf("cancel with nothing running: %v", err)
 	}
 	// The runner lets the lock go once it finds the queue empty, just after
 	// the session.state idle event.
 	var lock *server.LockInfo
-	eventually(t, "the session lock to be released", func() bool {
-		l, err := e.aliceC.Lock(ctx, v.ID)
+	testbin.WaitFor(t, stacktest.WaitTimeout, "the session lock to be released", func() bool {
+		l, err := e.AliceC.Lock(ctx, v.ID)
 		lock = l
 		return err == nil && !l.Held
 	})
 	if lock.Key != "session/"+v.ID {
 		t.Errorf("lock: %+v", lock)
 	}
-	if err := e.adminC.Unlock(ctx, v.ID); err != nil {
+	if err := e.AdminC.Unlock(ctx, v.ID); err != nil {
 		t.Errorf("unlock: %v", err)
 	}
-	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	// The open stream learns the session is gone.
@@ -412,10 +416,10 @@ func TestSessionOverHTTP(t *testing.T) {
 		}
 		break
 	}
-	if _, err := e.aliceC.GetSession(ctx, v.ID); !client.IsNotFound(err) {
+	if _, err := e.AliceC.GetSession(ctx, v.ID); !client.IsNotFound(err) {
 		t.Errorf("get after delete: %v", err)
 	}
-	if _, err := e.aliceC.Send(ctx, v.ID, "msg late", ""); !client.IsNotFound(err) {
+	if _, err := e.AliceC.Send(ctx, v.ID, "msg late", ""); !client.IsNotFound(err) {
 		t.Errorf("send after delete: %v", err)
 	}
 }
@@ -433,11 +437,11 @@ func seqs(evs []event.Event) []int64 {
 // missed, in order, none twice, then the live ones.
 func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "msg one")
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "msg one")
 
 	// First connection: up to the end of turn t1, on the wire.
-	raw := e.openRaw(e.alice, v.ID, nil, "")
+	raw := e.openRaw(e.Alice, v.ID, nil, "")
 	var first []sseEvent
 	for {
 		ev, err := raw.next()
@@ -463,18 +467,18 @@ func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 
 	// While nobody listens: two more turns.
 	for _, text := range []string{"msg two", "msg three"} {
-		if _, err := e.aliceC.Send(ctx, v.ID, text, ""); err != nil {
+		if _, err := e.AliceC.Send(ctx, v.ID, text, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "turn t3 to end", func() bool {
-		got, err := e.aliceC.GetSession(ctx, v.ID)
+	testbin.WaitFor(t, stacktest.WaitTimeout, "turn t3 to end", func() bool {
+		got, err := e.AliceC.GetSession(ctx, v.ID)
 		return err == nil && got.Turns == 3 && got.State == wire.StateIdle && len(got.Queue) == 0
 	})
-	if err := e.j.Flush(ctx, v.ID); err != nil {
+	if err := e.Journal.Flush(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := e.st.Events(ctx, v.ID, 0, 0)
+	stored, err := e.Store.Events(ctx, v.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +494,7 @@ func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 		{http.Header{"Last-Event-ID": {last}}, "since=1"},
 		{nil, "since=" + last},
 	} {
-		raw := e.openRaw(e.alice, v.ID, how.header, how.query)
+		raw := e.openRaw(e.Alice, v.ID, how.header, how.query)
 		for i, want := range missed {
 			ev, err := raw.next()
 			if err != nil {
@@ -505,7 +509,7 @@ func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 
 	// The client does the same by itself, across a disconnect in the
 	// middle of a turn's events: every event once, in order.
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	var got []event.Event
 	for range 5 {
 		ev, err := st.Next()
@@ -515,13 +519,13 @@ func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 		got = append(got, ev)
 	}
 	st.Close()
-	st = e.aliceC.Events(ctx, v.ID, client.StreamOptions{After: st.LastSeq()})
+	st = e.AliceC.Events(ctx, v.ID, client.StreamOptions{After: st.LastSeq()})
 	defer st.Close()
-	if _, err := e.aliceC.Send(ctx, v.ID, "msg four", ""); err != nil {
+	if _, err := e.AliceC.Send(ctx, v.ID, "msg four", ""); err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, until(t, st, "turn t4 to end", turnEnded("t4"))...)
-	all, _ := e.st.Events(ctx, v.ID, 0, 0)
+	got = append(got, stacktest.ReadUntil(t, st, "turn t4 to end", stacktest.TurnEnded("t4"))...)
+	all, _ := e.Store.Events(ctx, v.ID, 0, 0)
 	if len(got) > len(all) || !slices.Equal(seqs(got), seqs(all[:len(got)])) {
 		t.Errorf("reconnecting client: seqs %v\nstored %v", seqs(got), seqs(all))
 	}
@@ -532,39 +536,39 @@ func TestSSEReconnectGetsExactlyTheMissedEvents(t *testing.T) {
 // stream with "event: stream.error" too_slow) instead of holding anyone up; the
 // client reconnects with Last-Event-ID and gets every event, once.
 func TestSSESlowClientIsCutOffAndLosesNothing(t *testing.T) {
-	e := newAPIEnv(t, func(c *envConfig) {
-		c.journal.Buffer = 16
-		c.sndBuf = 4096 // so that the kernel does not absorb the whole backlog
-		c.rcvBuf = 4096
-	})
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "")
+	e := newAPIEnv(t,
+		apitest.WithJournal(journal.Options{Buffer: 16}),
+		apitest.WithSendBuffer(4096), // so that the kernel does not absorb the whole backlog
+		apitest.WithReceiveBuffer(4096),
+	)
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "")
 
 	// A raw connection that reads its first event and then nothing.
-	raw := e.openRaw(e.alice, v.ID, nil, "")
+	raw := e.openRaw(e.Alice, v.ID, nil, "")
 	if _, err := raw.next(); err != nil {
 		t.Fatal(err)
 	}
 	// The client's stream, also stalled after its first event.
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	defer st.Close()
 	if _, err := st.Next(); err != nil {
 		t.Fatal(err)
 	}
 	// Connections from now on (the client's reconnect) have the usual
 	// buffers: a 4 KiB window is slow to replay through.
-	e.smallBufs.Store(false)
+	e.SmallBufs.Store(false)
 	// Events that must all be delivered, far more than the buffers hold.
 	const n = 2000
 	for i := range n {
-		if _, err := e.j.Append(event.Event{Session: v.ID, Data: event.SessionState{State: "idle", Reason: "filler " + strconv.Itoa(i) + strings.Repeat(".", 200)}}); err != nil {
+		if _, err := e.Journal.Append(event.Event{Session: v.ID, Data: event.SessionState{State: "idle", Reason: "filler " + strconv.Itoa(i) + strings.Repeat(".", 200)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := e.j.Flush(ctx, v.ID); err != nil {
+	if err := e.Journal.Flush(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	last, err := e.st.LastSeq(ctx, v.ID)
+	last, err := e.Store.LastSeq(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +595,7 @@ func TestSSESlowClientIsCutOffAndLosesNothing(t *testing.T) {
 
 	// The client reconnects by itself and misses nothing.
 	prev := int64(1)
-	e.transport.CloseIdleConnections() // the raw stream's, with its small buffers
+	e.Transport.CloseIdleConnections() // the raw stream's, with its small buffers
 	for prev < last {
 		ev, err := st.Next()
 		if err != nil {
@@ -611,9 +615,9 @@ func TestSSESlowClientIsCutOffAndLosesNothing(t *testing.T) {
 // ends open streams with an "unavailable" stream.error event (so clients come
 // back later) and refuses new requests with 503.
 func TestSSEKeepaliveAndDrain(t *testing.T) {
-	e := newAPIEnv(t, func(c *envConfig) { c.keepAlive = 20 * time.Millisecond })
-	v := e.create(e.aliceC, "")
-	raw := e.openRaw(e.alice, v.ID, nil, "")
+	e := newAPIEnv(t, apitest.WithKeepAlive(20*time.Millisecond))
+	v := e.create(e.AliceC, "")
+	raw := e.openRaw(e.Alice, v.ID, nil, "")
 	// Events until the session is idle, then only keepalives.
 	for {
 		ev, err := raw.next()
@@ -624,7 +628,7 @@ func TestSSEKeepaliveAndDrain(t *testing.T) {
 			break
 		}
 	}
-	e.srv.Drain()
+	e.Server.Drain()
 	var last sseEvent
 	for {
 		ev, err := raw.next()
@@ -636,11 +640,11 @@ func TestSSEKeepaliveAndDrain(t *testing.T) {
 	if last.typ != server.StreamErrorEvent || !strings.Contains(last.data, `"code":"unavailable"`) {
 		t.Errorf("the stream's end after Drain: %+v", last)
 	}
-	status, info, hdr := e.doRaw(http.MethodGet, "/v1/sessions", "Bearer "+e.alice, "", nil)
+	status, info, hdr := e.doRaw(http.MethodGet, "/v1/sessions", "Bearer "+e.Alice, "", nil)
 	if status != 503 || info.Code != server.CodeUnavailable || hdr.Get("Retry-After") == "" {
 		t.Errorf("a request while draining: %d %+v", status, info)
 	}
-	h, err := e.aliceC.Health(context.Background())
+	h, err := e.AliceC.Health(context.Background())
 	if client.StatusOf(err) != 503 || h == nil || h.Status != "shutting_down" {
 		t.Errorf("health while draining: %+v %v", h, err)
 	}
@@ -650,27 +654,27 @@ func TestSSEKeepaliveAndDrain(t *testing.T) {
 // lifetime) refuses messages and cancels with 409 and says why.
 func TestEndedSessionConflicts(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v, err := e.aliceC.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.repo}}, Limits: store.Limits{MaxLifetime: time.Millisecond}})
+	ctx := testbin.Context(t)
+	v, err := e.AliceC.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.Repo}}, Limits: store.Limits{MaxLifetime: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	defer st.Close()
-	until(t, st, "the session to stop", isState(store.StateStopped))
-	_, err = e.aliceC.Send(ctx, v.ID, "msg too late", "")
+	stacktest.ReadUntil(t, st, "the session to stop", stacktest.IsState(store.StateStopped))
+	_, err = e.AliceC.Send(ctx, v.ID, "msg too late", "")
 	var ce *client.Error
 	if !asError(err, &ce) || ce.Status != 409 || ce.Code != server.CodeConflict || !strings.Contains(ce.Message, "start a new session") {
 		t.Errorf("a message to a stopped session: %v", err)
 	}
-	if err := e.aliceC.Cancel(ctx, v.ID); client.StatusOf(err) != 409 {
+	if err := e.AliceC.Cancel(ctx, v.ID); client.StatusOf(err) != 409 {
 		t.Errorf("cancel of a stopped session: %v", err)
 	}
 	// It can still be read and deleted.
-	if got, err := e.aliceC.GetSession(ctx, v.ID); err != nil || got.State != wire.StateStopped {
+	if got, err := e.AliceC.GetSession(ctx, v.ID); err != nil || got.State != wire.StateStopped {
 		t.Errorf("get: %+v %v", got, err)
 	}
-	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Error(err)
 	}
 }

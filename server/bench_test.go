@@ -8,6 +8,8 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/stacktest/apitest"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 )
@@ -35,17 +37,17 @@ func reportPercentiles(b *testing.B, ds []time.Duration, unit string) {
 //	go test -run '^$' -bench SSELatency -benchtime 2000x ./server/
 func BenchmarkSSELatency(b *testing.B) {
 	e := newAPIEnv(b)
-	v := e.create(e.aliceC, "")
+	v := e.create(e.AliceC, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	defer st.Close()
-	until(b, st, "idle", isState(store.StateIdle))
+	stacktest.ReadUntil(b, st, "idle", stacktest.IsState(store.StateIdle))
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		seq, err := e.j.Append(event.Event{Session: v.ID, Data: event.SessionState{State: "idle", Reason: "latency probe"}})
+		seq, err := e.Journal.Append(event.Event{Session: v.ID, Data: event.SessionState{State: "idle", Reason: "latency probe"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,27 +75,27 @@ func BenchmarkSSELatency(b *testing.B) {
 //
 //	go test -run '^$' -bench CreateToFirstModelRequest -benchtime 30x ./server/
 func BenchmarkCreateToFirstModelRequest(b *testing.B) {
-	e := newAPIEnv(b, func(c *envConfig) { c.pool = 2; c.simHits = true })
+	e := newAPIEnv(b, apitest.WithStack(stacktest.WithPool(2)), apitest.WithSimHits)
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		v, err := e.aliceC.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.repo}}, Prompt: "msg hi"})
+		v, err := e.AliceC.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.Repo}}, Prompt: "msg hi"})
 		if err != nil {
 			b.Fatal(err)
 		}
 		select {
-		case <-e.simHits:
-		case <-time.After(waitTimeout):
+		case <-e.SimHits:
+		case <-time.After(stacktest.WaitTimeout):
 			b.Fatal("no model request")
 		}
 		lat = append(lat, time.Since(t0))
 		b.StopTimer()
-		st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
-		until(b, st, "the turn to end", turnEnded("t1"))
+		st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
+		stacktest.ReadUntil(b, st, "the turn to end", stacktest.TurnEnded("t1"))
 		st.Close()
-		if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+		if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/server"
 )
@@ -43,7 +44,7 @@ import (
 // token as the bearer token.
 func sameOriginProxy(t *testing.T, e *apiEnv, token, page string) string {
 	t.Helper()
-	target, err := url.Parse(e.url)
+	target, err := url.Parse(e.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func sameOriginProxy(t *testing.T, e *apiEnv, token, page string) string {
 			r.SetURL(target)
 			r.Out.Header.Set("Authorization", "Bearer "+token)
 		},
-		Transport: e.transport,
+		Transport: e.Transport,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", proxy)
@@ -92,9 +93,9 @@ es.onerror = (e) => { window.got.onerror.push({data: e.data === undefined ? null
 func TestEventSourceInChromium(t *testing.T) {
 	chromium := testbin.Chromium(t)
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "")
-	base := sameOriginProxy(t, e, e.alice, streamEndPage)
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "")
+	base := sameOriginProxy(t, e, e.Alice, streamEndPage)
 
 	profile, err := os.MkdirTemp("", "harvest-chromium-*")
 	if err != nil {
@@ -142,7 +143,7 @@ func TestEventSourceInChromium(t *testing.T) {
 	}
 	// The replay and the live events until the session is idle.
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`window.got.opened && window.got.states.includes("idle")`,
-		chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(waitTimeout))); err != nil {
+		chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(stacktest.WaitTimeout))); err != nil {
 		t.Fatalf("waiting for the session to be idle in the browser: %v; got %+v", err, read())
 	}
 	g := read()
@@ -150,11 +151,11 @@ func TestEventSourceInChromium(t *testing.T) {
 		t.Errorf("the first session.state in the browser: id %q state %q, want 1 pending", g.IDs[0], g.States[0])
 	}
 
-	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`window.got.streamError !== null`,
-		chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(waitTimeout))); err != nil {
+		chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(stacktest.WaitTimeout))); err != nil {
 		t.Fatalf("waiting for stream.error in the browser: %v; got %+v", err, read())
 	}
 	g = read()
@@ -196,13 +197,13 @@ es.onerror = (e) => out({ kind: "onerror", message: String(e.message), data: e.d
 func TestEventSourceNPM(t *testing.T) {
 	node, dir := testbin.EventSource(t)
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "")
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "")
 	script := filepath.Join(t.TempDir(), "stream.cjs")
 	if err := os.WriteFile(script, []byte(esScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, node, script, e.url, e.alice, v.ID, dir)
+	cmd := exec.CommandContext(ctx, node, script, e.URL, e.Alice, v.ID, dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -252,7 +253,7 @@ func TestEventSourceNPM(t *testing.T) {
 		t.Errorf("the first session.state under node: %+v, want id 1 pending", states[0])
 	}
 
-	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	var end line

@@ -33,7 +33,7 @@ func TestGeneratedClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	resp, err := http.Get(e.url + "/openapi.json")
+	resp, err := http.Get(e.URL + "/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestGeneratedClient(t *testing.T) {
 	}
 	bin := filepath.Join(dir, "genclient")
 	run("building the generated client", "build", "-overlay", ovPath, "-o", bin, "./server/testdata/genclient")
-	cmd := exec.CommandContext(ctx, bin, e.url, e.alice, e.repo)
+	cmd := exec.CommandContext(ctx, bin, e.URL, e.Alice, e.Repo)
 	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("the generated client against the server: %v\n%s", err, out)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/wire"
 )
@@ -23,21 +24,21 @@ import (
 // Views show a user the source as given, never a host path.
 func TestSourcePolicy(t *testing.T) {
 	e := newAPIEnv(t)
-	alice := e.create(e.aliceC, "")
+	alice := e.create(e.AliceC, "")
 	waitState(t, e, alice.ID, wire.StateIdle)
-	other := e.create(e.bobC, "") // another tenant's session and workspace
+	other := e.create(e.BobC, "") // another tenant's session and workspace
 	waitState(t, e, other.ID, wire.StateIdle)
 	otherWS := e.adminView(other.ID).Repos[0].Path
 	if _, err := os.Stat(otherWS); err != nil {
 		t.Fatalf("bob's workspace: %v", err)
 	}
 	for link, target := range map[string]string{"to-etc": "/etc", "to-root": "/", "to-dev": "/dev", "to-proc": "/proc/self",
-		"to-data": e.dataDir, "to-other": otherWS} {
-		if err := os.Symlink(target, filepath.Join(e.repoRoot, link)); err != nil {
+		"to-data": e.DataDir, "to-other": otherWS} {
+		if err := os.Symlink(target, filepath.Join(e.RepoRoot, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := workspaceDirs(t, e.dataDir)
+	before := workspaceDirs(t, e.DataDir)
 	outside := testbin.TempDir(t) // a sibling of the root
 
 	bad := map[string]string{
@@ -45,58 +46,58 @@ func TestSourcePolicy(t *testing.T) {
 		"/":                                   "which sessions may never copy",
 		"/dev":                                "inside /dev",
 		"/proc/self":                          "inside /proc",
-		e.dataDir:                             "inside " + e.dataDir,
-		otherWS:                               "inside " + e.dataDir,
-		filepath.Join(e.repoRoot, "to-etc"):   "(which is /etc) is outside",
-		filepath.Join(e.repoRoot, "to-root"):  "may never copy",
-		filepath.Join(e.repoRoot, "to-dev"):   "inside /dev",
-		filepath.Join(e.repoRoot, "to-proc"):  "inside /proc",
-		filepath.Join(e.repoRoot, "to-data"):  "inside " + e.dataDir,
-		filepath.Join(e.repoRoot, "to-other"): "inside " + e.dataDir,
+		e.DataDir:                             "inside " + e.DataDir,
+		otherWS:                               "inside " + e.DataDir,
+		filepath.Join(e.RepoRoot, "to-etc"):   "(which is /etc) is outside",
+		filepath.Join(e.RepoRoot, "to-root"):  "may never copy",
+		filepath.Join(e.RepoRoot, "to-dev"):   "inside /dev",
+		filepath.Join(e.RepoRoot, "to-proc"):  "inside /proc",
+		filepath.Join(e.RepoRoot, "to-data"):  "inside " + e.DataDir,
+		filepath.Join(e.RepoRoot, "to-other"): "inside " + e.DataDir,
 		"../":                                 "relative path",
-		filepath.Join(e.repoRoot, "..", filepath.Base(outside)): "is outside",
-		filepath.Join(e.repoRoot, "missing"):                    "does not exist on the server",
+		filepath.Join(e.RepoRoot, "..", filepath.Base(outside)): "is outside",
+		filepath.Join(e.RepoRoot, "missing"):                    "does not exist on the server",
 		"https://git.example.com/acme/app.git":                  "no --git-host",
 		"file:///etc":                                           "file:// URLs are not accepted",
 	}
 	for src, want := range bad {
 		body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: src}}, Prompt: "msg hi"})
-		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.alice, "application/json", body)
+		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.Alice, "application/json", body)
 		if code != 400 || !strings.Contains(info.Message, want) || !strings.Contains(info.Message, "repos[0].source") {
 			t.Errorf("a user's %q: %d %+v, want 400 saying %q", src, code, info, want)
 		}
 	}
 	// The admin may copy directories outside the roots, but never these.
-	for _, src := range []string{"/", "/proc/self", "/dev", e.dataDir, otherWS, filepath.Join(e.repoRoot, "to-other"), filepath.Join(e.repoRoot, "to-data")} {
+	for _, src := range []string{"/", "/proc/self", "/dev", e.DataDir, otherWS, filepath.Join(e.RepoRoot, "to-other"), filepath.Join(e.RepoRoot, "to-data")} {
 		body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: src}}})
-		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.admin, "application/json", body)
+		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.Admin, "application/json", body)
 		if code != 400 || !strings.Contains(info.Message, "may never copy") {
 			t.Errorf("the admin's %q: %d %+v, want 400", src, code, info)
 		}
 	}
-	if after := workspaceDirs(t, e.dataDir); after != before {
+	if after := workspaceDirs(t, e.DataDir); after != before {
 		t.Errorf("refused sessions copied something: the workspaces went from\n%s\nto\n%s", before, after)
 	}
 
 	// Several problems are all listed.
 	body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: "/etc"}, {Source: "/proc/self"}}})
-	if code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.alice, "application/json", body); code != 400 || !strings.Contains(info.Message, "repos[0]") || !strings.Contains(info.Message, "repos[1]") {
+	if code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.Alice, "application/json", body); code != 400 || !strings.Contains(info.Message, "repos[0]") || !strings.Contains(info.Message, "repos[1]") {
 		t.Errorf("two bad sources: %d %+v", code, info)
 	}
 
 	// A user sees the source as given; the admin also sees where it
 	// resolved to and the host path of the copy.
-	link := filepath.Join(e.repoRoot, "link-to-repo")
-	if err := os.Symlink(e.repo, link); err != nil {
+	link := filepath.Join(e.RepoRoot, "link-to-repo")
+	if err := os.Symlink(e.Repo, link); err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.aliceC.CreateSession(ctxT(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: link}}})
+	v, err := e.AliceC.CreateSession(testbin.Context(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: link}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, e, v.ID, wire.StateIdle)
-	raw := e.rawJSON("GET", "/v1/sessions/"+v.ID, e.alice)
-	for _, leak := range []string{e.dataDir, `"path"`, `"origin"`, `"sandbox"`, e.repo + `"`} {
+	raw := e.rawJSON("GET", "/v1/sessions/"+v.ID, e.Alice)
+	for _, leak := range []string{e.DataDir, `"path"`, `"origin"`, `"sandbox"`, e.Repo + `"`} {
 		if strings.Contains(raw, leak) {
 			t.Errorf("a user's view shows %s: %s", leak, raw)
 		}
@@ -104,12 +105,12 @@ func TestSourcePolicy(t *testing.T) {
 	if !strings.Contains(raw, `"source":"`+link+`"`) {
 		t.Errorf("a user's view does not show the source as given: %s", raw)
 	}
-	list := e.rawJSON("GET", "/v1/sessions", e.alice)
-	if strings.Contains(list, e.dataDir) || strings.Contains(list, `"sandbox"`) {
+	list := e.rawJSON("GET", "/v1/sessions", e.Alice)
+	if strings.Contains(list, e.DataDir) || strings.Contains(list, `"sandbox"`) {
 		t.Errorf("a user's list shows host paths: %s", list)
 	}
 	av := e.adminView(v.ID)
-	if av.Repos[0].Origin != e.repo || !strings.HasPrefix(av.Repos[0].Path, e.dataDir) || len(av.Sandbox) == 0 {
+	if av.Repos[0].Origin != e.Repo || !strings.HasPrefix(av.Repos[0].Path, e.DataDir) || len(av.Sandbox) == 0 {
 		t.Errorf("the admin's view: %+v", av.Repos)
 	}
 }
@@ -120,16 +121,16 @@ func TestSourcePolicy(t *testing.T) {
 func TestDeleteProvisioningClone(t *testing.T) {
 	e := newAPIEnv(t)
 	url, _ := testbin.HangingGitServer(t)
-	v, err := e.adminC.CreateSession(ctxT(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: url}}, Prompt: "msg hi"})
+	v, err := e.AdminC.CreateSession(testbin.Context(t), wire.CreateRequest{Repos: []wire.RepoSpec{{Source: url}}, Prompt: "msg hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testbin.WaitFor(t, waitTimeout, "the clone to start", func() bool { return len(testbin.ProcsWith(url)) > 0 })
+	testbin.WaitFor(t, stacktest.WaitTimeout, "the clone to start", func() bool { return len(testbin.ProcsWith(url)) > 0 })
 	if s := e.adminView(v.ID); s.State != wire.StateProvisioning {
 		t.Fatalf("the session is %s, want provisioning", s.State)
 	}
 	start := time.Now()
-	if err := e.adminC.DeleteSession(ctxT(t), v.ID); err != nil {
+	if err := e.AdminC.DeleteSession(testbin.Context(t), v.ID); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -137,39 +138,39 @@ func TestDeleteProvisioningClone(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("DELETE took %s, want at most 2 s", took)
 	}
-	testbin.WaitFor(t, waitTimeout, "the clone's processes to go", func() bool { return len(testbin.ProcsWith(url)) == 0 })
+	testbin.WaitFor(t, stacktest.WaitTimeout, "the clone's processes to go", func() bool { return len(testbin.ProcsWith(url)) == 0 })
 }
 
 func waitState(t *testing.T, e *apiEnv, id string, want wire.State) {
 	t.Helper()
-	testbin.WaitFor(t, waitTimeout, fmt.Sprintf("session %s %s", id, want), func() bool { return e.adminView(id).State == want })
+	testbin.WaitFor(t, stacktest.WaitTimeout, fmt.Sprintf("session %s %s", id, want), func() bool { return e.adminView(id).State == want })
 }
 
 func (e *apiEnv) adminView(id string) *wire.View {
-	e.t.Helper()
-	v, err := e.adminC.GetSession(ctxT(e.t), id)
+	e.T.Helper()
+	v, err := e.AdminC.GetSession(testbin.Context(e.T), id)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return v
 }
 
 // rawJSON is the body of a GET, as sent.
 func (e *apiEnv) rawJSON(method, path, token string) string {
-	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(e.t), method, e.url+path, nil)
+	e.T.Helper()
+	req, err := http.NewRequestWithContext(testbin.Context(e.T), method, e.URL+path, nil)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := e.transport.RoundTrip(req)
+	resp, err := e.Transport.RoundTrip(req)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
-		e.t.Fatalf("%s %s: %d %v %s", method, path, resp.StatusCode, err, b)
+		e.T.Fatalf("%s %s: %d %v %s", method, path, resp.StatusCode, err, b)
 	}
 	return string(b)
 }

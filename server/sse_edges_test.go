@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/client"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -20,15 +22,15 @@ import (
 // one); at the newest seq the stream opens.
 func TestSSEPastLastSeqIsRefused(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "")
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
-	until(t, st, "the session to be idle", isState(store.StateIdle))
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "")
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
+	stacktest.ReadUntil(t, st, "the session to be idle", stacktest.IsState(store.StateIdle))
 	st.Close()
-	if err := e.j.Flush(ctx, v.ID); err != nil {
+	if err := e.Journal.Flush(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	last, err := e.st.LastSeq(ctx, v.ID)
+	last, err := e.Store.LastSeq(ctx, v.ID)
 	if err != nil || last < 1 {
 		t.Fatalf("last seq %d, %v", last, err)
 	}
@@ -43,12 +45,12 @@ func TestSSEPastLastSeqIsRefused(t *testing.T) {
 		// The header wins over since, as the doc says, also here.
 		{http.Header{"Last-Event-ID": {ahead}}, "since=0", "Last-Event-ID " + ahead},
 	} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/v1/sessions/"+v.ID+"/events?"+c.query, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/v1/sessions/"+v.ID+"/events?"+c.query, nil)
 		for k, vs := range c.header {
 			req.Header[k] = vs
 		}
-		req.Header.Set("Authorization", "Bearer "+e.alice)
-		resp, err := e.transport.RoundTrip(req)
+		req.Header.Set("Authorization", "Bearer "+e.Alice)
+		resp, err := e.Transport.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,11 +66,11 @@ func TestSSEPastLastSeqIsRefused(t *testing.T) {
 		}
 	}
 	// At the newest seq: a stream (that waits for what comes next).
-	raw := e.openRaw(e.alice, v.ID, http.Header{"Last-Event-ID": {strconv.FormatInt(last, 10)}}, "")
+	raw := e.openRaw(e.Alice, v.ID, http.Header{"Last-Event-ID": {strconv.FormatInt(last, 10)}}, "")
 	raw.close()
 
 	// The client gives up at once with the 400 (no reconnect loop).
-	st = e.aliceC.Events(ctx, v.ID, client.StreamOptions{After: last + 5})
+	st = e.AliceC.Events(ctx, v.ID, client.StreamOptions{After: last + 5})
 	defer st.Close()
 	_, err = st.Next()
 	var ce *client.Error
@@ -85,16 +87,16 @@ func TestSSEPastLastSeqIsRefused(t *testing.T) {
 // EventSource keeps for its own connection errors), code deleted, no id.
 func TestSSEDeletedSessionEndsWithStreamError(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	v := e.create(e.aliceC, "")
-	raw := e.openRaw(e.alice, v.ID, nil, "")
+	ctx := testbin.Context(t)
+	v := e.create(e.AliceC, "")
+	raw := e.openRaw(e.Alice, v.ID, nil, "")
 	if _, err := raw.next(); err != nil {
 		t.Fatal(err)
 	}
-	st := e.aliceC.Events(ctx, v.ID, client.StreamOptions{})
+	st := e.AliceC.Events(ctx, v.ID, client.StreamOptions{})
 	defer st.Close()
-	until(t, st, "the session to be idle", isState(store.StateIdle))
-	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+	stacktest.ReadUntil(t, st, "the session to be idle", stacktest.IsState(store.StateIdle))
+	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	var end sseEvent
@@ -134,11 +136,11 @@ func TestSSEDeletedSessionEndsWithStreamError(t *testing.T) {
 // as openapi.json's maxLength; durations go out as strings like "10m".
 func TestInvalidCreateListsEveryProblem(t *testing.T) {
 	e := newAPIEnv(t)
-	ctx := ctxT(t)
-	repos := strings.Repeat(`{"source":`+strconv.Quote(e.repo)+`},`, 17)
+	ctx := testbin.Context(t)
+	repos := strings.Repeat(`{"source":`+strconv.Quote(e.Repo)+`},`, 17)
 	body := `{"title":"` + strings.Repeat("é", 201) + `","repos":[` + strings.TrimSuffix(repos, ",") + `],` +
 		`"mode":"later","backend":"nope","limits":{"max_steps":-1},"terminal":{"command":["sh"],"done_pattern":"` + strings.Repeat("é", 1025) + `"}}`
-	status, info, _ := e.doRaw(http.MethodPost, "/v1/sessions", "Bearer "+e.alice, "application/json", []byte(body))
+	status, info, _ := e.doRaw(http.MethodPost, "/v1/sessions", "Bearer "+e.Alice, "application/json", []byte(body))
 	want := []string{"title is 201 characters: at most 200", "repos has 17 repositories: at most 16", `mode "later"`, "max_steps", "backend:", "terminal.done_pattern is 1025 characters: at most 1024"}
 	if status != http.StatusBadRequest || info.Code != server.CodeInvalid {
 		t.Fatalf("%d %+v, want 400 invalid", status, info)
@@ -159,11 +161,11 @@ func TestInvalidCreateListsEveryProblem(t *testing.T) {
 	// At the bounds, in characters of two bytes each: accepted. The
 	// durations come back as the strings openapi.json documents.
 	title := strings.Repeat("é", 200)
-	b := `{"title":"` + title + `","repos":[{"source":` + strconv.Quote(e.repo) + `}],"limits":{"idle_timeout":"10m","max_lifetime":3600000000000}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/sessions", strings.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+e.alice)
+	b := `{"title":"` + title + `","repos":[{"source":` + strconv.Quote(e.Repo) + `}],"limits":{"idle_timeout":"10m","max_lifetime":3600000000000}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/v1/sessions", strings.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+e.Alice)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.transport.RoundTrip(req)
+	resp, err := e.Transport.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestInvalidCreateListsEveryProblem(t *testing.T) {
 	if v.Title != title {
 		t.Errorf("title came back as %q", v.Title)
 	}
-	if err := e.aliceC.DeleteSession(ctx, v.ID); err != nil {
+	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 )
 
 // BenchmarkCreateToFirstRequest measures the time from Create (with a
@@ -17,18 +20,18 @@ func BenchmarkCreateToFirstRequest(b *testing.B) {
 	defer cancel()
 	var lat []time.Duration
 	one := func() {
-		n := len(e.sim.Load().Requests())
+		n := len(e.Sim.Load().Requests())
 		start := time.Now()
-		v, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Prompt: "msg hi"})
+		v, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg hi"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, waitTimeout, "the first model request", func() bool { return len(e.sim.Load().Requests()) > n })
-		lat = append(lat, e.sim.Load().Requests()[n].Time.Sub(start))
+		testbin.WaitFor(b, stacktest.WaitTimeout, "the first model request", func() bool { return len(e.Sim.Load().Requests()) > n })
+		lat = append(lat, e.Sim.Load().Requests()[n].Time.Sub(start))
 		b.StopTimer()
 		w := e.watch(v.ID)
-		w.idleAfter("t1")
-		w.sub.Close()
+		w.IdleAfter("t1")
+		w.Sub.Close()
 		if err := e.m.Delete(ctx, "owner-1", v.ID); err != nil {
 			b.Fatal(err)
 		}

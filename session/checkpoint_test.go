@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -37,11 +39,11 @@ func TestStepCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Store(sim.New(s))
-	ctx := ctxT(t)
+	e.Sim.Store(sim.New(s))
+	ctx := testbin.Context(t)
 	v := e.create("Checkpoint task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.Contains(string(p.Input), "until") })
+	stacktest.Typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.Contains(string(p.Input), "until") })
 
 	// Mid-turn: step 1 is stored.
 	got, err := e.st.GetSession(ctx, v.ID)
@@ -55,8 +57,8 @@ func TestStepCheckpoint(t *testing.T) {
 	}
 
 	release(t, v)
-	f := w.finished("t1")
-	w.state(store.StateIdle)
+	f := w.Finished("t1")
+	w.State(store.StateIdle)
 	got, err = e.st.GetSession(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
@@ -38,10 +40,8 @@ func TestCrashRecovery(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 	cmd.Env = append(os.Environ(),
 		"HARVEST_SESSION_CRASH_CHILD=1",
-		"HARVEST_SESSION_DB="+e.dbPath, "HARVEST_SESSION_RUN_DIR="+e.runDir,
-		"HARVEST_SESSION_DATA_DIR="+e.dataDir, "HARVEST_SESSION_REPO="+e.repo,
-		"HARVEST_SESSION_SIM="+e.simURL, "HARVEST_SESSION_AGENT="+e.agent,
 	)
+	cmd.Env = append(cmd.Env, e.Environ()...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -80,7 +80,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("the child exited without getting ready: %v", cmd.Wait())
 		}
 		a, b, c, bBox, d = f[0], f[1], f[2], f[3], f[4]
-	case <-time.After(waitTimeout):
+	case <-time.After(stacktest.WaitTimeout):
 		t.Fatal("the child did not get ready")
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -90,19 +90,19 @@ func TestCrashRecovery(t *testing.T) {
 	_ = cmd.Wait()
 
 	// The child's boxes outlive it; its turn's process tree runs on.
-	if len(procsWith("sleep", "31337")) == 0 {
+	if len(testbin.ProcsWithArgs("sleep", "31337")) == 0 {
 		t.Fatal("session A's tool process died with the child: the test proves nothing")
 	}
 	// A box of session A that nobody owns.
-	ctx := ctxT(t)
-	orphan, err := e.prov.Start(ctx, sandbox.Spec{ID: newBoxID(a)})
+	ctx := testbin.Context(t)
+	orphan, err := e.Local.Start(ctx, sandbox.Spec{ID: newBoxID(a)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orphan.Close()
 	// A box of another server sharing the run dir: a session this store
 	// does not have. Not ours to reap.
-	foreign, err := e.prov.Start(ctx, sandbox.Spec{ID: newBoxID(newSessionID())})
+	foreign, err := e.Local.Start(ctx, sandbox.Spec{ID: newBoxID(newSessionID())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,33 +126,33 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	wa := e.watch(a)
-	f := typed[event.TurnFailed](wa, "t1", nil)
+	f := stacktest.Typed[event.TurnFailed](wa, "t1", nil)
 	if f.Kind != "interrupted" {
 		t.Fatalf("A's t1: %+v, want kind interrupted", f)
 	}
 	for i, turn := range []string{"t2", "t3"} {
-		d := typed[event.MessageDelivered](wa, turn, nil)
+		d := stacktest.Typed[event.MessageDelivered](wa, turn, nil)
 		if d.MessageID != queued[i].ID {
 			t.Fatalf("A's %s took %s, want %s", turn, d.MessageID, queued[i].ID)
 		}
-		wa.finished(turn)
+		wa.Finished(turn)
 	}
-	eventually(t, 10*time.Second, "the interrupted turn's processes are gone", func() bool { return len(procsWith("sleep", "31337")) == 0 })
+	testbin.WaitFor(t, 10*time.Second, "the interrupted turn's processes are gone", func() bool { return len(testbin.ProcsWithArgs("sleep", "31337")) == 0 })
 
 	// D's interrupted turn kept its first step: the conversation (the next
 	// turn's request carries it) and the step's usage.
 	wd := e.watch(d)
-	if f := typed[event.TurnFailed](wd, "t1", nil); f.Kind != "interrupted" || f.Usage.InputTokens != 100 || !strings.Contains(f.Error, "up to its last finished step") {
+	if f := stacktest.Typed[event.TurnFailed](wd, "t1", nil); f.Kind != "interrupted" || f.Usage.InputTokens != 100 || !strings.Contains(f.Error, "up to its last finished step") {
 		t.Fatalf("D's t1: %+v, want interrupted, charged its first step (100 input tokens)", f)
 	}
-	wd.state(store.StateIdle)
+	wd.State(store.StateIdle)
 	if s := e.get(d); s.Usage.InputTokens != 100 || s.CostUSD <= 0 {
 		t.Errorf("D after recovery: usage %+v, $%v; want its first step's", s.Usage, s.CostUSD)
 	}
 	e.send(d, "msg d2", "")
-	wd.finished("t2")
+	wd.Finished("t2")
 	var last sim.Request
-	for _, r := range e.sim.Load().Requests() {
+	for _, r := range e.Sim.Load().Requests() {
 		if bytes.Contains(r.Body, []byte("msg d2")) {
 			last = r
 		}
@@ -162,11 +162,11 @@ func TestCrashRecovery(t *testing.T) {
 			t.Errorf("D's turn after the crash was not sent %q: the conversation was lost\n%.2000s", want, last.Body)
 		}
 	}
-	eventually(t, 10*time.Second, "D's interrupted tool is gone", func() bool { return len(procsWith("sleep", "31339")) == 0 })
+	testbin.WaitFor(t, 10*time.Second, "D's interrupted tool is gone", func() bool { return len(testbin.ProcsWithArgs("sleep", "31339")) == 0 })
 
 	wb := e.watch(b)
 	e.send(b, "msg b2", "")
-	wb.finished("t2")
+	wb.Finished("t2")
 	if h := handleOf(t, e, b); h != bBox {
 		t.Fatalf("B runs in box %s, want its old box %s reattached", h, bBox)
 	}
@@ -176,17 +176,17 @@ func TestCrashRecovery(t *testing.T) {
 
 	want := []string{handleOf(t, e, a), bBox, foreign.ID(), handleOf(t, e, d)}
 	slices.Sort(want)
-	if got := e.boxes(); !slices.Equal(got, want) {
+	if got := e.Boxes(); !slices.Equal(got, want) {
 		t.Fatalf("boxes after recovery: %v, want only the sessions' %v", got, want)
 	}
 	for _, id := range []string{a, b, c, d} {
-		checkGapless(t, e.st, id)
+		stacktest.CheckGapless(t, e.st, id)
 	}
 }
 
 func handleOf(t testing.TB, e *env, id string) string {
 	t.Helper()
-	s, err := e.st.GetSession(ctxT(t), id)
+	s, err := e.st.GetSession(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,40 +203,38 @@ func TestCrashChild(t *testing.T) {
 	if os.Getenv("HARVEST_SESSION_CRASH_CHILD") == "" {
 		t.Skip("run by TestCrashRecovery in a child process")
 	}
-	e := &env{
-		t: t, clock: newTestClock(), key: "sk-test",
-		dbPath: os.Getenv("HARVEST_SESSION_DB"), runDir: os.Getenv("HARVEST_SESSION_RUN_DIR"),
-		dataDir: os.Getenv("HARVEST_SESSION_DATA_DIR"), repo: os.Getenv("HARVEST_SESSION_REPO"),
-		simURL: os.Getenv("HARVEST_SESSION_SIM"), agent: os.Getenv("HARVEST_SESSION_AGENT"),
+	s, ok := stacktest.Inherit(t, tempRoots)
+	if !ok {
+		t.Fatal("HARVEST_SESSION_CRASH_CHILD is set, but not the parent's stack")
 	}
-	e.prov = e.provider()
+	e := &env{Stack: s}
 	e.open()
 
 	// C: suspended (its idle timeout is shorter than anyone's).
 	c := e.create("msg c", func(r *CreateRequest) { r.Limits.IdleTimeout = time.Minute })
 	wc := e.watch(c.ID)
-	wc.idleAfter("t1")
-	e.clock.Advance(time.Minute)
-	wc.state(store.StateSuspended)
+	wc.IdleAfter("t1")
+	e.Clock.Advance(time.Minute)
+	wc.State(store.StateSuspended)
 
 	// B: idle in its box.
 	b := e.create("msg b")
 	wb := e.watch(b.ID)
-	wb.idleAfter("t1")
+	wb.IdleAfter("t1")
 
 	// A: in a turn, two messages queued.
 	a := e.create("tree task")
 	wa := e.watch(a.ID)
-	typed[event.ToolStarted](wa, "t1", nil)
-	eventually(t, 10*time.Second, "A's tool runs", func() bool { return len(procsWith("sleep", "31337")) > 0 })
+	stacktest.Typed[event.ToolStarted](wa, "t1", nil)
+	testbin.WaitFor(t, 10*time.Second, "A's tool runs", func() bool { return len(testbin.ProcsWithArgs("sleep", "31337")) > 0 })
 	e.send(a.ID, "msg a1", "")
 	e.send(a.ID, "msg a2", "")
 
 	// D: in the second step of a turn, its first step finished.
 	d := e.create("step task")
 	wd := e.watch(d.ID)
-	typed[event.StepFinished](wd, "t1", nil)
-	eventually(t, 10*time.Second, "D's second tool runs", func() bool { return len(procsWith("sleep", "31339")) > 0 })
+	stacktest.Typed[event.StepFinished](wd, "t1", nil)
+	testbin.WaitFor(t, 10*time.Second, "D's second tool runs", func() bool { return len(testbin.ProcsWithArgs("sleep", "31339")) > 0 })
 
 	fmt.Printf("READY %s %s %s %s %s\n", a.ID, b.ID, c.ID, handleOf(t, e, b.ID), d.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

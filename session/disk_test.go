@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
@@ -39,17 +41,6 @@ func needDisks(t *testing.T) {
 	}
 }
 
-// withDisks turns Config.Disks on (see unmountDisks).
-func withDisks(e *env) { e.disks = true }
-
-// unmountDisks unmounts the sessions' disks before the data directory is
-// removed (and after the boxes are gone: cleanups run last-first).
-func (e *env) unmountDisks() {
-	if _, err := disk.UnmountUnder(e.dataDir); err != nil {
-		e.t.Error(err)
-	}
-}
-
 // A session's workspace, /tmp and HOME are on its disk: the agent filling
 // them gets ENOSPC, the session goes on, the disk comes back after an
 // unmount (a reboot) while the session is suspended, and Delete removes it.
@@ -69,18 +60,18 @@ func testSessionDisk(t *testing.T, backend string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Store(sim.New(s))
+	e.Sim.Store(sim.New(s))
 	const limit = 64 << 20
 	v := e.create("fill the disk", func(r *CreateRequest) { r.Limits.DiskBytes, r.Backend = limit, backend })
 	if v.Limits.DiskBytes != limit || v.Limits.DiskInodes != limit/disk.BytesPerInode {
 		t.Fatalf("limits %+v: want %d bytes and %d inodes", v.Limits, limit, limit/disk.BytesPerInode)
 	}
 	w := e.watch(v.ID)
-	out := typed[event.ToolFinished](w, "t1", nil).Output
+	out := stacktest.Typed[event.ToolFinished](w, "t1", nil).Output
 	if n := strings.Count(out, "No space left on device"); n != 3 {
 		t.Fatalf("filling the workspace, /tmp and HOME of a 64 MiB disk: %q, want ENOSPC three times", out)
 	}
-	w.idleAfter("t1")
+	w.IdleAfter("t1")
 
 	d, _, ok := e.m.sessionDisk(v.Session)
 	if !ok {
@@ -103,13 +94,13 @@ func testSessionDisk(t *testing.T, backend string) {
 
 	// Suspend, then unmount the disk as a reboot would: the next message
 	// mounts it again, with the workspace and HOME as they were.
-	e.clock.Advance(DefaultIdleTimeout)
-	w.state(store.StateSuspended)
+	e.Clock.Advance(DefaultIdleTimeout)
+	w.State(store.StateSuspended)
 	if err := unix.Unmount(d.Dir, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
 	}
 	e.send(v.ID, "msg still there?", "")
-	w.finished("t2")
+	w.Finished("t2")
 	if _, err := os.Stat(filepath.Join(v.Repos[0].Path, "README.md")); err != nil {
 		t.Fatalf("the workspace after a remount: %v", err)
 	}
@@ -117,7 +108,7 @@ func testSessionDisk(t *testing.T, backend string) {
 		t.Fatalf("HOME after a new box: %q, %v", b, err)
 	}
 
-	if err := e.m.Delete(ctxT(t), "owner-1", v.ID); err != nil {
+	if err := e.m.Delete(testbin.Context(t), "owner-1", v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(d.Image); !errors.Is(err, os.ErrNotExist) {
@@ -133,7 +124,7 @@ func testSessionDisk(t *testing.T, backend string) {
 func TestSessionDiskTooSmall(t *testing.T) {
 	needDisks(t)
 	e := newEnv(t, withDisks)
-	f, err := os.Create(filepath.Join(e.repo, "big.bin"))
+	f, err := os.Create(filepath.Join(e.Repo, "big.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +134,7 @@ func TestSessionDiskTooSmall(t *testing.T) {
 	f.Close()
 	v := e.create("msg hi", func(r *CreateRequest) { r.Limits.DiskBytes = 32 << 20 })
 	w := e.watch(v.ID)
-	w.state(store.StateFailed)
+	w.State(store.StateFailed)
 	got := e.get(v.ID).Error
 	t.Logf("the error: %s", got)
 	for _, want := range []string{"disk limit (32MiB", "--disk"} {
@@ -163,7 +154,7 @@ func TestDiskLimitValidation(t *testing.T) {
 		{store.Limits{DiskBytes: 64 << 20, DiskInodes: 1 << 20}, "holds at most"},
 		{store.Limits{DiskInodes: -1}, "must be positive"},
 	} {
-		_, err := e.m.Create(ctxT(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Limits: tc.l})
+		_, err := e.m.Create(testbin.Context(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Limits: tc.l})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("limits %+v: %v, want %q", tc.l, err, tc.want)
 		}
@@ -178,7 +169,7 @@ func TestSessionDiskAfterReboot(t *testing.T) {
 	e := newEnv(t, withDisks)
 	v := e.create("msg hi")
 	w := e.watch(v.ID)
-	w.idleAfter("t1")
+	w.IdleAfter("t1")
 	d, _, _ := e.m.sessionDisk(v.Session)
 	marker := filepath.Join(v.Repos[0].Path, "marker")
 	if err := os.WriteFile(marker, []byte("before"), 0o644); err != nil {
@@ -196,7 +187,7 @@ func TestSessionDiskAfterReboot(t *testing.T) {
 	if err := e.st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e.destroyAllBoxes() // the reboot
+	e.DestroyLocalBoxes() // the reboot
 	if err := unix.Unmount(d.Dir, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -205,12 +196,12 @@ func TestSessionDiskAfterReboot(t *testing.T) {
 	}
 
 	e.open()
-	if err := e.m.Recover(ctxT(t)); err != nil {
+	if err := e.m.Recover(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	w = e.watch(v.ID)
 	e.send(v.ID, "msg after the reboot", "")
-	w.finished("t2")
+	w.Finished("t2")
 	if b, err := os.ReadFile(marker); err != nil || string(b) != "before" {
 		t.Fatalf("the workspace after the reboot: %q, %v", b, err)
 	}
@@ -224,14 +215,14 @@ func TestSessionDiskAfterReboot(t *testing.T) {
 func TestWorkflowDisk(t *testing.T) {
 	needDisks(t)
 	e := newEnv(t, withDisks)
-	ctx := ctxT(t)
+	ctx := testbin.Context(t)
 	inWF := func(mode string) func(*CreateRequest) {
 		return func(r *CreateRequest) { r.Workflow, r.Collaboration, r.Limits.DiskBytes = "wf", mode, 64<<20 }
 	}
 	s1 := e.create("msg one", inWF("sequential"))
-	e.watch(s1.ID).idleAfter("t1")
+	e.watch(s1.ID).IdleAfter("t1")
 	p1 := e.create("msg two", inWF("parallel"))
-	e.watch(p1.ID).idleAfter("t1")
+	e.watch(p1.ID).IdleAfter("t1")
 
 	d, _, _ := e.m.sessionDisk(s1.Session)
 	if d2, _, _ := e.m.sessionDisk(p1.Session); d2 != d {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -16,10 +18,10 @@ import (
 // store one message; and every message has its message.queued event.
 func TestSendIdempotent(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
+	ctx := testbin.Context(t)
 	v := e.create("msg one")
 	w := e.watch(v.ID)
-	w.finished("t1")
+	w.Finished("t1")
 
 	send := func(o Outgoing) (*store.Message, error) { return e.m.SendMessage(ctx, "owner-1", v.ID, o) }
 	first, err := send(Outgoing{Text: "msg two", Key: "k1", Sender: "tok-a"})
@@ -69,7 +71,7 @@ func TestSendIdempotent(t *testing.T) {
 		raced = id
 	}
 
-	w.finished("t4")
+	w.Finished("t4")
 	msgs, err := e.st.Messages(ctx, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +79,7 @@ func TestSendIdempotent(t *testing.T) {
 	if len(msgs) != 4 {
 		t.Fatalf("%d messages stored, want 4 (the prompt, msg two twice, msg raced once)", len(msgs))
 	}
-	queued, _ := ofType[event.MessageQueued](checkGapless(t, e.st, v.ID))
+	queued, _ := stacktest.OfType[event.MessageQueued](stacktest.CheckGapless(t, e.st, v.ID))
 	n := map[string]int{}
 	for _, q := range queued {
 		n[q.MessageID]++
@@ -95,10 +97,10 @@ func TestSendIdempotent(t *testing.T) {
 // is over. The next server delivers the queued message.
 func TestDrain(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
+	ctx := testbin.Context(t)
 	v := e.create("long task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
 	queued := e.send(v.ID, "msg after the drain", "")
 
 	drained := e.m.Drain()
@@ -113,7 +115,7 @@ func TestDrain(t *testing.T) {
 	if _, err := e.m.Send(ctx, "owner-1", v.ID, "msg refused", ""); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Send while draining: %v, want ErrUnavailable", err)
 	}
-	if _, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Prompt: "msg"}); !errors.Is(err, ErrUnavailable) {
+	if _, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg"}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Create while draining: %v, want ErrUnavailable", err)
 	}
 	if _, err := e.m.Get(ctx, "owner-1", v.ID); err != nil {
@@ -121,13 +123,13 @@ func TestDrain(t *testing.T) {
 	}
 
 	release(t, v)
-	w.finished("t1")
+	w.Finished("t1")
 	select {
 	case <-drained:
-	case <-time.After(waitTimeout):
+	case <-time.After(stacktest.WaitTimeout):
 		t.Fatal("not drained after the turn finished")
 	}
-	w.state(store.StateIdle)
+	w.State(store.StateIdle)
 	if q := e.get(v.ID).Queue; len(q) != 1 || q[0].ID != queued.ID {
 		t.Fatalf("queue after the drain: %+v, want %s still queued", q, queued.ID)
 	}
@@ -137,12 +139,12 @@ func TestDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	w = e.watch(v.ID)
-	if d := typed[event.MessageDelivered](w, "t2", nil); d.MessageID != queued.ID {
+	if d := stacktest.Typed[event.MessageDelivered](w, "t2", nil); d.MessageID != queued.ID {
 		t.Fatalf("t2 took %s, want %s", d.MessageID, queued.ID)
 	}
-	w.finished("t2")
-	evs := checkGapless(t, e.st, v.ID)
-	if failed, _ := ofType[event.TurnFailed](evs); len(failed) != 0 {
+	w.Finished("t2")
+	evs := stacktest.CheckGapless(t, e.st, v.ID)
+	if failed, _ := stacktest.OfType[event.TurnFailed](evs); len(failed) != 0 {
 		t.Fatalf("a turn failed: %+v", failed)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/docker"
@@ -69,15 +70,15 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Store(sim.New(s))
-	ctx := ctxT(t)
+	e.Sim.Store(sim.New(s))
+	ctx := testbin.Context(t)
 
 	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent, r.Backend = kind, backend })
 	if v.Agent != kind || v.Backend != backend {
 		t.Fatalf("agent %q on %q", v.Agent, v.Backend)
 	}
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.EqualFold(p.Tool, "bash") })
+	stacktest.Typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.EqualFold(p.Tool, "bash") })
 	e.send(v.ID, "Task two, after that", "")
 	if q := e.get(v.ID).Queue; len(q) != 1 {
 		t.Fatalf("queue %d while Claude Code works, want the follow-up", len(q))
@@ -94,18 +95,18 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	scanSessionBox(t, e, v.ID, mustSee...)
 
 	release(t, v)
-	if f := w.finished("t1"); f.Result != "Task one done." || f.Usage.InputTokens == 0 || f.CostUSD <= 0 {
+	if f := w.Finished("t1"); f.Result != "Task one done." || f.Usage.InputTokens == 0 || f.CostUSD <= 0 {
 		t.Fatalf("t1 finished with %+v", f)
 	}
-	if f := w.finished("t2"); f.Result != "Task two done." {
+	if f := w.Finished("t2"); f.Result != "Task two done." {
 		t.Fatalf("t2 finished with %+v", f)
 	}
-	w.state(store.StateIdle)
+	w.State(store.StateIdle)
 	if b, err := os.ReadFile(filepath.Join(v.Repos[0].Path, "fixed.txt")); err != nil || string(b) != "fixed\n" {
 		t.Fatalf("the workspace after t1: fixed.txt %q, %v", b, err)
 	}
 	kinds := map[string]bool{}
-	for _, ev := range w.seen {
+	for _, ev := range w.Seen {
 		if ev.Turn == "t1" {
 			kinds[string(ev.Data.EventType())] = true
 		}
@@ -122,14 +123,14 @@ func testAgentSession(t *testing.T, kind, backend string) {
 
 	// Idle suspension destroys the box; the next message resumes Claude
 	// Code's conversation in a new one.
-	e.clock.Advance(DefaultIdleTimeout)
-	w.state(store.StateSuspended)
+	e.Clock.Advance(DefaultIdleTimeout)
+	w.State(store.StateSuspended)
 	e.send(v.ID, "Task three: what did you do?", "")
-	if f := w.finished("t3"); f.Result != "I remember both tasks." {
+	if f := w.Finished("t3"); f.Result != "I remember both tasks." {
 		t.Fatalf("t3 finished with %+v", f)
 	}
 	var last sim.Request
-	for _, r := range e.sim.Load().Requests() {
+	for _, r := range e.Sim.Load().Requests() {
 		if r.Rule == "three" {
 			last = r
 		}
@@ -147,25 +148,25 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	// second, the session is idle with its queue kept, and the next turn
 	// goes on in the same conversation.
 	e.send(v.ID, "Task four: run forever", "")
-	typed[event.ToolStarted](w, "t4", nil)
-	eventually(t, 10*time.Second, "the tool's process tree runs", func() bool {
-		return len(procsWith("sleep", "51337")) > 0 && len(procsWith("sleep", "51338")) > 0
+	stacktest.Typed[event.ToolStarted](w, "t4", nil)
+	testbin.WaitFor(t, 10*time.Second, "the tool's process tree runs", func() bool {
+		return len(testbin.ProcsWithArgs("sleep", "51337")) > 0 && len(testbin.ProcsWithArgs("sleep", "51338")) > 0
 	})
 	queued := e.send(v.ID, "Task five: still there?", "")
 	start := time.Now()
 	if err := e.m.Cancel(ctx, "owner-1", v.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second-time.Since(start), "the process tree is gone", func() bool {
-		return len(procsWith("sleep", "51337")) == 0 && len(procsWith("sleep", "51338")) == 0
+	testbin.WaitFor(t, time.Second-time.Since(start), "the process tree is gone", func() bool {
+		return len(testbin.ProcsWithArgs("sleep", "51337")) == 0 && len(testbin.ProcsWithArgs("sleep", "51338")) == 0
 	})
 	t.Logf("cancel to process tree gone: %s", time.Since(start))
-	typed[event.TurnCancelled](w, "t4", nil)
+	stacktest.Typed[event.TurnCancelled](w, "t4", nil)
 	if got := e.get(v.ID); got.State != store.StateIdle || len(got.Queue) != 1 || got.Queue[0].ID != queued.ID {
 		t.Fatalf("after cancel: %s with queue %+v, want idle with the queued message", got.State, got.Queue)
 	}
 	e.send(v.ID, "Task five, again", "") // resumes the paused queue
-	if f := w.finished("t5"); f.Result != "Still here." {
+	if f := w.Finished("t5"); f.Result != "Still here." {
 		t.Fatalf("t5 finished with %+v", f)
 	}
 
@@ -180,7 +181,7 @@ func testAgentSession(t *testing.T, kind, backend string) {
 			t.Fatalf("event %d carries the real key: %s", ev.Seq, b)
 		}
 	}
-	checkGapless(t, e.st, v.ID)
+	stacktest.CheckGapless(t, e.st, v.ID)
 }
 
 // scanSessionBox connects to the session's box and looks, from inside,
@@ -196,7 +197,7 @@ func scanSessionBox(t *testing.T, e *env, id string, mustSee ...string) {
 // scanBoxFor is scanSessionBox for any secrets.
 func scanBoxFor(t *testing.T, e *env, id string, secrets []string, mustSee ...string) {
 	t.Helper()
-	s, err := e.st.GetSession(ctxT(t), id)
+	s, err := e.st.GetSession(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +207,9 @@ func scanBoxFor(t *testing.T, e *env, id string, secrets []string, mustSee ...st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var p sandbox.Provider = e.prov
+	var p sandbox.Provider = e.Local
 	if h.Backend == docker.Name {
-		p = e.dock
+		p = e.Docker
 	}
 	sb, err := p.Recover(ctx, h)
 	if err != nil {
@@ -244,20 +245,20 @@ func TestExternalAgentValidation(t *testing.T) {
 		req  CreateRequest
 		want string
 	}{
-		"unknown kind":  {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: "aider"}, `agent "aider": use "builtin"`},
-		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: claudecode.Kind.Name, Backend: "host"}, `on the local or docker backend; not on "host"`},
-		"terminal for another agent": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: claudecode.Kind.Name,
+		"unknown kind":  {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: "aider"}, `agent "aider": use "builtin"`},
+		"other backend": {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: claudecode.Kind.Name, Backend: "host"}, `on the local or docker backend; not on "host"`},
+		"terminal for another agent": {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: claudecode.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"bash"}, DonePattern: `\$ $`}}, `terminal is for agent "terminal"`},
-		"empty command": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
+		"empty command": {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{DonePattern: `\$ $`}}, "terminal.command is empty"},
-		"bad pattern": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
+		"bad pattern": {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}, DonePattern: `>>> (`}}, "terminal.done_pattern: error parsing regexp"},
-		"no way to end a turn": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
+		"no way to end a turn": {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}}}, "give done_pattern"},
-		"idle timeout too short": {CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Agent: terminal.Kind.Name,
+		"idle timeout too short": {CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Agent: terminal.Kind.Name,
 			Terminal: &store.TerminalCLI{Command: []string{"python3", "-i"}, IdleTimeout: time.Millisecond}}, "terminal.idle_timeout 1ms"},
 	} {
-		_, err := e.m.Create(ctxT(t), "owner-1", tc.req)
+		_, err := e.m.Create(testbin.Context(t), "owner-1", tc.req)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error with %q", name, err, tc.want)
 		}
@@ -302,14 +303,14 @@ func testEgress(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Store(sim.New(s))
+	e.Sim.Store(sim.New(s))
 	v := e.create("Fetch the package", func(r *CreateRequest) { r.Agent = kind })
 	w := e.watch(v.ID)
-	out := typed[event.ToolFinished](w, "t1", nil).Output
+	out := stacktest.Typed[event.ToolFinished](w, "t1", nil).Output
 	if !strings.Contains(out, "package-bytes-from-the-registry") || !strings.Contains(out, "evil 403") {
 		t.Fatalf("the command printed %q; want the registry's bytes and a 403 for evil.test", out)
 	}
-	w.finished("t1")
+	w.Finished("t1")
 }
 
 // A session narrows the server's egress allowlist: with egress
@@ -323,19 +324,19 @@ func TestSessionEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Store(sim.New(s))
+	e.Sim.Store(sim.New(s))
 
 	narrow := e.create("Fetch the package", func(r *CreateRequest) { r.Egress = &[]string{"other.test"} })
 	if narrow.Egress == nil || !slices.Equal(*narrow.Egress, []string{"other.test"}) {
 		t.Fatalf("the session's egress: %v", narrow.Egress)
 	}
-	out := typed[event.ToolFinished](e.watch(narrow.ID), "t1", nil).Output
+	out := stacktest.Typed[event.ToolFinished](e.watch(narrow.ID), "t1", nil).Output
 	if strings.Contains(out, "package-bytes") || !strings.Contains(out, "evil 403") {
 		t.Errorf("with egress [other.test] the command printed %q; want no registry bytes (403) and 403 for evil.test", out)
 	}
 
 	none := e.create("Fetch the package", func(r *CreateRequest) { r.Egress = &[]string{} })
-	out = typed[event.ToolFinished](e.watch(none.ID), "t1", nil).Output
+	out = stacktest.Typed[event.ToolFinished](e.watch(none.ID), "t1", nil).Output
 	if strings.Contains(out, "package-bytes") || strings.Contains(out, "evil 403") {
 		t.Errorf("with egress [] the command printed %q; want no proxy at all (no 403 from it either)", out)
 	}
@@ -347,13 +348,13 @@ func TestSessionEgress(t *testing.T) {
 		{[]string{"evil.test"}, "evil.test not on the server's egress allowlist"},
 		{[]string{"*.test"}, "too broad"},
 	} {
-		_, err := e.m.Create(ctxT(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Egress: &tc.egress})
+		_, err := e.m.Create(testbin.Context(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Egress: &tc.egress})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("egress %q: %v, want an error with %q", tc.egress, err, tc.want)
 		}
 	}
 	plain := newEnv(t)
-	if _, err := plain.m.Create(ctxT(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: plain.repo}}, Egress: &[]string{"registries"}}); err == nil || !strings.Contains(err.Error(), "this server has no egress proxy") {
+	if _, err := plain.m.Create(testbin.Context(t), "owner-1", CreateRequest{Repos: []RepoSpec{{Source: plain.Repo}}, Egress: &[]string{"registries"}}); err == nil || !strings.Contains(err.Error(), "this server has no egress proxy") {
 		t.Errorf("egress on a server without a proxy: %v", err)
 	}
 }
@@ -412,8 +413,8 @@ func TestGenericTerminalSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sim.Store(sim.New(s))
-	body := `{"model":"` + strings.TrimPrefix(testModel, "anthropic/") + `","max_tokens":16,"messages":[{"role":"user","content":"Generic ping"}]}`
+	e.Sim.Store(sim.New(s))
+	body := `{"model":"` + strings.TrimPrefix(stacktest.Model, "anthropic/") + `","max_tokens":16,"messages":[{"role":"user","content":"Generic ping"}]}`
 	prompt := `echo made > made.txt; echo "key=${ANTHROPIC_API_KEY:0:16} token=${HARVEST_MODEL_TOKEN:0:16}"; ` +
 		`curl -sS "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' -d '` + body + `'; echo; echo END-OF-TURN`
 	v := e.create(prompt, func(r *CreateRequest) {
@@ -423,11 +424,11 @@ func TestGenericTerminalSession(t *testing.T) {
 	if v.Terminal == nil || v.Terminal.Command[0] != "bash" {
 		t.Fatalf("the session's terminal: %+v", v.Terminal)
 	}
-	if got, err := e.st.GetSession(ctxT(t), v.ID); err != nil || got.Terminal == nil || got.Terminal.DonePattern == "" {
+	if got, err := e.st.GetSession(testbin.Context(t), v.ID); err != nil || got.Terminal == nil || got.Terminal.DonePattern == "" {
 		t.Fatalf("stored terminal: %+v, %v", got, err)
 	}
 	w := e.watch(v.ID)
-	f := w.finished("t1")
+	f := w.Finished("t1")
 	t.Logf("the turn's result:\n%s", f.Result)
 	for _, want := range []string{"key=harvest-session-", "token=harvest-session-", "pong-from-the-sim"} {
 		if !strings.Contains(f.Result, want) {
@@ -440,11 +441,11 @@ func TestGenericTerminalSession(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(v.Repos[0].Path, "made.txt")); err != nil || string(b) != "made\n" {
 		t.Errorf("made.txt: %q, %v", b, err)
 	}
-	reqs := e.sim.Load().Requests()
+	reqs := e.Sim.Load().Requests()
 	if len(reqs) != 1 || reqs[0].Header.Get("X-Api-Key") != canaryKey {
 		t.Fatalf("the sim saw %d requests; want one, with the real key the proxy added", len(reqs))
 	}
-	evs, err := e.st.Events(ctxT(t), v.ID, 0, 0)
+	evs, err := e.st.Events(testbin.Context(t), v.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

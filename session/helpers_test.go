@@ -1,42 +1,25 @@
 package session
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/harvest-dev/harvest/egress"
-	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
-	"github.com/harvest-dev/harvest/llm"
-	"github.com/harvest-dev/harvest/llm/providers"
-	"github.com/harvest-dev/harvest/sandbox"
-	"github.com/harvest-dev/harvest/sandbox/docker"
-	"github.com/harvest-dev/harvest/sandbox/local"
-	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
-	"github.com/harvest-dev/harvest/store/sqlite"
-	"github.com/harvest-dev/harvest/workspace"
 )
 
-// The tests run the real thing: SQLite in a temporary directory, the real
-// journal, real local sandboxes (their own run dir), the real builtin agent
-// and harvest sim over real HTTP on loopback. Time is a testClock the tests
-// move, so idle timeouts, lifetimes and the watchdog cost no waiting.
+// The tests run the real thing (internal/stacktest): SQLite in a temporary
+// directory, the real journal, real local sandboxes (their own run dir),
+// the real builtin agent and harvest sim over real HTTP on loopback. Time
+// is a stacktest.Clock the tests move, so idle timeouts, lifetimes and the
+// watchdog cost no waiting.
 
 // script is the sim's script for most tests. Rules are tried in order:
 //
@@ -116,446 +99,153 @@ rules:
       usage: {input_tokens: 100, output_tokens: 10}
 `
 
-const testModel = "anthropic/claude-sonnet-4-5"
-
-// env is one server's worth of session machinery.
+// env is one server's worth of session machinery: a stacktest.Stack (the
+// store's file, dirs, providers, sim, clock) and the store, journal and
+// Manager opened on it.
 type env struct {
-	t       testing.TB
-	dbPath  string
-	runDir  string
-	dataDir string
-	repo    string // a small repository to give sessions
-	simURL  string
-	sim     atomic.Pointer[sim.Server]
-	clock   *testClock
-	prov    *local.Provider
-	st      store.Store
-	j       *journal.Journal
-	m       *Manager
-	pool    int
-	noOpen  bool
-	agent   string // the harvest-agent binary
-	key     string // the model endpoint's API key
-	egress  *egress.Proxy
-	dock    *docker.Provider // with withDocker: the "docker" backend
-	disks   bool             // with withDisks: Config.Disks
+	*stacktest.Stack
+	egress *egress.Proxy
+	st     store.Store
+	j      *journal.Journal
+	m      *Manager
 }
 
-type envOpt func(*env)
+type envConfig struct {
+	stack  []stacktest.Option
+	egress *egress.Proxy
+	noOpen bool
+}
 
-func withPool(n int) envOpt { return func(e *env) { e.pool = n } }
+type envOpt func(*envConfig)
+
+func stackOpt(o stacktest.Option) envOpt {
+	return func(c *envConfig) { c.stack = append(c.stack, o) }
+}
+
+func withPool(n int) envOpt { return stackOpt(stacktest.WithPool(n)) }
 
 // withEgress gives the Manager an egress proxy.
-func withEgress(p *egress.Proxy) envOpt { return func(e *env) { e.egress = p } }
+func withEgress(p *egress.Proxy) envOpt { return func(c *envConfig) { c.egress = p } }
 
 // withKey gives the model endpoint the API key k (default "sk-test").
-func withKey(k string) envOpt { return func(e *env) { e.key = k } }
+func withKey(k string) envOpt { return stackOpt(stacktest.WithKey(k)) }
 
-// withDocker gives the Manager the docker backend too (its base image, a
-// run dir of the test's own); the test fails where docker is required
-// and absent, and is skipped elsewhere.
-func withDocker(e *env) {
-	p := docker.New(docker.Config{Image: testbin.DockerImage(), RunDir: testbin.TempDir(e.t), AgentBinary: testbin.Agent(e.t)})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := p.Available(ctx); err != nil {
-		if testbin.DockerRequired() {
-			e.t.Fatalf("the docker backend is required here: %v", err)
-		}
-		e.t.Skipf("the docker backend is not available: %v", err)
-	}
-	e.dock = p
-	e.t.Cleanup(func() { destroyAll(e.t, p) })
-}
+// withDocker gives the Manager the docker backend too (stacktest.WithDocker).
+func withDocker(c *envConfig) { stackOpt(stacktest.WithDocker)(c) }
+
+// withDisks turns Config.Disks on (stacktest.WithDisks).
+func withDisks(c *envConfig) { stackOpt(stacktest.WithDisks)(c) }
 
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
-func withoutManager(e *env) { e.noOpen = true }
+func withoutManager(c *envConfig) { c.noOpen = true }
+
+// The tests' repositories are temporary directories, as are their data
+// directories (never copyable all the same): the one source root is the
+// temporary directory.
+var tempRoots = stacktest.SourceRoots(os.TempDir())
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, clock: newTestClock(), key: "sk-test"}
+	var c envConfig
 	for _, o := range opts {
-		o(e)
+		o(&c)
 	}
-	s, err := sim.ParseScript("session-test.yaml", []byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.sim.Store(sim.New(s))
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.sim.Load().ServeHTTP(w, r) }))
-	t.Cleanup(hs.Close)
-	e.simURL = hs.URL
-
-	e.runDir = testbin.TempDir(t)
-	e.dataDir = testbin.TempDir(t)
-	if e.disks {
-		t.Cleanup(e.unmountDisks)
-	}
-	e.dbPath = filepath.Join(t.TempDir(), "harvest.db")
-	e.repo = filepath.Join(testbin.TempDir(t), "repo")
-	if err := os.Mkdir(e.repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(e.repo, "README.md"), []byte("# a repository\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.agent = testbin.Agent(t)
-	e.prov = e.provider()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.prov.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
-	}
-	// Last cleanup to run: no box of this test survives it.
-	t.Cleanup(e.destroyAllBoxes)
-	if !e.noOpen {
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress}
+	if !c.noOpen {
 		e.open()
 	}
 	return e
 }
 
-func (e *env) provider() *local.Provider {
-	p := local.New(local.Config{RunDir: e.runDir, AgentBinary: e.agent, PoolSize: e.pool})
-	e.t.Cleanup(func() { p.Close() })
-	return p
-}
-
 // open opens the store, the journal and a Manager (the state of a server
 // that just started; Recover is the test's to call).
 func (e *env) open() {
-	e.t.Helper()
-	st, err := sqlite.Open(e.dbPath)
+	e.T.Helper()
+	e.st, e.j = e.Open(journal.Options{})
+	m, err := NewManager(Config{
+		Store: e.st, Journal: e.j, Egress: e.egress,
+		Backends:     e.Backends,
+		DataDir:      e.DataDir,
+		Sources:      e.Sources,
+		Models:       e.Models(),
+		DefaultModel: stacktest.Model,
+		Disks:        e.Disks,
+		Clock:        e.Clock,
+		Logger:       e.Logger(),
+	})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.st = st
-	e.j = journal.New(st, journal.Options{Logger: quietLogger()})
-	e.m = e.manager(e.st, e.j)
-	m, j := e.m, e.j
-	e.t.Cleanup(func() {
+	e.m = m
+	e.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := m.Close(ctx); err != nil {
-			e.t.Errorf("closing the manager: %v", err)
+			e.T.Errorf("closing the manager: %v", err)
 		}
-		if err := j.Close(ctx); err != nil {
-			e.t.Errorf("closing the journal: %v", err)
-		}
-		st.Close()
 	})
-}
-
-func (e *env) manager(st store.Store, j *journal.Journal) *Manager {
-	e.t.Helper()
-	m, err := NewManager(Config{
-		Store: st, Journal: j, Egress: e.egress,
-		Backends: func(name string) (sandbox.Provider, error) {
-			switch {
-			case name == local.Name:
-				return e.prov, nil
-			case name == docker.Name && e.dock != nil:
-				return e.dock, nil
-			}
-			return nil, fmt.Errorf("unknown backend %q: these tests run local (and docker with withDocker)", name)
-		},
-		DataDir: e.dataDir,
-		// The tests' repositories are temporary directories, as are their
-		// data directories (never copyable all the same).
-		Sources: tempRoots(e.t),
-		Models: providers.Config{
-			Endpoints: map[string]providers.Endpoint{"anthropic": {API: "anthropic", BaseURL: e.simURL, APIKey: e.key}},
-			Retry:     llm.RetryPolicy{MaxAttempts: 1},
-		},
-		DefaultModel: testModel,
-		Disks:        e.disks,
-		Clock:        e.clock,
-		Logger:       quietLogger(),
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return m
-}
-
-func quietLogger() *slog.Logger {
-	if os.Getenv("HARVEST_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 // closeAndReopen is a graceful restart. (A crash, dropping everything
 // without closing it, needs another process: see TestCrashRecovery.)
 func (e *env) closeAndReopen() {
-	e.t.Helper()
+	e.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := e.m.Close(ctx); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if err := e.j.Close(ctx); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if err := e.st.Close(); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	e.open()
 }
 
-func (e *env) destroyAllBoxes() {
-	p := local.New(local.Config{RunDir: e.runDir, AgentBinary: e.agent})
-	defer p.Close()
-	destroyAll(e.t, p)
-}
-
-// destroyAll destroys every box p lists.
-func destroyAll(t testing.TB, p interface {
-	sandbox.Provider
-	sandbox.Lister
-}) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	hs, err := p.List(ctx)
-	if err != nil {
-		t.Errorf("listing boxes: %v", err)
-	}
-	for _, h := range hs {
-		if err := p.Destroy(ctx, h); err != nil {
-			t.Errorf("destroying box %s: %v", h.ID, err)
-		}
-	}
-}
-
-// boxes lists the ids of the boxes running in the test's run dir.
-func (e *env) boxes() []string {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	hs, err := e.prov.List(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var ids []string
-	for _, h := range hs {
-		ids = append(ids, h.ID)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // create makes a session on the test repository.
 func (e *env) create(prompt string, mod ...func(*CreateRequest)) *View {
-	e.t.Helper()
-	req := CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Prompt: prompt}
+	e.T.Helper()
+	req := CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: prompt}
 	for _, f := range mod {
 		f(&req)
 	}
-	v, err := e.m.Create(ctxT(e.t), "owner-1", req)
+	v, err := e.m.Create(testbin.Context(e.T), "owner-1", req)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return v
 }
 
 func (e *env) send(id, text, mode string) *store.Message {
-	e.t.Helper()
-	msg, err := e.m.Send(ctxT(e.t), "owner-1", id, text, mode)
+	e.T.Helper()
+	msg, err := e.m.Send(testbin.Context(e.T), "owner-1", id, text, mode)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return msg
 }
 
 func (e *env) get(id string) *View {
-	e.t.Helper()
-	v, err := e.m.Get(ctxT(e.t), "", id)
+	e.T.Helper()
+	v, err := e.m.Get(testbin.Context(e.T), "", id)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return v
 }
 
-// watcher reads a session's events as they are committed.
-type watcher struct {
-	t    testing.TB
-	m    *Manager
-	id   string
-	sub  *journal.Subscription
-	seen []event.Event
-}
-
-func (e *env) watch(id string) *watcher {
-	e.t.Helper()
-	w := &watcher{t: e.t, m: e.m, id: id}
-	w.subscribe(0)
-	e.t.Cleanup(func() { w.sub.Close() })
-	return w
-}
-
-func (w *watcher) subscribe(after int64) {
-	w.t.Helper()
-	sub, err := w.m.Subscribe(context.Background(), "", w.id, after)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.sub = sub
-}
-
-// waitTimeout bounds every wait of the tests.
-const waitTimeout = 90 * time.Second
-
-// until reads events until one satisfies pred and returns it.
-func (w *watcher) until(what string, pred func(event.Event) bool) event.Event {
-	w.t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		select {
-		case ev, ok := <-w.sub.C:
-			if !ok {
-				err := w.sub.Err()
-				if errors.Is(err, journal.ErrTooSlow) {
-					w.subscribe(w.lastSeq())
-					continue
-				}
-				w.t.Fatalf("session %s: the event stream ended (%v) while waiting for %s; seen: %s", w.id, err, what, w.describe())
-			}
-			w.seen = append(w.seen, ev)
-			if pred(ev) {
-				return ev
-			}
-		case <-deadline.C:
-			w.t.Fatalf("session %s: no %s within %s; seen: %s", w.id, what, waitTimeout, w.describe())
-		}
-	}
-}
-
-func (w *watcher) lastSeq() int64 {
-	if len(w.seen) == 0 {
-		return 0
-	}
-	return w.seen[len(w.seen)-1].Seq
-}
-
-func (w *watcher) describe() string {
-	var b strings.Builder
-	for _, ev := range w.seen {
-		fmt.Fprintf(&b, "\n  %d %s %s %s", ev.Seq, ev.Turn, ev.Type(), short(ev.Data))
-	}
-	return b.String()
-}
-
-func short(p event.Payload) string {
-	s := fmt.Sprintf("%+v", p)
-	if len(s) > 160 {
-		s = s[:160] + "..."
-	}
-	return s
-}
-
-// typed waits for a payload of type T (in turn, if not "") matching pred.
-func typed[T event.Payload](w *watcher, turn string, pred func(T) bool) T {
-	w.t.Helper()
-	var zero T
-	ev := w.until(fmt.Sprintf("%s in turn %q", zero.EventType(), turn), func(ev event.Event) bool {
-		p, ok := ev.Data.(T)
-		return ok && (turn == "" || ev.Turn == turn) && (pred == nil || pred(p))
+// watch reads a session's events as they are committed, through the
+// Manager (its current one: a watch opened before closeAndReopen keeps
+// the old).
+func (e *env) watch(id string) *stacktest.Watcher {
+	e.T.Helper()
+	m := e.m
+	return stacktest.Watch(e.T, id, func(after int64) (*journal.Subscription, error) {
+		return m.Subscribe(context.Background(), "", id, after)
 	})
-	return ev.Data.(T)
-}
-
-func (w *watcher) state(st store.State) event.SessionState {
-	w.t.Helper()
-	return typed(w, "", func(p event.SessionState) bool { return p.State == string(st) })
-}
-
-func (w *watcher) finished(turn string) event.TurnFinished {
-	w.t.Helper()
-	return typed[event.TurnFinished](w, turn, nil)
-}
-
-// idleAfter waits for the session to be idle after turn ended.
-func (w *watcher) idleAfter(turn string) {
-	w.t.Helper()
-	w.until("the end of turn "+turn, func(ev event.Event) bool {
-		switch ev.Data.(type) {
-		case event.TurnFinished, event.TurnFailed, event.TurnCancelled:
-			return ev.Turn == turn
-		}
-		return false
-	})
-	w.state(store.StateIdle)
-}
-
-// ofType returns the payloads of type T seen so far, with their turns.
-func ofType[T event.Payload](evs []event.Event) (out []T, turns []string) {
-	for _, ev := range evs {
-		if p, ok := ev.Data.(T); ok {
-			out = append(out, p)
-			turns = append(turns, ev.Turn)
-		}
-	}
-	return out, turns
-}
-
-// storedEvents reads all of a session's events from the store and checks
-// their seqs are 1, 2, 3... with no gap.
-func checkGapless(t testing.TB, st store.Store, id string) []event.Event {
-	t.Helper()
-	evs, err := st.Events(ctxT(t), id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, ev := range evs {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("session %s: event %d has seq %d: the seqs have a gap or a repeat", id, i+1, ev.Seq)
-		}
-	}
-	return evs
-}
-
-// eventually polls cond until it holds, for at most d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// procsWith lists the host pids whose command line contains all of args
-// (as separate arguments): processes inside local boxes are host processes.
-func procsWith(args ...string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	want := []byte(strings.Join(args, "\x00"))
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		if bytes.Contains(b, want) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // release ends the "long task" turn of a session.
@@ -566,69 +256,7 @@ func release(t testing.TB, v *View) {
 	}
 }
 
-// testClock is a Clock the test moves with Advance.
-type testClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters map[*clockWaiter]struct{}
-}
-
-type clockWaiter struct {
-	at time.Time
-	c  chan time.Time
-}
-
-func newTestClock() *testClock {
-	return &testClock{now: time.Now(), waiters: map[*clockWaiter]struct{}{}}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) At(t time.Time) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if !c.now.Before(t) {
-		ch <- c.now
-		return ch, func() {}
-	}
-	w := &clockWaiter{at: t, c: ch}
-	c.waiters[w] = struct{}{}
-	return ch, func() {
-		c.mu.Lock()
-		delete(c.waiters, w)
-		c.mu.Unlock()
-	}
-}
-
-// Advance moves the clock by d and fires every timer that is due.
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for w := range c.waiters {
-		if !c.now.Before(w.at) {
-			w.c <- c.now
-			delete(c.waiters, w)
-		}
-	}
-}
-
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
-}
-
-// tempRoots is a source policy whose one root is the temporary directory.
-func tempRoots(t testing.TB) *workspace.Policy {
-	t.Helper()
-	p, err := workspace.NewPolicy([]string{os.TempDir()}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

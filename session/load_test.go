@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -36,7 +37,7 @@ func TestManySessions(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			v, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.repo}}, Prompt: "msg 1"})
+			v, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg 1"})
 			if err != nil {
 				errs <- err
 				return
@@ -95,9 +96,9 @@ func TestManySessions(t *testing.T) {
 				t.Fatalf("session %s message %d: %q %s in %q, want msg %d delivered in %s", id, i+1, m.Text, m.State, m.Turn, i+1, turnID(i+1))
 			}
 		}
-		checkGapless(t, e.st, id)
+		stacktest.CheckGapless(t, e.st, id)
 	}
-	if got := len(e.sim.Load().Requests()); got != n*messages {
+	if got := len(e.Sim.Load().Requests()); got != n*messages {
 		t.Fatalf("the model got %d requests, want %d", got, n*messages)
 	}
 	t.Logf("%d sessions x %d messages: %s (%.0f turns/s)", n, messages, elapsed.Round(time.Millisecond), float64(n*messages)/elapsed.Seconds())

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -14,15 +16,15 @@ import (
 // turn is reported interrupted.
 func TestRecoverRepairsLostEvents(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
+	ctx := testbin.Context(t)
 	v := e.create("msg one")
-	e.watch(v.ID).idleAfter("t1")
+	e.watch(v.ID).IdleAfter("t1")
 	tmpl := e.get(v.ID).Session
 
 	s := *tmpl
 	s.ID = newSessionID()
 	s.State, s.Turns, s.Sandbox, s.AgentState = store.StateWorking, 1, nil, nil
-	dir, err := WorkspaceDir(e.dataDir, Scope{Session: s.ID})
+	dir, err := WorkspaceDir(e.DataDir, Scope{Session: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +39,8 @@ func TestRecoverRepairsLostEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := e.watch(s.ID)
-	w.state(store.StateIdle)
-	evs := checkGapless(t, e.st, s.ID)
+	w.State(store.StateIdle)
+	evs := stacktest.CheckGapless(t, e.st, s.ID)
 	var got []string
 	for _, ev := range evs {
 		switch d := ev.Data.(type) {
@@ -66,8 +68,8 @@ func TestRecoverRepairsLostEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.send(s.ID, "msg two", "")
-	e.watch(s.ID).finished("t2")
-	queued, _ := ofType[event.MessageQueued](checkGapless(t, e.st, s.ID))
+	e.watch(s.ID).Finished("t2")
+	queued, _ := stacktest.OfType[event.MessageQueued](stacktest.CheckGapless(t, e.st, s.ID))
 	if len(queued) != 2 {
 		t.Fatalf("%d message.queued events after a second restart, want 2 (the prompt's, msg two's)", len(queued))
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -21,7 +23,7 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("long task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
 
 	var sent []string
 	for _, text := range []string{"msg one", "msg two", "msg three"} {
@@ -40,13 +42,13 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 	}
 
 	release(t, v)
-	if f := w.finished("t1"); f.Result != "long task done" {
+	if f := w.Finished("t1"); f.Result != "long task done" {
 		t.Fatalf("t1 result %q", f.Result)
 	}
 	for _, turn := range []string{"t2", "t3", "t4"} {
-		w.finished(turn)
+		w.Finished(turn)
 	}
-	w.state(store.StateIdle)
+	w.State(store.StateIdle)
 	// The source was a plain directory: the session's copy was made a git
 	// repository (in the box) so the agent's git tools show its changes.
 	if _, err := os.Stat(filepath.Join(v.Repos[0].Path, ".git", "HEAD")); err != nil {
@@ -54,7 +56,7 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 	}
 
 	// Delivery order, and no turn started before the previous one ended.
-	delivered, turns := ofType[event.MessageDelivered](w.seen)
+	delivered, turns := stacktest.OfType[event.MessageDelivered](w.Seen)
 	var ids []string
 	for _, d := range delivered[1:] { // [0] is the prompt, in t1
 		ids = append(ids, d.MessageID)
@@ -63,7 +65,7 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 		t.Fatalf("delivered %v in turns %v, want %v in t2..t4", ids, turns, sent)
 	}
 	open := ""
-	for _, ev := range w.seen {
+	for _, ev := range w.Seen {
 		switch p := ev.Data.(type) {
 		case event.TurnStarted:
 			if open != "" {
@@ -79,7 +81,7 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 	}
 
 	// The store agrees.
-	msgs, err := e.st.Messages(ctxT(t), v.ID)
+	msgs, err := e.st.Messages(testbin.Context(t), v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +98,14 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 	if s.Usage.InputTokens != 500 || s.Usage.OutputTokens != 50 {
 		t.Fatalf("usage %+v, want the sum of the 5 model calls (500 in, 50 out)", s.Usage)
 	}
-	full, err := e.st.GetSession(ctxT(t), v.ID)
+	full, err := e.st.GetSession(testbin.Context(t), v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(full.AgentState), "msg three") {
 		t.Fatalf("the saved conversation does not have the last turn: %.300s", full.AgentState)
 	}
-	checkGapless(t, e.st, v.ID)
+	stacktest.CheckGapless(t, e.st, v.ID)
 }
 
 // A message sent with mode "interrupt" cancels the running turn (whose
@@ -113,29 +115,29 @@ func TestInterrupt(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("long task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
-	eventually(t, 10*time.Second, "the long task's loop runs", func() bool { return len(procsWith("sleep", "0.01")) > 0 })
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
+	testbin.WaitFor(t, 10*time.Second, "the long task's loop runs", func() bool { return len(testbin.ProcsWithArgs("sleep", "0.01")) > 0 })
 
 	queued := e.send(v.ID, "msg queued", ModeQueue)
 	urgent := e.send(v.ID, "msg urgent", ModeInterrupt)
-	c := typed[event.TurnCancelled](w, "t1", nil)
+	c := stacktest.Typed[event.TurnCancelled](w, "t1", nil)
 	if !strings.Contains(c.Reason, "interrupted by message "+urgent.ID) {
 		t.Fatalf("t1 cancelled with reason %q, want it to name %s", c.Reason, urgent.ID)
 	}
-	w.finished("t2")
-	w.finished("t3")
-	delivered, _ := ofType[event.MessageDelivered](w.seen)
+	w.Finished("t2")
+	w.Finished("t3")
+	delivered, _ := stacktest.OfType[event.MessageDelivered](w.Seen)
 	delivered = delivered[1:] // [0] is the prompt, in t1
 	if len(delivered) != 2 || delivered[0].MessageID != queued.ID || delivered[1].MessageID != urgent.ID {
 		t.Fatalf("delivered %+v, want %s then %s", delivered, queued.ID, urgent.ID)
 	}
-	states, _ := ofType[event.SessionState](w.seen)
+	states, _ := stacktest.OfType[event.SessionState](w.Seen)
 	if !slices.ContainsFunc(states, func(s event.SessionState) bool { return s.State == string(store.StateCancelling) }) {
 		t.Fatalf("no cancelling state among %+v", states)
 	}
-	if n := len(procsWith("sleep", "0.01")); n != 0 {
+	if n := len(testbin.ProcsWithArgs("sleep", "0.01")); n != 0 {
 		// The loop sleeps 10 ms at a time: a survivor would show.
-		eventually(t, time.Second, "the interrupted turn's process is gone", func() bool { return len(procsWith("sleep", "0.01")) == 0 })
+		testbin.WaitFor(t, time.Second, "the interrupted turn's process is gone", func() bool { return len(testbin.ProcsWithArgs("sleep", "0.01")) == 0 })
 	}
 }
 
@@ -147,19 +149,19 @@ func TestCancelDuringBash(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("tree task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
-	eventually(t, 10*time.Second, "the tool's process tree runs", func() bool {
-		return len(procsWith("sleep", "31337")) > 0 && len(procsWith("sleep", "31338")) > 0
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
+	testbin.WaitFor(t, 10*time.Second, "the tool's process tree runs", func() bool {
+		return len(testbin.ProcsWithArgs("sleep", "31337")) > 0 && len(testbin.ProcsWithArgs("sleep", "31338")) > 0
 	})
 	m1 := e.send(v.ID, "msg one", "")
 	m2 := e.send(v.ID, "msg two", "")
 
 	start := time.Now()
-	if err := e.m.Cancel(ctxT(t), "owner-1", v.ID); err != nil {
+	if err := e.m.Cancel(testbin.Context(t), "owner-1", v.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second-time.Since(start), "the process tree is gone", func() bool {
-		return len(procsWith("sleep", "31337")) == 0 && len(procsWith("sleep", "31338")) == 0
+	testbin.WaitFor(t, time.Second-time.Since(start), "the process tree is gone", func() bool {
+		return len(testbin.ProcsWithArgs("sleep", "31337")) == 0 && len(testbin.ProcsWithArgs("sleep", "31338")) == 0
 	})
 	t.Logf("cancel to process tree gone: %s", time.Since(start))
 	got := e.get(v.ID)
@@ -169,13 +171,13 @@ func TestCancelDuringBash(t *testing.T) {
 	if len(got.Queue) != 2 || got.Queue[0].ID != m1.ID || got.Queue[1].ID != m2.ID {
 		t.Fatalf("queue after cancel: %+v, want %s and %s", got.Queue, m1.ID, m2.ID)
 	}
-	c := typed[event.TurnCancelled](w, "t1", nil)
+	c := stacktest.Typed[event.TurnCancelled](w, "t1", nil)
 	if !strings.Contains(c.Reason, "cancelled by the user") {
 		t.Fatalf("cancel reason %q", c.Reason)
 	}
-	w.state(store.StateIdle)
+	w.State(store.StateIdle)
 	// Cancel again: nothing runs, nothing happens.
-	if err := e.m.Cancel(ctxT(t), "owner-1", v.ID); err != nil {
+	if err := e.m.Cancel(testbin.Context(t), "owner-1", v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if q := e.get(v.ID).Queue; len(q) != 2 {
@@ -184,9 +186,9 @@ func TestCancelDuringBash(t *testing.T) {
 
 	m3 := e.send(v.ID, "msg three", "")
 	for _, turn := range []string{"t2", "t3", "t4"} {
-		w.finished(turn)
+		w.Finished(turn)
 	}
-	delivered, _ := ofType[event.MessageDelivered](w.seen)
+	delivered, _ := stacktest.OfType[event.MessageDelivered](w.Seen)
 	var ids []string
 	for _, d := range delivered[1:] { // [0] is the prompt, in t1
 		ids = append(ids, d.MessageID)
@@ -203,7 +205,7 @@ func TestIdleSuspendAndResume(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("remember this for later")
 	w := e.watch(v.ID)
-	w.idleAfter("t1")
+	w.IdleAfter("t1")
 	before := e.get(v.ID)
 	h1, err := decodeHandle(before.Sandbox)
 	if err != nil {
@@ -212,32 +214,32 @@ func TestIdleSuspendAndResume(t *testing.T) {
 	if h1.Spec.Limits.MemoryBytes != DefaultMemoryBytes {
 		t.Fatalf("the box's memory limit is %d, want the session's %d", h1.Spec.Limits.MemoryBytes, int64(DefaultMemoryBytes))
 	}
-	if !slices.Contains(e.boxes(), h1.ID) {
-		t.Fatalf("box %s is not running; boxes: %v", h1.ID, e.boxes())
+	if !slices.Contains(e.Boxes(), h1.ID) {
+		t.Fatalf("box %s is not running; boxes: %v", h1.ID, e.Boxes())
 	}
 
-	e.clock.Advance(DefaultIdleTimeout)
-	w.state(store.StateSuspended)
+	e.Clock.Advance(DefaultIdleTimeout)
+	w.State(store.StateSuspended)
 	s := e.get(v.ID)
 	if s.State != store.StateSuspended || s.Sandbox != nil {
 		t.Fatalf("after the idle timeout: state %s, sandbox %s; want suspended with no box", s.State, s.Sandbox)
 	}
-	if boxes := e.boxes(); len(boxes) != 0 {
+	if boxes := e.Boxes(); len(boxes) != 0 {
 		t.Fatalf("boxes still running after suspension: %v", boxes)
 	}
 	if _, err := os.Stat(filepath.Join(s.Repos[0].Path, "README.md")); err != nil {
 		t.Fatalf("the workspace is gone after suspension: %v", err)
 	}
 	// The runner journals the suspension, then exits: it must go, promptly.
-	eventually(t, 10*time.Second, "the suspended session's runner to exit", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the suspended session's runner to exit", func() bool {
 		e.m.mu.Lock()
 		defer e.m.mu.Unlock()
 		return len(e.m.runners) == 0
 	})
 
 	e.send(v.ID, "msg what was the word?", "")
-	w.state(store.StateProvisioning)
-	w.finished("t2")
+	w.State(store.StateProvisioning)
+	w.Finished("t2")
 	s = e.get(v.ID)
 	h2, err := decodeHandle(s.Sandbox)
 	if err != nil {
@@ -246,7 +248,7 @@ func TestIdleSuspendAndResume(t *testing.T) {
 	if h2.ID == h1.ID {
 		t.Fatalf("resumed in the old box %s", h1.ID)
 	}
-	reqs := e.sim.Load().Requests()
+	reqs := e.Sim.Load().Requests()
 	last := string(reqs[len(reqs)-1].Body)
 	for _, want := range []string{"remember this for later", "I will remember the word pineapple.", "msg what was the word?"} {
 		if !strings.Contains(last, want) {
@@ -261,15 +263,15 @@ func TestTurnWatchdog(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("long task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
-	e.clock.Advance(DefaultTurnWatchdog)
-	f := typed[event.TurnFailed](w, "t1", nil)
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
+	e.Clock.Advance(DefaultTurnWatchdog)
+	f := stacktest.Typed[event.TurnFailed](w, "t1", nil)
 	if f.Kind != event.FailWatchdog || !strings.Contains(f.Error, "no progress") {
 		t.Fatalf("t1 failed with %+v, want kind watchdog", f)
 	}
-	w.state(store.StateIdle)
+	w.State(store.StateIdle)
 	e.send(v.ID, "msg still there?", "")
-	w.finished("t2")
+	w.Finished("t2")
 }
 
 // At its max lifetime a session stops: box destroyed, queued messages
@@ -278,25 +280,25 @@ func TestMaxLifetime(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("long task", func(r *CreateRequest) { r.Limits.MaxLifetime = time.Hour })
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
 	m := e.send(v.ID, "msg never", "")
-	e.clock.Advance(time.Hour)
-	w.state(store.StateStopped)
+	e.Clock.Advance(time.Hour)
+	w.State(store.StateStopped)
 	s := e.get(v.ID)
 	if s.State != store.StateStopped || s.Sandbox != nil || len(s.Queue) != 0 {
 		t.Fatalf("state %s, box %s, queue %d; want stopped, no box, empty queue", s.State, s.Sandbox, len(s.Queue))
 	}
-	msgs, err := e.st.Messages(ctxT(t), v.ID, store.MessageDropped)
+	msgs, err := e.st.Messages(testbin.Context(t), v.ID, store.MessageDropped)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs) != 1 || msgs[0].ID != m.ID {
 		t.Fatalf("dropped messages %+v, want %s", msgs, m.ID)
 	}
-	if boxes := e.boxes(); len(boxes) != 0 {
+	if boxes := e.Boxes(); len(boxes) != 0 {
 		t.Fatalf("boxes after stop: %v", boxes)
 	}
-	if _, err := e.m.Send(ctxT(t), "owner-1", v.ID, "msg hello?", ""); !errors.Is(err, ErrConflict) {
+	if _, err := e.m.Send(testbin.Context(t), "owner-1", v.ID, "msg hello?", ""); !errors.Is(err, ErrConflict) {
 		t.Fatalf("Send to a stopped session: %v, want ErrConflict", err)
 	}
 }
@@ -308,13 +310,13 @@ func TestSessionLock(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("")
 	w := e.watch(v.ID)
-	w.state(store.StateIdle)
-	ctx := ctxT(t)
+	w.State(store.StateIdle)
+	ctx := testbin.Context(t)
 	if _, err := e.st.AcquireLock(ctx, "session/"+v.ID, "run-other", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	msg := e.send(v.ID, "msg blocked", "")
-	st := typed(w, "", func(p event.SessionState) bool { return strings.Contains(p.Reason, "locked by run-other") })
+	st := stacktest.Typed(w, "", func(p event.SessionState) bool { return strings.Contains(p.Reason, "locked by run-other") })
 	if !strings.Contains(st.Reason, msg.ID) {
 		t.Fatalf("the waiting reason %q does not name the message", st.Reason)
 	}
@@ -327,8 +329,8 @@ func TestSessionLock(t *testing.T) {
 	if err := e.m.Unlock(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	w.idleAfter("t1")
-	eventually(t, 10*time.Second, "the runner releases the lock once its queue is empty", func() bool {
+	w.IdleAfter("t1")
+	testbin.WaitFor(t, 10*time.Second, "the runner releases the lock once its queue is empty", func() bool {
 		_, err := e.st.GetLock(ctx, "session/"+v.ID)
 		return errors.Is(err, store.ErrNotFound)
 	})
@@ -337,12 +339,12 @@ func TestSessionLock(t *testing.T) {
 	if _, err := e.st.AcquireLock(ctx, "session/"+v.ID, "run-dead", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "the dead run's lock expires", func() bool {
+	testbin.WaitFor(t, time.Second, "the dead run's lock expires", func() bool {
 		l, err := e.st.GetLock(ctx, "session/"+v.ID)
 		return err != nil || time.Now().After(l.Expires)
 	})
 	e.send(v.ID, "msg after the dead run", "")
-	w.finished("t2")
+	w.Finished("t2")
 }
 
 // Delete stops the runner, destroys the box and removes the workspace and
@@ -351,29 +353,29 @@ func TestDelete(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("long task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
 	e.send(v.ID, "msg queued", "")
-	if err := e.m.Delete(ctxT(t), "someone-else", v.ID); !errors.Is(err, ErrNotFound) {
+	if err := e.m.Delete(testbin.Context(t), "someone-else", v.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another owner's Delete: %v, want ErrNotFound", err)
 	}
-	if err := e.m.Delete(ctxT(t), "owner-1", v.ID); err != nil {
+	if err := e.m.Delete(testbin.Context(t), "owner-1", v.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.m.Get(ctxT(t), "", v.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := e.m.Get(testbin.Context(t), "", v.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get after Delete: %v", err)
 	}
-	if boxes := e.boxes(); len(boxes) != 0 {
+	if boxes := e.Boxes(); len(boxes) != 0 {
 		t.Fatalf("boxes after Delete: %v", boxes)
 	}
 	if _, err := os.Stat(filepath.Dir(v.Repos[0].Path)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the workspace survived Delete: %v", err)
 	}
-	for range w.sub.C {
+	for range w.Sub.C {
 	}
-	if err := w.sub.Err(); !errors.Is(err, journal.ErrDeleted) {
+	if err := w.Sub.Err(); !errors.Is(err, journal.ErrDeleted) {
 		t.Fatalf("the subscription ended with %v, want ErrDeleted", err)
 	}
-	if _, err := e.m.Send(ctxT(t), "owner-1", v.ID, "msg hello", ""); !errors.Is(err, ErrNotFound) {
+	if _, err := e.m.Send(testbin.Context(t), "owner-1", v.ID, "msg hello", ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Send after Delete: %v", err)
 	}
 }
@@ -385,10 +387,10 @@ func TestCloseAndRecover(t *testing.T) {
 	e := newEnv(t)
 	v := e.create("long task")
 	w := e.watch(v.ID)
-	typed[event.ToolStarted](w, "t1", nil)
+	stacktest.Typed[event.ToolStarted](w, "t1", nil)
 	queued := e.send(v.ID, "msg after restart", "")
 	box := func() string {
-		s, err := e.st.GetSession(ctxT(t), v.ID)
+		s, err := e.st.GetSession(testbin.Context(t), v.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +406,7 @@ func TestCloseAndRecover(t *testing.T) {
 	if err := e.m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f := typed[event.TurnFailed](w, "t1", nil)
+	f := stacktest.Typed[event.TurnFailed](w, "t1", nil)
 	if f.Kind != "interrupted" {
 		t.Fatalf("t1 ended with %+v at shutdown, want kind interrupted", f)
 	}
@@ -418,31 +420,31 @@ func TestCloseAndRecover(t *testing.T) {
 	if s.State != store.StateIdle || len(s.Sandbox) == 0 {
 		t.Fatalf("after Close: state %s, box %q; want idle with the box kept", s.State, s.Sandbox)
 	}
-	if !slices.Contains(e.boxes(), b1) {
+	if !slices.Contains(e.Boxes(), b1) {
 		t.Fatalf("Close destroyed the box %s", b1)
 	}
 
 	e.closeAndReopen()
-	if err := e.m.Recover(ctxT(t)); err != nil {
+	if err := e.m.Recover(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	w = e.watch(v.ID)
-	d := typed[event.MessageDelivered](w, "t2", nil)
+	d := stacktest.Typed[event.MessageDelivered](w, "t2", nil)
 	if d.MessageID != queued.ID {
 		t.Fatalf("t2 took %s, want %s", d.MessageID, queued.ID)
 	}
-	w.finished("t2")
+	w.Finished("t2")
 	if b := box(); b != b1 {
 		t.Fatalf("recovered into box %s, want the old box %s reattached", b, b1)
 	}
-	checkGapless(t, e.st, v.ID)
+	stacktest.CheckGapless(t, e.st, v.ID)
 }
 
 func TestCreateValidation(t *testing.T) {
 	e := newEnv(t)
-	ctx := ctxT(t)
+	ctx := testbin.Context(t)
 	_, err := e.m.Create(ctx, "o", CreateRequest{
-		Repos: []RepoSpec{{Source: "/no/such/dir"}, {Source: e.repo, Name: "bad name"}, {Source: e.repo, Ref: "-x"}},
+		Repos: []RepoSpec{{Source: "/no/such/dir"}, {Source: e.Repo, Name: "bad name"}, {Source: e.Repo, Ref: "-x"}},
 		Agent: "claudecode", Model: "nope/model", Backend: "kubernetes", Mode: "inject",
 		Limits: store.Limits{IdleTimeout: -time.Second, MemoryBytes: 1},
 	})

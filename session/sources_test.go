@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 )
 
 // sessionCanary is a token a developer's checkout carries in its git config.
@@ -40,10 +41,10 @@ func TestSessionLeavesGitCredentialsBehind(t *testing.T) {
 
 	v := e.create("look for credentials", func(r *CreateRequest) { r.Repos = []RepoSpec{{Source: repo}} })
 	w := e.watch(v.ID)
-	if f := w.finished("t1"); f.Result != "done looking" {
+	if f := w.Finished("t1"); f.Result != "done looking" {
 		t.Fatalf("t1 finished with %+v", f)
 	}
-	evs := checkGapless(t, e.st, v.ID)
+	evs := stacktest.CheckGapless(t, e.st, v.ID)
 	looked := false
 	for _, ev := range evs {
 		b, _ := json.Marshal(ev)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sim"
 )
@@ -169,7 +170,7 @@ func RunConformance(t *testing.T, s Subject) {
 	tctx, cancelTurn := context.WithCancelCause(ctx)
 	tt = startTurn(tctx, ag, "Task four: run forever")
 	tt.rec.WaitFor(ctx, t, "tool.started", func(p event.Payload) bool { _, ok := p.(event.ToolStarted); return ok })
-	waitUntil(t, 30*time.Second, "the tool's process tree to run", func() bool {
+	testbin.WaitFor(t, 30*time.Second, "the tool's process tree to run", func() bool {
 		return len(ProcsWith("sleep", "51337")) > 0 && len(ProcsWith("sleep", "51338")) > 0
 	})
 	start := time.Now()
@@ -183,7 +184,7 @@ func RunConformance(t *testing.T, s Subject) {
 			t.Errorf("the interrupted tool call finished without an error: %+v", tf)
 		}
 	}
-	waitUntil(t, time.Second-time.Since(start), "the cancelled tool's process tree to go", func() bool {
+	testbin.WaitFor(t, time.Second-time.Since(start), "the cancelled tool's process tree to go", func() bool {
 		return len(ProcsWith("sleep", "51337")) == 0 && len(ProcsWith("sleep", "51338")) == 0
 	})
 	t.Logf("cancel to process tree gone: %s", time.Since(start))
@@ -205,7 +206,7 @@ func RunConformance(t *testing.T, s Subject) {
 		t.Errorf("Close: %v", err)
 	}
 	agentClosed = true
-	waitUntil(t, 10*time.Second, "the agent's processes in the box to go", func() bool { return len(boxProcs(ctx, t, box)) == 0 })
+	testbin.WaitFor(t, 10*time.Second, "the agent's processes in the box to go", func() bool { return len(boxProcs(ctx, t, box)) == 0 })
 	if err := box.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -404,17 +405,5 @@ func writeOwned(t *testing.T, path, content string) {
 	}
 	if os.Geteuid() == 0 {
 		os.Chown(path, sandbox.DefaultUID, sandbox.DefaultGID)
-	}
-}
-
-// waitUntil polls cond until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

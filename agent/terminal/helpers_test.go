@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testbin"
 )
 
 // The tests run the real thing: real local boxes (network none) as the
@@ -20,12 +20,7 @@ import (
 // the generic path, the pinned Claude Code for the hook path — and, for
 // Claude Code, harvest sim served on a box listener.
 
-func testLogger(t *testing.T) *slog.Logger {
-	if os.Getenv("HARVEST_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
+func testLogger(t *testing.T) *slog.Logger { return testbin.Logger().With("test", t.Name()) }
 
 // recorder collects a turn's events; tests may wait on them while the turn
 // runs.

@@ -197,7 +197,7 @@ func TestBinary(t *testing.T) {
 	if line != "started\n" {
 		t.Fatalf("before Ctrl-C: %q", line)
 	}
-	waitFor(t, 30*time.Second, func() bool { return sleeping(marker) })
+	testbin.WaitFor(t, 30*time.Second, "the command to sleep", func() bool { return sleeping(marker) })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {

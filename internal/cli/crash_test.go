@@ -17,6 +17,7 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/store"
@@ -225,7 +226,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		}
 		g = restart()
 		// The turn is reported interrupted only once its tool is dead.
-		seen := follow(t, g.c, sleepy.ID, 0, turn+" to end", turnEnded(turn))
+		seen := follow(t, g.c, sleepy.ID, 0, turn+" to end", stacktest.TurnEnded(turn))
 		last := seen[len(seen)-1]
 		if f, ok := last.Data.(event.TurnFailed); !ok || f.Kind != "interrupted" {
 			t.Fatalf("round %d: %s ended with %s %+v, want turn.failed kind interrupted", round, turn, last.Type(), last.Data)
@@ -273,7 +274,7 @@ func TestServeKill9Repeated(t *testing.T) {
 				lastTurn = ev.Turn
 			}
 		}
-		return lastTurn != "" && turnEnded(lastTurn)(ev)
+		return lastTurn != "" && stacktest.TurnEnded(lastTurn)(ev)
 	})
 	ws, err := g.c.GetSession(ctx, sleepy.ID)
 	if err != nil {
@@ -340,21 +341,13 @@ func containsMessage(msgs []*store.Message, id string) bool {
 // has exactly one message.queued event.
 func checkQueuedEvents(t *testing.T, st store.Store, id string) {
 	t.Helper()
-	ctx := context.Background()
-	evs, err := st.Events(ctx, id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	queued := map[string]int{}
-	for i, ev := range evs {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("session %s: event %d has seq %d", id, i+1, ev.Seq)
-		}
+	for _, ev := range stacktest.CheckGapless(t, st, id) {
 		if q, ok := ev.Data.(event.MessageQueued); ok {
 			queued[q.MessageID]++
 		}
 	}
-	msgs, err := st.Messages(ctx, id)
+	msgs, err := st.Messages(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +413,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if !p.stderr.waitFor("harvest: draining", 30*time.Second) {
+	if !p.stderr.WaitFor("harvest: draining", 30*time.Second) {
 		t.Fatalf("serve did not say it drains:\n%s", p.stderr)
 	}
 	// Writes: 503 with Retry-After and a message that says why.
@@ -465,7 +458,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the stream during the drain: %v\n%s", err, p.stderr)
 		}
-		if turnEnded("t1")(ev) {
+		if stacktest.TurnEnded("t1")(ev) {
 			end = ev
 			break
 		}
@@ -483,7 +476,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	// The next start delivers the queued message; nothing was interrupted.
 	p = e.start("--shutdown-grace", "1s")
 	c = e.client(p)
-	seen := follow(t, c, v.ID, 0, "t2 to end", turnEnded("t2"))
+	seen := follow(t, c, v.ID, 0, "t2 to end", stacktest.TurnEnded("t2"))
 	for _, ev := range seen {
 		switch d := ev.Data.(type) {
 		case event.TurnFailed:
@@ -517,7 +510,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	// A second signal skips the rest of a long grace.
 	p = e.start()
 	c = e.client(p)
-	follow(t, c, v.ID, 0, "t3's interruption", turnEnded("t3"))
+	follow(t, c, v.ID, 0, "t3's interruption", stacktest.TurnEnded("t3"))
 	if _, err := c.Send(ctx, v.ID, "endless task", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +518,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	testbin.WaitFor(t, time.Minute, "the endless tool to run", func() bool { return len(testbin.ProcsWith(endless)) > 0 })
 	start = time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	if !p.stderr.waitFor("harvest: draining", 30*time.Second) {
+	if !p.stderr.WaitFor("harvest: draining", 30*time.Second) {
 		t.Fatalf("serve did not say it drains:\n%s", p.stderr)
 	}
 	p.cmd.Process.Signal(syscall.SIGINT)

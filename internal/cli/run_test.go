@@ -195,13 +195,13 @@ rules:
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitFor(t, 60*time.Second, func() bool {
+	testbin.WaitFor(t, 60*time.Second, "the run to start and its command to sleep", func() bool {
 		m, _ := filepath.Glob(filepath.Join(home, "runs", "*", "*", "started"))
 		return len(m) == 1 && sleeping(marker)
 	})
 	sent := time.Now()
 	cmd.Process.Signal(syscall.SIGINT)
-	waitFor(t, 10*time.Second, func() bool { return !sleeping(marker) })
+	testbin.WaitFor(t, 10*time.Second, "the command to be gone after Ctrl-C", func() bool { return !sleeping(marker) })
 	if d := time.Since(sent); d > time.Second {
 		t.Errorf("the command ran %s after Ctrl-C", d)
 	}
@@ -227,20 +227,6 @@ func sleeping(n string) bool {
 		}
 	}
 	return false
-}
-
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(limit)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("condition not met within %s", limit)
-		}
-	}
 }
 
 func TestRunBadInput(t *testing.T) {

@@ -44,7 +44,7 @@ func TestSendRetriesAcrossARestart(t *testing.T) {
 	// The server is down: send keeps trying.
 	send := exec.Command(testbin.Harvest(t), "session", "send", "--server", s1.url, v.ID, "msg sent while the server was down")
 	send.Env = append(e.env, "HARVEST_HOME="+e.home)
-	var out, errb lockedBuffer
+	var out, errb testbin.Buffer
 	send.Stdout, send.Stderr = &out, &errb
 	if err := send.Start(); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func TestServeKill9Cgroups(t *testing.T) {
 	s.wait()
 	// Its warm boxes go (their shims see their stdin close); the parents
 	// stay, empty.
-	waitFor(t, 30*time.Second, func() bool {
+	testbin.WaitFor(t, 30*time.Second, "the warm boxes' cgroups to go", func() bool {
 		ids, err := mgr.List()
 		return err == nil && len(ids) == 0
 	})

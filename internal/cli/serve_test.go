@@ -5,28 +5,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/session"
-	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/wire"
 )
 
@@ -58,7 +55,7 @@ type serveEnv struct {
 	env     []string
 	home    string
 	runDir  string
-	simURL  string
+	sim     *stacktest.Sim
 	slowReq chan struct{} // a value per "slow" model request received
 }
 
@@ -78,33 +75,20 @@ func newServeEnvWith(t *testing.T, script string) *serveEnv {
 			e.runDir = v
 		}
 	}
-	s, err := sim.ParseScript("serve-test.yaml", []byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm := sim.New(s)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.sim = stacktest.StartSim(t, script, func(r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if bytes.Contains(body, []byte(`"slow`)) && !bytes.Contains(body, []byte(`"assistant"`)) {
 			e.slowReq <- struct{}{}
 		}
-		sm.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	e.simURL = hs.URL
-	e.env = append(env, "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+hs.URL, "HARVEST_MODEL=anthropic/claude-sonnet-4-5",
+	})
+	e.env = append(env, "ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL="+e.sim.URL, "HARVEST_MODEL=anthropic/claude-sonnet-4-5",
 		"HARVEST_SERVER=", "HARVEST_TOKEN=")
 	// Last: no box of this test outlives it.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		p := e.provider()
 		defer p.Close()
-		hs, _ := p.List(ctx)
-		for _, h := range hs {
-			p.Destroy(ctx, h)
-		}
+		stacktest.DestroyAll(t, p)
 		if _, err := disk.UnmountUnder(e.home); err != nil { // the sessions' disks
 			t.Error(err)
 		}
@@ -119,27 +103,16 @@ func (e *serveEnv) provider() *local.Provider {
 // boxes lists the boxes of the test's run dir.
 func (e *serveEnv) boxes() []string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	p := e.provider()
 	defer p.Close()
-	hs, err := p.List(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var ids []string
-	for _, h := range hs {
-		ids = append(ids, h.ID)
-	}
-	slices.Sort(ids)
-	return ids
+	return stacktest.BoxIDs(e.t, p)
 }
 
 // serveProc is one `harvest serve` process.
 type serveProc struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *lockedBuffer
+	stderr *testbin.Buffer
 	exited chan struct{} // closed when it has exited; then err is its Wait
 	err    error
 }
@@ -148,52 +121,6 @@ type serveProc struct {
 func (s *serveProc) wait() error {
 	<-s.exited
 	return s.err
-}
-
-// lockedBuffer collects a process's stderr, read while it runs.
-type lockedBuffer struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
-	changed chan struct{} // closed (and replaced) by every Write
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.changed != nil {
-		close(b.changed)
-		b.changed = nil
-	}
-	return b.b.Write(p)
-}
-
-// waitFor waits until the buffer contains s, for d at most.
-func (b *lockedBuffer) waitFor(s string, d time.Duration) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		b.mu.Lock()
-		if strings.Contains(b.b.String(), s) {
-			b.mu.Unlock()
-			return true
-		}
-		if b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		c := b.changed
-		b.mu.Unlock()
-		select {
-		case <-c:
-		case <-deadline.C:
-			return false
-		}
-	}
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // start runs `harvest serve` and waits until it listens.
@@ -212,7 +139,7 @@ func (e *serveEnv) startWith(wrapper []string, args ...string) *serveProc {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s := &serveProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s := &serveProc{cmd: cmd, stderr: &testbin.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -265,21 +192,7 @@ func follow(t *testing.T, c *client.Client, id string, after int64, what string,
 	defer cancel()
 	st := c.Events(ctx, id, client.StreamOptions{After: after})
 	defer st.Close()
-	var seen []event.Event
-	for {
-		ev, err := st.Next()
-		if err != nil {
-			var b strings.Builder
-			for _, ev := range seen {
-				fmt.Fprintf(&b, "\n  %d %s %s %+v", ev.Seq, ev.Turn, ev.Type(), ev.Data)
-			}
-			t.Fatalf("session %s: waiting for %s: %v; seen:%s", id, what, err, b.String())
-		}
-		seen = append(seen, ev)
-		if pred(ev) {
-			return seen
-		}
-	}
+	return stacktest.ReadUntil(t, st, what+" in session "+id, pred)
 }
 
 var boxSession = regexp.MustCompile(`^(s-[a-z2-7]{16})-[0-9a-f]{6}$`)
@@ -372,7 +285,7 @@ func TestServeKill9(t *testing.T) {
 	}
 	// The stream open across the crash reconnected with Last-Event-ID and
 	// got every event once, in order.
-	for !turnEnded("t3")(liveSeen[len(liveSeen)-1]) {
+	for !stacktest.TurnEnded("t3")(liveSeen[len(liveSeen)-1]) {
 		ev, err := live.Next()
 		if err != nil {
 			t.Fatal(err)
@@ -391,7 +304,7 @@ func TestServeKill9(t *testing.T) {
 	for _, s := range sessions {
 		// The interrupted turn says so; then both queued messages are
 		// delivered, in order, and answered.
-		seen := follow(t, c, s.id, 0, "turn t3 to end", turnEnded("t3"))
+		seen := follow(t, c, s.id, 0, "turn t3 to end", stacktest.TurnEnded("t3"))
 		var delivered []string
 		interrupted := false
 		for _, ev := range seen {
@@ -464,16 +377,6 @@ func TestServeKill9(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("harvest serve did not stop on SIGTERM:\n%s", s2.stderr)
-	}
-}
-
-func turnEnded(turn string) func(event.Event) bool {
-	return func(ev event.Event) bool {
-		switch ev.Data.(type) {
-		case event.TurnFinished, event.TurnFailed, event.TurnCancelled:
-			return ev.Turn == turn
-		}
-		return false
 	}
 }
 
@@ -607,7 +510,7 @@ func TestSessionCommands(t *testing.T) {
 	// Cleanup: a dry run lists, then rm deletes. (The session goes idle
 	// just after its turn ends.)
 	c := e.client(s)
-	waitFor(t, time.Minute, func() bool {
+	testbin.WaitFor(t, time.Minute, "the session to be idle", func() bool {
 		v, err := c.GetSession(context.Background(), id)
 		return err == nil && v.State == "idle"
 	})

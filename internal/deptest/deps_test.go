@@ -73,6 +73,13 @@ var rules = []rule{
 		pkg:       module + "/agent/builtin",
 		forbidden: []string{module + "/agent/agents", module + "/agent/claudecode", module + "/agent/opencode", module + "/agent/terminal", module + "/session", module + "/server"},
 	},
+	{
+		// The test stack below the session layer: session's internal tests
+		// import it, so it must not reach session (an import cycle), nor
+		// the server above it (that is internal/stacktest/apitest's).
+		pkg:       module + "/internal/stacktest",
+		forbidden: []string{module + "/session", module + "/server", module + "/internal/stacktest/"},
+	},
 }
 
 func TestDependencies(t *testing.T) {

@@ -24,16 +24,12 @@ func ProcsWith(s string) []string {
 	return found
 }
 
-// WaitFor polls cond until it holds, failing the test after d.
-func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// ProcsWithArgs lists the host's processes whose command line holds args
+// as consecutive arguments (processes inside local boxes are host
+// processes): ProcsWithArgs("sleep", "31337") finds "sleep 31337", not
+// "sh -c 'sleep 31337'".
+func ProcsWithArgs(args ...string) []string {
+	return ProcsWith(strings.Join(args, "\x00"))
 }
 
 // HangingGitServer accepts connections and never answers, like a git

@@ -1,6 +1,14 @@
-// Package testbin builds Harvest's real binaries for tests, once per test
-// process, with CGO_ENABLED=0 so they run in any box image.
+// Package testbin holds what Harvest's tests share that needs nothing of
+// Harvest: the real binaries, built once per test process; temporary
+// directories a box user can traverse; what CI requires (CLIs, backends);
+// and the small helpers every package's tests used to copy — WaitFor
+// (polling, where nothing notifies), Buffer (read while written, with
+// WaitFor), ProcsWith and ProcsWithArgs (host processes), Context (a
+// test's context) and Logger (silent unless $HARVEST_TEST_LOG is set), and
+// HangingGitServer. The stack itself (store, journal, providers, sim,
+// Manager, server) is assembled in internal/stacktest.
 //
+// The binaries are built with CGO_ENABLED=0 so they run in any box image.
 // Tests use the real harvest-agent (no fake of our own component): the build
 // goes through the Go build cache, so after the first package it costs about a
 // second. Binaries land in a directory readable by every uid (boxes run as an

@@ -187,7 +187,7 @@ func testBigOutput(t *testing.T, sb *sandbox.Sandbox) {
 }
 
 func testOutputLimit(t *testing.T, sb *sandbox.Sandbox) {
-	var out syncBuffer
+	var out testbin.Buffer
 	st := runCmd(t, sb, &sandbox.Cmd{Args: []string{"sh", "-c", "head -c 20000000 /dev/zero; echo done >&2"}, Stdout: &out, OutputLimit: 1 << 20}).st
 	if !st.Success() {
 		t.Fatal(st)
@@ -201,7 +201,7 @@ func testOutputLimit(t *testing.T, sb *sandbox.Sandbox) {
 }
 
 func testPTY(t *testing.T, sb *sandbox.Sandbox) {
-	var out syncBuffer
+	var out testbin.Buffer
 	pr, pw := io.Pipe()
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{
 		Args:   []string{"sh", "-c", "tty; stty size; read line; stty size; echo got:$line"},
@@ -212,7 +212,7 @@ func testPTY(t *testing.T, sb *sandbox.Sandbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the first stty size", func() bool { return strings.Contains(out.String(), "30 90") })
+	testbin.WaitFor(t, 10*time.Second, "the first stty size", func() bool { return strings.Contains(out.String(), "30 90") })
 	if err := p.Resize(ctxFor(t), 40, 100); err != nil {
 		t.Fatal(err)
 	}
@@ -229,12 +229,12 @@ func testPTY(t *testing.T, sb *sandbox.Sandbox) {
 }
 
 func testSignals(t *testing.T, sb *sandbox.Sandbox) {
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{"sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 1; done`}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the trap to be set", func() bool { return strings.Contains(out.String(), "ready") })
+	testbin.WaitFor(t, 10*time.Second, "the trap to be set", func() bool { return strings.Contains(out.String(), "ready") })
 	if err := p.Signal(ctxFor(t), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func testSignals(t *testing.T, sb *sandbox.Sandbox) {
 }
 
 func testKillTree(t *testing.T, sb *sandbox.Sandbox) {
-	var out syncBuffer
+	var out testbin.Buffer
 	// Unique durations: on the host backend ps sees the whole machine.
 	n := uniqueSleep()
 	a, b, c := fmt.Sprint(n), fmt.Sprint(n+1), fmt.Sprint(n+2)
@@ -269,7 +269,7 @@ func testKillTree(t *testing.T, sb *sandbox.Sandbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "children to start", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "children to start", func() bool {
 		ps := mustOK(t, sb, "ps", "-eo", "args")
 		return strings.Contains(out.String(), "started") && strings.Contains(ps, "sleep "+a) && strings.Contains(ps, "sleep "+b) && strings.Contains(ps, "sleep "+c)
 	})
@@ -280,7 +280,7 @@ func testKillTree(t *testing.T, sb *sandbox.Sandbox) {
 	if _, err := p.Wait(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the whole tree to die", func() bool {
+	testbin.WaitFor(t, 5*time.Second, "the whole tree to die", func() bool {
 		ps := mustOK(t, sb, "ps", "-eo", "args")
 		return !strings.Contains(ps, "sleep "+a) && !strings.Contains(ps, "sleep "+b) && !strings.Contains(ps, "sleep "+c)
 	})
@@ -296,13 +296,13 @@ func testTimeout(t *testing.T, sb *sandbox.Sandbox) {
 	}
 	// Context cancellation kills too (what Ctrl-C on a tool does).
 	ctx, cancel := context.WithCancel(ctxFor(t))
-	var out syncBuffer
+	var out testbin.Buffer
 	done := make(chan error, 1)
 	go func() {
 		_, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "echo go; sleep 1000"}, Stdout: &out})
 		done <- err
 	}()
-	eventually(t, 10*time.Second, "the command to start", func() bool { return out.Len() > 0 })
+	testbin.WaitFor(t, 10*time.Second, "the command to start", func() bool { return out.Len() > 0 })
 	start := time.Now()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -339,7 +339,7 @@ func testReap(t *testing.T, sb *sandbox.Sandbox) {
 	// Only the agent's own zombies count: on the host backend ps shows the
 	// whole machine, other tests' short-lived zombies included.
 	agent := strconv.Itoa(sb.AgentPID())
-	eventually(t, 10*time.Second, "orphans to be reaped", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "orphans to be reaped", func() bool {
 		ps := mustOK(t, sb, "ps", "-eo", "stat=,ppid=,args=")
 		for _, line := range strings.Split(ps, "\n") {
 			f := strings.Fields(line)
@@ -408,7 +408,7 @@ func (s *suite) testWorkspaces(t *testing.T) {
 func (s *suite) testRecover(t *testing.T) {
 	spec, _ := withWorkspace(t)
 	sb := s.start(t, spec)
-	var out syncBuffer
+	var out testbin.Buffer
 	// It prints "during" only once told to (after the disconnect), then marks
 	// that it did: that output can only reach us through the agent's ring.
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{
@@ -418,7 +418,7 @@ func (s *suite) testRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "output", func() bool { return out.Len() > 0 })
+	testbin.WaitFor(t, 10*time.Second, "output", func() bool { return out.Len() > 0 })
 	h := sb.Handle()
 	sb.Close() // as if harvest went away
 
@@ -448,11 +448,11 @@ func (s *suite) testRecover(t *testing.T) {
 	if err := sb2.WriteFile(ctxFor(t), sb2.WorkspacePath("w")+"/go", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the detached process to print", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the detached process to print", func() bool {
 		_, err := sb2.Stat(ctxFor(t), sb2.WorkspacePath("w")+"/done")
 		return err == nil
 	})
-	var out2 syncBuffer
+	var out2 testbin.Buffer
 	ap, err := sb2.Attach(ctxFor(t), p.ID(), &out2, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -472,12 +472,12 @@ func (s *suite) testRecover(t *testing.T) {
 func (s *suite) testStop(t *testing.T) {
 	spec, _ := withWorkspace(t)
 	sb := s.start(t, spec)
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{"sh", "-c", `trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 1; done`}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the trap", func() bool { return out.Len() > 0 })
+	testbin.WaitFor(t, 10*time.Second, "the trap", func() bool { return out.Len() > 0 })
 	if err := sb.Stop(ctxFor(t), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func (s *suite) testTimeLimit(t *testing.T) {
 // waitGone waits until the connection to the box drops.
 func waitGone(t testing.TB, sb *sandbox.Sandbox) error {
 	var err error
-	eventually(t, 30*time.Second, "the box to end", func() bool {
+	testbin.WaitFor(t, 30*time.Second, "the box to end", func() bool {
 		_, err = sb.Info(ctxFor(t))
 		return err != nil
 	})

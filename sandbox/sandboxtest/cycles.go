@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -75,7 +76,7 @@ func RunCycles(t *testing.T, b Backend, n int) {
 	t.Logf("%d create/exec/destroy cycles in %v (%v each)", n, time.Since(start), time.Since(start)/time.Duration(n))
 
 	var after hostState
-	eventually(t, 10*time.Second, "descriptors and goroutines to settle", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "descriptors and goroutines to settle", func() bool {
 		after = snapshot(s.runDir, ws)
 		return after.fds <= before.fds && after.goroutines <= before.goroutines+2
 	})

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/sandboxtest/pattern"
 )
@@ -23,7 +24,7 @@ import (
 // address it listens on. It is killed when the test ends.
 func boxServer(t *testing.T, sb *sandbox.Sandbox, pr string, args ...string) string {
 	t.Helper()
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: append([]string{pr}, args...), Stdout: &out, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func boxServer(t *testing.T, sb *sandbox.Sandbox, pr string, args ...string) str
 		p.Wait(context.Background())
 	})
 	var addr string
-	eventually(t, 10*time.Second, "the box server "+strings.Join(args, " ")+" to listen", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the box server "+strings.Join(args, " ")+" to listen", func() bool {
 		line, _, _ := strings.Cut(out.String(), "\n")
 		if strings.HasPrefix(line, "err") {
 			t.Fatalf("box server %v: %s", args, line)
@@ -217,11 +218,11 @@ func testDial(t *testing.T, sb *sandbox.Sandbox) {
 	})
 	// Everything the agent opened for these tests is gone, and nothing of
 	// the host's end is left running.
-	eventually(t, 10*time.Second, "the agent to close every dialed connection", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the agent to close every dialed connection", func() bool {
 		info, err := sb.Info(ctxFor(t))
 		return err == nil && info.Forwards == 0
 	})
-	eventually(t, 10*time.Second, "the host's forwarding goroutines to end", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the host's forwarding goroutines to end", func() bool {
 		return forwardingGoroutines() == 0
 	})
 }

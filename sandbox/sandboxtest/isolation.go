@@ -284,7 +284,7 @@ func testHardening(t *testing.T, sb *sandbox.Sandbox, pr string) {
 	}
 	denied(t, "open /dev/tty without a terminal", probe(t, sb, pr, "devtty"))
 	// TIOCSTI on a terminal the box owns: refused by the seccomp filter.
-	var out syncBuffer
+	var out testbin.Buffer
 	r, err := sb.Run(ctxFor(t), &sandbox.Cmd{Args: []string{pr, "tiocsti"}, Stdout: &out, TTY: &sandbox.TTYSize{Rows: 24, Cols: 80}})
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +296,7 @@ func testHardening(t *testing.T, sb *sandbox.Sandbox, pr string) {
 }
 
 func testFlood(t *testing.T, sb *sandbox.Sandbox) {
-	var out syncBuffer
+	var out testbin.Buffer
 	r := runCmd(t, sb, &sandbox.Cmd{Args: []string{"yes", "flood"}, Stdout: &out, OutputLimit: 1 << 20, Timeout: 2 * time.Second})
 	if !r.st.TimedOut || out.Len() != 1<<20 || r.st.Dropped == 0 {
 		t.Errorf("flood: %v, delivered %d bytes", r.st, out.Len())
@@ -315,12 +315,12 @@ func (s *suite) testForkBomb(t *testing.T) {
 	spec.Limits.Pids = 64
 	sb := s.start(t, spec)
 	pr := installProbe(t, sb)
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{pr, "forkbomb"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the fork bomb to hit the pids limit", func() bool { return strings.Contains(out.String(), "started") })
+	testbin.WaitFor(t, 30*time.Second, "the fork bomb to hit the pids limit", func() bool { return strings.Contains(out.String(), "started") })
 	var n int
 	fmt.Sscanf(strings.TrimPrefix(out.String(), "ok started "), "%d", &n)
 	if n == 0 || n > spec.Limits.Pids+sandbox.AgentPidsReserve {
@@ -336,7 +336,7 @@ func (s *suite) testForkBomb(t *testing.T) {
 	if _, err := p.Wait(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the bomb's processes to die", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the bomb's processes to die", func() bool {
 		r := run(t, sb, "sh", "-c", "ls /proc | grep -c '^[0-9]'")
 		count, _ := strconv.Atoi(r.out())
 		return r.st.Success() && count < 10
@@ -351,7 +351,7 @@ func (s *suite) testForkBomb(t *testing.T) {
 	}
 	bp.Wait(ctxFor(t))
 	var peak int
-	eventually(t, 30*time.Second, "the shell bomb to fill the pids limit", func() bool {
+	testbin.WaitFor(t, 30*time.Second, "the shell bomb to fill the pids limit", func() bool {
 		info, err := sb.Info(ctxFor(t))
 		if err != nil {
 			t.Fatalf("the agent stopped answering under a shell fork bomb: %v", err)
@@ -365,7 +365,7 @@ func (s *suite) testForkBomb(t *testing.T) {
 	if err := bp.Kill(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the shell bomb to die", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the shell bomb to die", func() bool {
 		info, err := sb.Info(ctxFor(t))
 		return err == nil && info.BoxProcs <= 2
 	})

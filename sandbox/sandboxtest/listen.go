@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/sandboxtest/pattern"
 )
@@ -160,7 +161,7 @@ func testListen(t *testing.T, sb *sandbox.Sandbox, isolated bool) {
 		t.Fatal(err)
 	}
 	// Everything the agent opened for these tests is gone.
-	eventually(t, 10*time.Second, "the agent to close every listener and connection", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "the agent to close every listener and connection", func() bool {
 		info, err := sb.Info(ctxFor(t))
 		return err == nil && info.Listeners == 0 && info.Forwards == 0
 	})
@@ -175,7 +176,7 @@ func testHalfClose(t *testing.T, sb *sandbox.Sandbox, pr, network, addr string) 
 	}
 	defer l.Close()
 	const n = 3<<20 + 5
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{pr, "halfclose", network, l.Addr().String(), fmt.Sprint(n)}, Stdout: &out, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func testSlowReader(t *testing.T, sb *sandbox.Sandbox, pr string) {
 	}
 	defer l.Close()
 	const n = 64 << 20
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{pr, "send", "tcp", l.Addr().String(), fmt.Sprint(n)}, Stdout: &out, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func testDeadlines(t *testing.T, sb *sandbox.Sandbox, pr string) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var out syncBuffer
+	var out testbin.Buffer
 	p, err := sb.Start(ctxFor(t), &sandbox.Cmd{Args: []string{pr, "idle", "tcp", l.Addr().String()}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func testCloseAccept(t *testing.T, sb *sandbox.Sandbox, pr string) {
 // sandbox), blocked.
 func waitBlocked(t *testing.T, fn string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "a goroutine blocked in "+fn, func() bool {
+	testbin.WaitFor(t, 10*time.Second, "a goroutine blocked in "+fn, func() bool {
 		for _, g := range goroutineStacks() {
 			if strings.Contains(g, "harvest/sandbox."+fn) && strings.Contains(g, "select") {
 				return true
@@ -428,7 +429,7 @@ func (s *suite) testListenBoxGone(t *testing.T) {
 	}
 	c.Close()
 	l.Close()
-	eventually(t, 10*time.Second, "goroutines to end", func() bool {
+	testbin.WaitFor(t, 10*time.Second, "goroutines to end", func() bool {
 		return forwardingGoroutines() == 0 && runtime.NumGoroutine() <= before
 	})
 }

@@ -10,7 +10,6 @@
 package sandboxtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -108,7 +107,7 @@ func run(t testing.TB, sb *sandbox.Sandbox, args ...string) result {
 
 func runCmd(t testing.TB, sb *sandbox.Sandbox, cmd *sandbox.Cmd) result {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb testbin.Buffer
 	if cmd.Stdout == nil {
 		cmd.Stdout = &out
 	}
@@ -175,45 +174,6 @@ func denied(t testing.TB, what, verdict string) {
 	t.Helper()
 	if !strings.HasPrefix(verdict, "err") {
 		t.Errorf("%s: the box was allowed to: %s", what, verdict)
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-// eventually polls cond until it holds or the timeout passes. Used only where
-// the thing waited for has no notification (a process leaving /proc).
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for d := time.Millisecond; ; d = min(d*2, 50*time.Millisecond) {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(d)
 	}
 }
 

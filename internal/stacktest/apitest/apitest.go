@@ -1,0 +1,216 @@
+// Package apitest runs Harvest's API for tests: a session.Manager built
+// from a stacktest.Stack, the HTTP server on 127.0.0.1, three tokens
+// (admin, alice, bob) with a client each, and two checks when the test
+// ends: every status a route answered is documented in openapi.json, and
+// no goroutine started since New outlives the test (goleak, every
+// goroutine, not only the server's). See internal/stacktest for why this
+// is a package of its own.
+package apitest
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/harvest-dev/harvest/client"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// API is a running server over a Stack. The Manager runs on the wall
+// clock (the Stack's Clock is not its).
+type API struct {
+	*stacktest.Stack
+
+	Store   store.Store
+	Journal *journal.Journal
+	Manager *session.Manager
+	Server  *server.Server
+	URL     string // http://127.0.0.1:port
+
+	// Transport is every client's. SmallBufs applies WithSendBuffer and
+	// WithReceiveBuffer to new connections while set (it starts set).
+	Transport *http.Transport
+	SmallBufs atomic.Bool
+
+	// SimHits gets a value per model request, with WithSimHits.
+	SimHits chan struct{}
+
+	Admin, Alice, Bob    string // token secrets
+	AliceID, BobID       string // their ids
+	AdminC, AliceC, BobC *client.Client
+	statuses             *statusLog
+}
+
+type config struct {
+	journal   journal.Options
+	keepAlive time.Duration
+	sndBuf    int
+	rcvBuf    int
+	simHits   bool
+	stack     []stacktest.Option
+}
+
+// Option changes what New builds.
+type Option func(*config)
+
+// WithJournal gives the journal opts (its Logger is the stack's).
+func WithJournal(opts journal.Options) Option { return func(c *config) { c.journal = opts } }
+
+// WithKeepAlive sets the server's SSE keep-alive interval.
+func WithKeepAlive(d time.Duration) Option { return func(c *config) { c.keepAlive = d } }
+
+// WithSendBuffer sets the server's socket send buffer (0: the system's).
+func WithSendBuffer(n int) Option { return func(c *config) { c.sndBuf = n } }
+
+// WithReceiveBuffer sets the clients' socket receive buffer (0: the
+// system's).
+func WithReceiveBuffer(n int) Option { return func(c *config) { c.rcvBuf = n } }
+
+// WithSimHits makes SimHits count the model requests.
+func WithSimHits(c *config) { c.simHits = true }
+
+// WithStack passes opts to stacktest.New.
+func WithStack(opts ...stacktest.Option) Option {
+	return func(c *config) { c.stack = append(c.stack, opts...) }
+}
+
+// New starts the API on a new Stack whose model plays script, with the
+// Manager recovered (a server that just started).
+func New(t testing.TB, script string, opts ...Option) *API {
+	t.Helper()
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	// Registered first, so it runs last, once everything is closed: no
+	// goroutine started from here on outlives the test.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { verifyNoLeaks(t, ignore) })
+
+	a := &API{statuses: &statusLog{}, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	a.SmallBufs.Store(true)
+	t.Cleanup(a.Transport.CloseIdleConnections)
+	if cfg.rcvBuf > 0 {
+		d := &net.Dialer{}
+		a.Transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil && a.SmallBufs.Load() {
+				err = c.(*net.TCPConn).SetReadBuffer(cfg.rcvBuf)
+			}
+			return c, err
+		}
+	}
+	if cfg.simHits {
+		a.SimHits = make(chan struct{}, 1024)
+		cfg.stack = append(cfg.stack, stacktest.SimHook(func(r *http.Request) {
+			if r.URL.Path == "/v1/messages" {
+				a.SimHits <- struct{}{}
+			}
+		}))
+	}
+	a.Stack = stacktest.New(t, script, cfg.stack...)
+	t.Cleanup(func() { a.statuses.check(t) })
+
+	a.Store, a.Journal = a.Open(cfg.journal)
+	var err error
+	a.Manager, err = session.NewManager(session.Config{
+		Store: a.Store, Journal: a.Journal,
+		Backends:     a.Backends,
+		DataDir:      a.DataDir,
+		Sources:      a.Sources,
+		Models:       a.Models(),
+		DefaultModel: stacktest.Model,
+		Logger:       a.Logger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.Manager.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: a.Logger(), KeepAlive: cfg.keepAlive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: a.statuses.wrap(a.Server), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.sndBuf > 0 {
+		hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if a.SmallBufs.Load() {
+				c.(*net.TCPConn).SetWriteBuffer(cfg.sndBuf)
+			}
+			return ctx
+		}
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		hs.Serve(ln)
+	}()
+	a.URL = "http://" + ln.Addr().String()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		a.Server.Drain()
+		if err := hs.Shutdown(ctx); err != nil {
+			t.Errorf("shutting the server down: %v", err)
+		}
+		<-served
+		if err := a.Manager.Close(ctx); err != nil {
+			t.Errorf("closing the manager: %v", err)
+		}
+	})
+
+	a.Admin, _ = a.Token("admin", true)
+	a.Alice, a.AliceID = a.Token("alice", false)
+	a.Bob, a.BobID = a.Token("bob", false)
+	a.AdminC, a.AliceC, a.BobC = a.Client(a.Admin), a.Client(a.Alice), a.Client(a.Bob)
+	return a
+}
+
+// Token stores a new token named name and returns its secret and id.
+func (a *API) Token(name string, admin bool) (secret, id string) {
+	a.T.Helper()
+	secret, tok := server.NewToken(name, admin, time.Now())
+	if err := a.Store.CreateToken(context.Background(), tok); err != nil {
+		a.T.Fatal(err)
+	}
+	return secret, tok.ID
+}
+
+// Client is a client of the API with token, over Transport.
+func (a *API) Client(token string) *client.Client {
+	a.T.Helper()
+	c, err := client.New(a.URL, token, &http.Client{Transport: a.Transport})
+	if err != nil {
+		a.T.Fatal(err)
+	}
+	return c
+}
+
+// verifyNoLeaks fails the test if goroutines that ignore does not list are
+// still there once everything is closed. They get five seconds to finish
+// returning (goleak alone waits about half a second).
+func verifyNoLeaks(t testing.TB, ignore goleak.Option) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if goleak.Find(ignore) == nil {
+			return
+		}
+	}
+	goleak.VerifyNone(t, ignore)
+}
