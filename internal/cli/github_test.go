@@ -25,6 +25,14 @@ import (
 // calc.sh, runs the test, commits and pushes from the box, then reports.
 const githubScript = `
 rules:
+  - name: pushes-report
+    when: {tool_result: "PUSHES-DONE"}
+    reply: {text: "Those pushes were refused.", usage: {input_tokens: 300, output_tokens: 30}}
+  - name: pushes
+    when: {last_user: "try pushing elsewhere"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "` + pushesAndScan + `"}}]
+      usage: {input_tokens: 200, output_tokens: 20}
   - name: report
     when: {tool_result: "PASS"}
     reply: {text: "Fixed add in calc.sh: it subtracted. test.sh passes now.", usage: {input_tokens: 300, output_tokens: 30}}
@@ -34,6 +42,18 @@ rules:
       tool_calls: [{name: bash, input: {command: "sed -i 's/\\$1 - \\$2/$1 + $2/' calc.sh && sh test.sh && git commit -qam 'Fix add: it subtracted' && git push 2>&1"}}]
       usage: {input_tokens: 200, output_tokens: 20}
 `
+
+// pushesAndScan tries the pushes the policy refuses (the default branch,
+// another branch, a delete, another repository), then dumps what the box
+// could hold a credential in (its environment and every process's, the
+// process table, git's configuration) and lists the files under the
+// writable places that contain an installation token or a private key
+// (the patterns are written so that they do not match themselves).
+const pushesAndScan = `B=$(git branch --show-current); ` +
+	`git push origin HEAD:main 2>&1; git push origin HEAD:feature 2>&1; git push origin :$B 2>&1; ` +
+	`git push \"$(git remote get-url origin | sed s/calc/other/)\" HEAD:$B 2>&1; ` +
+	`echo SCAN-START; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\\\0' '\\\\n'; ps -eo args; git config --list --show-origin; ` +
+	`echo FILES:; grep -rIl -e 'gh[s]_' -e 'PRIVAT[E] KEY' /workspace /home /tmp /run /etc /root 2>/dev/null; echo PUSHES-DONE`
 
 // ghEnv is a GitHub stand-in with an app installed on acme, the repository
 // acme/calc (a failing test), and people: ada (write), mallory (read).
@@ -226,6 +246,83 @@ func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 		t.Errorf("git.committed %v, git.pushed %v for %s", committed, pushed, sha)
 	}
 
+	// A follow-up mention goes to the same session: pushes the policy
+	// refuses, each with its reason in the agent's own output, and nothing
+	// of them lands; the box holds no installation token or key.
+	before, err := g.gs.Branches("acme/calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := evs[len(evs)-1].Seq
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest try pushing elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	evs = follow(t, c, v.ID, last, "the pushes' turn", func(ev event.Event) bool {
+		f, ok := ev.Data.(event.TurnFinished)
+		return ok && strings.Contains(f.Result, "refused")
+	})
+	var out string
+	refused := map[string]bool{}
+	for _, ev := range evs {
+		switch d := ev.Data.(type) {
+		case event.ToolFinished:
+			out += d.Output
+		case event.GitPushed:
+			if d.Refused != "" {
+				refused[d.Branch] = true
+			}
+		}
+	}
+	for _, why := range []string{
+		"pushing to the default branch main is not allowed",
+		"may not push to branch feature",
+		"deleting branches is not allowed",
+		"has no access to acme/other",
+	} {
+		if !strings.Contains(out, why) {
+			t.Errorf("the agent was not told %q:\n%s", why, out)
+		}
+	}
+	if !refused["main"] || !refused["feature"] {
+		t.Errorf("git.pushed events for the refused pushes: %v", refused)
+	}
+	after, _ := g.gs.Branches("acme/calc")
+	if fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("a refused push changed the branches: %v → %v", before, after)
+	}
+	scan, found := strings.CutPrefix(out[strings.Index(out, "SCAN-START"):], "SCAN-START")
+	if !found || !strings.Contains(scan, "GIT_CONFIG_COUNT") {
+		t.Fatalf("the scan did not run:\n%s", out)
+	}
+	// The last FILES: and PUSHES-DONE are the echoes (ps shows the command
+	// line too).
+	files := scan[strings.LastIndex(scan, "FILES:")+len("FILES:") : strings.LastIndex(scan, "PUSHES-DONE")]
+	if strings.TrimSpace(files) != "" {
+		t.Errorf("files in the box hold a token or a key: %s", files)
+	}
+	var all []event.Event
+	for after := int64(0); ; {
+		page, err := c.EventLog(ctx, v.ID, after, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page.Events...)
+		if len(page.Events) == 0 || page.Events[len(page.Events)-1].Seq >= page.LastSeq {
+			break
+		}
+		after = page.Events[len(page.Events)-1].Seq
+	}
+	keyLine := strings.Split(g.app.PrivateKeyPEM, "\n")[3]
+	for _, ev := range all {
+		b := fmt.Sprint(ev.Data)
+		if strings.Contains(b, "ghs_") || strings.Contains(b, keyLine) {
+			t.Errorf("event %d (%s) holds an installation token or the key", ev.Seq, ev.Data.EventType())
+		}
+	}
+	if logs := s.stderr.String(); strings.Contains(logs, "ghs_") || strings.Contains(logs, keyLine) {
+		t.Errorf("harvest serve's log holds an installation token or the key")
+	}
+
 	// Harvest's own comments (the progress comment) never start anything:
 	// every delivery of them was answered and ignored.
 	for _, d := range g.gs.Deliveries() {
@@ -277,5 +374,110 @@ func waitHTTP(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("waited %s for %s", d, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGitHubWebhookDeliveries: a delivery with a bad signature is a 401
+// and does nothing; a delivery acknowledged and then interrupted by kill
+// -9 is processed once after the restart; a redelivery of it is
+// acknowledged and not processed again.
+func TestGitHubWebhookDeliveries(t *testing.T) {
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, githubScript)
+	s1 := e.start(g.serveArgs()...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s1.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	comment := func(body string) (guid string, status int) {
+		t.Helper()
+		cid, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := g.gs.WaitDelivery(ctx, func(d ghsim.Delivery) bool {
+			return d.Event == "issue_comment" && strings.Contains(string(d.Payload), fmt.Sprintf(`"id":%d`, cid))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GUID, d.StatusCode
+	}
+
+	if err := g.gs.SetBadSignature(g.app.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, status := comment("@harvest fix the failing test (forged)"); status != http.StatusUnauthorized {
+		t.Fatalf("a delivery with a bad signature was answered %d, want 401", status)
+	}
+	if err := g.gs.SetBadSignature(g.app.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	c1 := e.client(s1)
+	if ss := mustSessions(t, c1); len(ss) != 0 {
+		t.Fatalf("a forged delivery started %d sessions", len(ss))
+	}
+
+	// Acknowledged, then the server dies at once: wherever processing was,
+	// the restart finishes it, once.
+	guid, status := comment("@harvest fix the failing test")
+	if status != http.StatusAccepted {
+		t.Fatalf("the delivery was answered %d, want 202", status)
+	}
+	s1.cmd.Process.Kill()
+	s1.wait()
+	s2 := e.start(g.serveArgs()...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s2.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	c2 := e.client(s2)
+	waitHTTP(t, 2*time.Minute, "the session of the delivery", func() bool { return len(mustSessions(t, c2)) > 0 })
+	ada := g.client(t, g.ada)
+	waitComment(t, ctx, ada, g.issue, "Cost so far")
+
+	// GitHub's "Redeliver": the same delivery again.
+	var first int64
+	for _, d := range g.gs.Deliveries() {
+		if d.GUID == guid {
+			first = d.ID
+		}
+	}
+	again, err := g.gs.Redeliver(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := g.gs.WaitDelivery(ctx, func(d ghsim.Delivery) bool { return d.ID == again })
+	if err != nil || d.StatusCode != http.StatusAccepted {
+		t.Fatalf("the redelivery: %d, %v; want 202", d.StatusCode, err)
+	}
+
+	ss := mustSessions(t, c2)
+	if len(ss) != 1 {
+		t.Fatalf("%d sessions for one delivery", len(ss))
+	}
+	v, err := c2.GetSession(ctx, ss[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Turns != 1 || len(v.Queue) != 0 {
+		t.Errorf("session %s: %d turns, %d queued; want the one message, once", v.ID, v.Turns, len(v.Queue))
+	}
+	cs, _, err := ada.Issues.ListComments(ctx, "acme", "calc", g.issue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, cm := range cs {
+		if strings.Contains(cm.GetBody(), "harvest-session: "+v.ID) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d progress comments, want 1", n)
+	}
+	prs, _, err := ada.PullRequests.List(ctx, "acme", "calc", nil)
+	if err != nil || len(prs) != 1 {
+		t.Errorf("pull requests: %d, %v; want 1", len(prs), err)
 	}
 }

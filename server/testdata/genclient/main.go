@@ -38,7 +38,7 @@ func main() {
 
 	title, idle := "généré", "10m"
 	created, err := c.CreateSessionWithResponse(ctx, CreateSessionJSONRequestBody{
-		Title: &title, Repos: []RepoSpec{{Source: repo}}, Limits: &Limits{IdleTimeout: &idle},
+		Title: &title, Repos: []RepoSpec{{Source: &repo}}, Limits: &Limits{IdleTimeout: &idle},
 	})
 	check("create", err)
 	v := created.JSON201
