@@ -91,7 +91,7 @@ type Hooks struct {
 
 	wake chan struct{}
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	notBefore map[string]time.Time // a failed delivery's next attempt
 }
 

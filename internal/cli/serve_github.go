@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
