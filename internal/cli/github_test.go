@@ -24,9 +24,11 @@ import (
 // githubScript: asked to fix the failing test, the builtin agent fixes
 // calc.sh, runs the test, commits and pushes from the box, then reports.
 const githubScript = `
-rules:
+rules:` + githubRules
+
+const githubRules = `
   - name: pushes-report
-    when: {tool_result: "PUSHES-DONE"}
+    when: {last_user: "try pushing elsewhere", tool_result: "PUSHES-DONE"}
     reply: {text: "Those pushes were refused.", usage: {input_tokens: 300, output_tokens: 30}}
   - name: pushes
     when: {last_user: "try pushing elsewhere"}
@@ -34,7 +36,7 @@ rules:
       tool_calls: [{name: bash, input: {command: "` + pushesAndScan + `"}}]
       usage: {input_tokens: 200, output_tokens: 20}
   - name: report
-    when: {tool_result: "PASS"}
+    when: {last_user: "fix the failing test", tool_result: "PASS"}
     reply: {text: "Fixed add in calc.sh: it subtracted. test.sh passes now.", usage: {input_tokens: 300, output_tokens: 30}}
   - name: fix
     when: {last_user: "fix the failing test"}
@@ -479,5 +481,204 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	prs, _, err := ada.PullRequests.List(ctx, "acme", "calc", nil)
 	if err != nil || len(prs) != 1 {
 		t.Errorf("pull requests: %d, %v; want 1", len(prs), err)
+	}
+}
+
+// claudeGitHubScript: the real Claude Code, asked on GitHub, runs the
+// fix, the test, git commit and git push with its Bash tool.
+const claudeGitHubScript = `
+rules:
+  - name: title
+    when: {api: anthropic, system: "Generate a concise, sentence-case title"}
+    reply: {text: '{"title": "Fix add"}', usage: {input_tokens: 100, output_tokens: 8}}
+  - name: report
+    when: {api: anthropic, tool_result: "PASS", tools: [Bash]}
+    reply: {text: "Fixed add in calc.sh with Claude Code; test.sh passes.", usage: {input_tokens: 300, output_tokens: 30}}
+  - name: fix
+    when: {api: anthropic, last_user: "fix the failing test", tools: [Bash]}
+    reply:
+      tool_calls:
+        - name: Bash
+          input:
+            command: "sed -i 's/\\$1 - \\$2/$1 + $2/' calc.sh && sh test.sh && git commit -qam 'Fix add (Claude Code)' && git push 2>&1"
+            description: "Fix, test, commit and push"
+      usage: {input_tokens: 200, output_tokens: 20}
+`
+
+// TestGitHubClaudeCode: the same flow with agent:claudecode in the comment:
+// the real Claude Code commits and pushes from the box, and the pull
+// request comes back.
+func TestGitHubClaudeCode(t *testing.T) {
+	testbin.Claude(t)
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, claudeGitHubScript)
+	s := e.start(g.serveArgs()...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest agent:claudecode fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	ada := g.client(t, g.ada)
+	var pr *github.PullRequest
+	waitHTTP(t, 2*time.Minute, "the pull request", func() bool {
+		prs, _, err := ada.PullRequests.List(ctx, "acme", "calc", &github.PullRequestListOptions{State: "open"})
+		if err == nil && len(prs) > 0 {
+			pr = prs[0]
+		}
+		if pr == nil {
+			if ss, err := e.client(s).ListSessions(ctx, client.ListOptions{}); err == nil && len(ss) > 0 && ss[0].State == "failed" {
+				t.Fatalf("the session failed: %s", ss[0].Error)
+			}
+		}
+		return pr != nil
+	})
+	if !strings.Contains(pr.GetBody(), "Fixed add in calc.sh with Claude Code") || !strings.Contains(pr.GetBody(), fmt.Sprintf("Fixes #%d", g.issue)) {
+		t.Errorf("pull request body: %q", pr.GetBody())
+	}
+	sha := mustBranch(t, g, pr.GetHead().GetRef())
+	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%s|%cn", sha); got != "Fix add (Claude Code)|Harvest" {
+		t.Errorf("the pushed commit: %q", got)
+	}
+	ss := mustSessions(t, e.client(s))
+	if len(ss) != 1 || ss[0].Agent != "claudecode" {
+		t.Fatalf("sessions: %+v", ss)
+	}
+	waitComment(t, ctx, ada, g.issue, pr.GetHTMLURL())
+}
+
+func mustBranch(t *testing.T, g *ghEnv, name string) string {
+	t.Helper()
+	b, err := g.gs.Branches("acme/calc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[name] == "" {
+		t.Fatalf("no branch %s on GitHub: %v", name, b)
+	}
+	return b[name]
+}
+
+// reviewScript answers a review comment and a failed check with a commit
+// pushed on the session's branch each.
+const reviewScript = `
+rules:
+  - name: review-done
+    when: {last_user: "commented on your pull request", tool_result: "REVIEW-DONE"}
+    reply: {text: "Documented add.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: check-done
+    when: {last_user: "The checks on your pull request failed", tool_result: "CHECK-FIXED"}
+    reply: {text: "Fixed the lint.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: review
+    when: {last_user: "commented on your pull request"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo '# add A B prints A + B' >> calc.sh && git commit -qam 'Document add' && git push 2>&1; echo REVIEW-DONE"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: check
+    when: {last_user: "The checks on your pull request failed"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo >> README.md && git commit -qam 'Satisfy lint' && git push 2>&1; echo CHECK-FIXED"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+` + githubRules
+
+
+// TestGitHubReviewAndChecks: a review comment on the session's pull
+// request reaches the session with where it was made, and its commit lands
+// on the same branch; a failed check suite is sent once and fixed; past
+// --github-fix-attempts, a failed suite is not sent.
+func TestGitHubReviewAndChecks(t *testing.T) {
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, reviewScript)
+	s := e.start(append(g.serveArgs(), "--github-fix-attempts", "1")...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	ada := g.client(t, g.ada)
+	var pr *github.PullRequest
+	waitHTTP(t, 2*time.Minute, "the pull request", func() bool {
+		prs, _, err := ada.PullRequests.List(ctx, "acme", "calc", &github.PullRequestListOptions{State: "open"})
+		if err == nil && len(prs) > 0 {
+			pr = prs[0]
+		}
+		return pr != nil
+	})
+	head := pr.GetHead().GetRef()
+	first := mustBranch(t, g, head)
+	c := e.client(s)
+	id := mustSessions(t, c)[0].ID
+	waitIdle := func(what string, turns int) {
+		t.Helper()
+		waitHTTP(t, 2*time.Minute, what, func() bool {
+			v, err := c.GetSession(ctx, id)
+			return err == nil && v.Turns >= turns && v.State == "idle"
+		})
+	}
+	waitIdle("the first turn", 1)
+
+	if _, err := g.gs.ReviewComment(ctx, ghsim.ReviewCommentSpec{Login: "ada", Repo: "acme/calc", Number: pr.GetNumber(), Path: "calc.sh", Line: 1, Body: "Please document add."}); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle("the review's turn", 2)
+	v, err := c.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := mustBranch(t, g, head)
+	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
+	if second == first || testbin.Git(t, bare, "log", "-1", "--format=%s", second) != "Document add" || testbin.Git(t, bare, "rev-parse", second+"^") != first {
+		t.Errorf("after the review the branch is at %s (was %s)", second, first)
+	}
+	evs := follow(t, c, id, 0, "the review's message", func(ev event.Event) bool {
+		d, ok := ev.Data.(event.MessageQueued)
+		return ok && strings.Contains(d.Text, "commented on your pull request")
+	})
+	msg := evs[len(evs)-1].Data.(event.MessageQueued).Text
+	for _, want := range []string{"calc.sh line 1", "Please document add.", "@@"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the review's message lacks %q:\n%s", want, msg)
+		}
+	}
+
+	fail := ghsim.CheckSuiteSpec{Repo: "acme/calc", Number: pr.GetNumber(), Runs: []ghsim.CheckRunSpec{
+		{Name: "lint", Conclusion: "failure", Title: "1 problem", Summary: "README.md: missing final blank line"},
+		{Name: "test", Conclusion: "success"},
+	}}
+	if _, err := g.gs.CompleteCheckSuite(ctx, fail); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle("the check's turn", 3)
+	third := mustBranch(t, g, head)
+	if testbin.Git(t, bare, "log", "-1", "--format=%s", third) != "Satisfy lint" {
+		t.Errorf("after the failed check the branch is at %s", third)
+	}
+	// The attempt cap (1) is reached: another failed suite is not sent.
+	if _, err := g.gs.CompleteCheckSuite(ctx, fail); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gs.WaitDeliveries(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Processed once the delivery is stored; wait until the server says so
+	// (the comment below is processed after it, in order).
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "thanks (no mention)"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gs.WaitDeliveries(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err = c.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GitHub == nil || v.GitHub.FixAttempts != 1 || v.Turns != 3 || len(v.Queue) != 0 {
+		t.Errorf("after a second failed suite: fix attempts %+v, %d turns, %d queued; want 1, 3, 0", v.GitHub, v.Turns, len(v.Queue))
 	}
 }
