@@ -101,6 +101,7 @@ type wirePrivateUser struct {
 func (s *Server) wPrivateUser(u *user) wirePrivateUser {
 	w := wirePrivateUser{wireUser: *s.wUser(u), Name: strOrNil(u.name), Email: strOrNil(u.email),
 		CreatedAt: ts(u.created), UpdatedAt: ts(u.created)}
+	w.UserViewType = "private" // the description's discriminator: private-user
 	for _, r := range s.repos {
 		if r.owner == u {
 			if r.private {
