@@ -185,6 +185,9 @@ type UserSpec struct {
 	Login string `json:"login"`
 	Name  string `json:"name,omitempty"`
 	Email string `json:"email,omitempty"`
+	// PublicEmail shows Email on the profile (GitHub's "Public email"):
+	// GET /users/{username} gives it to authenticated callers, else null.
+	PublicEmail bool `json:"public_email,omitempty"`
 }
 
 // User is a person and their personal access token.
@@ -205,7 +208,7 @@ func (s *Server) AddUser(spec UserSpec) (User, error) {
 		return User{}, fmt.Errorf("user %s: already exists", spec.Login)
 	}
 	u := s.ensureUser(spec.Login, "User")
-	u.name, u.email = spec.Name, spec.Email
+	u.name, u.email, u.public = spec.Name, spec.Email, spec.PublicEmail
 	u.pat = newToken("ghp_")
 	s.tokens[u.pat] = &token{kind: tokPAT, value: u.pat, user: u}
 	return User{ID: u.id, Login: u.login, Token: u.pat}, nil

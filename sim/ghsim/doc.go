@@ -22,6 +22,7 @@
 //	GET   /app, /repos/{o}/{r}/installation          App JWT
 //	POST  /app/installations/{id}/access_tokens      App JWT; narrowing by repositories, repository_ids, permissions (more than the installation has: 422)
 //	GET   /user                                      personal access token
+//	GET   /users/{username}                          anyone; the public profile (email only if public, to a caller with a credential)
 //	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission
 //	GET   .../issues/{n}; GET, POST .../issues/{n}/comments; PATCH .../issues/comments/{id}
 //	POST  reactions on issues, issue comments, review comments (201 new, 200 existing)
