@@ -71,6 +71,9 @@ func (s *Server) CreateApp(spec AppSpec) (App, error) {
 	} else if key, err = ParsePrivateKey([]byte(spec.PrivateKeyPEM)); err != nil {
 		return App{}, err
 	}
+	if err := checkWebhookURL(spec.WebhookURL); err != nil {
+		return App{}, err
+	}
 	for k, v := range spec.Permissions {
 		if levelRank(v) == 0 {
 			return App{}, fmt.Errorf("app permission %s: %q, want read, write or admin", k, v)
@@ -185,6 +188,9 @@ type UserSpec struct {
 	Login string `json:"login"`
 	Name  string `json:"name,omitempty"`
 	Email string `json:"email,omitempty"`
+	// PublicEmail shows Email on the profile (GitHub's "Public email"):
+	// GET /users/{username} gives it to authenticated callers, else null.
+	PublicEmail bool `json:"public_email,omitempty"`
 }
 
 // User is a person and their personal access token.
@@ -205,7 +211,7 @@ func (s *Server) AddUser(spec UserSpec) (User, error) {
 		return User{}, fmt.Errorf("user %s: already exists", spec.Login)
 	}
 	u := s.ensureUser(spec.Login, "User")
-	u.name, u.email = spec.Name, spec.Email
+	u.name, u.email, u.public = spec.Name, spec.Email, spec.PublicEmail
 	u.pat = newToken("ghp_")
 	s.tokens[u.pat] = &token{kind: tokPAT, value: u.pat, user: u}
 	return User{ID: u.id, Login: u.login, Token: u.pat}, nil
@@ -650,15 +656,34 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 		return s.Token(in.InstallationID)
 	}))
 	m.HandleFunc("POST "+p+"apps/{id}/bad-signature", func(w http.ResponseWriter, req *http.Request) {
-		id, _ := strconv.ParseInt(req.PathValue("id"), 10, 64)
-		var in struct {
-			On bool `json:"on"`
+		id, err := pathID(req, "app")
+		if err != nil {
+			controlError(w, err)
+			return
 		}
-		if json.NewDecoder(req.Body).Decode(&in) != nil {
+		var in struct {
+			On *bool `json:"on"`
+		}
+		if decodeStrict(req, &in) != nil || in.On == nil {
 			controlError(w, errors.New("body: want {\"on\": true|false}"))
 			return
 		}
-		controlReply(w, struct{}{}, s.SetBadSignature(id, in.On))
+		controlReply(w, struct{}{}, s.SetBadSignature(id, *in.On))
+	})
+	m.HandleFunc("POST "+p+"apps/{id}/webhook-url", func(w http.ResponseWriter, req *http.Request) {
+		id, err := pathID(req, "app")
+		if err != nil {
+			controlError(w, err)
+			return
+		}
+		var in struct {
+			URL *string `json:"url"`
+		}
+		if decodeStrict(req, &in) != nil || in.URL == nil {
+			controlError(w, errors.New("body: want {\"url\": \"http://...\"} (\"\" for no deliveries)"))
+			return
+		}
+		controlReply(w, struct{}{}, s.SetWebhookURL(id, *in.URL))
 	})
 	m.HandleFunc("GET "+p+"requests", func(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, s.Requests())
@@ -672,10 +697,31 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 		writeJSON(w, http.StatusOK, s.Deliveries())
 	})
 	m.HandleFunc("POST "+p+"deliveries/{id}/redeliver", func(w http.ResponseWriter, req *http.Request) {
-		id, _ := strconv.ParseInt(req.PathValue("id"), 10, 64)
+		id, err := pathID(req, "delivery")
+		if err != nil {
+			controlError(w, err)
+			return
+		}
 		nid, err := s.Redeliver(id)
 		controlReply(w, map[string]int64{"id": nid}, err)
 	})
+}
+
+// pathID reads the {id} of a control path; one that is not a number names
+// nothing.
+func pathID(req *http.Request, what string) (int64, error) {
+	id, err := strconv.ParseInt(req.PathValue("id"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", what, req.PathValue("id"), ErrNotFound)
+	}
+	return id, nil
+}
+
+// decodeStrict decodes a control body, refusing unknown fields.
+func decodeStrict(req *http.Request, v any) error {
+	dec := json.NewDecoder(req.Body)
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func noResult[In any](f func(In) error) func(In) (struct{}, error) {
@@ -689,9 +735,7 @@ func control[In, Out any](f func(In) (Out, error)) http.HandlerFunc {
 func controlCtx[In, Out any](f func(context.Context, In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		var in In
-		dec := json.NewDecoder(req.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
+		if err := decodeStrict(req, &in); err != nil {
 			controlError(w, fmt.Errorf("body: %w", err))
 			return
 		}

@@ -22,6 +22,7 @@
 //	GET   /app, /repos/{o}/{r}/installation          App JWT
 //	POST  /app/installations/{id}/access_tokens      App JWT; narrowing by repositories, repository_ids, permissions (more than the installation has: 422)
 //	GET   /user                                      personal access token
+//	GET   /users/{username}                          anyone; the public profile (email only if public, to a caller with a credential)
 //	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission
 //	GET   .../issues/{n}; GET, POST .../issues/{n}/comments; PATCH .../issues/comments/{id}
 //	POST  reactions on issues, issue comments, review comments (201 new, 200 existing)
@@ -64,8 +65,10 @@
 // /_sim/github/<noun> with the same fields as JSON, for a test in another
 // process; GET /_sim/github/requests is the request log (Requests), GET
 // /_sim/github/deliveries the delivery log (?wait=1 waits for the queue to
-// drain), POST /_sim/github/deliveries/{id}/redeliver and
-// /_sim/github/apps/{id}/bad-signature the rest.
+// drain), POST /_sim/github/deliveries/{id}/redeliver,
+// /_sim/github/apps/{id}/bad-signature and /_sim/github/apps/{id}/webhook-url
+// the rest. Unknown things are 404 and bad input 400, each with
+// {"error": "..."}.
 //
 // # Webhooks
 //
@@ -87,7 +90,8 @@
 // (Deliveries); tests wait with WaitDeliveries (the queue is empty) or
 // WaitDelivery (one that matches is done), never by sleeping. Redeliver
 // sends one again with the same X-GitHub-Delivery; SetBadSignature signs
-// with a wrong secret on purpose.
+// with a wrong secret on purpose; SetWebhookURL points an App's deliveries
+// elsewhere ("" stops them), as for a receiver started after the App.
 //
 // # What it does not do
 //

@@ -12,7 +12,8 @@ import (
 	"github.com/harvest-dev/harvest/sim/ghsim"
 )
 
-// authTransport adds an Authorization header, then validates.
+// authTransport adds an Authorization header (none if auth is ""), then
+// validates.
 type authTransport struct {
 	auth string
 	next http.RoundTripper
@@ -20,7 +21,9 @@ type authTransport struct {
 
 func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", a.auth)
+	if a.auth != "" {
+		req.Header.Set("Authorization", a.auth)
+	}
 	return a.next.RoundTrip(req)
 }
 
@@ -76,6 +79,37 @@ func TestGoGitHub(t *testing.T) {
 	if err != nil || me.GetLogin() != "alice" {
 		t.Fatalf("GET /user: %v %+v", err, me)
 	}
+
+	// Get a user: the public profile, which is where Harvest finds a
+	// commenter's name (webhook senders carry none). The email shows only if
+	// public, and only to an authenticated caller.
+	for _, u := range []ghsim.UserSpec{
+		{Login: "ada", Name: "Ada Lovelace", Email: "ada@example.com", PublicEmail: true},
+		{Login: "grace", Name: "Grace Hopper", Email: "grace@example.com"},
+	} {
+		if _, err := w.srv.AddUser(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ada, _, err := gh.Users.Get(ctx, "Ada")
+	if err != nil || ada.GetLogin() != "ada" || ada.GetName() != "Ada Lovelace" || ada.GetEmail() != "ada@example.com" || ada.GetType() != "User" {
+		t.Fatalf("GET /users/ada: %v %+v", err, ada)
+	}
+	grace, _, err := alice.Users.Get(ctx, "grace")
+	if err != nil || grace.GetName() != "Grace Hopper" || grace.Email != nil {
+		t.Fatalf("GET /users/grace: %v %+v, want a name and a null email", err, grace)
+	}
+	anon := client(t, w, v, "")
+	if ada, _, err = anon.Users.Get(ctx, "ada"); err != nil || ada.GetName() != "Ada Lovelace" || ada.Email != nil {
+		t.Fatalf("GET /users/ada anonymously: %v %+v, want a null email", err, ada)
+	}
+	if bob, _, err := gh.Users.Get(ctx, "bob"); err != nil || bob.Name != nil {
+		t.Fatalf("GET /users/bob: %v %+v, want a null name", err, bob)
+	}
+	if _, resp, err := gh.Users.Get(ctx, "nobody"); err == nil || resp.StatusCode != 404 {
+		t.Fatalf("GET /users/nobody: %v, want 404", err)
+	}
+
 	repo, _, err := gh.Repositories.Get(ctx, "acme", "widget")
 	if err != nil || repo.GetDefaultBranch() != "main" || !repo.GetPrivate() || repo.GetCloneURL() != w.srv.URL()+"/acme/widget.git" {
 		t.Fatalf("GET repo: %v %+v", err, repo)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -203,7 +204,7 @@ func (s *Server) Redeliver(id int64) (int64, error) {
 		s.enqueue(nd)
 		return nd.ID, nil
 	}
-	return 0, fmt.Errorf("no delivery %d", id)
+	return 0, fmt.Errorf("delivery %d: %w", id, ErrNotFound)
 }
 
 // SetBadSignature makes the App's deliveries from now on carry wrong
@@ -213,7 +214,7 @@ func (s *Server) SetBadSignature(appID int64, on bool) error {
 	defer s.mu.Unlock()
 	a := s.apps[appID]
 	if a == nil {
-		return fmt.Errorf("no app %d", appID)
+		return fmt.Errorf("app %d: %w", appID, ErrNotFound)
 	}
 	a.badSig = on
 	return nil
@@ -221,15 +222,31 @@ func (s *Server) SetBadSignature(appID int64, on bool) error {
 
 // SetWebhookURL changes where an app's deliveries go (its webhook URL on
 // the app's settings page), as for a receiver that starts after the app
-// is registered.
+// is registered. The URL is an absolute http or https URL, or "" for no
+// deliveries; deliveries already queued keep the URL they were queued with.
 func (s *Server) SetWebhookURL(appID int64, url string) error {
+	if err := checkWebhookURL(url); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.apps[appID]
 	if a == nil {
-		return fmt.Errorf("no app %d", appID)
+		return fmt.Errorf("app %d: %w", appID, ErrNotFound)
 	}
 	a.webhookURL = url
+	return nil
+}
+
+// checkWebhookURL accepts "" (no deliveries) or an absolute http(s) URL.
+func checkWebhookURL(u string) error {
+	if u == "" {
+		return nil
+	}
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("webhook URL %q: want an absolute http or https URL", u)
+	}
 	return nil
 }
 

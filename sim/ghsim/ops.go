@@ -15,6 +15,7 @@ var operations = []Operation{
 	{"GET", "/repos/{owner}/{repo}/installation"},
 	{"POST", "/app/installations/{installation_id}/access_tokens"},
 	{"GET", "/user"},
+	{"GET", "/users/{username}"},
 	{"GET", "/repos/{owner}/{repo}"},
 	{"GET", "/repos/{owner}/{repo}/branches/{branch}"},
 	{"GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"},

@@ -169,6 +169,26 @@ func (s *Server) getUser(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// getUserByLogin is "Get a user": anyone's public profile, to anyone (an
+// installation token, a personal access token or no credential). The email
+// is shown only if the user made it public and the caller is
+// authenticated. GitHub may answer a user's own login with the private
+// view; the stand-in always gives the public one (GET /user is the private).
+func (s *Server) getUserByLogin(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok, ok := s.tokenAuth(w, req)
+	if !ok {
+		return
+	}
+	u := s.users[strings.ToLower(req.PathValue("username"))]
+	if u == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.wPublicUser(u, u.public && tok != nil))
+}
+
 func (s *Server) getRepo(w http.ResponseWriter, req *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -242,6 +242,7 @@ func (s *Server) routes() {
 		{"GET", "/repos/{owner}/{repo}/installation"}:                  s.getRepoInstallation,
 		{"POST", "/app/installations/{installation_id}/access_tokens"}: s.createToken,
 		{"GET", "/user"}:                                                                    s.getUser,
+		{"GET", "/users/{username}"}:                                                        s.getUserByLogin,
 		{"GET", "/repos/{owner}/{repo}"}:                                                    s.getRepo,
 		{"GET", "/repos/{owner}/{repo}/branches/{branch}"}:                                  s.getBranch,
 		{"GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"}:                s.getPermission,

@@ -42,6 +42,7 @@ type user struct {
 	typ     string // User, Organization, Bot
 	name    string
 	email   string
+	public  bool   // email is the profile's public email
 	pat     string // "" for bots and organizations
 	created time.Time
 }

@@ -72,24 +72,46 @@ func (s *Server) wUser(u *user) *wireUser {
 	}
 }
 
+// wirePublicUser is GitHub's public-user: GET /users/{username}, anyone's
+// profile as others see it. The description forbids other fields
+// (additionalProperties false), so it carries none of the private ones.
+type wirePublicUser struct {
+	wireUser
+	Name            *string `json:"name"`
+	Company         *string `json:"company"`
+	Blog            *string `json:"blog"`
+	Location        *string `json:"location"`
+	Email           *string `json:"email"` // the public email, else null
+	Hireable        *bool   `json:"hireable"`
+	Bio             *string `json:"bio"`
+	TwitterUsername *string `json:"twitter_username"`
+	PublicRepos     int     `json:"public_repos"`
+	PublicGists     int     `json:"public_gists"`
+	Followers       int     `json:"followers"`
+	Following       int     `json:"following"`
+	CreatedAt       string  `json:"created_at"`
+	UpdatedAt       string  `json:"updated_at"`
+}
+
+// wPublicUser is u's profile; showEmail says whether the caller may see
+// u's email (it is public and the caller is authenticated).
+func (s *Server) wPublicUser(u *user, showEmail bool) wirePublicUser {
+	w := wirePublicUser{wireUser: *s.wUser(u), Name: strOrNil(u.name), CreatedAt: ts(u.created), UpdatedAt: ts(u.created)}
+	if showEmail {
+		w.Email = strOrNil(u.email)
+	}
+	for _, r := range s.repos {
+		if r.owner == u && !r.private {
+			w.PublicRepos++
+		}
+	}
+	return w
+}
+
 // wirePrivateUser is GET /user's shape for the token's own user.
 type wirePrivateUser struct {
-	wireUser
-	Name                    *string `json:"name"`
-	Company                 *string `json:"company"`
-	Blog                    *string `json:"blog"`
-	Location                *string `json:"location"`
-	Email                   *string `json:"email"`
-	Hireable                *bool   `json:"hireable"`
-	Bio                     *string `json:"bio"`
-	TwitterUsername         *string `json:"twitter_username"`
+	wirePublicUser
 	NotificationEmail       *string `json:"notification_email"`
-	PublicRepos             int     `json:"public_repos"`
-	PublicGists             int     `json:"public_gists"`
-	Followers               int     `json:"followers"`
-	Following               int     `json:"following"`
-	CreatedAt               string  `json:"created_at"`
-	UpdatedAt               string  `json:"updated_at"`
 	PrivateGists            int     `json:"private_gists"`
 	TotalPrivateRepos       int     `json:"total_private_repos"`
 	OwnedPrivateRepos       int     `json:"owned_private_repos"`
@@ -99,16 +121,12 @@ type wirePrivateUser struct {
 }
 
 func (s *Server) wPrivateUser(u *user) wirePrivateUser {
-	w := wirePrivateUser{wireUser: *s.wUser(u), Name: strOrNil(u.name), Email: strOrNil(u.email),
-		CreatedAt: ts(u.created), UpdatedAt: ts(u.created)}
+	w := wirePrivateUser{wirePublicUser: s.wPublicUser(u, true)}
+	w.UserViewType = "private" // the description's discriminator: private-user
 	for _, r := range s.repos {
-		if r.owner == u {
-			if r.private {
-				w.OwnedPrivateRepos++
-				w.TotalPrivateRepos++
-			} else {
-				w.PublicRepos++
-			}
+		if r.owner == u && r.private {
+			w.OwnedPrivateRepos++
+			w.TotalPrivateRepos++
 		}
 	}
 	return w
