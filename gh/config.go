@@ -40,7 +40,8 @@ type Config struct {
 	// repository webhook's in the token way). Empty: webhooks are refused.
 	WebhookSecret []byte
 
-	// HTTPClient makes the requests (nil: a client with a 30 s timeout).
+	// HTTPClient makes the requests (nil: one whose answers must start
+	// within 30 s; every call also takes a context).
 	HTTPClient *http.Client
 	// Now is the clock (nil: time.Now); tests move it to expire tokens.
 	Now func() time.Time

@@ -97,7 +97,12 @@ func (s Scope) key(inst int64) string {
 func New(cfg Config) (*GitHub, error) {
 	g := &GitHub{cfg: cfg, hc: cfg.HTTPClient, now: cfg.Now, install: map[string]int64{}, tokens: map[string]*tokenEntry{}}
 	if g.hc == nil {
-		g.hc = &http.Client{Timeout: 30 * time.Second}
+		// A bound on each answer's headers, not an http.Client timeout:
+		// that would cost a goroutine per request through our transport
+		// until its body is closed, and calls carry their own contexts.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = 30 * time.Second
+		g.hc = &http.Client{Transport: tr}
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -140,7 +145,7 @@ func (g *GitHub) WebhookSecret() []byte { return g.cfg.WebhookSecret }
 func (g *GitHub) newClient(rt http.RoundTripper) (*github.Client, error) {
 	hc := g.hc
 	if rt != nil {
-		hc = &http.Client{Transport: rt, Timeout: g.hc.Timeout, CheckRedirect: g.hc.CheckRedirect, Jar: g.hc.Jar}
+		hc = &http.Client{Transport: rt, CheckRedirect: g.hc.CheckRedirect, Jar: g.hc.Jar}
 	}
 	c := github.NewClient(hc)
 	if g.cfg.APIURL == "" || g.cfg.APIURL == DefaultAPIURL {

@@ -69,7 +69,7 @@ type ghEnv struct {
 	issue     int
 }
 
-func newGHEnv(t *testing.T) *ghEnv {
+func newGHEnv(t testing.TB) *ghEnv {
 	t.Helper()
 	gs, err := ghsim.Start(ghsim.Options{})
 	if err != nil {
@@ -130,7 +130,7 @@ func (g *ghEnv) serveArgs() []string {
 }
 
 // client is a person's go-github client on the stand-in.
-func (g *ghEnv) client(t *testing.T, u ghsim.User) *github.Client {
+func (g *ghEnv) client(t testing.TB, u ghsim.User) *github.Client {
 	t.Helper()
 	c, err := github.NewClient(nil).WithAuthToken(u.Token).WithEnterpriseURLs(g.gs.URL()+"/api/v3/", g.gs.URL()+"/api/v3/")
 	if err != nil {
@@ -337,7 +337,7 @@ func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 	}
 }
 
-func mustSessions(t *testing.T, c *client.Client) []*wire.Session {
+func mustSessions(t testing.TB, c *client.Client) []*wire.Session {
 	t.Helper()
 	ss, err := c.ListSessions(context.Background(), client.ListOptions{})
 	if err != nil {
@@ -348,7 +348,7 @@ func mustSessions(t *testing.T, c *client.Client) []*wire.Session {
 
 // waitComment waits for a comment on the issue containing s and returns
 // its body.
-func waitComment(t *testing.T, ctx context.Context, c *github.Client, issue int, s string) string {
+func waitComment(t testing.TB, ctx context.Context, c *github.Client, issue int, s string) string {
 	t.Helper()
 	var body string
 	waitHTTP(t, 2*time.Minute, "a comment with "+s, func() bool {
@@ -368,7 +368,7 @@ func waitComment(t *testing.T, ctx context.Context, c *github.Client, issue int,
 }
 
 // waitHTTP waits for cond, which asks a server, every 50 ms for d at most.
-func waitHTTP(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitHTTP(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -550,7 +550,7 @@ func TestGitHubClaudeCode(t *testing.T) {
 	waitComment(t, ctx, ada, g.issue, pr.GetHTMLURL())
 }
 
-func mustBranch(t *testing.T, g *ghEnv, name string) string {
+func mustBranch(t testing.TB, g *ghEnv, name string) string {
 	t.Helper()
 	b, err := g.gs.Branches("acme/calc")
 	if err != nil {

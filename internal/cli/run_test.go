@@ -21,7 +21,7 @@ import (
 // runEnv is an environment for the real harvest binary with no model key,
 // its own run dir (so its boxes never mix with other tests') and its own
 // data dir.
-func runEnv(t *testing.T) (env []string, home string) {
+func runEnv(t testing.TB) (env []string, home string) {
 	t.Helper()
 	home = t.TempDir()
 	for _, kv := range os.Environ() {
@@ -59,7 +59,7 @@ func runBinary(t *testing.T, bin string, env []string, stdin string, args ...str
 	return code, out.String(), errb.String()
 }
 
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI runs the tests as root: the local backend needs it")

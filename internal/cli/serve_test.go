@@ -51,7 +51,7 @@ rules:
 // serveEnv is a real `harvest serve` process's surroundings: its data
 // dir, its own run dir, harvest sim in this process as its model.
 type serveEnv struct {
-	t       *testing.T
+	t       testing.TB
 	env     []string
 	home    string
 	runDir  string
@@ -59,13 +59,13 @@ type serveEnv struct {
 	slowReq chan struct{} // a value per "slow" model request received
 }
 
-func newServeEnv(t *testing.T) *serveEnv {
+func newServeEnv(t testing.TB) *serveEnv {
 	t.Helper()
 	return newServeEnvWith(t, serveScript)
 }
 
 // newServeEnvWith is newServeEnv with the model playing script.
-func newServeEnvWith(t *testing.T, script string) *serveEnv {
+func newServeEnvWith(t testing.TB, script string) *serveEnv {
 	t.Helper()
 	needRoot(t)
 	env, home := runEnv(t)
@@ -186,7 +186,7 @@ func (e *serveEnv) client(s *serveProc) *client.Client {
 }
 
 // follow reads a session's events until pred holds.
-func follow(t *testing.T, c *client.Client, id string, after int64, what string, pred func(event.Event) bool) []event.Event {
+func follow(t testing.TB, c *client.Client, id string, after int64, what string, pred func(event.Event) bool) []event.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
