@@ -48,7 +48,7 @@ func newStandIn(t *testing.T) *standIn {
 	return s
 }
 
-func (s *standIn) clock() time.Time      { return *s.now.Load() }
+func (s *standIn) clock() time.Time        { return *s.now.Load() }
 func (s *standIn) advance(d time.Duration) { n := s.clock().Add(d); s.now.Store(&n) }
 
 func (s *standIn) github(t *testing.T) *GitHub {

@@ -584,7 +584,6 @@ rules:
       usage: {input_tokens: 100, output_tokens: 10}
 ` + githubRules
 
-
 // TestGitHubReviewAndChecks: a review comment on the session's pull
 // request reaches the session with where it was made, and its commit lands
 // on the same branch; a failed check suite is sent once and fixed; past
