@@ -72,6 +72,11 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if t.Box == nil {
 		return nil
 	}
+	if t.Outcome.Finished != nil && env != nil {
+		if err := s.commitLeftovers(ctx, t, *r, env); err != nil {
+			t.Emit(event.GitHubFailed{Repo: r.Name, What: "committing the turn's uncommitted changes", Error: err.Error()})
+		}
+	}
 	out, err := boxGit(ctx, t.Box, *r, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+r.Branch+"^{commit}")
 	head := strings.TrimSpace(out)
 	if err != nil || !shaPattern.MatchString(head) {
@@ -128,6 +133,34 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		return nil // nothing the base does not have
 	}
 	return s.openPR(ctx, t, c, r)
+}
+
+// commitLeftovers commits what a finished turn left uncommitted on the
+// session's branch (the agent was told to commit; a pull request should
+// not lose what it forgot), in the box, as the session's author, with the
+// turn's result as message. Files .gitignore ignores stay out.
+func (s *Service) commitLeftovers(ctx context.Context, t session.TurnEnd, r store.Repo, env []string) error {
+	st, err := boxGit(ctx, t.Box, r, nil, "status", "--porcelain", "--untracked-files=all")
+	if err != nil || strings.TrimSpace(st) == "" {
+		return err
+	}
+	if b, err := boxGit(ctx, t.Box, r, nil, "symbolic-ref", "--short", "HEAD"); err != nil || strings.TrimSpace(b) != r.Branch {
+		return nil // the agent is elsewhere: not its session's branch to commit on
+	}
+	msg := strings.TrimSpace(t.Outcome.Finished.Result)
+	msg, _, _ = strings.Cut(msg, "\n")
+	msg = strings.TrimSpace(strings.TrimLeft(msg, "# "))
+	if msg == "" {
+		msg = "Harvest: the work of turn " + t.Turn
+	}
+	if len(msg) > 72 {
+		msg = msg[:69] + "..."
+	}
+	if _, err := boxGit(ctx, t.Box, r, env, "add", "-A"); err != nil {
+		return err
+	}
+	_, err = boxGit(ctx, t.Box, r, env, "commit", "-q", "--no-verify", "-m", msg, "-m", "Committed by Harvest: the agent left these changes uncommitted at the end of "+t.Turn+".")
+	return err
 }
 
 // remoteHead is the branch's commit on GitHub ("" when it does not exist).

@@ -428,10 +428,14 @@ func (p *Proxy) logRequest(r *http.Request, ex *exchange, start time.Time) {
 	if ex.op != "" {
 		attrs = append(attrs, "op", ex.op)
 	}
-	if ex.problem != "" {
-		attrs = append(attrs, "problem", ex.problem)
-		p.logger.Warn("git proxy", attrs...)
-		return
+	switch {
+	case ex.problem == "no credentials":
+		// git's first request of a push or an authenticated fetch: it
+		// sends its credentials only once asked (the 401).
+		p.logger.Debug("git proxy", append(attrs, "problem", ex.problem)...)
+	case ex.problem != "":
+		p.logger.Warn("git proxy", append(attrs, "problem", ex.problem)...)
+	default:
+		p.logger.Info("git proxy", attrs...)
 	}
-	p.logger.Info("git proxy", attrs...)
 }

@@ -156,6 +156,7 @@ type newFlags struct {
 	collab      string
 	terminal    terminalFlags
 	egress      string
+	pr          string
 }
 
 func newSessionNewCmd(conn *connFlags) *cobra.Command {
@@ -168,7 +169,11 @@ func newSessionNewCmd(conn *connFlags) *cobra.Command {
 session waits for a message (harvest session send).
 
 --repo is a directory on the server's machine (copied; the original is never
-written) or a git URL (cloned). Repeat it for several repositories.
+written), a git URL (cloned), or OWNER/NAME, a repository on the server's
+GitHub (github:OWNER/NAME when a directory has that name): the session works
+on branch harvest/SESSION, its git push goes through Harvest, and a turn that
+pushed opens a pull request (--pr draft, the default; ready; none). Repeat
+--repo for several repositories.
 With --follow, the session's events are shown until the first turn ends.
 
 --workflow puts the session in one of your workflows, sharing its
@@ -178,6 +183,7 @@ time; parallel gives the session a copy on a branch of its own
 (harvest/WORKFLOW/SESSION) and runs at once. A sequential session sees the
 parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 		Example: `  harvest session new --repo . "Fix the failing test"
+  harvest session new --repo acme/api --pr ready "Fix issue 12"
   harvest session new --repo ~/src/api --repo ~/src/web --title "login flow" -f "Add SSO"
   harvest session new --repo . --workflow review --collaboration parallel "Check for SQL injection"`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -215,6 +221,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.repos, "repo", nil, "repository: a directory on the server's machine or a git URL (repeatable)")
 	fl.StringVar(&f.title, "title", "", "a title to list the session by")
+	fl.StringVar(&f.pr, "pr", "", "for GitHub repositories: the pull request a turn that pushed opens: draft (default), ready or none")
 	fl.StringVar(&f.agent, "agent", "", "the agent: builtin (default), claudecode, terminal (Claude Code's TUI, or --command, in a PTY) or opencode")
 	fl.StringVar(&f.model, "model", "", "model as provider/model (default: the server's)")
 	fl.StringVar(&f.backend, "backend", "", "sandbox backend (default: the server's)")
@@ -281,7 +288,17 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (wire.CreateRequest
 		return req, err
 	}
 	req.Limits.DiskBytes, req.Limits.DiskInodes = ds.Bytes, ds.Inodes
+	switch f.pr {
+	case "", store.PRDraft, store.PRReady, store.PRNone:
+		req.PR = f.pr
+	default:
+		return req, fmt.Errorf("--pr %q: use draft, ready or none", f.pr)
+	}
 	for _, r := range f.repos {
+		if repo, ok := githubRepo(r); ok {
+			req.Repos = append(req.Repos, wire.RepoSpec{GitHub: repo})
+			continue
+		}
 		src := r
 		if !workspace.IsURL(r) {
 			// A directory: the server resolves it on its machine, so send
@@ -608,4 +625,19 @@ func sendOnce(ctx context.Context, c *client.Client, id, text, mode string, retr
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// githubRepo reads --repo OWNER/NAME (not an existing directory) or
+// github:OWNER/NAME as a repository on the server's GitHub.
+func githubRepo(r string) (string, bool) {
+	if repo, ok := strings.CutPrefix(r, "github:"); ok {
+		return repo, true
+	}
+	if !session.ForgeRepo(r) {
+		return "", false
+	}
+	if _, err := os.Stat(r); err == nil {
+		return "", false
+	}
+	return r, true
 }

@@ -54,7 +54,7 @@ Prints what it set up, then, last, "harvest sim github listening on
 http://HOST:PORT" once it is ready; stops on SIGINT or SIGTERM. Exit status 2 for bad flags, 1 if
 serving fails.`,
 		Example: `  harvest sim github --state /tmp/gh --repo acme/widget=. --user alice \
-      --webhook-url http://127.0.0.1:8080/github/webhook --webhook-secret s3cret`,
+      --webhook-url http://127.0.0.1:7777/v1/github/webhook --webhook-secret s3cret`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimGitHub(cmd, f) },
 	}
