@@ -53,10 +53,10 @@ func fromCreate(r wire.CreateRequest, admin bool) session.CreateRequest {
 	req := session.CreateRequest{
 		Title: r.Title, Prompt: r.Prompt, Agent: r.Agent, Model: r.Model, Backend: r.Backend, Mode: r.Mode,
 		Limits: r.Limits, Workflow: r.Workflow, Collaboration: r.Collaboration, Terminal: r.Terminal,
-		Egress: r.Egress, Admin: admin,
+		Egress: r.Egress, PR: r.PR, Admin: admin,
 	}
 	for _, x := range r.Repos {
-		req.Repos = append(req.Repos, session.RepoSpec{Name: x.Name, Source: x.Source, Ref: x.Ref})
+		req.Repos = append(req.Repos, session.RepoSpec{Name: x.Name, Source: x.Source, GitHub: x.GitHub, Ref: x.Ref})
 	}
 	return req
 }

@@ -101,7 +101,7 @@ func NewPolicy(roots, gitHosts, never []string) (*Policy, error) {
 // URL).
 func (p *Policy) Resolve(arg string, trusted bool) (Source, error) {
 	if strings.TrimSpace(arg) == "" {
-		return Source{}, errors.New("empty: give a directory on the server or a git URL")
+		return Source{}, errors.New("empty: give a directory on the server or a git URL (or, instead of source, github: owner/name)")
 	}
 	if urlPattern.MatchString(arg) {
 		return p.resolveURL(arg, trusted)

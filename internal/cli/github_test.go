@@ -681,3 +681,104 @@ func TestGitHubReviewAndChecks(t *testing.T) {
 		t.Errorf("after a second failed suite: fix attempts %+v, %d turns, %d queued; want 1, 3, 0", v.GitHub, v.Turns, len(v.Queue))
 	}
 }
+
+// TestGitHubPullRequestLabelAndAPI: a mention on an open pull request
+// starts a session on its head branch, whose push updates that pull
+// request (no second one); an issue given --github-label starts a session;
+// a session created through the API on repos[].github gets the same
+// branch, endpoint and pull request, authored by the bot.
+func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, githubScript)
+	s := e.start(append(g.serveArgs(), "--github-label", "harvest")...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ada := g.client(t, g.ada)
+	c := e.client(s)
+
+	// Ada's own branch and pull request.
+	work := t.TempDir()
+	u := strings.Replace(g.gs.URL(), "http://", "http://ada:"+g.ada.Token+"@", 1) + "/acme/calc.git"
+	testbin.Git(t, work, "clone", "-q", u, "w")
+	w := filepath.Join(work, "w")
+	testbin.Git(t, w, "checkout", "-q", "-b", "feature/docs")
+	os.WriteFile(filepath.Join(w, "NOTES.md"), []byte("notes\n"), 0o644)
+	testbin.Git(t, w, "add", "NOTES.md")
+	testbin.Git(t, w, "commit", "-q", "-m", "Add notes")
+	testbin.Git(t, w, "push", "-q", "origin", "feature/docs")
+	prNum, err := g.gs.OpenPull(ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Notes", Head: "feature/docs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := mustBranch(t, g, "feature/docs")
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: prNum, Body: "@harvest fix the failing test here too"}); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, 2*time.Minute, "the agent's push to the pull request's branch", func() bool {
+		b, _ := g.gs.Branches("acme/calc")
+		return b["feature/docs"] != before
+	})
+	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
+	after := mustBranch(t, g, "feature/docs")
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%s", after); got != "Fix add: it subtracted" || testbin.Git(t, bare, "rev-parse", after+"^") != before {
+		t.Errorf("feature/docs: %q on top of %s", got, testbin.Git(t, bare, "rev-parse", after+"^"))
+	}
+	var prSession *wire.Session
+	waitHTTP(t, time.Minute, "the session to record the pull request", func() bool {
+		for _, ss := range mustSessions(t, c) {
+			if ss.GitHub != nil && ss.GitHub.Number == prNum && ss.Repos[0].PRNumber == prNum {
+				prSession = ss
+			}
+		}
+		return prSession != nil
+	})
+	if r := prSession.Repos[0]; r.Branch != "feature/docs" || !prSession.GitHub.IsPR {
+		t.Errorf("the pull request's session: branch %s, link %+v", r.Branch, prSession.GitHub)
+	}
+	if prs, _, _ := ada.PullRequests.List(ctx, "acme", "calc", nil); len(prs) != 1 {
+		t.Errorf("%d pull requests; the session should have used #%d", len(prs), prNum)
+	}
+
+	// A label starts a session on the issue.
+	issue, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "labelled", Body: "Please fix the failing test."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.gs.AddLabel(ghsim.LabelSpec{Login: "ada", Repo: "acme/calc", Number: issue, Label: "harvest"}); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, 2*time.Minute, "the labelled issue's pull request", func() bool {
+		prs, _, _ := ada.PullRequests.List(ctx, "acme", "calc", nil)
+		for _, p := range prs {
+			if strings.Contains(p.GetBody(), fmt.Sprintf("Fixes #%d", issue)) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Through the API.
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{GitHub: "acme/calc"}}, Prompt: "fix the failing test", PR: "ready"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head string
+	waitHTTP(t, 2*time.Minute, "the API session's pull request", func() bool {
+		got, err := c.GetSession(ctx, v.ID)
+		if err == nil && got.Repos[0].PRNumber != 0 {
+			head = got.Repos[0].Branch
+			return true
+		}
+		return false
+	})
+	pr, _, err := ada.PullRequests.List(ctx, "acme", "calc", &github.PullRequestListOptions{Head: "acme:" + head})
+	if err != nil || len(pr) != 1 || pr[0].GetDraft() {
+		t.Fatalf("the API session's pull request: %+v, %v; want one, ready", pr, err)
+	}
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%an|%cn", mustBranch(t, g, head)); got != "Harvest (Harvest)|Harvest" && got != "Harvest|Harvest" {
+		t.Errorf("the API session's commit: %q; want the bot as author and committer", got)
+	}
+}
