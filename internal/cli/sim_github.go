@@ -127,6 +127,10 @@ func runSimGitHub(cmd *cobra.Command, f simGitHubFlags) error {
 	if err != nil {
 		return exitCode(2, err)
 	}
+	// Before anything is printed: a signal right after the ready line
+	// must stop it cleanly, not kill it.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	stderr := cmd.ErrOrStderr()
 	var handler slog.Handler = slog.NewTextHandler(stderr, nil)
 	if f.quiet {
@@ -149,8 +153,6 @@ func runSimGitHub(cmd *cobra.Command, f simGitHubFlags) error {
 	// Last, once everything is set up: a script waits for this line.
 	fmt.Fprintf(out, "harvest sim github listening on %s\n", srv.URL())
 
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	logger.Info("stopping")
 	if err := srv.Close(); err != nil {
