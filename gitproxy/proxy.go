@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/boxhttp"
 )
 
 // DefaultMaxBodyBytes bounds a request body (a push's pack, decompressed):
@@ -346,80 +348,13 @@ type listenerKey struct{}
 // handler has returned. It returns early, with the error, if accepting fails
 // (the box is gone).
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
-	var handlers handlerGroup
-	srv := &http.Server{
-		Handler:           handlers.wrap(p),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       5 * time.Minute,
-		BaseContext: func(net.Listener) context.Context {
+	return boxhttp.Serve(ctx, l, p, boxhttp.Options{Name: "git proxy", Logger: p.logger, Grace: shutdownGrace,
+		Context: func(ctx context.Context, _ net.Listener) context.Context {
 			return context.WithValue(ctx, listenerKey{}, l)
-		},
-		ErrorLog: slog.NewLogLogger(p.logger.Handler(), slog.LevelWarn),
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	var err error
-	select {
-	case err = <-done:
-		err = fmt.Errorf("git proxy: serving on %s: %w", l.Addr(), err)
-	case <-ctx.Done():
-		// Request contexts derive from ctx: the handlers are ending.
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		srv.Shutdown(sctx)
-		cancel()
-		<-done
-	}
-	srv.Close()
-	handlers.wait()
-	return err
+		}})
 }
 
 // Handler returns the proxy as an http.Handler, for a caller that serves
 // it itself. Tokens bound to a listener (Grant.Listener) are not accepted
 // through it: only Serve knows the listener.
 func (p *Proxy) Handler() http.Handler { return p }
-
-// handlerGroup counts running handlers so Serve can wait for them: the
-// http.Server does not (Close returns with handlers still running).
-type handlerGroup struct {
-	mu      sync.Mutex
-	running int
-	closed  bool
-	idle    chan struct{} // made by wait; closed when running reaches 0
-}
-
-func (g *handlerGroup) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			http.Error(w, "harvest git proxy: shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		g.running++
-		g.mu.Unlock()
-		defer func() {
-			g.mu.Lock()
-			if g.running--; g.running == 0 && g.idle != nil {
-				close(g.idle)
-				g.idle = nil
-			}
-			g.mu.Unlock()
-		}()
-		h.ServeHTTP(w, r)
-	})
-}
-
-// wait refuses new handlers and waits for the running ones.
-func (g *handlerGroup) wait() {
-	g.mu.Lock()
-	g.closed = true
-	if g.running == 0 {
-		g.mu.Unlock()
-		return
-	}
-	idle := make(chan struct{})
-	g.idle = idle
-	g.mu.Unlock()
-	<-idle
-}
