@@ -61,6 +61,7 @@ const pushesAndScan = `B=$(git branch --show-current); ` +
 // acme/calc (a failing test), and people: ada (write), mallory (read).
 type ghEnv struct {
 	gs        *ghsim.Server
+	inst      int64
 	app       ghsim.App
 	ada       ghsim.User
 	mallory   ghsim.User
@@ -81,7 +82,7 @@ func newGHEnv(t testing.TB) *ghEnv {
 	if g.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Name: "Harvest", WebhookSecret: secret}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme"}); err != nil {
+	if g.inst, err = gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme"}); err != nil {
 		t.Fatal(err)
 	}
 	if g.ada, err = gs.AddUser(ghsim.UserSpec{Login: "ada", Name: "Ada Lovelace"}); err != nil {
@@ -482,6 +483,35 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	if err != nil || len(prs) != 1 {
 		t.Errorf("pull requests: %d, %v; want 1", len(prs), err)
 	}
+
+	// The bot's own comment, even one that mentions it, is ignored. Ada's
+	// comment after it is processed after it (one at a time, in order):
+	// once it has its 👀, the bot's comment has been dealt with.
+	tok, err := g.gs.Token(g.inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, err := github.NewClient(nil).WithAuthToken(tok).WithEnterpriseURLs(g.gs.URL()+"/api/v3/", g.gs.URL()+"/api/v3/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _, err := bot.Issues.CreateComment(ctx, "acme", "calc", g.issue, &github.IssueComment{Body: github.Ptr("@harvest fix the failing test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest msg after the bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbin.WaitFor(t, time.Minute, "the 👀 on Ada's later comment", func() bool {
+		return g.requested(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", later))
+	})
+	if g.requested(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", own.GetID())) {
+		t.Error("Harvest reacted to its own comment")
+	}
+	if ss := mustSessions(t, c2); len(ss) != 1 {
+		t.Errorf("%d sessions after the bot's comment", len(ss))
+	}
 }
 
 // claudeGitHubScript: the real Claude Code, asked on GitHub, runs the
@@ -754,6 +784,23 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 		prs, _, _ := ada.PullRequests.List(ctx, "acme", "calc", nil)
 		for _, p := range prs {
 			if strings.Contains(p.GetBody(), fmt.Sprintf("Fixes #%d", issue)) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Assigning the issue to the bot starts a session too.
+	assigned, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "assigned", Body: "Please fix the failing test."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.gs.Assign(ghsim.AssignSpec{Login: "ada", Repo: "acme/calc", Number: assigned, Assignee: g.app.BotLogin}); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, 2*time.Minute, "the assigned issue's session", func() bool {
+		for _, ss := range mustSessions(t, c) {
+			if ss.GitHub != nil && ss.GitHub.Number == assigned {
 				return true
 			}
 		}
