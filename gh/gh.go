@@ -420,6 +420,11 @@ func (g *GitHub) Bot(ctx context.Context) (Identity, error) {
 // login without "[bot]".
 func (id Identity) Handle() string { return "@" + strings.TrimSuffix(id.Login, "[bot]") }
 
+// ErrNoAccess is GitHub refusing Harvest (401, 403, 404): retrying will
+// not help until an operator changes the app, its installation or the
+// token.
+var ErrNoAccess = errors.New("no access")
+
 // explain turns a go-github error into one that says what to fix, with no
 // credential in it.
 func explain(err error, doing string) error {
@@ -428,11 +433,11 @@ func explain(err error, doing string) error {
 		msg := ge.Message
 		switch ge.Response.StatusCode {
 		case http.StatusUnauthorized:
-			return fmt.Errorf("gh: %s: GitHub refused Harvest's credentials (401 %s): check the app id and private key, or the token file", doing, msg)
+			return fmt.Errorf("gh: %s: GitHub refused Harvest's credentials (401 %s): check the app id and private key, or the token file: %w", doing, msg, ErrNoAccess)
 		case http.StatusForbidden:
-			return fmt.Errorf("gh: %s: forbidden (403 %s): the app or token lacks the permission", doing, msg)
+			return fmt.Errorf("gh: %s: forbidden (403 %s): the app or token lacks the permission: %w", doing, msg, ErrNoAccess)
 		case http.StatusNotFound:
-			return fmt.Errorf("gh: %s: not found (404): the repository does not exist or the app is not installed on it", doing)
+			return fmt.Errorf("gh: %s: not found (404): the repository does not exist or the app is not installed on it: %w", doing, ErrNoAccess)
 		}
 		return fmt.Errorf("gh: %s: GitHub answered %d %s", doing, ge.Response.StatusCode, msg)
 	}

@@ -164,6 +164,14 @@ func (s *Service) identities(ctx context.Context, sess *store.Session) (author, 
 // Checkout syncs the repository's mirror and clones it onto the session's
 // branch.
 func (s *Service) Checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
+	err := s.checkout(ctx, sess, r, dst, owner)
+	if errors.Is(err, gh.ErrNoAccess) {
+		return session.Permanent(err)
+	}
+	return err
+}
+
+func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
 	c, err := s.client(sess)
 	if err != nil {
 		return err
@@ -366,6 +374,10 @@ func explain(err error, doing string) error {
 	}
 	var ge *github.ErrorResponse
 	if errors.As(err, &ge) && ge.Response != nil {
+		switch ge.Response.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+			return fmt.Errorf("%s: GitHub answered %d %s: %w", doing, ge.Response.StatusCode, ge.Message, gh.ErrNoAccess)
+		}
 		return fmt.Errorf("%s: GitHub answered %d %s", doing, ge.Response.StatusCode, ge.Message)
 	}
 	return fmt.Errorf("%s: %w", doing, err)

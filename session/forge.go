@@ -73,6 +73,15 @@ func ForgeRepo(repo string) bool {
 	return forgeRepoPattern.MatchString(repo) && repo[len(repo)-1] != '.' && !regexp.MustCompile(`/\.\.?$`).MatchString(repo)
 }
 
+// Permanent marks a Forge error that retrying cannot fix (a repository the
+// app cannot reach): the session fails with it. Other errors of Checkout
+// are retried, like a box that could not start.
+func Permanent(err error) error { return permanentError{err} }
+
+type permanentError struct{ error }
+
+func (p permanentError) Unwrap() error { return p.error }
+
 // errNoForge is a GitHub repository on a server without GitHub.
 var errNoForge = errors.New("this server has no GitHub configured: its operator starts harvest serve with --github-app-id and --github-app-key (or --github-token-file)")
 

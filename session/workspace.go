@@ -148,6 +148,9 @@ func (m *Manager) forgeCheckout(ctx context.Context, s *store.Session, i int, tm
 		if ctx.Err() != nil {
 			return err
 		}
+		if errors.As(err, new(permanentError)) {
+			return fatal(fmt.Errorf("cloning %s from GitHub: %w", r.GitHub, err))
+		}
 		// Often passing (GitHub unreachable, a token being minted): the
 		// session stays provisioning and is retried, like a lost box.
 		return fmt.Errorf("cloning %s from GitHub: %w", r.GitHub, m.diskFull(s, err))

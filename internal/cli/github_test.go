@@ -828,4 +828,18 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	if got := testbin.Git(t, bare, "log", "-1", "--format=%an|%cn", mustBranch(t, g, head)); got != "Harvest (Harvest)|Harvest" && got != "Harvest|Harvest" {
 		t.Errorf("the API session's commit: %q; want the bot as author and committer", got)
 	}
+
+	// A repository the app is not installed on: the session fails, saying
+	// so, instead of retrying forever.
+	bad, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{GitHub: "nobody/none"}}, Prompt: "fix the failing test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, time.Minute, "the session on an unreachable repository to fail", func() bool {
+		got, err := c.GetSession(ctx, bad.ID)
+		return err == nil && got.State == "failed"
+	})
+	if got, _ := c.GetSession(ctx, bad.ID); !strings.Contains(got.Error, "not installed") {
+		t.Errorf("the failed session says %q", got.Error)
+	}
 }
