@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 )
@@ -60,8 +61,40 @@ func PrepareDiskDir(s Spec) (tmp, home string, err error) {
 	case !fi.IsDir():
 		return "", "", fmt.Errorf("the box's HOME %s is not a directory", home)
 	}
+	if s.HomeLayer != "" {
+		// The overlay's work directory: on the same filesystem as its
+		// upper (HOME), empty, the kernel's.
+		work := HomeLayerWork(s)
+		if err := os.RemoveAll(work); err != nil {
+			return "", "", err
+		}
+		if err := os.Mkdir(work, 0o700); err != nil {
+			return "", "", fmt.Errorf("creating the box's HOME layer work dir: %w", diskErr(s.DiskDir, err))
+		}
+	}
 	return tmp, home, nil
 }
+
+// FillHome copies Spec.HomeLayer into the box's HOME on its disk, once:
+// the way a backend without overlays gives a box its prepared HOME. A
+// marker (DiskDir/.home-layer) records which layer was copied; a HOME that
+// has one already is left as it is (the box's own changes since are kept).
+func FillHome(s Spec) error {
+	marker := filepath.Join(s.DiskDir, ".home-layer")
+	if b, err := os.ReadFile(marker); err == nil && string(b) != "" {
+		return nil
+	}
+	home := filepath.Join(s.DiskDir, "home")
+	cmd := exec.Command("cp", "-a", "--reflink=auto", "--", s.HomeLayer+"/.", home+"/")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("filling the box's HOME from %s: %v: %s", s.HomeLayer, diskErr(s.DiskDir, err), out)
+	}
+	return os.WriteFile(marker, []byte(s.HomeLayer), 0o600)
+}
+
+// HomeLayerWork is the work directory of a box's HOME overlay
+// (Spec.HomeLayer): DiskDir/.home-work.
+func HomeLayerWork(s Spec) string { return filepath.Join(s.DiskDir, ".home-work") }
 
 // diskErr explains ENOSPC on a box's disk.
 func diskErr(dir string, err error) error {

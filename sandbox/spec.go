@@ -74,6 +74,13 @@ type Spec struct {
 	// it do; a full disk is ENOSPC in the box. Empty: /tmp and HOME are
 	// tmpfs, in the box's memory. See PrepareDiskDir.
 	DiskDir string `json:"disk_dir,omitempty"`
+	// HomeLayer, when set, is a host directory the box's HOME starts as (a
+	// prepared environment's HOME, with its caches): read-only and shared,
+	// under a copy-on-write layer of the box's own on its disk (DiskDir/home
+	// holds only what the box changed). It needs DiskDir. On the local
+	// backend it is an overlay mounted in the box's mount namespace, never
+	// in the host's; on docker, HOME is filled from it on the first start.
+	HomeLayer string `json:"home_layer,omitempty"`
 }
 
 // Workspace is one host directory shared read-write with the box.
@@ -218,6 +225,18 @@ func (s Spec) Validate() error {
 	if s.DiskDir != "" {
 		if err := checkDiskDir(s.DiskDir); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if s.HomeLayer != "" {
+		switch fi, err := os.Stat(s.HomeLayer); {
+		case s.DiskDir == "":
+			bad("home layer %s: needs a disk (disk dir) for the box's changes to it", s.HomeLayer)
+		case !filepath.IsAbs(s.HomeLayer):
+			bad("home layer %q must be an absolute host path", s.HomeLayer)
+		case err != nil:
+			bad("home layer: %v", err)
+		case !fi.IsDir():
+			bad("home layer %s is not a directory", s.HomeLayer)
 		}
 	}
 	if s.Workdir != "" && !filepath.IsAbs(s.Workdir) {

@@ -314,6 +314,13 @@ func diskMounts(spec sandbox.Spec) ([]mount.Mount, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.HomeLayer != "" {
+		// No overlay without privileges in a container: HOME is a copy of
+		// the layer, made once per disk.
+		if err := sandbox.FillHome(spec); err != nil {
+			return nil, err
+		}
+	}
 	bind := func(src, dst string) mount.Mount {
 		return mount.Mount{Type: mount.TypeBind, Source: src, Target: dst,
 			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}}

@@ -185,5 +185,9 @@ func diskDirMounts(spec sandbox.Spec, home string, mounts []boxMount) ([]shim.Mo
 	if err != nil {
 		return nil, err
 	}
-	return []shim.Mount{{Source: tmp, Target: "/tmp", Over: true}, {Source: homeDir, Target: home, Over: true}}, nil
+	hm := shim.Mount{Source: homeDir, Target: home, Over: true}
+	if spec.HomeLayer != "" {
+		hm.Lower, hm.Work = spec.HomeLayer, sandbox.HomeLayerWork(spec)
+	}
+	return []shim.Mount{{Source: tmp, Target: "/tmp", Over: true}, hm}, nil
 }

@@ -49,6 +49,7 @@ func RunIsolation(t *testing.T, b Backend) {
 	t.Run("ForkBomb", func(t *testing.T) { s.testForkBomb(t) })
 	t.Run("MemoryBomb", func(t *testing.T) { s.testMemoryBomb(t) })
 	t.Run("DiskFull", func(t *testing.T) { s.testDiskFull(t) })
+	t.Run("HomeLayer", func(t *testing.T) { s.testHomeLayer(t) })
 	t.Run("DestroyLeavesNothing", func(t *testing.T) { s.testDestroyClean(t) })
 }
 

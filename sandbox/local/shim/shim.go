@@ -103,6 +103,11 @@ type Mount struct {
 	// Over mounts over a directory the box already has (its /tmp and HOME,
 	// moved onto the box's disk) instead of creating the mount point.
 	Over bool `json:"over,omitempty"`
+	// Lower, when set, makes the mount an overlay: Lower read-only below,
+	// Source the writable upper, Work the overlay's work directory (on
+	// Source's filesystem).
+	Lower string `json:"lower,omitempty"`
+	Work  string `json:"work,omitempty"`
 }
 
 // BackstopSeconds is how long after the deadline the shim waits for the agent.
@@ -360,6 +365,15 @@ func enterAndMount(agentPID, uid, gid int, c Claim) error {
 	// Detached copies of the workspaces, taken in the host's namespace.
 	trees := make([]int, len(c.Workspaces))
 	for i, m := range c.Workspaces {
+		if m.Lower != "" {
+			fd, err := overlay(m)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			trees[i] = fd
+			continue
+		}
 		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			return fmt.Errorf("workspace %s: %w", m.Source, err)
@@ -420,6 +434,35 @@ func enterAndMount(agentPID, uid, gid int, c Claim) error {
 		return fmt.Errorf("making /workspace read-only: %w", err)
 	}
 	return nil
+}
+
+// overlay makes a detached overlay mount of m (Lower under Source), in
+// the host's namespace but attached nowhere in it: the caller moves it
+// into the box. Its paths are resolved here, on the host. Options keep
+// the overlay plain (no redirects, no metacopy, no index), so nothing of
+// the upper can point into another layer.
+func overlay(m Mount) (int, error) {
+	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("overlay for %s: %w (is overlayfs available?)", m.Target, err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range [][2]string{
+		{"lowerdir", m.Lower}, {"upperdir", m.Source}, {"workdir", m.Work},
+		{"redirect_dir", "off"}, {"metacopy", "off"}, {"index", "off"}, {"xino", "off"},
+	} {
+		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("overlay for %s: %s=%s: %w", m.Target, kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("overlay for %s (lower %s, upper %s): %w", m.Target, m.Lower, m.Source, err)
+	}
+	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("overlay for %s: fsmount: %w", m.Target, err)
+	}
+	return fd, nil
 }
 
 // supervise waits for the claimed box to end and records how.
