@@ -142,6 +142,10 @@ type Session struct {
 	PR string `json:"pr,omitempty"`
 	// GitHub, when not nil, is the GitHub thread the session answers.
 	GitHub *GitHubLink `json:"github,omitempty"`
+	// Environment is the prepared environment the session started from
+	// ("" for none): its HOME is the session's HOME's lower layer, so it
+	// is kept while the session lives.
+	Environment string `json:"environment,omitempty"`
 	// Sandbox is the persisted sandbox.Handle while a box exists, else nil.
 	Sandbox []byte `json:"sandbox,omitempty"`
 	// AgentState is the agent's saved conversation (agent.Agent.State).
@@ -298,6 +302,60 @@ type Deliveries interface {
 	PruneDeliveries(ctx context.Context, before time.Time) (int, error)
 }
 
+// Environment states.
+const (
+	EnvBuilding = "building"
+	EnvReady    = "ready"
+	EnvFailed   = "failed"
+	EnvRemoved  = "removed" // collected: its files are gone
+)
+
+// Environment is a repository's prepared environment: its checkout at a
+// commit after its setup ran, with HOME and its caches, captured for one
+// sandbox backend (package environment).
+type Environment struct {
+	ID string `json:"id"`
+	// Repo names the repository ("github:owner/name", or the resolved
+	// source of another); Name is its workspace name.
+	Repo string `json:"repo"`
+	Name string `json:"name"`
+	// Ref is the branch it follows; Commit the one it was built at.
+	Ref    string `json:"ref,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	// Fingerprint is what decides a rebuild (repository, commit, scripts,
+	// base image, backend, Harvest version).
+	Fingerprint string `json:"fingerprint"`
+	Backend     string `json:"backend"`
+	State       string `json:"state"`
+	// Detected says what setup ran when the repository has no
+	// .harvest/setup.sh.
+	Detected []string `json:"detected,omitempty"`
+	// Error says why a failed build failed.
+	Error     string    `json:"error,omitempty"`
+	SizeBytes int64     `json:"size_bytes,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// BuiltAt is when it became ready (or failed).
+	BuiltAt time.Time `json:"built_at,omitzero"`
+}
+
+// EnvironmentFilter selects environments; zero fields match all.
+type EnvironmentFilter struct {
+	Repo, Backend string
+	States        []string
+}
+
+// Environments is the part of a Store the environment builder uses.
+type Environments interface {
+	// CreateEnvironment stores a new environment (ID set by the caller);
+	// an ID that exists is ErrConflict.
+	CreateEnvironment(ctx context.Context, e *Environment) error
+	GetEnvironment(ctx context.Context, id string) (*Environment, error)
+	// ListEnvironments lists, newest first.
+	ListEnvironments(ctx context.Context, f EnvironmentFilter) ([]*Environment, error)
+	// UpdateEnvironment reads, changes (fn) and writes one in a transaction.
+	UpdateEnvironment(ctx context.Context, id string, fn func(*Environment) error) (*Environment, error)
+}
+
 // EventStore is the part of a Store the journal uses: a session's events,
 // appended (with the messages they announce) and read back, and whether
 // the session exists.
@@ -320,7 +378,8 @@ type Locker interface {
 var (
 	_ EventStore = Store(nil)
 	_ Locker     = Store(nil)
-	_ Deliveries = Store(nil)
+	_ Deliveries   = Store(nil)
+	_ Environments = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -383,6 +442,7 @@ type Store interface {
 	DeleteToken(ctx context.Context, id string) error
 
 	Deliveries
+	Environments
 
 	Close() error
 }

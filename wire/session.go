@@ -143,6 +143,8 @@ type Session struct {
 	PR string `json:"pr,omitempty"`
 	// GitHub, when not nil, is the GitHub thread the session answers.
 	GitHub *GitHubLink `json:"github,omitempty"`
+	// Environment is the prepared environment the session started from.
+	Environment string `json:"environment,omitempty"`
 	// Sandbox is the persisted sandbox handle while a box exists (admin
 	// token only).
 	Sandbox []byte `json:"sandbox,omitempty"`

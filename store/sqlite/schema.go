@@ -129,6 +129,25 @@ CREATE TABLE deliveries (
 ) STRICT;
 CREATE INDEX deliveries_pending ON deliveries (received_at) WHERE state = 'pending';
 `},
+	{"environments", `
+CREATE TABLE environments (
+	id          TEXT PRIMARY KEY,
+	repo        TEXT NOT NULL,
+	name        TEXT NOT NULL,
+	ref         TEXT NOT NULL DEFAULT '',
+	commit_sha  TEXT NOT NULL DEFAULT '',
+	fingerprint TEXT NOT NULL,
+	backend     TEXT NOT NULL,
+	state       TEXT NOT NULL,               -- store.EnvBuilding|Ready|Failed|Removed
+	detected    TEXT NOT NULL DEFAULT '[]',  -- JSON []string
+	error       TEXT NOT NULL DEFAULT '',
+	size_bytes  INTEGER NOT NULL DEFAULT 0,
+	created_at  INTEGER NOT NULL,
+	built_at    INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX environments_repo ON environments (repo, backend, created_at);
+ALTER TABLE sessions ADD COLUMN environment TEXT NOT NULL DEFAULT ''; -- the store.Environment it started from
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -28,7 +28,7 @@ func fullSession(id string) *store.Session {
 				Head: "0123456789abcdef0123456789abcdef01234567", Pushed: "0123456789abcdef0123456789abcdef01234567",
 				PRNumber: 42, PRURL: "https://github.com/acme/app/pull/42"},
 		},
-		PR: store.PRDraft,
+		PR: store.PRDraft, Environment: "env-abc",
 		GitHub: &store.GitHubLink{Repo: "acme/app", Number: 7, IsPR: true, Requester: "ada", RequesterID: 583231,
 			RequesterName: "Ada L", Progress: 99, FixAttempts: 1},
 		Limits: store.Limits{IdleTimeout: 5 * time.Minute, MaxLifetime: 24 * time.Hour,
