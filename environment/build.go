@@ -1,0 +1,401 @@
+package environment
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/egress"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// DefaultSetupTimeout bounds a setup script.
+const DefaultSetupTimeout = 30 * time.Minute
+
+// Config is what a Builder needs.
+type Config struct {
+	// Dir holds the environments: Dir/ID/{workspace/NAME,home,build.log}.
+	// Required.
+	Dir   string
+	Store store.Environments
+	// Provider opens a sandbox backend by name. Required.
+	Provider func(name string) (sandbox.Provider, error)
+	// Egress, when set, lets setup scripts reach the hosts it allows
+	// (package registries). Nil: setup runs without network.
+	Egress *egress.Proxy
+	// Version is Harvest's, part of every fingerprint.
+	Version string
+	// User owns the environments' files and runs the setup (the box user).
+	User sandbox.User
+	// SetupTimeout bounds a setup (default DefaultSetupTimeout).
+	SetupTimeout time.Duration
+	Logger       *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Builder builds environments, one at a time per repository and backend.
+type Builder struct {
+	cfg Config
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // repo + backend → its build lock
+}
+
+// NewBuilder makes a Builder.
+func NewBuilder(cfg Config) (*Builder, error) {
+	if cfg.Dir == "" || cfg.Store == nil || cfg.Provider == nil {
+		return nil, errors.New("environment: Dir, Store and Provider are required")
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = DefaultSetupTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.User == (sandbox.User{}) {
+		cfg.User = sandbox.User{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	return &Builder{cfg: cfg, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Request is an environment to build.
+type Request struct {
+	// Repo names the repository (Environment.Repo); Name is its workspace
+	// name (/workspace/NAME).
+	Repo, Name string
+	// Ref is the branch it follows (for people and refreshes).
+	Ref string
+	// Backend is the sandbox backend it is for; Image the docker image.
+	Backend, Image string
+	// Checkout makes dst (which does not exist) a checkout of the
+	// repository at Ref, owned by the box user, and returns its commit
+	// ("" when it is not a git repository). It is Harvest's own checkout:
+	// Detect reads it before any box has seen it.
+	Checkout func(ctx context.Context, dst string) (commit string, err error)
+	// Env is given to the setup script (KEY=VALUE: the repository's setup
+	// secrets). Never logged.
+	Env []string
+	// Log receives the setup's output as it runs (nil: only the
+	// environment's build.log keeps it).
+	Log io.Writer
+	// Force builds even when a ready environment has the same
+	// fingerprint.
+	Force bool
+}
+
+// Fingerprint is what decides whether an environment is still good: the
+// repository, its commit, its setup and start scripts (or what was
+// detected), the backend, the base image and Harvest's version.
+func Fingerprint(repo, commit, backend, image, version string, p Plan) string {
+	h := sha256.New()
+	for _, s := range []string{repo, commit, backend, image, version, p.Hash()} {
+		io.WriteString(h, s+"\x00")
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+func (b *Builder) lock(key string) func() {
+	b.mu.Lock()
+	l := b.locks[key]
+	if l == nil {
+		l = &sync.Mutex{}
+		b.locks[key] = l
+	}
+	b.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Home is an environment's HOME layer (sandbox.Spec.HomeLayer).
+func (b *Builder) Home(id string) string { return filepath.Join(b.cfg.Dir, id, "home") }
+
+// Workspace is an environment's prepared checkout of its repository.
+func (b *Builder) Workspace(e *store.Environment) string {
+	return filepath.Join(b.cfg.Dir, e.ID, "workspace", e.Name)
+}
+
+// LogPath is an environment's build log.
+func (b *Builder) LogPath(id string) string { return filepath.Join(b.cfg.Dir, id, "build.log") }
+
+// Build builds the environment req asks for, or returns the ready one
+// with the same fingerprint (unless Force). One build runs at a time per
+// repository and backend; a second waits for the first. A failed build
+// is stored as failed, with its log, and returned with an error.
+func (b *Builder) Build(ctx context.Context, req Request) (*store.Environment, error) {
+	if req.Repo == "" || req.Name == "" || req.Backend == "" || req.Checkout == nil {
+		return nil, errors.New("environment: a build needs the repository, its name, a backend and a checkout")
+	}
+	defer b.lock(req.Repo + "\x00" + req.Backend)()
+	id := newID()
+	dir := filepath.Join(b.cfg.Dir, id)
+	ws := filepath.Join(dir, "workspace", req.Name)
+	if err := os.MkdirAll(filepath.Dir(ws), 0o711); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*store.Environment, error) {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	commit, err := req.Checkout(ctx, ws)
+	if err != nil {
+		return fail(fmt.Errorf("checking out %s: %w", req.Repo, err))
+	}
+	plan, err := Detect(ws)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", req.Repo, err))
+	}
+	fp := Fingerprint(req.Repo, commit, req.Backend, req.Image, b.cfg.Version, plan)
+	if !req.Force {
+		ready, err := b.cfg.Store.ListEnvironments(ctx, store.EnvironmentFilter{Repo: req.Repo, Backend: req.Backend, States: []string{store.EnvReady}})
+		if err != nil {
+			return fail(err)
+		}
+		for _, e := range ready {
+			if e.Fingerprint == fp {
+				os.RemoveAll(dir)
+				return e, nil
+			}
+		}
+	}
+	env := &store.Environment{ID: id, Repo: req.Repo, Name: req.Name, Ref: req.Ref, Commit: commit, Fingerprint: fp,
+		Backend: req.Backend, State: store.EnvBuilding, Detected: plan.Detected, CreatedAt: b.cfg.Now().UTC()}
+	if err := b.cfg.Store.CreateEnvironment(ctx, env); err != nil {
+		return fail(err)
+	}
+	logf, err := os.OpenFile(b.LogPath(id), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return b.finish(env, fmt.Errorf("creating the build log: %w", err))
+	}
+	defer logf.Close()
+	var out io.Writer = logf
+	if req.Log != nil {
+		out = io.MultiWriter(logf, req.Log)
+	}
+	switch {
+	case plan.Setup == "":
+		fmt.Fprintf(out, "harvest: %s has no %s and nothing Harvest knows how to set up: the environment is its checkout\n", req.Repo, SetupScript)
+	default:
+		fmt.Fprintf(out, "harvest: building %s for %s at %s: %s\n", id, req.Repo, shortSHA(commit), strings.Join(plan.Detected, "; "))
+		if err := b.setup(ctx, env, dir, ws, plan, req, out); err != nil {
+			fmt.Fprintf(out, "harvest: the setup failed: %v\n", err)
+			return b.finish(env, err)
+		}
+	}
+	os.RemoveAll(filepath.Join(dir, "tmp"))
+	os.RemoveAll(sandbox.HomeLayerWork(sandbox.Spec{DiskDir: dir}))
+	env.SizeBytes = duBytes(dir)
+	fmt.Fprintf(out, "harvest: %s is ready (%s)\n", id, sandbox.FormatSize(env.SizeBytes))
+	return b.finish(env, nil)
+}
+
+// setup runs the plan's setup in a box on the environment's checkout and
+// HOME.
+func (b *Builder) setup(ctx context.Context, env *store.Environment, dir, ws string, plan Plan, req Request, out io.Writer) error {
+	p, err := b.cfg.Provider(req.Backend)
+	if err != nil {
+		return err
+	}
+	spec := sandbox.Spec{
+		ID:         "hb-" + strings.TrimPrefix(env.ID, "env-"),
+		User:       b.cfg.User,
+		Workspaces: []sandbox.Workspace{{Name: req.Name, HostPath: ws}},
+		DiskDir:    dir,
+		Image:      req.Image,
+		Timeout:    b.cfg.SetupTimeout + 5*time.Minute,
+		Labels:     map[string]string{"harvest.environment": env.ID},
+	}
+	sctx, cancel := context.WithTimeout(ctx, b.cfg.SetupTimeout)
+	defer cancel()
+	box, err := p.Start(sctx, spec)
+	if err != nil {
+		return fmt.Errorf("starting the setup's box (%s): %w", req.Backend, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := box.Destroy(dctx); err != nil {
+			b.cfg.Logger.Warn("destroying an environment's setup box", "environment", env.ID, "err", err)
+		}
+	}()
+	cmdEnv := append([]string{"HARVEST_BOOT_MODE=setup"}, req.Env...)
+	if b.cfg.Egress != nil {
+		br, eenv, err := agents.BridgeEgress(sctx, box, b.cfg.Egress, nil, env.ID, b.cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer br.Close()
+		cmdEnv = append(cmdEnv, eenv...)
+	}
+	var tail tailBuffer
+	w := io.MultiWriter(out, &tail)
+	st, err := box.Run(sctx, &sandbox.Cmd{
+		Args: []string{"sh", "-c", "set -e\n" + plan.Setup}, Env: cmdEnv, Dir: box.WorkspacePath(req.Name),
+		Stdout: w, Stderr: w, OutputLimit: 64 << 20, Timeout: b.cfg.SetupTimeout,
+	})
+	if err != nil {
+		if cause := context.Cause(sctx); cause != nil {
+			return fmt.Errorf("the setup did not finish within %s", b.cfg.SetupTimeout)
+		}
+		return err
+	}
+	if !st.Success() {
+		return fmt.Errorf("the setup %s; its last lines:\n%s", st, tail.String())
+	}
+	return nil
+}
+
+// finish records the end of a build.
+func (b *Builder) finish(env *store.Environment, berr error) (*store.Environment, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := b.cfg.Store.UpdateEnvironment(ctx, env.ID, func(e *store.Environment) error {
+		e.BuiltAt, e.SizeBytes = b.cfg.Now().UTC(), env.SizeBytes
+		e.State, e.Error = store.EnvReady, ""
+		if berr != nil {
+			e.State, e.Error = store.EnvFailed, truncate(berr.Error(), 4000)
+		}
+		return nil
+	})
+	if berr != nil {
+		// Only the log stays of a failed build.
+		dir := filepath.Join(b.cfg.Dir, env.ID)
+		entries, _ := os.ReadDir(dir)
+		for _, de := range entries {
+			if de.Name() != "build.log" {
+				os.RemoveAll(filepath.Join(dir, de.Name()))
+			}
+		}
+		if err != nil {
+			return nil, errors.Join(berr, err)
+		}
+		return e, berr
+	}
+	return e, err
+}
+
+// Collect removes the environments no longer needed: of each repository
+// and backend, every ready one older than the newest ready one and every
+// failed one older than the newest ready one, unless inUse says a session
+// still needs it (a session's HOME is layered on its environment's).
+func (b *Builder) Collect(ctx context.Context, inUse func(id string) bool) (int, error) {
+	all, err := b.cfg.Store.ListEnvironments(ctx, store.EnvironmentFilter{States: []string{store.EnvReady, store.EnvFailed}})
+	if err != nil {
+		return 0, err
+	}
+	newest := map[string]time.Time{} // repo+backend → newest ready's creation
+	for _, e := range all {
+		k := e.Repo + "\x00" + e.Backend
+		if e.State == store.EnvReady && e.CreatedAt.After(newest[k]) {
+			newest[k] = e.CreatedAt
+		}
+	}
+	n := 0
+	for _, e := range all {
+		nt, ok := newest[e.Repo+"\x00"+e.Backend]
+		if !ok || !e.CreatedAt.Before(nt) || inUse(e.ID) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(b.cfg.Dir, e.ID)); err != nil {
+			return n, err
+		}
+		if _, err := b.cfg.Store.UpdateEnvironment(ctx, e.ID, func(x *store.Environment) error {
+			x.State = store.EnvRemoved
+			return nil
+		}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "env-" + hex.EncodeToString(b[:])
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	if s == "" {
+		return "its files"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// duBytes is the disk a tree takes (its files' blocks).
+func duBytes(root string) int64 {
+	var n int64
+	filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// tailBuffer keeps the last lines written to it.
+type tailBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+const tailBytes = 4 << 10
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Write(p)
+	if t.b.Len() > 2*tailBytes {
+		keep := append([]byte(nil), t.b.Bytes()[t.b.Len()-tailBytes:]...)
+		t.b.Reset()
+		t.b.Write(keep)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.b.String()
+	if len(s) > tailBytes {
+		s = s[len(s)-tailBytes:]
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	return strings.TrimRight(s, "\n")
+}

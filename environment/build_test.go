@@ -1,0 +1,177 @@
+package environment_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harvest-dev/harvest/environment"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+// newBuilder is a Builder on the test's local backend and a real store.
+func newBuilder(t *testing.T) (*environment.Builder, store.Store, *stacktest.Stack) {
+	t.Helper()
+	s := stacktest.New(t, "rules:\n  - reply: {text: unused}\n")
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "h.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := environment.NewBuilder(environment.Config{
+		Dir: filepath.Join(testbin.TempDir(t), "environments"), Store: st, Version: "test",
+		Provider: func(string) (sandbox.Provider, error) { return s.Local, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, st, s
+}
+
+// repo makes a git repository with files (path → content).
+func repo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(testbin.TempDir(t), "src")
+	os.MkdirAll(dir, 0o755)
+	for p, c := range files {
+		f := filepath.Join(dir, p)
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(p, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(f, []byte(c), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testbin.Git(t, dir, "init", "-q", "-b", "main")
+	testbin.Git(t, dir, "add", "-A")
+	testbin.Git(t, dir, "commit", "-q", "-m", "first")
+	return dir
+}
+
+func checkoutOf(t *testing.T, src string) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, dst string) (string, error) {
+		if _, err := workspace.Copy(ctx, src, dst, workspace.Owner{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID}); err != nil {
+			return "", err
+		}
+		return testbin.Git(t, src, "rev-parse", "HEAD"), nil
+	}
+}
+
+// TestBuildSetupScript: a repository's setup.sh runs in a box with its
+// secrets and HARVEST_BOOT_MODE=setup; what it leaves in HOME and in the
+// checkout is the environment; the same fingerprint is not built twice;
+// a changed script is; a failing setup is stored failed with its output.
+func TestBuildSetupScript(t *testing.T) {
+	b, st, _ := newBuilder(t)
+	src := repo(t, map[string]string{
+		".gitignore": "deps/\n",
+		".harvest/setup.sh": "echo mode=$HARVEST_BOOT_MODE secret=$SETUP_TOKEN\n" +
+			"mkdir -p ~/.cache/tool && echo warm > ~/.cache/tool/cache\n" +
+			"mkdir -p deps && echo installed > deps/lib.txt\n",
+		"main.txt": "hello\n",
+	})
+	var log bytes.Buffer
+	ctx := context.Background()
+	req := environment.Request{Repo: "test:calc", Name: "calc", Ref: "main", Backend: "local",
+		Checkout: checkoutOf(t, src), Env: []string{"SETUP_TOKEN=s3cret-canary"}, Log: &log}
+	e, err := b.Build(ctx, req)
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, log.String())
+	}
+	if e.State != store.EnvReady || e.Commit == "" || len(e.Detected) != 1 || e.Detected[0] != environment.SetupScript {
+		t.Fatalf("environment: %+v", e)
+	}
+	if !strings.Contains(log.String(), "mode=setup secret=s3cret-canary") {
+		t.Fatalf("the setup's output: %s", log.String())
+	}
+	if c, err := os.ReadFile(filepath.Join(b.Home(e.ID), ".cache/tool/cache")); err != nil || string(c) != "warm\n" {
+		t.Fatalf("HOME cache: %q, %v", c, err)
+	}
+	if c, err := os.ReadFile(filepath.Join(b.Workspace(e), "deps/lib.txt")); err != nil || string(c) != "installed\n" {
+		t.Fatalf("the checkout's installed deps: %q, %v", c, err)
+	}
+	// The build log on disk has the output too, the secret only because
+	// the script echoed it.
+	if l, _ := os.ReadFile(b.LogPath(e.ID)); !strings.Contains(string(l), "mode=setup") {
+		t.Fatalf("build.log: %s", l)
+	}
+
+	again, err := b.Build(ctx, req)
+	if err != nil || again.ID != e.ID {
+		t.Fatalf("the same fingerprint built again: %v, %v", again, err)
+	}
+	// A new commit is a new environment.
+	os.WriteFile(filepath.Join(src, "main.txt"), []byte("changed\n"), 0o644)
+	testbin.Git(t, src, "commit", "-qam", "second")
+	second, err := b.Build(ctx, req)
+	if err != nil || second.ID == e.ID || second.Commit == e.Commit {
+		t.Fatalf("after a commit: %+v, %v", second, err)
+	}
+	// The older one is collected unless a session uses it.
+	if n, err := b.Collect(ctx, func(id string) bool { return id == e.ID }); err != nil || n != 0 {
+		t.Fatalf("collect with the old one in use: %d, %v", n, err)
+	}
+	if n, err := b.Collect(ctx, func(string) bool { return false }); err != nil || n != 1 {
+		t.Fatalf("collect: %d, %v", n, err)
+	}
+	if _, err := os.Stat(b.Home(e.ID)); err == nil {
+		t.Fatal("a collected environment's files are still there")
+	}
+	if got, _ := st.GetEnvironment(ctx, e.ID); got.State != store.EnvRemoved {
+		t.Fatalf("collected: %s", got.State)
+	}
+
+	// A setup that fails: stored failed, with its last lines; the good one
+	// stays the newest ready.
+	bad := repo(t, map[string]string{".harvest/setup.sh": "echo about to fail\nfalse\necho never\n"})
+	log.Reset()
+	f, err := b.Build(ctx, environment.Request{Repo: "test:bad", Name: "bad", Backend: "local", Checkout: checkoutOf(t, bad), Log: &log})
+	if err == nil || !strings.Contains(err.Error(), "about to fail") || strings.Contains(log.String(), "never") {
+		t.Fatalf("a failing setup: %v\n%s", err, log.String())
+	}
+	if f == nil || f.State != store.EnvFailed {
+		t.Fatalf("the failed build: %+v", f)
+	}
+	if _, err := os.Stat(b.LogPath(f.ID)); err != nil {
+		t.Fatalf("a failed build's log is gone: %v", err)
+	}
+}
+
+// TestDetect: the usual kinds of repository are recognised and said; a
+// setup.sh wins; a symlinked script is refused.
+func TestDetect(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"go.mod", "package-lock.json", "requirements.txt", "pyproject.toml"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+	}
+	p, err := environment.Detect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"go.mod: go mod download and a build of the test binaries", "package-lock.json: npm ci",
+		"requirements.txt: a virtualenv in .venv with requirements.txt installed"}
+	if strings.Join(p.Detected, "|") != strings.Join(want, "|") || !strings.Contains(p.Setup, "npm ci") {
+		t.Fatalf("detected %q\nsetup %q", p.Detected, p.Setup)
+	}
+	os.MkdirAll(filepath.Join(dir, ".harvest"), 0o755)
+	os.WriteFile(filepath.Join(dir, environment.SetupScript), []byte("make deps\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, environment.StartScript), []byte("make serve &\n"), 0o755)
+	if p, _ := environment.Detect(dir); p.Setup != "make deps\n" || p.Start != "make serve &\n" {
+		t.Fatalf("with scripts: %+v", p)
+	}
+	os.Remove(filepath.Join(dir, environment.SetupScript))
+	os.Symlink("/etc/shadow", filepath.Join(dir, environment.SetupScript))
+	if _, err := environment.Detect(dir); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("a symlinked setup.sh: %v", err)
+	}
+}

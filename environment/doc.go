@@ -1,0 +1,33 @@
+// Package environment prepares repositories so sessions start warm: a
+// repository's setup (its .harvest/setup.sh, or the usual install
+// commands of what it is: go.mod, package-lock.json, requirements.txt,
+// pyproject.toml, Cargo.lock) runs once, in a box with egress to the
+// package registries and the repository's setup secrets, and what it
+// leaves — the checkout with its installed dependencies (node_modules,
+// .venv, target/) and HOME with its caches (Go's module and build caches,
+// npm's, pip's) — is kept as the repository's environment, keyed by a
+// fingerprint of everything that decides it.
+//
+//	Build: checkout (Harvest's) → Detect (reads files, runs nothing on the host)
+//	       → fingerprint → ready one with it? done
+//	       → box: workspace = the checkout, HOME = DIR/ID/home, egress, secrets
+//	       → sh -c 'set -e; SETUP' (HARVEST_BOOT_MODE=setup), log to DIR/ID/build.log
+//	       → ready (or failed, only its log kept)
+//
+// A session on the repository then starts from it (package session): its
+// HOME is the environment's HOME under a copy-on-write layer of its own
+// (sandbox.Spec.HomeLayer: an overlay in the box's mount namespace on the
+// local backend; a copy on docker), and what the setup left in the
+// checkout beyond the repository's own files is copied into the session's
+// fresh checkout, in the box. Host code never runs the repository's code
+// or git in a tree a box has written.
+//
+// # Concurrency
+//
+// A Builder builds one environment at a time per repository and backend
+// (a mutex per key; a second build of the same one waits and then finds
+// the first's result by its fingerprint); builds of different
+// repositories run at once. Build runs on the caller's goroutine and
+// starts none that outlive it (the egress bridge it starts is closed
+// before it returns).
+package environment
