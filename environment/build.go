@@ -127,6 +127,20 @@ func (b *Builder) lock(key string) func() {
 	return l.Unlock
 }
 
+// Latest is the newest ready environment of repo on backend (nil: none).
+func (b *Builder) Latest(ctx context.Context, repo, backend string) (*store.Environment, error) {
+	es, err := b.cfg.Store.ListEnvironments(ctx, store.EnvironmentFilter{Repo: repo, Backend: backend, States: []string{store.EnvReady}})
+	if err != nil || len(es) == 0 {
+		return nil, err
+	}
+	return es[0], nil
+}
+
+// Get reads an environment.
+func (b *Builder) Get(ctx context.Context, id string) (*store.Environment, error) {
+	return b.cfg.Store.GetEnvironment(ctx, id)
+}
+
 // Home is an environment's HOME layer (sandbox.Spec.HomeLayer).
 func (b *Builder) Home(id string) string { return filepath.Join(b.cfg.Dir, id, "home") }
 

@@ -70,6 +70,10 @@ type Config struct {
 	// Clone bounds the clone of a URL source (workspace's defaults when
 	// zero).
 	Clone workspace.CloneOptions
+	// Environments, when set, gives sessions their repository's prepared
+	// environment (package environment): warm caches and installed
+	// dependencies. Nil: every session starts cold.
+	Environments Environments
 	// Forge serves repositories named "owner/name" (GitHub's; package
 	// ghbot) and publishes sessions' work there. Nil: such repositories
 	// are refused.

@@ -38,6 +38,7 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err != nil {
 		return nil, err
 	}
+	s.Environment = m.chooseEnvironment(ctx, s)
 	if err := m.st.CreateSession(ctx, s, first); err != nil {
 		return nil, fmt.Errorf("storing the new session: %w", err)
 	}

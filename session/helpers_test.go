@@ -104,6 +104,7 @@ rules:
 // Manager opened on it.
 type env struct {
 	*stacktest.Stack
+	envs   func(e *env) Environments
 	egress *egress.Proxy
 	st     store.Store
 	j      *journal.Journal
@@ -114,6 +115,7 @@ type envConfig struct {
 	stack  []stacktest.Option
 	egress *egress.Proxy
 	noOpen bool
+	envs   func(e *env) Environments
 }
 
 type envOpt func(*envConfig)
@@ -151,7 +153,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs}
 	if !c.noOpen {
 		e.open()
 	}
@@ -163,7 +165,12 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 func (e *env) open() {
 	e.T.Helper()
 	e.st, e.j = e.Open(journal.Options{})
+	var envs Environments
+	if e.envs != nil {
+		envs = e.envs(e)
+	}
 	m, err := NewManager(Config{
+		Environments: envs,
 		Store: e.st, Journal: e.j, Egress: e.egress,
 		Backends:     e.Backends,
 		DataDir:      e.DataDir,

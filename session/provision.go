@@ -84,6 +84,10 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		}
 		spec.Mounts = append(spec.Mounts, sandbox.Mount{HostPath: runs, BoxPath: RunsMount})
 	}
+	env, err := r.environment(&spec)
+	if err != nil {
+		return nil, nil, err
+	}
 	r.setBoxID(spec.ID)
 	ctx, cancel := context.WithTimeout(r.ctx, startTimeout)
 	defer cancel()
@@ -96,6 +100,16 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		return nil, nil, fatal(fmt.Errorf("starting the sandbox (%s backend): %w", s.Backend, err))
 	}
 	if err := r.checkout(ctx, sb, fresh); err != nil {
+		r.discard(sb, nil)
+		return nil, nil, err
+	}
+	if _, ok := fresh[s.Repos[0].Name]; ok && env != nil {
+		if err := r.fromEnvironment(ctx, sb, s.Repos[0]); err != nil {
+			r.discard(sb, nil)
+			return nil, nil, err
+		}
+	}
+	if err := r.startScript(ctx, sb); err != nil {
 		r.discard(sb, nil)
 		return nil, nil, err
 	}

@@ -1,0 +1,120 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/harvest-dev/harvest/environment"
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sim"
+	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
+)
+
+const envScript = `
+rules:
+  - name: rechecked
+    when: {last_user: "env recheck", tool_result: "ENV-RECHECKED"}
+    reply: {text: "rechecked", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: recheck
+    when: {last_user: "env recheck"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "cat ~/.cache/tool/warm ~/.cache/tool/session /tmp/started; echo ENV-RECHECKED"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: checked
+    when: {last_user: "env check", tool_result: "ENV-CHECKED"}
+    reply: {text: "checked", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: check
+    when: {last_user: "env check"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "cat ~/.cache/tool/warm deps/lib.txt /tmp/started; echo mine >> ~/.cache/tool/session; echo ENV-CHECKED"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestSessionStartsFromEnvironment: a session on a repository with a
+// prepared environment starts with its HOME's caches and the checkout's
+// installed dependencies, runs start.sh, writes its own changes above the
+// environment (never into it), and keeps them across suspend and resume;
+// on local (an overlay) and docker (a copy).
+func TestSessionStartsFromEnvironment(t *testing.T) {
+	needDisks(t)
+	t.Run("local", func(t *testing.T) { testSessionEnvironment(t, "local") })
+	t.Run("docker", func(t *testing.T) { testSessionEnvironment(t, "docker") })
+}
+
+func testSessionEnvironment(t *testing.T, backend string) {
+	var b *environment.Builder
+	opts := []envOpt{withDisks, func(c *envConfig) {
+		c.envs = func(e *env) Environments {
+			var err error
+			if b, err = environment.NewBuilder(environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
+				Provider: e.Backends, Version: "test", Logger: e.Logger()}); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}}
+	if backend == "docker" {
+		opts = append(opts, withDocker)
+	}
+	e := newEnv(t, opts...)
+	s, err := sim.ParseScript("env.yaml", []byte(envScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Sim.Store(sim.New(s))
+	for p, c := range map[string]string{
+		".gitignore":        "deps/\n",
+		".harvest/setup.sh": "mkdir -p ~/.cache/tool deps && echo warm > ~/.cache/tool/warm && echo installed > deps/lib.txt\n",
+		".harvest/start.sh": "echo started $HARVEST_BOOT_MODE > /tmp/started\n",
+	} {
+		f := filepath.Join(e.Repo, p)
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		os.WriteFile(f, []byte(c), 0o644)
+	}
+	testbin.Git(t, e.Repo, "init", "-q", "-b", "main")
+	testbin.Git(t, e.Repo, "add", "-A")
+	testbin.Git(t, e.Repo, "commit", "-q", "-m", "first")
+	resolved, _ := filepath.EvalSymlinks(e.Repo)
+	key := RepoKey(store.Repo{Source: e.Repo, Origin: resolved})
+	ctx := context.Background()
+	built, err := b.Build(ctx, environment.Request{Repo: key, Name: "repo", Backend: backend, Image: testbin.DockerImage(),
+		Checkout: func(ctx context.Context, dst string) (string, error) {
+			_, err := workspace.Copy(ctx, e.Repo, dst, workspace.Owner{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID})
+			return testbin.Git(t, e.Repo, "rev-parse", "HEAD"), err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	v := e.create("env check", func(r *CreateRequest) { r.Backend = backend })
+	if v.Environment != built.ID {
+		t.Fatalf("the session's environment is %q, want %s", v.Environment, built.ID)
+	}
+	w := e.watch(v.ID)
+	out := stacktest.Typed[event.ToolFinished](w, "t1", nil).Output
+	for _, want := range []string{"warm", "installed", "started start"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the session's box lacks %q from its environment:\n%s", want, out)
+		}
+	}
+	w.IdleAfter("t1")
+	if _, err := os.Stat(filepath.Join(b.Home(built.ID), ".cache/tool/session")); err == nil {
+		t.Fatal("the session wrote into its environment's HOME")
+	}
+
+	// Suspend, then resume: the session's own HOME changes are kept.
+	e.Clock.Advance(DefaultIdleTimeout)
+	w.State(store.StateSuspended)
+	e.send(v.ID, "env recheck", ModeQueue)
+	out = stacktest.Typed[event.ToolFinished](w, "t2", nil).Output
+	if !strings.Contains(out, "mine") || !strings.Contains(out, "warm") || !strings.Contains(out, "started start") {
+		t.Fatalf("after resume the HOME lost the session's changes or the environment's caches:\n%s", out)
+	}
+}
