@@ -243,8 +243,8 @@ func BenchmarkReadFile(b *testing.B) {
 // the forwarding cost, not the connection setup). Compare with
 // BenchmarkLoopbackRoundTrip, the same request over host loopback.
 func BenchmarkListenRoundTrip(b *testing.B) {
-	// local only: the base image has no curl, and docker boxes use the
-	// same agent code over the same kind of socket.
+	// local only: docker boxes use the same agent code over the same kind
+	// of socket.
 	p := benchProvider(b, "local")
 	ctx := context.Background()
 	sb, err := p.Start(ctx, benchSpec())

@@ -75,8 +75,10 @@
 // # Images
 //
 // Harvest never pulls: the image must already be on the dockerd (build
-// harvest/base:bookworm with scripts/build-base-image, or the larger
-// docker/kitchen-sink). Any Linux image works as long as it provides:
+// harvest/base:bookworm with scripts/build-base-image: Debian bookworm with
+// build-essential, Python, Node.js, Go and the usual command-line tools; or
+// docker/kitchen-sink, which adds Rust and Bun but needs a registry). Any
+// Linux image works as long as it provides:
 //
 //   - a /workspace directory (the default working directory when the Spec has
 //     no workspace; Start fails with a clear error if it is missing);

@@ -27,23 +27,31 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/docker"
 )
 
-// These tests run real containers on the real dockerd. Without one they skip,
-// except in CI (env CI set), where they fail.
+// These tests run real containers on the real dockerd. Without one (or without
+// the image) they skip, except in CI (env CI set) or with
+// HARVEST_REQUIRE_BACKENDS naming docker, where they fail.
 
 func testImage() string {
 	return cmp.Or(os.Getenv("HARVEST_TEST_DOCKER_IMAGE"), docker.DefaultImage)
 }
 
+// newProvider is a provider for the test image ($HARVEST_TEST_DOCKER_IMAGE,
+// else the default image).
 func newProvider(t *testing.T) (*docker.Provider, docker.Config) {
 	t.Helper()
-	cfg := docker.Config{Image: testImage(), RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)}
+	return newProviderFor(t, testImage())
+}
+
+func newProviderFor(t *testing.T, image string) (*docker.Provider, docker.Config) {
+	t.Helper()
+	cfg := docker.Config{Image: image, RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)}
 	p := docker.New(cfg)
 	t.Cleanup(func() { p.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the docker backend must be available in CI: %v", err)
+		if testbin.DockerRequired() {
+			t.Fatalf("the docker backend must be available (CI or HARVEST_REQUIRE_BACKENDS): %v", err)
 		}
 		t.Skip(err)
 	}
