@@ -5,8 +5,10 @@
 // (polling, where nothing notifies), Buffer (read while written, with
 // WaitFor), ProcsWith and ProcsWithArgs (host processes), Context (a
 // test's context) and Logger (silent unless $HARVEST_TEST_LOG is set), and
-// HangingGitServer. The stack itself (store, journal, providers, sim,
-// Manager, server) is assembled in internal/stacktest.
+// HangingGitServer; and real repositories as test data (RealRepo, with
+// PyIndex, a local Python package index, for the Python one). The stack
+// itself (store, journal, providers, sim, Manager, server) is assembled in
+// internal/stacktest.
 //
 // The binaries are built with CGO_ENABLED=0 so they run in any box image.
 // Tests use the real harvest-agent (no fake of our own component): the build
