@@ -35,7 +35,9 @@
 //
 // # Use
 //
-// Resolve gives the environment builder the KEY=VALUE lists of a session:
+// Not wired yet: nothing calls Resolve today, so a stored secret reaches
+// no environment until the environment builder and setup scripts (issue
+// 13) use it. Resolve gives that builder the KEY=VALUE lists of a session:
 // everything for setup scripts, and the secrets marked Session for the
 // session's own environment. A user secret overrides a repository secret
 // of the same name (the person's value wins, flag included). A Redactor
