@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -145,12 +146,14 @@ func loadKey(path string) (*Key, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("the secret key %s has mode %04o: others than its owner may read or change it; run: chmod 600 %s", path, perm, path)
 	}
-	raw := make([]byte, KeySize+1)
-	n, _ := f.Read(raw)
-	if n != KeySize {
+	raw, err := io.ReadAll(io.LimitReader(f, KeySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the secret key: %w", err)
+	}
+	if len(raw) != KeySize {
 		return nil, fmt.Errorf("the secret key %s is not %d bytes: it was damaged or replaced; restore it from a backup (without it the stored secrets cannot be read), or move it away to start with a new key and set every secret again", path, KeySize)
 	}
-	return NewKey(raw[:KeySize])
+	return NewKey(raw)
 }
 
 // createKey writes a new key to path, atomically: to a temporary file
