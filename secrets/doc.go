@@ -36,8 +36,9 @@
 // # Use
 //
 // Not wired yet: nothing calls Resolve today, so a stored secret reaches
-// no environment until the environment builder and setup scripts (issue
-// 13) use it. Resolve gives that builder the KEY=VALUE lists of a session:
+// no box. Its setup list is what environment.Request.Env (the setup
+// script's environment) takes; whoever builds environments and starts
+// sessions is to call it. Resolve gives the KEY=VALUE lists of a session:
 // everything for setup scripts, and the secrets marked Session for the
 // session's own environment. A user secret overrides a repository secret
 // of the same name (the person's value wins, flag included). A Redactor
