@@ -293,3 +293,35 @@ func (c *Client) ListTokens(ctx context.Context) ([]*wire.Token, error) {
 func (c *Client) DeleteToken(ctx context.Context, id string) error {
 	return c.request(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil, nil)
 }
+
+// PutSecret sets the secret name of scope ("repo:owner/name", admin
+// tokens; "user:me", the caller's own) to value; session also gives it to
+// sessions' environments. The value is never returned, by this or any call.
+func (c *Client) PutSecret(ctx context.Context, scope, name, value string, session bool) (*wire.Secret, error) {
+	var x wire.Secret
+	return &x, c.request(ctx, http.MethodPut, secretPath(scope, name), nil, wire.SecretRequest{Value: value, Session: session}, &x)
+}
+
+// ListSecrets lists secrets (without values): an admin's, all; a user's,
+// its own. Scopes, when given, narrow the list.
+func (c *Client) ListSecrets(ctx context.Context, scopes ...string) ([]*wire.Secret, error) {
+	q := url.Values{}
+	for _, s := range scopes {
+		q.Add("scope", s)
+	}
+	var l wire.SecretList
+	if err := c.request(ctx, http.MethodGet, "/v1/secrets", q, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Secrets, nil
+}
+
+// DeleteSecret deletes the secret name of scope.
+func (c *Client) DeleteSecret(ctx context.Context, scope, name string) error {
+	return c.request(ctx, http.MethodDelete, secretPath(scope, name), nil, nil, nil)
+}
+
+// secretPath is a secret's path, the / of a repository scope escaped.
+func secretPath(scope, name string) string {
+	return "/v1/secrets/" + url.PathEscape(scope) + "/" + url.PathEscape(name)
+}

@@ -31,6 +31,10 @@
 //	POST   /v1/tokens                    admin, TokenRequest → 201 TokenCreated (the secret, once)
 //	GET    /v1/tokens                    admin → TokenList
 //	DELETE /v1/tokens/{id}               admin → 204
+//	PUT    /v1/secrets/{scope}/{name}    SecretRequest → 200 Secret (never the value; scope
+//	                                     repo:owner%2Fname, admin only, or user:me)
+//	GET    /v1/secrets                   ?scope=S → SecretList (an admin's: all; a user's: its own)
+//	DELETE /v1/secrets/{scope}/{name}    → 204
 //
 // # Auth
 //
@@ -38,7 +42,9 @@
 // store as the SHA-256 of their secret only (store.Token); the request's
 // owner is the token's id. A token sees only the sessions it created (to
 // anyone else they do not exist: 404, never 403, so ids cannot be probed);
-// an admin token sees all of them and manages tokens and locks.
+// an admin token sees all of them and manages tokens and locks. Secrets
+// (secrets.go): a user token manages its own (user:me), only an admin a
+// repository's or another token's; a value goes in and never comes out.
 //
 // # Errors
 //

@@ -37,6 +37,11 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
 		{http.MethodDelete, "/v1/tokens/{id}", admin, s.deleteToken},
 
+		// Who may use which scope: secrets.go.
+		{http.MethodPut, "/v1/secrets/{scope}/{name}", user, s.putSecret},
+		{http.MethodGet, "/v1/secrets", user, s.listSecrets},
+		{http.MethodDelete, "/v1/secrets/{scope}/{name}", user, s.deleteSecret},
+
 		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
 	}
 }

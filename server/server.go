@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -59,6 +60,10 @@ type Config struct {
 	Store Records
 	// Logger gets one line per failed request (default: discard).
 	Logger *slog.Logger
+	// Secrets keeps the secrets of /v1/secrets, sealed with SecretKey
+	// (package secrets); without both, those routes answer 404.
+	Secrets   store.Secrets
+	SecretKey *secrets.Key
 	// GitHubWebhook receives POST /v1/github/webhook (package ghbot's
 	// Hooks); nil answers 404.
 	GitHubWebhook http.Handler
@@ -119,7 +124,11 @@ func New(cfg Config) (*Server, error) {
 		s.mux.Handle(p, s.dispatch(byPath[p]))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s: the API is described at /openapi.json", r.Method, r.URL.Path)))
+		hint := "the API is described at /openapi.json"
+		if strings.HasPrefix(r.URL.Path, "/v1/secrets/") {
+			hint = "a secret is /v1/secrets/{scope}/{name}, with the / of a repository scope sent as %2F: /v1/secrets/repo:owner%2Fname/NAME"
+		}
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s: %s", r.Method, clip(r.URL.Path, 200), hint)))
 	})
 	return s, nil
 }

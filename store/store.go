@@ -1,5 +1,6 @@
 // Package store is where Harvest keeps what must survive a restart:
-// sessions, their messages, their events, locks and API tokens.
+// sessions, their messages, their events, locks, API tokens, webhook
+// deliveries and (sealed) secrets.
 //
 // Store is the contract; store/sqlite implements it (the default: one file,
 // nothing to run), and a PostgreSQL store will implement the same interface
@@ -258,6 +259,41 @@ type Token struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// Secret is a value kept for sessions' environments (package secrets
+// seals and opens it; the store sees only its ciphertext).
+type Secret struct {
+	// Scope is whose it is: "repo:owner/name" (lower case) or
+	// "user:<token id>".
+	Scope string `json:"scope"`
+	// Name is the environment variable it becomes.
+	Name string `json:"name"`
+	// Ciphertext is the sealed value; KeyID names the key that sealed it.
+	Ciphertext []byte `json:"-"`
+	KeyID      string `json:"key_id"`
+	// Session: also given to the sessions' environments (not only to
+	// setup scripts).
+	Session bool `json:"session"`
+	// SetBy is the id of the API token that last set it.
+	SetBy     string    `json:"set_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Secrets is the part of a Store package secrets uses.
+type Secrets interface {
+	// PutSecret stores s (Scope, Name, Ciphertext and KeyID not empty),
+	// replacing the secret of the same scope and name, whose CreatedAt it
+	// keeps; a zero UpdatedAt is now. s is updated to what was stored.
+	PutSecret(ctx context.Context, s *Secret) error
+	// GetSecret reads one secret, or ErrNotFound.
+	GetSecret(ctx context.Context, scope, name string) (*Secret, error)
+	// ListSecrets lists the secrets of the given scopes (every secret when
+	// none is given), by scope then name.
+	ListSecrets(ctx context.Context, scopes ...string) ([]*Secret, error)
+	// DeleteSecret removes one secret, or fails with ErrNotFound.
+	DeleteSecret(ctx context.Context, scope, name string) error
+}
+
 // Delivery states.
 const (
 	DeliveryPending = "pending" // stored, not yet processed
@@ -376,10 +412,11 @@ type Locker interface {
 }
 
 var (
-	_ EventStore = Store(nil)
-	_ Locker     = Store(nil)
+	_ EventStore   = Store(nil)
+	_ Locker       = Store(nil)
 	_ Deliveries   = Store(nil)
 	_ Environments = Store(nil)
+	_ Secrets      = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -439,10 +476,13 @@ type Store interface {
 	// TokenByHash finds a token by the SHA-256 of its secret.
 	TokenByHash(ctx context.Context, hash []byte) (*Token, error)
 	ListTokens(ctx context.Context) ([]*Token, error)
+	// DeleteToken removes the token and the secrets of its user scope
+	// ("user:" + id), in one transaction.
 	DeleteToken(ctx context.Context, id string) error
 
 	Deliveries
 	Environments
+	Secrets
 
 	Close() error
 }

@@ -68,8 +68,9 @@ func newServeCmd() *cobra.Command {
 clients and restarts, each a conversation with an agent in its own sandbox.
 
 State lives in the data directory (--data, else $HARVEST_HOME, else
-~/.harvest): harvest.db (SQLite: sessions, messages, events, tokens) and
-workspaces/. On first start an admin token is written to DATA/admin-token
+~/.harvest): harvest.db (SQLite: sessions, messages, events, tokens,
+secrets), secret.key (the key the secrets are encrypted with: made on first
+start, mode 0600; the server refuses a key others may read) and workspaces/. On first start an admin token is written to DATA/admin-token
 (mode 0600); the session commands read it from there, or take $HARVEST_TOKEN.
 Make tokens for others with: harvest token create NAME.
 
@@ -208,6 +209,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		fmt.Fprintf(stderr, "harvest: the admin token is in %s\n", tokenPath)
 	}
 
+	secretKey, err := openSecretKey(cmd.Context(), st, data, stderr)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+
 	j := journal.New(st, journal.Options{Logger: logger})
 	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
 	mgr, err := session.NewManager(session.Config{
@@ -290,7 +296,8 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook})
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
+		Secrets: st, SecretKey: secretKey})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

@@ -47,6 +47,13 @@ var rules = []rule{
 		allow: []string{module + "/wire", module + "/event"},
 	},
 	{
+		// Secrets: the key, sealing and Resolve over the store's contract.
+		// The session layer will call it, so it reaches nothing above the
+		// store (and no SQLite: the caller passes its store).
+		pkg:   module + "/secrets",
+		allow: []string{module + "/secrets", module + "/store", module + "/wire", module + "/event"},
+	},
+	{
 		// The agent contract: no agent, no backend, no model SDK.
 		pkg: module + "/agent",
 		forbidden: []string{

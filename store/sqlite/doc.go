@@ -21,6 +21,10 @@
 //	                               payload as JSON, decoded back with event.Decode)
 //	locks     (key PK)             holder, expires
 //	tokens    (id PK)              name, hash UNIQUE (SHA-256 only), admin
+//	deliveries (id PK)             webhook deliveries; pending ones indexed
+//	secrets   (scope, name) PK     ciphertext (package secrets seals it; no value
+//	                               in clear), key_id, session, set_by; DeleteToken
+//	                               deletes the token's user:ID secrets with it
 //
 // events is the big, hot table: it is WITHOUT ROWID, clustered on (sid,
 // seq), where sid is the session's integer rowid, so an append touches one

@@ -148,6 +148,19 @@ CREATE TABLE environments (
 CREATE INDEX environments_repo ON environments (repo, backend, created_at);
 ALTER TABLE sessions ADD COLUMN environment TEXT NOT NULL DEFAULT ''; -- the store.Environment it started from
 `},
+	{"secrets", `
+CREATE TABLE secrets (
+	scope      TEXT NOT NULL,               -- repo:owner/name (lower case) | user:<token id>
+	name       TEXT NOT NULL,               -- an environment variable's name
+	ciphertext BLOB NOT NULL,               -- package secrets: version, nonce, AES-256-GCM sealed value
+	key_id     TEXT NOT NULL,               -- the key that sealed it
+	session    INTEGER NOT NULL DEFAULT 0,  -- also in sessions' environments
+	set_by     TEXT NOT NULL DEFAULT '',    -- the API token that last set it
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (scope, name)
+) STRICT, WITHOUT ROWID;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

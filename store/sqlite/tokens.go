@@ -83,7 +83,8 @@ func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
 	return out, nil
 }
 
-// DeleteToken removes the token id, or fails with ErrNotFound.
+// DeleteToken removes the token id and its user secrets, or fails with
+// ErrNotFound.
 func (s *Store) DeleteToken(ctx context.Context, id string) error {
 	return s.write(ctx, "sqlite: delete token "+id, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE id = ?`, id)
@@ -92,6 +93,9 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("token %s: %w", id, store.ErrNotFound)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE scope = ?`, "user:"+id); err != nil {
+			return fmt.Errorf("sqlite: delete token %s: its secrets: %w", id, err)
 		}
 		return nil
 	})

@@ -43,5 +43,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, open) })
 	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open) })
 	t.Run("Environments", func(t *testing.T) { testEnvironments(t, open) })
+	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open) })
 }

@@ -9,6 +9,7 @@ package apitest
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -41,6 +43,9 @@ type API struct {
 	Transport *http.Transport
 	SmallBufs atomic.Bool
 
+	// SecretKey seals the server's secrets (kept in Store).
+	SecretKey *secrets.Key
+
 	// SimHits gets a value per model request, with WithSimHits.
 	SimHits chan struct{}
 
@@ -57,12 +62,13 @@ type config struct {
 	rcvBuf    int
 	simHits   bool
 	stack     []stacktest.Option
+	logger    *slog.Logger
 }
 
 // Option changes what New builds.
 type Option func(*config)
 
-// WithJournal gives the journal opts (its Logger is the stack's).
+// WithJournal gives the journal opts (its Logger defaults to WithLogger's, else the stack's).
 func WithJournal(opts journal.Options) Option { return func(c *config) { c.journal = opts } }
 
 // WithKeepAlive sets the server's SSE keep-alive interval.
@@ -74,6 +80,10 @@ func WithSendBuffer(n int) Option { return func(c *config) { c.sndBuf = n } }
 // WithReceiveBuffer sets the clients' socket receive buffer (0: the
 // system's).
 func WithReceiveBuffer(n int) Option { return func(c *config) { c.rcvBuf = n } }
+
+// WithLogger gives the journal, the Manager and the server logger
+// (default: the stack's).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithSimHits makes SimHits count the model requests.
 func WithSimHits(c *config) { c.simHits = true }
@@ -120,7 +130,15 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	a.Stack = stacktest.New(t, script, cfg.stack...)
 	t.Cleanup(func() { a.statuses.check(t) })
 
+	logger := cfg.logger
+	if logger == nil {
+		logger = a.Logger()
+	}
+	if cfg.journal.Logger == nil {
+		cfg.journal.Logger = logger
+	}
 	a.Store, a.Journal = a.Open(cfg.journal)
+	a.SecretKey = secrets.GenerateKey()
 	var err error
 	a.Manager, err = session.NewManager(session.Config{
 		Store: a.Store, Journal: a.Journal,
@@ -129,7 +147,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 		Sources:      a.Sources,
 		Models:       a.Models(),
 		DefaultModel: stacktest.Model,
-		Logger:       a.Logger(),
+		Logger:       logger,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +157,8 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	if err := a.Manager.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: a.Logger(), KeepAlive: cfg.keepAlive})
+	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
+		Secrets: a.Store, SecretKey: a.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
