@@ -136,6 +136,11 @@ func (b *Builder) Latest(ctx context.Context, repo, backend string) (*store.Envi
 	return es[0], nil
 }
 
+// List lists environments, newest first.
+func (b *Builder) List(ctx context.Context, f store.EnvironmentFilter) ([]*store.Environment, error) {
+	return b.cfg.Store.ListEnvironments(ctx, f)
+}
+
 // Get reads an environment.
 func (b *Builder) Get(ctx context.Context, id string) (*store.Environment, error) {
 	return b.cfg.Store.GetEnvironment(ctx, id)
@@ -153,23 +158,55 @@ func (b *Builder) Workspace(e *store.Environment) string {
 func (b *Builder) LogPath(id string) string { return filepath.Join(b.cfg.Dir, id, "build.log") }
 
 // Build builds the environment req asks for, or returns the ready one
-// with the same fingerprint (unless Force). One build runs at a time per
-// repository and backend; a second waits for the first. A failed build
-// is stored as failed, with its log, and returned with an error.
+// with the same fingerprint (unless Force): Begin, then Run. A failed
+// build is stored as failed, with its log, and returned with an error.
 func (b *Builder) Build(ctx context.Context, req Request) (*store.Environment, error) {
+	p, err := b.Begin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if p.Existing {
+		return p.Env, nil
+	}
+	return p.Run(ctx)
+}
+
+// Pending is a build begun: its checkout made and its plan read, its
+// environment stored as building (or, Existing, the ready one it matches).
+type Pending struct {
+	Env *store.Environment
+	// Existing: Env is a ready environment with the same fingerprint;
+	// there is nothing to run.
+	Existing bool
+
+	b      *Builder
+	req    Request
+	plan   Plan
+	dir    string
+	ws     string
+	unlock func()
+}
+
+// Begin makes the checkout, reads its plan and stores the environment as
+// building (quick: no setup runs), holding the repository's build lock
+// until Run ends; or finds the ready one with the same fingerprint. One
+// build runs at a time per repository and backend: a second Begin waits
+// for the first Run.
+func (b *Builder) Begin(ctx context.Context, req Request) (*Pending, error) {
 	if req.Repo == "" || req.Name == "" || req.Backend == "" || req.Checkout == nil {
 		return nil, errors.New("environment: a build needs the repository, its name, a backend and a checkout")
 	}
-	defer b.lock(req.Repo + "\x00" + req.Backend)()
+	unlock := b.lock(req.Repo + "\x00" + req.Backend)
 	id := newID()
 	dir := filepath.Join(b.cfg.Dir, id)
 	ws := filepath.Join(dir, "workspace", req.Name)
-	if err := os.MkdirAll(filepath.Dir(ws), 0o711); err != nil {
+	fail := func(err error) (*Pending, error) {
+		os.RemoveAll(dir)
+		unlock()
 		return nil, err
 	}
-	fail := func(err error) (*store.Environment, error) {
-		os.RemoveAll(dir)
-		return nil, err
+	if err := os.MkdirAll(filepath.Dir(ws), 0o711); err != nil {
+		return fail(err)
 	}
 	commit, err := req.Checkout(ctx, ws)
 	if err != nil {
@@ -188,7 +225,8 @@ func (b *Builder) Build(ctx context.Context, req Request) (*store.Environment, e
 		for _, e := range ready {
 			if e.Fingerprint == fp {
 				os.RemoveAll(dir)
-				return e, nil
+				unlock()
+				return &Pending{Env: e, Existing: true}, nil
 			}
 		}
 	}
@@ -197,6 +235,17 @@ func (b *Builder) Build(ctx context.Context, req Request) (*store.Environment, e
 	if err := b.cfg.Store.CreateEnvironment(ctx, env); err != nil {
 		return fail(err)
 	}
+	return &Pending{Env: env, b: b, req: req, plan: plan, dir: dir, ws: ws, unlock: unlock}, nil
+}
+
+// Run runs the setup of a begun build and records how it ended.
+func (p *Pending) Run(ctx context.Context) (*store.Environment, error) {
+	if p.Existing {
+		return p.Env, nil
+	}
+	defer p.unlock()
+	b, env, req, plan, dir, ws := p.b, p.Env, p.req, p.plan, p.dir, p.ws
+	id := env.ID
 	logf, err := os.OpenFile(b.LogPath(id), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return b.finish(env, fmt.Errorf("creating the build log: %w", err))
@@ -210,7 +259,7 @@ func (b *Builder) Build(ctx context.Context, req Request) (*store.Environment, e
 	case plan.Setup == "":
 		fmt.Fprintf(out, "harvest: %s has no %s and nothing Harvest knows how to set up: the environment is its checkout\n", req.Repo, SetupScript)
 	default:
-		fmt.Fprintf(out, "harvest: building %s for %s at %s: %s\n", id, req.Repo, shortSHA(commit), strings.Join(plan.Detected, "; "))
+		fmt.Fprintf(out, "harvest: building %s for %s at %s: %s\n", id, req.Repo, shortSHA(env.Commit), strings.Join(plan.Detected, "; "))
 		if err := b.setup(ctx, env, dir, ws, plan, req, out); err != nil {
 			fmt.Fprintf(out, "harvest: the setup failed: %v\n", err)
 			return b.finish(env, err)

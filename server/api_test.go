@@ -107,6 +107,9 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 		if strings.HasPrefix(op.path, "/v1/tokens/") {
 			path = strings.ReplaceAll(op.path, "{id}", e.BobID)
 		}
+		if strings.HasPrefix(op.path, "/v1/environments/") {
+			path = strings.ReplaceAll(op.path, "{id}", "env-0000000000000000")
+		}
 		name := op.method + " " + op.path
 		tok := bearer(e.Alice)
 		if op.admin {
@@ -148,6 +151,9 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			unknown := "s-aaaaaaaaaaaaaaaa"
 			if strings.HasPrefix(op.path, "/v1/tokens/") {
 				unknown = "tok-000000000000"
+			}
+			if strings.HasPrefix(op.path, "/v1/environments/") {
+				unknown = "env-0000000000000000"
 			}
 			var ct string
 			var body []byte

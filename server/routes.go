@@ -42,6 +42,11 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/secrets", user, s.listSecrets},
 		{http.MethodDelete, "/v1/secrets/{scope}/{name}", user, s.deleteSecret},
 
+		{http.MethodPost, "/v1/environments", user, s.prepareEnvironment},
+		{http.MethodGet, "/v1/environments", user, s.listEnvironments},
+		{http.MethodGet, "/v1/environments/{id}", user, s.getEnvironment},
+		{http.MethodGet, "/v1/environments/{id}/log", user, s.environmentLog},
+
 		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
 	}
 }

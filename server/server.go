@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path"
@@ -32,6 +33,10 @@ type Sessions interface {
 	Subscribe(ctx context.Context, owner, id string, after int64) (*journal.Subscription, error)
 	Unlock(ctx context.Context, id string) error
 	Draining() bool
+	Prepare(ctx context.Context, req session.PrepareRequest) (*store.Environment, error)
+	ListEnvironments(ctx context.Context, f store.EnvironmentFilter) ([]*store.Environment, error)
+	GetEnvironment(ctx context.Context, id string) (*store.Environment, error)
+	EnvironmentLog(ctx context.Context, id string, follow bool, w io.Writer) error
 }
 
 // Records is what the server reads and writes in the store itself: API
@@ -223,7 +228,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 	}
 	if strings.Contains(rt.path, "{id}") {
 		id := r.PathValue("id")
-		if strings.HasPrefix(rt.path, "/v1/tokens/") {
+		if strings.HasPrefix(rt.path, "/v1/environments/") {
+			if !envIDPattern.MatchString(id) {
+				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not an environment id: environment ids look like env-0123456789abcdef (see GET /v1/environments)", clip(id, 80)))
+			}
+		} else if strings.HasPrefix(rt.path, "/v1/tokens/") {
 			if !validTokenID(id) {
 				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a token id: token ids look like tok-0123456789ab (see GET /v1/tokens)", clip(id, 80)))
 			}

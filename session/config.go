@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +75,10 @@ type Config struct {
 	// environment (package environment): warm caches and installed
 	// dependencies. Nil: every session starts cold.
 	Environments Environments
+	// SetupSecrets returns a GitHub repository's ("owner/name") setup
+	// secrets, KEY=VALUE, for its environment's build (package secrets).
+	// Nil: none.
+	SetupSecrets func(ctx context.Context, repo string) ([]string, error)
 	// Forge serves repositories named "owner/name" (GitHub's; package
 	// ghbot) and publishes sessions' work there. Nil: such repositories
 	// are refused.

@@ -34,6 +34,7 @@ type Manager struct {
 	base    context.Context
 	stopAll context.CancelCauseFunc
 	wg      sync.WaitGroup // runners
+	builds  sync.WaitGroup // environment builds (Prepare)
 
 	gates gates // per-session: Send reads, Delete writes
 	keys  gates // per (session, sender, idempotency key): one keyed Send at a time
@@ -250,6 +251,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()
+		m.builds.Wait()
 		close(done)
 	}()
 	select {

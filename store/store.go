@@ -112,6 +112,7 @@ type (
 	Limits      = wire.Limits
 	TerminalCLI = wire.TerminalCLI
 	GitHubLink  = wire.GitHubLink
+	Environment = wire.Environment
 )
 
 // Session is a conversation with an agent on one or more repos.
@@ -338,41 +339,13 @@ type Deliveries interface {
 	PruneDeliveries(ctx context.Context, before time.Time) (int, error)
 }
 
-// Environment states.
+// Environment states (wire's).
 const (
-	EnvBuilding = "building"
-	EnvReady    = "ready"
-	EnvFailed   = "failed"
-	EnvRemoved  = "removed" // collected: its files are gone
+	EnvBuilding = wire.EnvBuilding
+	EnvReady    = wire.EnvReady
+	EnvFailed   = wire.EnvFailed
+	EnvRemoved  = wire.EnvRemoved
 )
-
-// Environment is a repository's prepared environment: its checkout at a
-// commit after its setup ran, with HOME and its caches, captured for one
-// sandbox backend (package environment).
-type Environment struct {
-	ID string `json:"id"`
-	// Repo names the repository ("github:owner/name", or the resolved
-	// source of another); Name is its workspace name.
-	Repo string `json:"repo"`
-	Name string `json:"name"`
-	// Ref is the branch it follows; Commit the one it was built at.
-	Ref    string `json:"ref,omitempty"`
-	Commit string `json:"commit,omitempty"`
-	// Fingerprint is what decides a rebuild (repository, commit, scripts,
-	// base image, backend, Harvest version).
-	Fingerprint string `json:"fingerprint"`
-	Backend     string `json:"backend"`
-	State       string `json:"state"`
-	// Detected says what setup ran when the repository has no
-	// .harvest/setup.sh.
-	Detected []string `json:"detected,omitempty"`
-	// Error says why a failed build failed.
-	Error     string    `json:"error,omitempty"`
-	SizeBytes int64     `json:"size_bytes,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	// BuiltAt is when it became ready (or failed).
-	BuiltAt time.Time `json:"built_at,omitzero"`
-}
 
 // EnvironmentFilter selects environments; zero fields match all.
 type EnvironmentFilter struct {

@@ -184,3 +184,55 @@ type Message struct {
 	CreatedAt   time.Time `json:"created_at"`
 	DeliveredAt time.Time `json:"delivered_at,omitzero"`
 }
+
+// Environment states.
+const (
+	EnvBuilding = "building"
+	EnvReady    = "ready"
+	EnvFailed   = "failed"
+	EnvRemoved  = "removed" // collected: its files are gone
+)
+
+// Environment is a repository's prepared environment: its checkout at a
+// commit after its setup ran, with HOME and its caches, captured for one
+// sandbox backend (package environment).
+type Environment struct {
+	ID string `json:"id"`
+	// Repo names the repository ("github:owner/name", or the resolved
+	// source of another); Name is its workspace name.
+	Repo string `json:"repo"`
+	Name string `json:"name"`
+	// Ref is the branch it follows; Commit the one it was built at.
+	Ref    string `json:"ref,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	// Fingerprint is what decides a rebuild (repository, commit, scripts,
+	// base image, backend, Harvest version).
+	Fingerprint string `json:"fingerprint"`
+	Backend     string `json:"backend"`
+	State       string `json:"state"`
+	// Detected says what setup ran when the repository has no
+	// .harvest/setup.sh.
+	Detected []string `json:"detected,omitempty"`
+	// Error says why a failed build failed.
+	Error     string    `json:"error,omitempty"`
+	SizeBytes int64     `json:"size_bytes,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// BuiltAt is when it became ready (or failed).
+	BuiltAt time.Time `json:"built_at,omitzero"`
+}
+
+// PrepareRequest is the body of POST /v1/environments.
+type PrepareRequest struct {
+	// Repo is the repository, as in a session's repos[]: a source or
+	// GitHub's owner/name, with an optional ref and name.
+	Repo RepoSpec `json:"repo"`
+	// Backend it is for (default: the server's).
+	Backend string `json:"backend,omitempty"`
+	// Force builds even when the ready one has the same fingerprint.
+	Force bool `json:"force,omitempty"`
+}
+
+// EnvironmentList is the body of GET /v1/environments.
+type EnvironmentList struct {
+	Environments []*Environment `json:"environments"`
+}

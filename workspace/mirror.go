@@ -317,3 +317,47 @@ func checkRefName(r string) error {
 	}
 	return nil
 }
+
+// ReadHead reads the commit a checkout Harvest made is at, from its .git
+// files (HEAD, a loose ref or packed-refs), without running git: "" when
+// it is not a git repository or the commit cannot be told.
+func ReadHead(dir string) string {
+	gitDir := filepath.Join(dir, ".git")
+	b, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
+	if err != nil {
+		return ""
+	}
+	head := strings.TrimSpace(string(b))
+	ref, ok := strings.CutPrefix(head, "ref: ")
+	if !ok {
+		return validSHA(head)
+	}
+	if !refNamePattern.MatchString(ref) || strings.Contains(ref, "..") {
+		return ""
+	}
+	if b, err := os.ReadFile(filepath.Join(gitDir, ref)); err == nil {
+		return validSHA(strings.TrimSpace(string(b)))
+	}
+	packed, err := os.ReadFile(filepath.Join(gitDir, "packed-refs"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(packed), "\n") {
+		if sha, name, ok := strings.Cut(line, " "); ok && name == ref {
+			return validSHA(sha)
+		}
+	}
+	return ""
+}
+
+func validSHA(s string) string {
+	if len(s) != 40 && len(s) != 64 {
+		return ""
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return s
+}

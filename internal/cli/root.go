@@ -93,7 +93,7 @@ Start here:
 	root.AddCommand(newRunCmd(), newSandboxCmd(), newDoctorCmd(), newVersionCmd())
 	root.AddCommand(newAgentCmds()...)
 	root.AddCommand(newSimCmd())
-	root.AddCommand(newServeCmd(), newSessionCmd(), newTokenCmd(), newSecretCmd())
+	root.AddCommand(newServeCmd(), newSessionCmd(), newTokenCmd(), newSecretCmd(), newPrepareCmd())
 	return root
 }
 

@@ -20,12 +20,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-dev/harvest/egress"
+	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/sim"
@@ -216,7 +218,19 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 
 	j := journal.New(st, journal.Options{Logger: logger})
 	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
+	builder, err := environment.NewBuilder(environment.Config{
+		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
+	})
+	if err != nil {
+		j.Close(context.Background())
+		return exitCode(exitHarvestError, err)
+	}
 	mgr, err := session.NewManager(session.Config{
+		Environments: builder,
+		SetupSecrets: func(ctx context.Context, repo string) ([]string, error) {
+			setup, _, err := secrets.Resolve(ctx, st, secretKey, repo, "")
+			return setup, err
+		},
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
