@@ -149,10 +149,10 @@ func (b *Builder) Get(ctx context.Context, id string) (*store.Environment, error
 // Home is an environment's HOME layer (sandbox.Spec.HomeLayer).
 func (b *Builder) Home(id string) string { return filepath.Join(b.cfg.Dir, id, "home") }
 
-// Workspace is an environment's prepared checkout of its repository.
-func (b *Builder) Workspace(e *store.Environment) string {
-	return filepath.Join(b.cfg.Dir, e.ID, "workspace", e.Name)
-}
+// Artifacts is the tar of what an environment's setup left in its
+// checkout beyond the repository's files ("" path exists only when the
+// setup ran).
+func (b *Builder) Artifacts(id string) string { return filepath.Join(b.cfg.Dir, id, "artifacts.tar") }
 
 // LogPath is an environment's build log.
 func (b *Builder) LogPath(id string) string { return filepath.Join(b.cfg.Dir, id, "build.log") }
@@ -265,6 +265,9 @@ func (p *Pending) Run(ctx context.Context) (*store.Environment, error) {
 			return b.finish(env, err)
 		}
 	}
+	// The checkout itself is not kept: sessions make their own and get the
+	// setup's files from the tar.
+	os.RemoveAll(filepath.Join(dir, "workspace"))
 	os.RemoveAll(filepath.Join(dir, "tmp"))
 	os.RemoveAll(sandbox.HomeLayerWork(sandbox.Spec{DiskDir: dir}))
 	env.SizeBytes = duBytes(dir)
@@ -325,8 +328,30 @@ func (b *Builder) setup(ctx context.Context, env *store.Environment, dir, ws str
 	if !st.Success() {
 		return fmt.Errorf("the setup %s; its last lines:\n%s", st, tail.String())
 	}
-	return nil
+	// What the setup left beyond the repository's files (untracked or
+	// ignored: installed dependencies), as a tar made in the box, for the
+	// sessions' fresh checkouts.
+	var errb bytes.Buffer
+	st, err = box.Run(sctx, &sandbox.Cmd{
+		Args: []string{"sh", "-c", `{ if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z --others; fi; } | tar --null -T - -cf /tmp/` + artifactsName},
+		Dir:  box.WorkspacePath(req.Name), Stderr: &errb, OutputLimit: 64 << 10, Timeout: b.cfg.SetupTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
+		return fmt.Errorf("collecting the setup's files (%s): %s", st, strings.TrimSpace(errb.String()))
+	}
+	tarPath := filepath.Join(dir, "tmp", artifactsName)
+	fi, err := os.Lstat(tarPath)
+	if err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("the setup's files: %s is not a file the box made: %v", artifactsName, err)
+	}
+	return os.Rename(tarPath, b.Artifacts(env.ID))
 }
+
+// artifactsName is the tar of the files a setup left in the checkout.
+const artifactsName = "harvest-artifacts.tar"
 
 // finish records the end of a build.
 func (b *Builder) finish(env *store.Environment, berr error) (*store.Environment, error) {

@@ -1,6 +1,8 @@
 package environment_test
 
 import (
+	"archive/tar"
+	"io"
 	"bytes"
 	"context"
 	"os"
@@ -97,8 +99,8 @@ func TestBuildSetupScript(t *testing.T) {
 	if c, err := os.ReadFile(filepath.Join(b.Home(e.ID), ".cache/tool/cache")); err != nil || string(c) != "warm\n" {
 		t.Fatalf("HOME cache: %q, %v", c, err)
 	}
-	if c, err := os.ReadFile(filepath.Join(b.Workspace(e), "deps/lib.txt")); err != nil || string(c) != "installed\n" {
-		t.Fatalf("the checkout's installed deps: %q, %v", c, err)
+	if c := tarFile(t, b.Artifacts(e.ID), "deps/lib.txt"); c != "installed\n" {
+		t.Fatalf("the checkout's installed deps in the artifacts: %q", c)
 	}
 	// The build log on disk has the output too, the secret only because
 	// the script echoed it.
@@ -173,5 +175,26 @@ func TestDetect(t *testing.T) {
 	os.Symlink("/etc/shadow", filepath.Join(dir, environment.SetupScript))
 	if _, err := environment.Detect(dir); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("a symlinked setup.sh: %v", err)
+	}
+}
+
+// tarFile is a file's content in a tar ("" when absent).
+func tarFile(t *testing.T, path, name string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return ""
+		}
+		if h.Name == name {
+			b, _ := io.ReadAll(tr)
+			return string(b)
+		}
 	}
 }

@@ -3,12 +3,19 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Environments finds repositories' prepared environments (package
@@ -25,14 +32,16 @@ type Environments interface {
 	// none).
 	Latest(ctx context.Context, repo, backend string) (*store.Environment, error)
 	Get(ctx context.Context, id string) (*store.Environment, error)
-	// Home and Workspace are where an environment's HOME and checkout are.
+	// Home is an environment's HOME; Artifacts the tar of what its setup
+	// left in the checkout (a file its setup's box made: only ever copied
+	// by the host, unpacked in a box).
 	Home(id string) string
-	Workspace(e *store.Environment) string
+	Artifacts(id string) string
 }
 
-// EnvMount is where a box sees its environment's checkout, read-only:
-// EnvMount/NAME.
-const EnvMount = "/opt/harvest-env"
+// envTar is where a fresh checkout gets its environment's artifacts, to be
+// unpacked in the box (inside .git: never part of the repository).
+const envTar = ".git/harvest-env.tar"
 
 // RepoKey names a session's repository for environments: "github:owner/name"
 // for a GitHub repository, else what its source resolved to.
@@ -60,42 +69,71 @@ func (m *Manager) chooseEnvironment(ctx context.Context, s *store.Session) strin
 	return e.ID
 }
 
-// environment adds the session's environment to its box's spec: its HOME
-// layer (on a box with a disk) and its checkout, read-only.
-func (r *runner) environment(spec *sandbox.Spec) (*store.Environment, error) {
+// environment adds the session's environment to its box's spec (its HOME
+// layer, on a box with a disk) and puts its artifacts into the first
+// repository's fresh checkout (a copy of a file: nothing of it runs on the
+// host); it returns whether the box must unpack them.
+func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool, error) {
 	envs := r.d.cfg.Environments
 	if r.s.Environment == "" || envs == nil || len(r.s.Repos) == 0 {
-		return nil, nil
+		return false, nil
 	}
 	e, err := envs.Get(r.ctx, r.s.Environment)
 	if err != nil {
-		return nil, fmt.Errorf("the session's environment %s: %w", r.s.Environment, err)
+		return false, fmt.Errorf("the session's environment %s: %w", r.s.Environment, err)
 	}
 	if e.State != store.EnvReady {
-		return nil, fatal(fmt.Errorf("the session's environment %s is %s: start a new session", e.ID, e.State))
+		return false, fatal(fmt.Errorf("the session's environment %s is %s: start a new session", e.ID, e.State))
 	}
 	if spec.DiskDir != "" {
 		spec.HomeLayer = envs.Home(e.ID)
 	}
-	spec.Mounts = append(spec.Mounts, sandbox.Mount{HostPath: envs.Workspace(e), BoxPath: EnvMount + "/" + r.s.Repos[0].Name})
-	return e, nil
+	repo := r.s.Repos[0]
+	if _, ok := fresh[repo.Name]; !ok {
+		return false, nil
+	}
+	src, err := os.Open(envs.Artifacts(e.ID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // no setup ran: nothing beyond the checkout
+	}
+	if err != nil {
+		return false, err
+	}
+	defer src.Close()
+	if _, err := os.Stat(filepath.Join(repo.Path, ".git")); err != nil {
+		return false, nil // not a git checkout: its environment's files do not apply
+	}
+	dst, err := os.OpenFile(filepath.Join(repo.Path, envTar), os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return false, err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		_, owner := boxUser()
+		if owner != (workspace.Owner{}) {
+			err = os.Chown(filepath.Join(repo.Path, envTar), owner.UID, owner.GID)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("giving %s its environment's files: %s", repo.Name, r.d.host.hideDataDir(err.Error()))
+	}
+	return true, nil
 }
 
-// fromEnvironment copies, in the box, what the environment's setup left
-// in its checkout beyond the repository's files (untracked or ignored:
-// installed dependencies) into the session's fresh checkout.
+// fromEnvironment unpacks the environment's artifacts into the fresh
+// checkout, in the box.
 func (r *runner) fromEnvironment(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo) error {
-	src := EnvMount + "/" + repo.Name
-	script := `cd "$1" || exit 1
-if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z --others; fi | tar --null -T - -cf - | tar -C "$2" -xf -`
 	var errb bytes.Buffer
-	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script, "sh", src, sb.WorkspacePath(repo.Name)},
-		Stderr: &errb, OutputLimit: 64 << 10, Timeout: 10 * time.Minute})
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", `tar -xf "$1" && rm -f "$1"`, "sh", envTar},
+		Dir: sb.WorkspacePath(repo.Name), Stderr: &errb, OutputLimit: 64 << 10, Timeout: 10 * time.Minute})
 	if err != nil {
 		return err
 	}
 	if !st.Success() {
-		return fatal(fmt.Errorf("copying the prepared environment's files into %s (%s): %s", repo.Name, st, strings.TrimSpace(errb.String())))
+		return fatal(fmt.Errorf("unpacking the prepared environment's files into %s (%s): %s", repo.Name, st, strings.TrimSpace(errb.String())))
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		}
 		spec.Mounts = append(spec.Mounts, sandbox.Mount{HostPath: runs, BoxPath: RunsMount})
 	}
-	env, err := r.environment(&spec)
+	unpack, err := r.environment(&spec, fresh)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,7 +103,7 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		r.discard(sb, nil)
 		return nil, nil, err
 	}
-	if _, ok := fresh[s.Repos[0].Name]; ok && env != nil {
+	if unpack {
 		if err := r.fromEnvironment(ctx, sb, s.Repos[0]); err != nil {
 			r.discard(sb, nil)
 			return nil, nil, err

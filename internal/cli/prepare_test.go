@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/wire"
+)
+
+const prepareScript = `
+rules:
+  - name: ran
+    when: {last_user: "run the tests", tool_result: "TESTS-RAN"}
+    reply: {text: "the tests ran", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: run
+    when: {last_user: "run the tests"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "go test ./... 2>&1 | tail -5; echo TESTS-RAN", timeout: 600000}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestPrepareRealGoRepository: harvest prepare on a real Go module with
+// module dependencies (gjson) downloads them and builds its test binaries
+// once, with egress to the registries; a session on it then runs the
+// repository's own tests with no network at all, and they pass.
+func TestPrepareRealGoRepository(t *testing.T) {
+	testbin.Toolchain(t, "go")
+	repo := testbin.RealRepo(t, "gjson")
+	e := newServeEnvWith(t, prepareScript)
+	s := e.start("--egress-allow", "registries")
+	c := e.client(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo)
+	cmd.Env = e.env
+	var stderr testbin.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harvest prepare: %v\n%s", err, stderr.String())
+	}
+	id := strings.TrimSpace(string(out))
+	for _, want := range []string{"go.mod: go mod download and a build of the test binaries", "is ready"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("harvest prepare's log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	env, err := c.GetEnvironment(ctx, id)
+	if err != nil || env.State != wire.EnvReady || env.Commit == "" {
+		t.Fatalf("the environment: %+v, %v", env, err)
+	}
+	// Unchanged: not built again.
+	again, err := c.PrepareEnvironment(ctx, wire.PrepareRequest{Repo: wire.RepoSpec{Source: repo}})
+	if err != nil || again.ID != id {
+		t.Fatalf("preparing it again: %+v, %v; want %s", again, err, id)
+	}
+
+	none := []string{}
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "run the tests", Egress: &none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Environment != id {
+		t.Fatalf("the session's environment is %q, want %s", v.Environment, id)
+	}
+	evs := follow(t, c, v.ID, 0, "the tests' output", func(ev event.Event) bool {
+		d, ok := ev.Data.(event.ToolFinished)
+		return ok && strings.Contains(d.Output, "TESTS-RAN")
+	})
+	got := evs[len(evs)-1].Data.(event.ToolFinished).Output
+	if !strings.Contains(got, "ok") || strings.Contains(got, "FAIL") || strings.Contains(got, "go: downloading") {
+		t.Fatalf("gjson's tests in a session without network:\n%s", got)
+	}
+}
