@@ -149,7 +149,10 @@ func (s *Stack) addDocker() {
 		s.T.Skipf("the docker backend is not available: %v", err)
 	}
 	s.Docker = p
-	s.T.Cleanup(func() { DestroyAll(s.T, p) })
+	s.T.Cleanup(func() {
+		DestroyAll(s.T, p)
+		p.Close() // its client's idle connections to dockerd
+	})
 }
 
 // NewLocal returns a new local provider on the stack's run dir (with its
