@@ -75,6 +75,10 @@ type Config struct {
 	// environment (package environment): warm caches and installed
 	// dependencies. Nil: every session starts cold.
 	Environments Environments
+	// RefreshEvery is how often the environments are refreshed
+	// (RefreshEnvironments): default DefaultRefreshEvery; negative: never.
+	// Only with Environments.
+	RefreshEvery time.Duration
 	// SetupSecrets returns a GitHub repository's ("owner/name") setup
 	// secrets, KEY=VALUE, for its environment's build (package secrets).
 	// Nil: none.
@@ -264,4 +268,11 @@ func (RealClock) Now() time.Time { return time.Now() }
 func (RealClock) At(t time.Time) (<-chan time.Time, func()) {
 	tm := time.NewTimer(time.Until(t))
 	return tm.C, func() { tm.Stop() }
+}
+
+func (c *Config) refreshEvery() time.Duration {
+	if c.RefreshEvery == 0 {
+		return DefaultRefreshEvery
+	}
+	return c.RefreshEvery
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/event"
@@ -117,4 +118,101 @@ func testSessionEnvironment(t *testing.T, backend string) {
 	if !strings.Contains(out, "mine") || !strings.Contains(out, "warm") || !strings.Contains(out, "started start") {
 		t.Fatalf("after resume the HOME lost the session's changes or the environment's caches:\n%s", out)
 	}
+}
+
+// TestEnvironmentRefresh: every 30 minutes on the Manager's clock, an
+// unchanged repository is not built again, a new commit is, and a broken
+// setup leaves the previous environment the one sessions start from; a
+// failing repository is retried with a growing backoff.
+func TestEnvironmentRefresh(t *testing.T) {
+	needDisks(t)
+	var b *environment.Builder
+	e := newEnv(t, withDisks, func(c *envConfig) {
+		c.envs = func(e *env) Environments {
+			var err error
+			if b, err = environment.NewBuilder(environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
+				Provider: e.Backends, Version: "test", Logger: e.Logger(), Now: e.Clock.Now}); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	})
+	ctx := context.Background()
+	os.MkdirAll(filepath.Join(e.Repo, ".harvest"), 0o755)
+	setup := filepath.Join(e.Repo, ".harvest/setup.sh")
+	os.WriteFile(setup, []byte("mkdir -p ~/.cache && echo v1 > ~/.cache/v\n"), 0o644)
+	testbin.Git(t, e.Repo, "init", "-q", "-b", "main")
+	testbin.Git(t, e.Repo, "add", "-A")
+	testbin.Git(t, e.Repo, "commit", "-q", "-m", "first")
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []*store.Environment {
+		es, err := b.List(ctx, store.EnvironmentFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es
+	}
+	settled := func(what string, n int) []*store.Environment {
+		t.Helper()
+		var es []*store.Environment
+		testbin.WaitFor(t, 2*time.Minute, what, func() bool {
+			es = list()
+			if len(es) != n {
+				return false
+			}
+			for _, x := range es {
+				if x.State == store.EnvBuilding {
+					return false
+				}
+			}
+			return true
+		})
+		return es
+	}
+	round := func(what string) {
+		t.Helper()
+		n := e.m.refreshed.Load()
+		e.Clock.Advance(DefaultRefreshEvery)
+		testbin.WaitFor(t, time.Minute, what, func() bool { return e.m.refreshed.Load() > n })
+	}
+
+	first, err := e.m.Prepare(ctx, PrepareRequest{Repo: RepoSpec{Source: e.Repo}, Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := settled("the first build", 1)
+	if es[0].ID != first.ID || es[0].State != store.EnvReady {
+		t.Fatalf("first build: %+v", es[0])
+	}
+	round("a refresh with nothing changed")
+	settled("no build for an unchanged repository", 1)
+
+	os.WriteFile(setup, []byte("mkdir -p ~/.cache && echo v2 > ~/.cache/v\n"), 0o644)
+	testbin.Git(t, e.Repo, "commit", "-qam", "second")
+	round("a refresh after a commit")
+	es = settled("the second build", 2)
+	second := es[0]
+	if second.State != store.EnvReady || second.Commit == first.Commit {
+		t.Fatalf("after a commit: %+v", second)
+	}
+
+	os.WriteFile(setup, []byte("echo broken; exit 3\n"), 0o644)
+	testbin.Git(t, e.Repo, "commit", "-qam", "break the setup")
+	round("a refresh after a broken commit")
+	es = settled("the failed build", 3)
+	if es[0].State != store.EnvFailed || !strings.Contains(es[0].Error, "broken") {
+		t.Fatalf("a broken setup: %+v", es[0])
+	}
+	v := e.create("msg hi")
+	if v.Environment != second.ID {
+		t.Fatalf("a new session starts from %q, want the newest good one %s", v.Environment, second.ID)
+	}
+	round("the first retry, one interval after the failure")
+	settled("a second failed build", 4)
+	round("half the doubled backoff")
+	settled("no third attempt yet", 4)
+	round("the doubled backoff over")
+	settled("the third attempt", 5)
 }

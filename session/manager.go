@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
@@ -34,7 +35,10 @@ type Manager struct {
 	base    context.Context
 	stopAll context.CancelCauseFunc
 	wg      sync.WaitGroup // runners
-	builds  sync.WaitGroup // environment builds (Prepare)
+	builds  sync.WaitGroup // environment builds (Prepare) and the refresh loop
+	// refreshed counts the refresh loop's rounds (for tests).
+	refreshed   atomic.Int64
+	refreshOnce sync.Once
 
 	gates gates // per-session: Send reads, Delete writes
 	keys  gates // per (session, sender, idempotency key): one keyed Send at a time

@@ -24,6 +24,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if m.isClosed() {
 		return fmt.Errorf("recovering sessions: %w", ErrUnavailable)
 	}
+	m.startRefresh()
 	all, err := m.st.ListSessions(ctx, store.SessionFilter{})
 	if err != nil {
 		return fmt.Errorf("recovering sessions: listing them: %w", err)
