@@ -59,6 +59,7 @@ type serveFlags struct {
 	grace      time.Duration
 	disk       diskFlags
 	github     githubFlags
+	refresh    time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -120,6 +121,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
+	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -147,6 +149,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.pool < 0 {
 		return exitCode(2, fmt.Errorf("--pool %d: must be positive", f.pool))
+	}
+	if f.refresh < 0 || (f.refresh > 0 && f.refresh < time.Minute) {
+		return exitCode(2, fmt.Errorf("--refresh-environments %s: give 0 (never) or a minute or more, like 30m", f.refresh))
 	}
 	if f.grace < 0 {
 		return exitCode(2, fmt.Errorf("--shutdown-grace %s: must be 0 or more", f.grace))
@@ -226,7 +231,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 	mgr, err := session.NewManager(session.Config{
-		Environments: builder,
+		Environments: builder, RefreshEvery: refreshEvery(f.refresh),
 		SetupSecrets: func(ctx context.Context, repo string) ([]string, error) {
 			setup, _, err := secrets.Resolve(ctx, st, secretKey, repo, "")
 			return setup, err
@@ -552,4 +557,13 @@ func openEgress(allow string, logger *slog.Logger) (*egress.Proxy, error) {
 		return nil, fmt.Errorf("--egress-allow: %w", err)
 	}
 	return p, nil
+}
+
+// refreshEvery is session.Config.RefreshEvery for --refresh-environments
+// (0: never, which the Config says with a negative).
+func refreshEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
