@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -255,6 +256,12 @@ func (p *Pending) Run(ctx context.Context) (*store.Environment, error) {
 	if req.Log != nil {
 		out = io.MultiWriter(logf, req.Log)
 	}
+	if len(req.Env) > 0 {
+		// The setup's output names no secret, whatever it prints.
+		lr := &lineRedactor{w: out, r: secrets.EnvRedactor(req.Env)}
+		defer lr.Flush()
+		out = lr
+	}
 	switch {
 	case plan.Setup == "":
 		fmt.Fprintf(out, "harvest: %s has no %s and nothing Harvest knows how to set up: the environment is its checkout\n", req.Repo, SetupScript)
@@ -268,6 +275,13 @@ func (p *Pending) Run(ctx context.Context) (*store.Environment, error) {
 	// The checkout itself is not kept: sessions make their own and get the
 	// setup's files from the tar.
 	os.RemoveAll(filepath.Join(dir, "workspace"))
+	if leaks := leakedSecrets(dir, req.Env); len(leaks) > 0 {
+		err := fmt.Errorf("the setup left setup secrets in the environment, where every session would see them: %s; "+
+			"give a secret to the command that needs it, not to a file HOME or the checkout keeps (npm: NPM_CONFIG_USERCONFIG in /tmp, pip: PIP_INDEX_URL)",
+			strings.Join(leaks, ", "))
+		fmt.Fprintf(out, "harvest: %v\n", err)
+		return b.finish(env, err)
+	}
 	os.RemoveAll(filepath.Join(dir, "tmp"))
 	os.RemoveAll(sandbox.HomeLayerWork(sandbox.Spec{DiskDir: dir}))
 	env.SizeBytes = duBytes(dir)

@@ -93,7 +93,8 @@ func TestBuildSetupScript(t *testing.T) {
 	if e.State != store.EnvReady || e.Commit == "" || len(e.Detected) != 1 || e.Detected[0] != environment.SetupScript {
 		t.Fatalf("environment: %+v", e)
 	}
-	if !strings.Contains(log.String(), "mode=setup secret=s3cret-canary") {
+	// The setup got its secret; its output shows it masked.
+	if !strings.Contains(log.String(), "mode=setup secret=[secret]") || strings.Contains(log.String(), "s3cret-canary") {
 		t.Fatalf("the setup's output: %s", log.String())
 	}
 	if c, err := os.ReadFile(filepath.Join(b.Home(e.ID), ".cache/tool/cache")); err != nil || string(c) != "warm\n" {
@@ -102,10 +103,12 @@ func TestBuildSetupScript(t *testing.T) {
 	if c := tarFile(t, b.Artifacts(e.ID), "deps/lib.txt"); c != "installed\n" {
 		t.Fatalf("the checkout's installed deps in the artifacts: %q", c)
 	}
-	// The build log on disk has the output too, the secret only because
-	// the script echoed it.
-	if l, _ := os.ReadFile(b.LogPath(e.ID)); !strings.Contains(string(l), "mode=setup") {
+	if l, _ := os.ReadFile(b.LogPath(e.ID)); !strings.Contains(string(l), "mode=setup") || strings.Contains(string(l), "s3cret-canary") {
 		t.Fatalf("build.log: %s", l)
+	}
+	// Nowhere in what sessions get: HOME, the setup's files.
+	if leaks := grepTree(t, filepath.Dir(b.Home(e.ID)), "s3cret-canary"); len(leaks) > 0 {
+		t.Fatalf("the environment holds the secret: %v", leaks)
 	}
 
 	again, err := b.Build(ctx, req)
@@ -131,6 +134,15 @@ func TestBuildSetupScript(t *testing.T) {
 	}
 	if got, _ := st.GetEnvironment(ctx, e.ID); got.State != store.EnvRemoved {
 		t.Fatalf("collected: %s", got.State)
+	}
+
+	// A setup that leaves its secret in HOME (npm's way with a token): the
+	// build fails, naming the secret and the file, never the value.
+	leaky := repo(t, map[string]string{".harvest/setup.sh": "echo \"//registry/:_authToken=$SETUP_TOKEN\" > ~/.npmrc\n"})
+	_, err = b.Build(ctx, environment.Request{Repo: "test:leaky", Name: "leaky", Backend: "local", Checkout: checkoutOf(t, leaky),
+		Env: []string{"SETUP_TOKEN=s3cret-canary"}})
+	if err == nil || !strings.Contains(err.Error(), "SETUP_TOKEN in home/.npmrc") || strings.Contains(err.Error(), "s3cret-canary") {
+		t.Fatalf("a setup that keeps its secret: %v", err)
 	}
 
 	// A setup that fails: stored failed, with its last lines; the good one
@@ -197,4 +209,19 @@ func tarFile(t *testing.T, path, name string) string {
 			return string(b)
 		}
 	}
+}
+
+// grepTree lists the files under root holding s.
+func grepTree(t *testing.T, root, s string) []string {
+	t.Helper()
+	var found []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), s) {
+				found = append(found, p)
+			}
+		}
+		return nil
+	})
+	return found
 }
