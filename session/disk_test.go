@@ -34,7 +34,7 @@ rules:
     reply: {text: "ok", usage: {input_tokens: 100, output_tokens: 10}}
 `
 
-func needDisks(t *testing.T) {
+func needDisks(t testing.TB) {
 	t.Helper()
 	if err := disk.Check(context.Background(), ""); err != nil {
 		t.Skipf("disks unavailable here: %v", err)

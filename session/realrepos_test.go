@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -24,8 +25,23 @@ import (
 // so on; the output ends with its exit status.
 const realScript = `
 rules:
+  - name: cold-done
+    when: {last_user_regexp: "^cold ", tool_result: "EXIT="}
+    reply: {text: "tests ran cold", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: cold-gjson
+    when: {last_user: "cold gjson"}
+    reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; go test -count=1 ./... 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
+  - name: cold-pump
+    when: {last_user: "cold pump"}
+    reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; { npm ci --no-audit --no-fund && npm test; } 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
+  - name: cold-slugify
+    when: {last_user: "cold python-slugify"}
+    reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; { python3 -m venv .venv && PIP_INDEX_URL=http://pypi.harvest.test/simple PIP_TRUSTED_HOST=pypi.harvest.test .venv/bin/pip install -q . && .venv/bin/python test.py; } 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
+  - name: warm-gjson
+    when: {last_user: "warm gjson"}
+    reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; go test -count=1 ./... 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
   - name: done
-    when: {last_user_regexp: "^test ", tool_result: "EXIT="}
+    when: {last_user_regexp: "^(test|warm) ", tool_result: "EXIT="}
     reply: {text: "tests ran", usage: {input_tokens: 100, output_tokens: 10}}
   - name: gjson
     when: {last_user: "test gjson"}
@@ -57,10 +73,40 @@ func TestRealRepositoriesFromEnvironments(t *testing.T) {
 }
 
 func testRealRepositories(t *testing.T, backend, index string) {
-	// The builds' egress: the real registries, and pypi.harvest.test for
-	// the index served on loopback (the proxy dials no loopback address
-	// by name, so the name resolves to a public-looking one whose dial is
-	// sent to the index).
+	e, b, pipIndex := realStack(t, backend, index)
+	ctx := context.Background()
+	for _, spec := range testbin.RealRepos {
+		t.Run(spec.Name, func(t *testing.T) {
+			src := testbin.RealRepo(t, spec.Name)
+			resolved, _ := filepath.EvalSymlinks(src)
+			built, err := b.Build(ctx, realRequest(src, resolved, spec.Name, backend, pipIndex, testLog{t}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := e.create("test "+spec.Name, func(r *CreateRequest) {
+				r.Backend, r.Repos = backend, []RepoSpec{{Source: src}}
+				none := []string{}
+				r.Egress = &none
+			})
+			if v.Environment != built.ID {
+				t.Fatalf("the session did not start from %s: %q", built.ID, v.Environment)
+			}
+			w := e.watch(v.ID)
+			out := stacktest.Typed[event.ToolFinished](w, "t1", nil).Output
+			if !strings.Contains(out, "EXIT=0") {
+				t.Fatalf("%s's tests in a session without network:\n%s", spec.Name, out)
+			}
+			t.Logf("%s on %s: %s", spec.Name, backend, strings.ReplaceAll(strings.TrimSpace(out), "\n", " | "))
+		})
+	}
+}
+
+// realStack is a session stack whose environment builds reach the real
+// registries and pypi.harvest.test, the index served on loopback (the
+// egress proxy dials no loopback address by name, so the name resolves to
+// a public-looking one whose dial is sent to the index); the sessions'
+// own egress, when a session asks for the server's, is the same.
+func realStack(t testing.TB, backend, index string) (*env, *environment.Builder, string) {
 	iu, err := url.Parse(index)
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +127,8 @@ func testRealRepositories(t *testing.T, backend, index string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipIndex := "http://pypi.harvest.test" + iu.Path
 	var b *environment.Builder
-	opts := []envOpt{withDisks, func(c *envConfig) {
+	opts := []envOpt{withDisks, withEgress(ep), func(c *envConfig) {
 		c.envs = func(e *env) Environments {
 			if b, err = environment.NewBuilder(environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
 				Provider: e.Backends, Version: "test", Logger: e.Logger(), Egress: ep}); err != nil {
@@ -101,36 +146,17 @@ func testRealRepositories(t *testing.T, backend, index string) {
 		t.Fatal(err)
 	}
 	e.Sim.Store(sim.New(s))
-	ctx := context.Background()
-	for _, spec := range testbin.RealRepos {
-		t.Run(spec.Name, func(t *testing.T) {
-			src := testbin.RealRepo(t, spec.Name)
-			resolved, _ := filepath.EvalSymlinks(src)
-			built, err := b.Build(ctx, environment.Request{Repo: RepoKey(store.Repo{Source: src, Origin: resolved}), Name: spec.Name,
-				Backend: backend, Image: testbin.DockerImage(), Env: []string{"PIP_INDEX_URL=" + pipIndex, "PIP_TRUSTED_HOST=pypi.harvest.test"},
-				Checkout: func(ctx context.Context, dst string) (string, error) {
-					_, err := workspace.Copy(ctx, src, dst, workspace.Owner{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID})
-					return workspace.ReadHead(dst), err
-				}, Log: testLog{t}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := e.create("test "+spec.Name, func(r *CreateRequest) {
-				r.Backend, r.Repos = backend, []RepoSpec{{Source: src}}
-				none := []string{}
-				r.Egress = &none
-			})
-			if v.Environment != built.ID {
-				t.Fatalf("the session did not start from %s: %q", built.ID, v.Environment)
-			}
-			w := e.watch(v.ID)
-			out := stacktest.Typed[event.ToolFinished](w, "t1", nil).Output
-			if !strings.Contains(out, "EXIT=0") {
-				t.Fatalf("%s's tests in a session without network:\n%s", spec.Name, out)
-			}
-			t.Logf("%s on %s: %s", spec.Name, backend, strings.ReplaceAll(strings.TrimSpace(out), "\n", " | "))
-		})
-	}
+	return e, b, "http://pypi.harvest.test" + iu.Path
+}
+
+// realRequest is the environment build of a real repository's checkout.
+func realRequest(src, resolved, name, backend, pipIndex string, log io.Writer) environment.Request {
+	return environment.Request{Repo: RepoKey(store.Repo{Source: src, Origin: resolved}), Name: name,
+		Backend: backend, Image: testbin.DockerImage(), Env: []string{"PIP_INDEX_URL=" + pipIndex, "PIP_TRUSTED_HOST=pypi.harvest.test"},
+		Checkout: func(ctx context.Context, dst string) (string, error) {
+			_, err := workspace.Copy(ctx, src, dst, workspace.Owner{UID: sandbox.DefaultUID, GID: sandbox.DefaultGID})
+			return workspace.ReadHead(dst), err
+		}, Log: log}
 }
 
 type indexResolver struct{ addr netip.Addr }
