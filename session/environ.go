@@ -69,6 +69,19 @@ func (m *Manager) chooseEnvironment(ctx context.Context, s *store.Session) strin
 	return e.ID
 }
 
+// envReason says what a session starts from, when the server prepares
+// environments: its environment, or cold.
+func (r *runner) envReason() string {
+	switch {
+	case r.d.cfg.Environments == nil || len(r.s.Repos) == 0:
+		return ""
+	case r.s.Environment != "":
+		return "starting from the prepared environment " + r.s.Environment
+	default:
+		return "starting cold: " + r.s.Repos[0].Name + " has no prepared environment on " + r.s.Backend + " (harvest prepare makes one)"
+	}
+}
+
 // environment adds the session's environment to its box's spec (its HOME
 // layer, on a box with a disk) and puts its artifacts into the first
 // repository's fresh checkout (a copy of a file: nothing of it runs on the

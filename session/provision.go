@@ -28,7 +28,7 @@ const startTimeout = 2 * time.Minute
 // idle. Errors that retrying cannot fix are fatal (the session fails).
 func (r *runner) provision() error {
 	if r.s.State != store.StateProvisioning {
-		if err := r.setState(r.ctx, store.StateProvisioning, "", nil); err != nil {
+		if err := r.setState(r.ctx, store.StateProvisioning, r.envReason(), nil); err != nil {
 			return err
 		}
 	}
