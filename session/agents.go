@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -179,6 +180,18 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 	}
 	if allow, ok := r.d.host.egressAllow(s); ok {
 		req.Egress, req.EgressAllow = r.d.cfg.Egress, allow
+	}
+	if r.d.cfg.SessionSecrets != nil {
+		repo := ""
+		if len(s.Repos) > 0 {
+			repo = s.Repos[0].GitHub
+		}
+		env, err := r.d.cfg.SessionSecrets(ctx, repo, s.Owner)
+		if err != nil {
+			return nil, fmt.Errorf("the session's secrets: %w", err)
+		}
+		req.Env = env
+		r.redact = secrets.EnvRedactor(env)
 	}
 	if f := r.d.cfg.Forge; f != nil && hasForgeRepo(s) {
 		ep, err := f.Endpoint(ctx, s, r.forgeEmit)

@@ -83,6 +83,12 @@ type Config struct {
 	// secrets, KEY=VALUE, for its environment's build (package secrets).
 	// Nil: none.
 	SetupSecrets func(ctx context.Context, repo string) ([]string, error)
+	// SessionSecrets returns the secrets a session's commands get
+	// (KEY=VALUE, package secrets: those marked for sessions) for its first
+	// GitHub repository ("owner/name", "" for none) and its owner (an API
+	// token id). Nil: none. Their values are masked in the session's
+	// events.
+	SessionSecrets func(ctx context.Context, repo, owner string) ([]string, error)
 	// Forge serves repositories named "owner/name" (GitHub's; package
 	// ghbot) and publishes sessions' work there. Nil: such repositories
 	// are refused.

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -178,4 +181,26 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// redactPayload masks the session's secrets in an event's payload (its
+// JSON form, then the same type again): what an agent prints of a secret
+// it was given is never stored or streamed.
+func redactPayload(r *secrets.Redactor, p event.Payload) event.Payload {
+	if r == nil {
+		return p
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return p
+	}
+	red := r.Redact(string(b))
+	if red == string(b) {
+		return p
+	}
+	q, err := event.Decode(p.EventType(), []byte(red))
+	if err != nil {
+		return p
+	}
+	return q
 }

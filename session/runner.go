@@ -16,6 +16,7 @@ import (
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/modelproxy"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -44,6 +45,10 @@ type runner struct {
 	lease     *lease    // the session lock, held for a streak of turns
 	lockRetry time.Time // when a turn waiting for the lock tries again
 	lockSaid  string    // the holder last reported in a session.state event
+
+	// redact masks the session's secrets in its events (nil: it has
+	// none). Set with the agent, read by the turn's sink.
+	redact *secrets.Redactor
 
 	// curTurn is the running turn's id ("" between turns), for events
 	// recorded from other goroutines (the git endpoint's pushes).

@@ -212,6 +212,7 @@ func (t *turnSink) emit(p event.Payload) {
 	if errors.Is(context.Cause(r.ctx), errDeleted) {
 		return
 	}
+	p = redactPayload(r.redact, p)
 	ev := event.Event{Session: r.id, Time: now.UTC(), Turn: t.tid, Agent: t.agent, Data: p}
 	switch p.(type) {
 	case event.TurnFinished, event.TurnCancelled, event.TurnFailed:

@@ -54,6 +54,9 @@ type Request struct {
 	Instructions          string
 	Audit                 io.Writer
 	SessionID             string
+	// Env is added to the environment of every command the agent runs
+	// (KEY=VALUE: the secrets a session is given).
+	Env []string
 	// Git, when set, is the session's git endpoint, served in the box;
 	// its environment is added to every command the agent runs. Open
 	// takes it: the agent's Close (or a failed Open) closes it.
@@ -130,6 +133,7 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 			return nil, err
 		}
 	}
+	d.CommandEnv = append(d.CommandEnv, req.Env...)
 	if req.Git != nil {
 		var env []string
 		gitTaken = true

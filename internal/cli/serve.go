@@ -236,6 +236,16 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			setup, _, err := secrets.Resolve(ctx, st, secretKey, repo, "")
 			return setup, err
 		},
+		SessionSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
+			if !strings.HasPrefix(owner, "tok-") {
+				owner = "" // a session GitHub started belongs to no token
+			}
+			if repo == "" && owner == "" {
+				return nil, nil
+			}
+			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
+			return sess, err
+		},
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
