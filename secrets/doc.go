@@ -35,10 +35,12 @@
 //
 // # Use
 //
-// Not wired yet: nothing calls Resolve today, so a stored secret reaches
-// no box. Its setup list is what environment.Request.Env (the setup
-// script's environment) takes; whoever builds environments and starts
-// sessions is to call it. Resolve gives the KEY=VALUE lists of a session:
+// harvest serve calls Resolve twice: for a GitHub repository's
+// environment build (its setup list becomes the setup script's
+// environment, masked in the build's log, and a build that leaves one in
+// the environment fails), and for each session's box (its session list
+// reaches the agent's commands, masked in the session's events). Resolve
+// gives the KEY=VALUE lists of a session:
 // everything for setup scripts, and the secrets marked Session for the
 // session's own environment. A user secret overrides a repository secret
 // of the same name (the person's value wins, flag included). A Redactor
