@@ -2,8 +2,10 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -37,11 +39,23 @@ func (s *Server) prepareEnvironment(w http.ResponseWriter, r *http.Request, c ca
 		return fromManager(err)
 	}
 	w.Header().Set("Location", "/v1/environments/"+env.ID)
-	writeJSON(w, http.StatusAccepted, env)
+	writeJSON(w, http.StatusAccepted, c.environment(env))
 	return nil
 }
 
-func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+// environment is what a caller may see of an environment: a user token
+// sees no host path (a directory repository is "dir:NAME").
+func (c caller) environment(e *store.Environment) *store.Environment {
+	if c.token.Admin || !strings.HasPrefix(e.Repo, "/") {
+		return e
+	}
+	x := *e
+	x.Repo = "dir:" + e.Name
+	x.Error = strings.ReplaceAll(x.Error, e.Repo, x.Repo)
+	return &x
+}
+
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, c caller) *apiError {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "repo" && k != "backend" && k != "state" {
@@ -61,14 +75,15 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, _ call
 	if err != nil {
 		return fromManager(err)
 	}
-	if es == nil {
-		es = []*store.Environment{}
+	out := []*store.Environment{}
+	for _, e := range es {
+		out = append(out, c.environment(e))
 	}
-	writeJSON(w, http.StatusOK, wire.EnvironmentList{Environments: es})
+	writeJSON(w, http.StatusOK, wire.EnvironmentList{Environments: out})
 	return nil
 }
 
-func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, c caller) *apiError {
 	if e := noBody(w, r); e != nil {
 		return e
 	}
@@ -76,13 +91,13 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request, _ caller
 	if err != nil {
 		return fromManager(err)
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeJSON(w, http.StatusOK, c.environment(e))
 	return nil
 }
 
 // environmentLog is the build's log as text; ?follow=true goes on until
 // the build ends.
-func (s *Server) environmentLog(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+func (s *Server) environmentLog(w http.ResponseWriter, r *http.Request, c caller) *apiError {
 	id := r.PathValue("id")
 	follow := false
 	for k, v := range r.URL.Query() {
@@ -96,24 +111,46 @@ func (s *Server) environmentLog(w http.ResponseWriter, r *http.Request, _ caller
 			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET /v1/environments/{id}/log takes follow", k))
 		}
 	}
-	if _, err := s.cfg.Manager.GetEnvironment(r.Context(), id); err != nil {
+	e, err := s.cfg.Manager.GetEnvironment(r.Context(), id)
+	if err != nil {
 		return fromManager(err)
+	}
+	var out io.Writer = w
+	if seen := c.environment(e); seen.Repo != e.Repo {
+		out = &replaceWriter{w: w, old: e.Repo, new: seen.Repo}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	fw := &flushWriter{w: w}
+	fw := &flushWriter{w: out, f: w}
 	if err := s.cfg.Manager.EnvironmentLog(r.Context(), id, follow, fw); err != nil && r.Context().Err() == nil {
 		s.log.Warn("streaming an environment's log", "environment", id, "err", err)
 	}
 	return nil
 }
 
-type flushWriter struct{ w http.ResponseWriter }
+type flushWriter struct {
+	w io.Writer
+	f http.ResponseWriter
+}
 
 func (f *flushWriter) Write(p []byte) (int, error) { return f.w.Write(p) }
 func (f *flushWriter) Flush() {
-	if fl, ok := f.w.(http.Flusher); ok {
+	if fl, ok := f.f.(http.Flusher); ok {
 		fl.Flush()
 	}
+}
+
+// replaceWriter writes with old replaced by new (the log's lines are
+// written whole, so a path is not split between writes).
+type replaceWriter struct {
+	w        io.Writer
+	old, new string
+}
+
+func (r *replaceWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, strings.ReplaceAll(string(p), r.old, r.new)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

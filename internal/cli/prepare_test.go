@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/wire"
@@ -59,6 +61,30 @@ func TestPrepareRealGoRepository(t *testing.T) {
 	again, err := c.PrepareEnvironment(ctx, wire.PrepareRequest{Repo: wire.RepoSpec{Source: repo}})
 	if err != nil || again.ID != id {
 		t.Fatalf("preparing it again: %+v, %v; want %s", again, err, id)
+	}
+
+	// A user token sees the environment without the server's path of the
+	// repository, in its view and in its build log.
+	tok, err := c.CreateToken(ctx, "bob", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := client.New(s.url, tok.Secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := bob.ListEnvironments(ctx, "", "", "")
+	if err != nil || len(seen) != 1 || seen[0].Repo != "dir:gjson" {
+		t.Fatalf("a user token's list: %+v, %v", seen, err)
+	}
+	lr, err := bob.EnvironmentLog(ctx, id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logText, _ := io.ReadAll(lr)
+	lr.Close()
+	if strings.Contains(string(logText), repo) || !strings.Contains(string(logText), "dir:gjson") {
+		t.Fatalf("a user token's build log names the server's path:\n%s", logText)
 	}
 
 	none := []string{}
