@@ -51,16 +51,7 @@ func TestSessionStartsFromEnvironment(t *testing.T) {
 
 func testSessionEnvironment(t *testing.T, backend string) {
 	var b *environment.Builder
-	opts := []envOpt{withDisks, func(c *envConfig) {
-		c.envs = func(e *env) Environments {
-			var err error
-			if b, err = environment.NewBuilder(environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
-				Provider: e.Backends, Version: "test", Logger: e.Logger()}); err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	}}
+	opts := []envOpt{withDisks, withBuilder(&b, nil)}
 	if backend == "docker" {
 		opts = append(opts, withDocker)
 	}
@@ -127,16 +118,7 @@ func testSessionEnvironment(t *testing.T, backend string) {
 func TestEnvironmentRefresh(t *testing.T) {
 	needDisks(t)
 	var b *environment.Builder
-	e := newEnv(t, withDisks, func(c *envConfig) {
-		c.envs = func(e *env) Environments {
-			var err error
-			if b, err = environment.NewBuilder(environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
-				Provider: e.Backends, Version: "test", Logger: e.Logger(), Now: e.Clock.Now}); err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	})
+	e := newEnv(t, withDisks, withBuilder(&b, func(e *env, c *environment.Config) { c.Now = e.Clock.Now }))
 	ctx := context.Background()
 	os.MkdirAll(filepath.Join(e.Repo, ".harvest"), 0o755)
 	setup := filepath.Join(e.Repo, ".harvest/setup.sh")

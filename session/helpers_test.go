@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/environment"
+
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
@@ -138,6 +140,26 @@ func withDocker(c *envConfig) { stackOpt(stacktest.WithDocker)(c) }
 // withDisks turns Config.Disks on (stacktest.WithDisks).
 func withDisks(c *envConfig) { stackOpt(stacktest.WithDisks)(c) }
 
+// withBuilder gives the Manager an environment Builder on the env's data
+// directory, store and backends, stored in *b; mod, if not nil, adds to
+// its Config (a clock, an egress proxy).
+func withBuilder(b **environment.Builder, mod func(e *env, c *environment.Config)) envOpt {
+	return func(c *envConfig) {
+		c.envs = func(e *env) Environments {
+			cfg := environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
+				Provider: e.Backends, Version: "test", Logger: e.Logger()}
+			if mod != nil {
+				mod(e, &cfg)
+			}
+			var err error
+			if *b, err = environment.NewBuilder(cfg); err != nil {
+				e.T.Fatal(err)
+			}
+			return *b
+		}
+	}
+}
+
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
 func withoutManager(c *envConfig) { c.noOpen = true }
@@ -171,7 +193,7 @@ func (e *env) open() {
 	}
 	m, err := NewManager(Config{
 		Environments: envs,
-		Store: e.st, Journal: e.j, Egress: e.egress,
+		Store:        e.st, Journal: e.j, Egress: e.egress,
 		Backends:     e.Backends,
 		DataDir:      e.DataDir,
 		Sources:      e.Sources,

@@ -128,15 +128,7 @@ func realStack(t testing.TB, backend, index string) (*env, *environment.Builder,
 		t.Fatal(err)
 	}
 	var b *environment.Builder
-	opts := []envOpt{withDisks, withEgress(ep), func(c *envConfig) {
-		c.envs = func(e *env) Environments {
-			if b, err = environment.NewBuilder(environment.Config{Dir: filepath.Join(e.DataDir, "environments"), Store: e.st,
-				Provider: e.Backends, Version: "test", Logger: e.Logger(), Egress: ep}); err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	}}
+	opts := []envOpt{withDisks, withEgress(ep), withBuilder(&b, func(_ *env, c *environment.Config) { c.Egress = ep })}
 	if backend == "docker" {
 		opts = append(opts, withDocker)
 	}
