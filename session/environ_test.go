@@ -197,4 +197,12 @@ func TestEnvironmentRefresh(t *testing.T) {
 	settled("no third attempt yet", 4)
 	round("the doubled backoff over")
 	settled("the third attempt", 5)
+	// Collected after the rounds: the first environment (older than the
+	// newest ready one, used by no session), not the second (v's).
+	if got, _ := b.Get(ctx, first.ID); got.State != store.EnvRemoved {
+		t.Errorf("the first environment is %s, want removed", got.State)
+	}
+	if got, _ := b.Get(ctx, second.ID); got.State != store.EnvReady {
+		t.Errorf("the environment a live session uses is %s, want ready", got.State)
+	}
 }

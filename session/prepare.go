@@ -22,6 +22,7 @@ type EnvBuilder interface {
 	Begin(ctx context.Context, req environment.Request) (*environment.Pending, error)
 	LogPath(id string) string
 	List(ctx context.Context, f store.EnvironmentFilter) ([]*store.Environment, error)
+	Collect(ctx context.Context, inUse func(id string) bool) (int, error)
 }
 
 // PrepareRequest is an environment to prepare.

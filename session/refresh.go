@@ -121,6 +121,30 @@ func (m *Manager) refreshLoop() {
 		if _, err := m.RefreshEnvironments(m.base); err != nil && m.base.Err() == nil {
 			m.log.Warn("refreshing the environments", "err", err)
 		}
+		if _, err := m.CollectEnvironments(m.base); err != nil && m.base.Err() == nil {
+			m.log.Warn("collecting old environments", "err", err)
+		}
 		m.refreshed.Add(1)
 	}
+}
+
+// CollectEnvironments removes the environments no session needs: of each
+// repository and backend, those older than its newest ready one, unless a
+// session that has not ended started from it (its HOME is layered on it).
+func (m *Manager) CollectEnvironments(ctx context.Context) (int, error) {
+	b, ok := m.cfg.Environments.(EnvBuilder)
+	if !ok || b == nil {
+		return 0, nil
+	}
+	ss, err := m.st.ListSessions(ctx, store.SessionFilter{})
+	if err != nil {
+		return 0, err
+	}
+	used := map[string]bool{}
+	for _, s := range ss {
+		if s.Environment != "" && !s.State.Ended() {
+			used[s.Environment] = true
+		}
+	}
+	return b.Collect(ctx, func(id string) bool { return used[id] })
 }
