@@ -2,9 +2,9 @@ package environment_test
 
 import (
 	"archive/tar"
-	"io"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
