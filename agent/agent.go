@@ -94,6 +94,10 @@ type Capabilities struct {
 	// crash mid-turn keeps the finished steps. Otherwise State is saved
 	// after each turn only.
 	StepCheckpoints bool
+	// ReportsStuck: the agent notices a STUCK.md it wrote and reports it
+	// itself (event.Stuck, ending its turn). Otherwise the registry looks
+	// for one when each turn ends.
+	ReportsStuck bool
 	// CLI is the npm binary the agent runs (under the CLI prefix, which
 	// the box sees read-only at the same path); "" runs none.
 	CLI string
@@ -116,6 +120,9 @@ type Capabilities struct {
 type Workspace struct {
 	Name string
 	Path string // inside the box
+	// Branch, when set, is the session branch the agent commits and
+	// pushes on (a GitHub repository's): its instructions say so.
+	Branch string
 }
 
 // Deps is everything an agent is made from. The registry fills it.

@@ -176,7 +176,11 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
 	}
 	for _, repo := range s.Repos {
-		req.Workspaces = append(req.Workspaces, agent.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)})
+		ws := agent.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)}
+		if repo.GitHub != "" {
+			ws.Branch = repo.Branch
+		}
+		req.Workspaces = append(req.Workspaces, ws)
 	}
 	if allow, ok := r.d.host.egressAllow(s); ok {
 		req.Egress, req.EgressAllow = r.d.cfg.Egress, allow

@@ -72,6 +72,11 @@ func testAgentSession(t *testing.T, kind, backend string) {
 	}
 	e.Sim.Store(sim.New(s))
 	ctx := testbin.Context(t)
+	// The repository's AGENTS.md: every kind of agent gets it, after
+	// Harvest's own instructions.
+	if err := os.WriteFile(filepath.Join(e.Repo, "AGENTS.md"), []byte("Repository rule: agents-md-canary-5521.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent, r.Backend = kind, backend })
 	if v.Agent != kind || v.Backend != backend {
@@ -130,13 +135,25 @@ func testAgentSession(t *testing.T, kind, backend string) {
 		t.Fatalf("t3 finished with %+v", f)
 	}
 	var last sim.Request
+	instructed := 0
 	for _, r := range e.Sim.Load().Requests() {
 		if r.Rule == "three" {
 			last = r
 		}
+		if strings.HasPrefix(r.Rule, "one") || r.Rule == "three" {
+			instructed++
+			for _, want := range []string{"You are a coding agent run by Harvest", "agents-md-canary-5521", "write STUCK.md"} {
+				if !bytes.Contains(r.Body, []byte(want)) {
+					t.Errorf("request %d (rule %s) of the %s agent lacks Harvest's instructions (%q)", r.Seq, r.Rule, kind, want)
+				}
+			}
+		}
 		if got := r.Header.Get("X-Api-Key"); got != canaryKey {
 			t.Errorf("request %d (%s) reached the model with key %q, want the real one added by the proxy", r.Seq, r.Path, got)
 		}
+	}
+	if instructed < 2 {
+		t.Errorf("only %d main-loop requests were checked for the instructions", instructed)
 	}
 	for _, want := range []string{"Task one: make fixed.txt", "Task one done.", "Task two, after that", "Task two done."} {
 		if !bytes.Contains(last.Body, []byte(want)) {
@@ -453,5 +470,66 @@ func TestGenericTerminalSession(t *testing.T) {
 		if b, _ := json.Marshal(ev); strings.Contains(string(b), canaryKey[:20]) {
 			t.Fatalf("event %d carries the real key: %s", ev.Seq, b)
 		}
+	}
+}
+
+// stuckScript: the agent writes STUCK.md with its shell tool and says so.
+const stuckScript = `
+rules:
+  - name: title
+    when: {api: anthropic, system: "Generate a concise, sentence-case title"}
+    reply: {text: '{"title": "Get stuck"}', usage: {input_tokens: 100, output_tokens: 10}}
+  - name: said
+    when: {api: anthropic, last_user: "get stuck", tool_result: "WROTE"}
+    reply: {text: "I am blocked: see STUCK.md.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: write-opencode
+    when: {api: anthropic, last_user: "get stuck", tools: [bash, todowrite]}
+    reply:
+      tool_calls: [{name: bash, input: {command: "printf 'Blocked: the tests need a database.\\n' > STUCK.md; echo WROTE", description: "Say why"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: write-claude
+    when: {api: anthropic, last_user: "get stuck", tools: [Bash]}
+    reply:
+      tool_calls: [{name: Bash, input: {command: "printf 'Blocked: the tests need a database.\\n' > STUCK.md; echo WROTE", description: "Say why"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestStuckEveryAgent: a STUCK.md written by an agent that does not look
+// for one itself (Claude Code, OpenCode) is reported as a stuck event, just
+// before the turn's end.
+func TestStuckEveryAgent(t *testing.T) {
+	for _, kind := range []string{claudecode.Kind.Name, opencode.Kind.Name} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == opencode.Kind.Name {
+				testbin.OpenCode(t)
+			} else {
+				testbin.Claude(t)
+			}
+			e := newEnv(t, withKey(canaryKey), withDisks)
+			s, err := sim.ParseScript("stuck.yaml", []byte(stuckScript))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Sim.Store(sim.New(s))
+			v := e.create("get stuck", func(r *CreateRequest) { r.Agent = kind })
+			w := e.watch(v.ID)
+			st := stacktest.Typed[event.Stuck](w, "t1", nil)
+			if st.Repo != v.Repos[0].Name || !strings.Contains(st.Text, "need a database") {
+				t.Fatalf("stuck event %+v", st)
+			}
+			w.Finished("t1")
+			var stuckAt, endAt int64
+			for _, ev := range w.Seen {
+				switch ev.Data.(type) {
+				case event.Stuck:
+					stuckAt = ev.Seq
+				case event.TurnFinished:
+					endAt = ev.Seq
+				}
+			}
+			if stuckAt == 0 || stuckAt > endAt {
+				t.Fatalf("stuck at seq %d, the turn's end at %d: want it just before", stuckAt, endAt)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/egress"
@@ -17,9 +18,14 @@ import (
 // stops after the agent.
 type wired struct {
 	agent.Agent
-	model     *modelBridge // nil: the agent calls the model from the host
-	egress    *EgressBridge
-	git       *gitBridge
+	model  *modelBridge // nil: the agent calls the model from the host
+	egress *EgressBridge
+	git    *gitBridge
+	// stuck: the agent does not report a STUCK.md itself; the turn's end
+	// looks for one in ws.
+	stuck     bool
+	box       *sandbox.Sandbox
+	ws        []agent.Workspace
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -27,10 +33,30 @@ type wired struct {
 // Turn sets up the model bridge for the turn (budget, metering) and runs
 // the agent's turn.
 func (w *wired) Turn(ctx context.Context, prompt string, emit func(event.Payload)) agent.Outcome {
+	if w.stuck {
+		emit = w.stuckEmit(ctx, emit)
+	}
 	if w.model == nil {
 		return w.Agent.Turn(ctx, prompt, emit)
 	}
 	return w.model.turn(ctx, w.Agent, prompt, emit)
+}
+
+// stuckEmit reports a STUCK.md the agent wrote during the turn as a stuck
+// event, just before the turn's ending event.
+func (w *wired) stuckEmit(ctx context.Context, emit func(event.Payload)) func(event.Payload) {
+	before := agent.ReadStuck(ctx, w.box, w.ws)
+	return func(p event.Payload) {
+		switch p.(type) {
+		case event.TurnFinished, event.TurnFailed, event.TurnCancelled:
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if name, text, ok := agent.NewStuck(rctx, w.box, w.ws, before); ok {
+				emit(event.Stuck{Repo: name, Text: text})
+			}
+			cancel()
+		}
+		emit(p)
+	}
 }
 
 // Close closes the agent, then its bridges.

@@ -95,6 +95,11 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 		Instructions: req.Instructions, Audit: req.Audit, SessionID: req.SessionID,
 		State: req.State, Logger: req.Logger,
 	}
+	if d.Instructions == "" {
+		if d.Instructions, err = agent.ComposeInstructions(ctx, req.Box, req.Workspaces); err != nil {
+			return nil, fmt.Errorf("the agent's instructions: %w", err)
+		}
+	}
 	ownCommand := k.Caps.TakesCommand && req.Terminal != nil && len(req.Terminal.Command) > 0
 	if k.Caps.CLI != "" && !ownCommand {
 		d.CLI = CLIPath(req.CLIPrefix, k.Caps.CLI)
@@ -148,7 +153,9 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 		w.stop()
 		return nil, err
 	}
-	if w.model == nil && w.egress == nil && w.git == nil {
+	w.stuck = !k.Caps.ReportsStuck
+	w.box, w.ws = req.Box, req.Workspaces
+	if w.model == nil && w.egress == nil && w.git == nil && !w.stuck {
 		return ag, nil
 	}
 	w.Agent = ag

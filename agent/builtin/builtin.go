@@ -41,6 +41,10 @@ type Config struct {
 	// CommandEnv is added to the environment of the commands the agent's
 	// bash tool runs (the egress proxy's HTTP(S)_PROXY, for one).
 	CommandEnv []string
+	// Instructions are the agent's instructions (agent.ComposeInstructions,
+	// from the registry); empty: composed here. The definition's own come
+	// after them.
+	Instructions string
 	// Hooks are Go hooks, run before the definition's command hooks.
 	Hooks []HookRegistration
 	// Registry is the tool set the definition selects from; nil is
@@ -197,7 +201,7 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 		a.window = contextWindowOf(cfg.Client.Model)
 	}
 	a.compactor = newCompactor(a.window, def.Harness.Compaction)
-	if a.system, err = buildSystemPrompt(ctx, cfg.Box, def, ws); err != nil {
+	if a.system, err = buildSystemPrompt(ctx, cfg.Box, cfg.Instructions, def, ws); err != nil {
 		return nil, err
 	}
 	a.st.Version = stateVersion

@@ -15,6 +15,7 @@ var Kind = agent.Kind{
 	Summary: "Harvest's own agent loop: the model is called from the host, the tools act in the box",
 	Caps: agent.Capabilities{
 		StepCheckpoints: true,
+		ReportsStuck:    true,
 		Limits:          []string{"MaxSteps", "MaxOutputTokens", "Timeout"},
 	},
 	Open: open,
@@ -50,7 +51,7 @@ func open(ctx context.Context, d agent.Deps) (agent.Agent, error) {
 	}
 	cfg := Config{
 		Client: client, Box: d.Box, Definition: def, Workspaces: d.Workspaces,
-		SessionID: d.SessionID, CommandEnv: d.CommandEnv, Logger: d.Logger,
+		SessionID: d.SessionID, CommandEnv: d.CommandEnv, Logger: d.Logger, Instructions: d.Instructions,
 	}
 	if d.Audit != nil {
 		cfg.Hooks = append(cfg.Hooks, AuditHook(d.Audit, d.SessionID))

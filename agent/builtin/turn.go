@@ -28,7 +28,7 @@ type turn struct {
 	cost     float64
 	detector *loopDetector
 	warning  string // loop warning for the next request
-	stuck    stuckState
+	stuck agent.StuckState
 	stops    int // Stop hooks that kept the turn going
 	cut      int // replies in a row cut off at max tokens
 	stats    TurnStats
@@ -82,7 +82,7 @@ func (t *turn) run(prompt string) agent.Outcome {
 	t.msgs = closeDangling(t.msgs, "The previous turn ended before this tool call ran.")
 	t.msgs = appendUser(t.msgs, llm.Text{Text: prompt})
 	a.commit(t.msgs, nil)
-	t.stuck = readStuck(t.ctx, a.box, a.ws)
+	t.stuck = agent.ReadStuck(t.ctx, a.box, a.ws)
 
 	h := a.def.Harness
 	maxSteps := h.MaxSteps
@@ -360,7 +360,7 @@ func (t *turn) compact(force bool) error {
 
 // checkStuck ends the turn when the agent wrote (or changed) a STUCK.md.
 func (t *turn) checkStuck() (agent.Outcome, bool) {
-	name, text, ok := newStuck(t.ctx, t.a.box, t.a.ws, t.stuck)
+	name, text, ok := agent.NewStuck(t.ctx, t.a.box, t.a.ws, t.stuck)
 	if !ok {
 		return agent.Outcome{}, false
 	}
