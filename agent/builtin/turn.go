@@ -28,7 +28,7 @@ type turn struct {
 	cost     float64
 	detector *loopDetector
 	warning  string // loop warning for the next request
-	stuck agent.StuckState
+	stuck    agent.StuckState
 	stops    int // Stop hooks that kept the turn going
 	cut      int // replies in a row cut off at max tokens
 	stats    TurnStats
