@@ -18,6 +18,15 @@
 //     environment (HTTP(S)_PROXY and friends) that points every command
 //     the agent runs at it;
 //
+//   - the instructions (agent.ComposeInstructions: Harvest's, the git
+//     workflow on a session branch, the repositories' AGENTS.md or
+//     CLAUDE.md and FORK.md), which every kind delivers its own way, and
+//     for a kind that does not look for one itself (Caps.ReportsStuck), a
+//     STUCK.md the agent wrote, reported as a stuck event at the turn's end;
+//
+//   - the session's git endpoint (GitEndpoint), served in the box, and its
+//     secrets (Request.Env), in the environment of every command;
+//
 //   - the CLI, checked to be runnable in the box before anything starts;
 //
 //   - usage for an agent that reports none (Caps.ProxyMeters): the turn's
