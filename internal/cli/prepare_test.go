@@ -4,13 +4,16 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/wire"
 )
 
@@ -102,5 +105,61 @@ func TestPrepareRealGoRepository(t *testing.T) {
 	got := evs[len(evs)-1].Data.(event.ToolFinished).Output
 	if !strings.Contains(got, "ok") || strings.Contains(got, "FAIL") || strings.Contains(got, "go: downloading") {
 		t.Fatalf("gjson's tests in a session without network:\n%s", got)
+	}
+}
+
+const prepareNodeScript = `
+rules:
+  - name: ran
+    when: {last_user: "run the node tests", tool_result: "TESTS-RAN"}
+    reply: {text: "the tests ran", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: run
+    when: {last_user: "run the node tests"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "set -o pipefail; npm test 2>&1 | tail -3; echo EXIT=$?; echo TESTS-RAN", timeout: 600000}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestPrepareRealNodeRepositoryDocker: harvest prepare on a real Node
+// package (npm ci from the npm registry through the egress proxy) for the
+// docker backend; a session on it there runs npm test with no network.
+func TestPrepareRealNodeRepositoryDocker(t *testing.T) {
+	testbin.Toolchain(t, "npm")
+	repo := testbin.RealRepo(t, "pump")
+	e := newServeEnvWith(t, prepareNodeScript)
+	s := e.start("--egress-allow", "registries", "--backend", "docker")
+	c := e.client(s)
+	t.Cleanup(func() { // the docker boxes serve made: it is killed, not stopped
+		p := docker.New(docker.Config{RunDir: filepath.Join(e.runDir, docker.Name), AgentBinary: testbin.Agent(t)})
+		stacktest.DestroyAll(t, p)
+		p.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo, "--json")
+	cmd.Env = e.env
+	var stderr testbin.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harvest prepare: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "package-lock.json: npm ci") || !strings.Contains(string(out), `"backend": "docker"`) {
+		t.Fatalf("harvest prepare:\n%s\n%s", out, stderr.String())
+	}
+	none := []string{}
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "run the node tests", Egress: &none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Environment == "" || v.Backend != "docker" {
+		t.Fatalf("the session: environment %q on %s", v.Environment, v.Backend)
+	}
+	evs := follow(t, c, v.ID, 0, "the tests' output", func(ev event.Event) bool {
+		d, ok := ev.Data.(event.ToolFinished)
+		return ok && strings.Contains(d.Output, "TESTS-RAN")
+	})
+	if got := evs[len(evs)-1].Data.(event.ToolFinished).Output; !strings.Contains(got, "EXIT=0") {
+		t.Fatalf("pump's tests in a docker session without network:\n%s", got)
 	}
 }
