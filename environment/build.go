@@ -47,6 +47,8 @@ type Config struct {
 	Logger       *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Defaults are the server's scripts per repository (nil: none).
+	Defaults *Defaults
 }
 
 // Builder builds environments, one at a time per repository and backend.
@@ -137,6 +139,10 @@ func (b *Builder) Latest(ctx context.Context, repo, backend string) (*store.Envi
 	return es[0], nil
 }
 
+// StartScript is the server's start script for repo ("" for none): a
+// session runs it when its repository has no .harvest/start.sh.
+func (b *Builder) StartScript(repo string) string { return b.cfg.Defaults.For(repo).Start }
+
 // List lists environments, newest first.
 func (b *Builder) List(ctx context.Context, f store.EnvironmentFilter) ([]*store.Environment, error) {
 	return b.cfg.Store.ListEnvironments(ctx, f)
@@ -217,6 +223,7 @@ func (b *Builder) Begin(ctx context.Context, req Request) (*Pending, error) {
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", req.Repo, err))
 	}
+	plan = b.cfg.Defaults.For(req.Repo).apply(plan)
 	fp := Fingerprint(req.Repo, commit, req.Backend, req.Image, b.cfg.Version, plan)
 	if !req.Force {
 		ready, err := b.cfg.Store.ListEnvironments(ctx, store.EnvironmentFilter{Repo: req.Repo, Backend: req.Backend, States: []string{store.EnvReady}})

@@ -225,3 +225,54 @@ func grepTree(t *testing.T, root, s string) []string {
 	})
 	return found
 }
+
+// TestRepoDefaults: the server's scripts for a repository that has none of
+// its own replace detection; a repository's setup.sh wins over them; a
+// config with mistakes says each.
+func TestRepoDefaults(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "repos.yaml")
+	os.WriteFile(cfg, []byte("repositories:\n  test:plain: {}\n  github:Acme/App:\n    setup: echo from the server > ~/server.txt\n    start: echo started\n  not a repo:\n    setup: x\n  /srv/empty: {}\n"), 0o644)
+	_, err := environment.LoadDefaults(cfg)
+	for _, want := range []string{"repositories.not a repo: name a repository", "repositories./srv/empty: give setup, start or both", "repositories.test:plain"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadDefaults: %v; want %q", err, want)
+		}
+	}
+	os.WriteFile(cfg, []byte("repositories:\n  github:acme/app:\n    setup: echo hi\n    bogus: 1\n"), 0o644)
+	if _, err := environment.LoadDefaults(cfg); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("an unknown field: %v", err)
+	}
+	os.WriteFile(cfg, []byte("repositories:\n  github:Acme/App:\n    setup: echo from the server > ~/server.txt\n    start: echo started\n"), 0o644)
+	d, err := environment.LoadDefaults(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.For("github:acme/app").Start != "echo started" {
+		t.Fatalf("For: %+v", d.For("github:acme/app"))
+	}
+
+	_, st, s := newBuilder(t)
+	b, err := environment.NewBuilder(environment.Config{Dir: filepath.Join(testbin.TempDir(t), "envs"), Store: st, Version: "test",
+		Provider: func(string) (sandbox.Provider, error) { return s.Local, nil }, Defaults: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plain := repo(t, map[string]string{"go.mod": "module x\n"})
+	e, err := b.Build(ctx, environment.Request{Repo: "github:acme/app", Name: "app", Backend: "local", Checkout: checkoutOf(t, plain)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := os.ReadFile(filepath.Join(b.Home(e.ID), "server.txt")); string(c) != "from the server\n" || !strings.Contains(e.Detected[0], "--repo-config") {
+		t.Fatalf("the server's setup: %q, detected %v", c, e.Detected)
+	}
+	own := repo(t, map[string]string{".harvest/setup.sh": "echo own > ~/own.txt\n"})
+	e, err = b.Build(ctx, environment.Request{Repo: "github:acme/app", Name: "app", Backend: "local", Checkout: checkoutOf(t, own)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b.Home(e.ID), "own.txt")); err != nil || e.Detected[0] != environment.SetupScript {
+		t.Fatalf("the repository's own setup did not win: %v, %v", err, e.Detected)
+	}
+}

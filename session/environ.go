@@ -162,15 +162,21 @@ func (r *runner) startScript(ctx context.Context, sb *sandbox.Sandbox) error {
 		return nil
 	}
 	repo := r.s.Repos[0]
+	serverStart := ""
+	if ss, ok := r.d.cfg.Environments.(interface{ StartScript(repo string) string }); ok {
+		serverStart = ss.StartScript(RepoKey(repo))
+	}
 	var out bytes.Buffer
-	script := `[ -f .harvest/start.sh ] || exit 0; set -e; . ./.harvest/start.sh`
-	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Env: []string{"HARVEST_BOOT_MODE=start"},
+	// The repository's own start.sh, else the server's for it.
+	script := `if [ -f .harvest/start.sh ]; then set -e; . ./.harvest/start.sh
+elif [ -n "$HARVEST_SERVER_START" ]; then set -e; eval "$HARVEST_SERVER_START"; fi`
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Env: []string{"HARVEST_BOOT_MODE=start", "HARVEST_SERVER_START=" + serverStart},
 		Dir: sb.WorkspacePath(repo.Name), Stdout: &out, Stderr: &out, OutputLimit: 64 << 10, Timeout: 5 * time.Minute})
 	if err != nil {
 		return err
 	}
 	if !st.Success() {
-		return fatal(fmt.Errorf("%s's .harvest/start.sh failed (%s): %s", repo.Name, st, tail(out.String(), 2000)))
+		return fatal(fmt.Errorf("%s's start script (.harvest/start.sh, or the server's) failed (%s): %s", repo.Name, st, tail(out.String(), 2000)))
 	}
 	return nil
 }

@@ -206,3 +206,39 @@ func TestEnvironmentRefresh(t *testing.T) {
 		t.Errorf("the environment a live session uses is %s, want ready", got.State)
 	}
 }
+
+// TestServerStartScript: a repository without .harvest/start.sh runs the
+// server's start script for it (serve --repo-config) at its box's start.
+func TestServerStartScript(t *testing.T) {
+	needDisks(t)
+	var b *environment.Builder
+	var key string
+	e := newEnv(t, withDisks, withBuilder(&b, func(e *env, c *environment.Config) {
+		resolved, _ := filepath.EvalSymlinks(e.Repo)
+		key = RepoKey(store.Repo{Source: e.Repo, Origin: resolved})
+		c.Defaults = &environment.Defaults{Repos: map[string]environment.RepoDefaults{
+			key: {Setup: "mkdir -p ~/.cache/tool deps && echo warm > ~/.cache/tool/warm && echo installed > deps/lib.txt", Start: "echo server-start $HARVEST_BOOT_MODE > /tmp/started"},
+		}}
+	}))
+	s, err := sim.ParseScript("env.yaml", []byte(envScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Sim.Store(sim.New(s))
+	os.WriteFile(filepath.Join(e.Repo, ".gitignore"), []byte("deps/\n"), 0o644)
+	testbin.Git(t, e.Repo, "init", "-q", "-b", "main")
+	testbin.Git(t, e.Repo, "add", "-A")
+	testbin.Git(t, e.Repo, "commit", "-q", "-m", "first")
+	if _, err := e.m.Prepare(context.Background(), PrepareRequest{Repo: RepoSpec{Source: e.Repo}, Admin: true}); err != nil {
+		t.Fatal(err)
+	}
+	testbin.WaitFor(t, time.Minute, "the environment", func() bool {
+		env, _ := b.Latest(context.Background(), key, "local")
+		return env != nil
+	})
+	v := e.create("env check")
+	out := stacktest.Typed[event.ToolFinished](e.watch(v.ID), "t1", nil).Output
+	if !strings.Contains(out, "server-start start") || !strings.Contains(out, "installed") {
+		t.Fatalf("the server's scripts: %s", out)
+	}
+}

@@ -60,6 +60,7 @@ type serveFlags struct {
 	disk       diskFlags
 	github     githubFlags
 	refresh    time.Duration
+	repoConfig string
 }
 
 func newServeCmd() *cobra.Command {
@@ -121,6 +122,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
+	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
@@ -152,6 +154,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.refresh < 0 || (f.refresh > 0 && f.refresh < time.Minute) {
 		return exitCode(2, fmt.Errorf("--refresh-environments %s: give 0 (never) or a minute or more, like 30m", f.refresh))
+	}
+	var repoDefaults *environment.Defaults
+	if f.repoConfig != "" {
+		var err error
+		if repoDefaults, err = environment.LoadDefaults(f.repoConfig); err != nil {
+			return exitCode(2, fmt.Errorf("--repo-config: %w", err))
+		}
 	}
 	if f.grace < 0 {
 		return exitCode(2, fmt.Errorf("--shutdown-grace %s: must be 0 or more", f.grace))
@@ -225,6 +234,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
+		Defaults: repoDefaults,
 	})
 	if err != nil {
 		j.Close(context.Background())
