@@ -37,6 +37,12 @@ rules:
   - name: cold-slugify
     when: {last_user: "cold python-slugify"}
     reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; { python3 -m venv .venv && PIP_INDEX_URL=http://pypi.harvest.test/simple PIP_TRUSTED_HOST=pypi.harvest.test .venv/bin/pip install -q . && .venv/bin/python test.py; } 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
+  - name: rebuilt
+    when: {last_user: "rebuild gjson", tool_result: "REBUILT"}
+    reply: {text: "rebuilt", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: rebuild-gjson
+    when: {last_user: "rebuild gjson"}
+    reply: {tool_calls: [{name: bash, input: {command: "echo compiles=$(go test -count=1 -x -run '^$' ./... 2>&1 | grep -c '/compile '); echo REBUILT", timeout: 600000}}]}
   - name: warm-gjson
     when: {last_user: "warm gjson"}
     reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; go test -count=1 ./... 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
@@ -97,6 +103,17 @@ func testRealRepositories(t *testing.T, backend, index string) {
 				t.Fatalf("%s's tests in a session without network:\n%s", spec.Name, out)
 			}
 			t.Logf("%s on %s: %s", spec.Name, backend, strings.ReplaceAll(strings.TrimSpace(out), "\n", " | "))
+			if spec.Name == "gjson" {
+				// Suspend and resume: the build cache is still warm, the
+				// environment's and the session's own (nothing compiles).
+				w.IdleAfter("t1")
+				e.Clock.Advance(DefaultIdleTimeout)
+				w.State(store.StateSuspended)
+				e.send(v.ID, "rebuild gjson", ModeQueue)
+				if out := stacktest.Typed[event.ToolFinished](w, "t2", nil).Output; !strings.Contains(out, "compiles=0") {
+					t.Fatalf("after resume, building gjson's tests compiled again:\n%s", out)
+				}
+			}
 		})
 	}
 }
