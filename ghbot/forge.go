@@ -165,7 +165,7 @@ func (s *Service) identities(ctx context.Context, sess *store.Session) (author, 
 // branch.
 func (s *Service) Checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
 	err := s.checkout(ctx, sess, r, dst, owner)
-	if errors.Is(err, gh.ErrNoAccess) {
+	if errors.Is(err, gh.ErrNoAccess) || errors.Is(err, workspace.ErrUnknownRef) {
 		return session.Permanent(err)
 	}
 	return err

@@ -131,3 +131,30 @@ func quoteBlock(s string) string {
 	}
 	return quote(s)
 }
+
+// Ended edits the progress comment of a session that failed or stopped:
+// it says so, and why, with its pull requests and cost.
+func (s *Service) Ended(ctx context.Context, sess *store.Session) error {
+	l := sess.GitHub
+	if l == nil || l.Progress == 0 {
+		return nil
+	}
+	status := "⏹️ The session stopped."
+	if sess.State == store.StateFailed {
+		status = "❌ The session failed: " + truncate(sess.Error, 500)
+	}
+	var details []string
+	for _, r := range sess.Repos {
+		if r.PRURL != "" {
+			details = append(details, "Pull request: "+r.PRURL)
+		}
+	}
+	details = append(details, fmt.Sprintf("Cost: $%.4f", sess.CostUSD))
+	c, err := s.gh.Client(repoScope(l.Repo))
+	if err != nil {
+		return err
+	}
+	owner, name := split(l.Repo)
+	_, _, err = c.Issues.EditComment(ctx, owner, name, l.Progress, &github.IssueComment{Body: github.Ptr(s.progressBody(sess.ID, status, strings.Join(details, "\n\n")))})
+	return explain(err, "editing the progress comment")
+}

@@ -48,6 +48,9 @@ type Forge interface {
 	Endpoint(ctx context.Context, s *store.Session, emit func(event.Payload)) (agents.GitEndpoint, error)
 	// AfterTurn publishes what a turn did.
 	AfterTurn(ctx context.Context, t TurnEnd) error
+	// Ended is told that a session started from the host (Session.GitHub)
+	// failed or stopped, with the session as it ended.
+	Ended(ctx context.Context, s *store.Session) error
 }
 
 // TurnEnd is a finished turn, for Forge.AfterTurn.

@@ -420,7 +420,11 @@ func (r *runner) stop(reason string) error {
 	}
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	return r.setState(ctx, store.StateStopped, reason, func(s *store.Session) { s.Sandbox = nil })
+	if err := r.setState(ctx, store.StateStopped, reason, func(s *store.Session) { s.Sandbox = nil }); err != nil {
+		return err
+	}
+	r.ended()
+	return nil
 }
 
 // fail ends the session as failed with cause.
@@ -433,10 +437,26 @@ func (r *runner) fail(cause error) error {
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	msg := r.d.host.hideDataDir(cause.Error())
-	return r.setState(ctx, store.StateFailed, msg, func(s *store.Session) {
+	err := r.setState(ctx, store.StateFailed, msg, func(s *store.Session) {
 		s.Sandbox = nil
 		s.Error = msg
 	})
+	if err == nil {
+		r.ended()
+	}
+	return err
+}
+
+// ended tells the forge a session on its repositories ended (its
+// conversation there says so), bounded in time; a failure is logged.
+func (r *runner) ended() {
+	if f := r.d.cfg.Forge; f != nil && r.s.GitHub != nil {
+		ctx, cancel := r.finalCtx()
+		defer cancel()
+		if err := f.Ended(ctx, r.s); err != nil {
+			r.log.Warn("telling GitHub the session ended", "err", err)
+		}
+	}
 }
 
 // dropBox closes the agent and destroys the box, if any (and releases the

@@ -150,6 +150,10 @@ func (m *Mirrors) Sync(ctx context.Context, r Remote) (string, error) {
 	return path, nil
 }
 
+// ErrUnknownRef is a ref the repository does not have (a deleted branch):
+// asking again will not help.
+var ErrUnknownRef = errors.New("not a branch, tag or commit of the repository")
+
 // Checkout says what a session's clone of a mirror looks like.
 type Checkout struct {
 	// Ref is where to start: a branch, a tag or a commit ("" the
@@ -204,7 +208,7 @@ func (m *Mirrors) clone(ctx context.Context, path, dst string, c Checkout) (stri
 		if _, err := m.git(ctx, dst, nil, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+c.Ref); err == nil {
 			start = "origin/" + c.Ref
 		} else if _, err := m.git(ctx, dst, nil, "rev-parse", "--verify", "--quiet", c.Ref+"^{commit}"); err != nil {
-			return "", fmt.Errorf("ref %q is not a branch, tag or commit of the repository", c.Ref)
+			return "", fmt.Errorf("ref %q: %w", c.Ref, ErrUnknownRef)
 		}
 	}
 	args := []string{"checkout", "--quiet"}

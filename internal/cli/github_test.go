@@ -843,3 +843,43 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 		t.Errorf("the failed session says %q", got.Error)
 	}
 }
+
+// TestGitHubSessionFailsVisibly: a mention on a pull request whose branch
+// was deleted starts a session that cannot check it out: it fails (no
+// retrying forever), and the progress comment says why.
+func TestGitHubSessionFailsVisibly(t *testing.T) {
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, githubScript)
+	s := e.start(g.serveArgs()...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	work := t.TempDir()
+	u := strings.Replace(g.gs.URL(), "http://", "http://ada:"+g.ada.Token+"@", 1) + "/acme/calc.git"
+	testbin.Git(t, work, "clone", "-q", u, "w")
+	w := filepath.Join(work, "w")
+	testbin.Git(t, w, "checkout", "-q", "-b", "gone")
+	os.WriteFile(filepath.Join(w, "x.txt"), []byte("x\n"), 0o644)
+	testbin.Git(t, w, "add", "x.txt")
+	testbin.Git(t, w, "commit", "-q", "-m", "x")
+	testbin.Git(t, w, "push", "-q", "origin", "gone")
+	pr, err := g.gs.OpenPull(ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Gone", Head: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbin.Git(t, w, "push", "-q", "origin", ":gone")
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: pr, Body: "@harvest fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(s)
+	waitHTTP(t, 2*time.Minute, "the session to fail", func() bool {
+		ss := mustSessions(t, c)
+		return len(ss) == 1 && ss[0].State == "failed"
+	})
+	body := waitComment(t, ctx, g.client(t, g.ada), pr, "The session failed")
+	if !strings.Contains(body, "gone") {
+		t.Errorf("the progress comment does not say why: %q", body)
+	}
+}
