@@ -883,3 +883,77 @@ func TestGitHubSessionFailsVisibly(t *testing.T) {
 		t.Errorf("the progress comment does not say why: %q", body)
 	}
 }
+
+// describeScript: the agent writes its pull request's description file.
+const describeScript = `
+rules:
+  - name: describe-report
+    when: {last_user: "describe the fix", tool_result: "PASS"}
+    reply: {text: "Done, with a description.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: describe
+    when: {last_user: "describe the fix"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "sed -i 's/\\$1 - \\$2/$1 + $2/' calc.sh && sh test.sh && git commit -qam 'Fix add' && printf '# Make add add\\n\\nThe body from the agent.\\n' > .git/HARVEST_PR.md && git push 2>&1"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+` + githubRules
+
+// TestGitHubPullRequestDescription: a pull request takes its title and body
+// from the description file the agent wrote; without one, the body is the
+// agent's summary followed by the repository's pull request template.
+func TestGitHubPullRequestDescription(t *testing.T) {
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, describeScript)
+	s := e.start(g.serveArgs()...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The repository's template, on main.
+	work := t.TempDir()
+	u := strings.Replace(g.gs.URL(), "http://", "http://ada:"+g.ada.Token+"@", 1) + "/acme/calc.git"
+	testbin.Git(t, work, "clone", "-q", u, "w")
+	w := filepath.Join(work, "w")
+	os.MkdirAll(filepath.Join(w, ".github"), 0o755)
+	os.WriteFile(filepath.Join(w, ".github/pull_request_template.md"), []byte("## Checklist\n- [ ] template-canary-3301\n"), 0o644)
+	testbin.Git(t, w, "add", ".github")
+	testbin.Git(t, w, "commit", "-q", "-m", "Add a PR template")
+	testbin.Git(t, w, "push", "-q", "origin", "main")
+
+	ada := g.client(t, g.ada)
+	prFor := func(issue int) *github.PullRequest {
+		var pr *github.PullRequest
+		waitHTTP(t, 2*time.Minute, fmt.Sprintf("the pull request fixing #%d", issue), func() bool {
+			prs, _, _ := ada.PullRequests.List(ctx, "acme", "calc", &github.PullRequestListOptions{State: "open"})
+			for _, p := range prs {
+				if strings.Contains(p.GetBody(), fmt.Sprintf("Fixes #%d", issue)) {
+					pr = p
+				}
+			}
+			return pr != nil
+		})
+		return pr
+	}
+
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest describe the fix"}); err != nil {
+		t.Fatal(err)
+	}
+	pr := prFor(g.issue)
+	if pr.GetTitle() != "Make add add" || !strings.Contains(pr.GetBody(), "The body from the agent.") || strings.Contains(pr.GetBody(), "template-canary-3301") {
+		t.Errorf("from the description file: title %q, body %q", pr.GetTitle(), pr.GetBody())
+	}
+
+	other, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "add again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: other, Body: "@harvest fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	pr = prFor(other)
+	body := pr.GetBody()
+	if !strings.Contains(body, "Fixed add in calc.sh") || !strings.Contains(body, "template-canary-3301") ||
+		strings.Index(body, "Fixed add") > strings.Index(body, "template-canary-3301") {
+		t.Errorf("without a description file: body %q; want the summary, then the template", body)
+	}
+}
