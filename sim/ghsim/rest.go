@@ -427,24 +427,31 @@ func (s *Server) findReviewComment(r *repo, id int64) *reviewComment {
 	return nil
 }
 
-func (s *Server) updateComment(w http.ResponseWriter, req *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// commentFor finds the issue comment {comment_id} of the request's
+// repository, or answers 404. Called with s.mu held.
+func (s *Server) commentFor(w http.ResponseWriter, req *http.Request) (*comment, *token, bool) {
 	r, tok, ok := s.repoFor(w, req, "metadata", "read")
 	if !ok {
-		return
+		return nil, nil, false
 	}
 	id, _ := strconv.ParseInt(req.PathValue("comment_id"), 10, 64)
 	c := s.findComment(r, id)
 	if c == nil {
 		writeError(w, http.StatusNotFound, "Not Found")
-		return
+		return nil, nil, false
 	}
-	if !s.canWriteOn(w, tok, c.issue) {
+	return c, tok, true
+}
+
+func (s *Server) updateComment(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, tok, ok := s.commentFor(w, req)
+	if !ok || !s.canWriteOn(w, tok, c.issue) {
 		return
 	}
 	actor := s.tokenActor(tok)
-	if actor != c.user && s.role(actor, r).rank() < PermWrite.rank() && tok.kind == tokPAT {
+	if actor != c.user && s.role(actor, c.issue.repo).rank() < PermWrite.rank() && tok.kind == tokPAT {
 		writeError(w, http.StatusForbidden, "You must have write access to edit other users' comments")
 		return
 	}

@@ -41,17 +41,8 @@ func (s *Server) react(w http.ResponseWriter, req *http.Request, tok *token, lis
 func (s *Server) reactIssueComment(w http.ResponseWriter, req *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, tok, ok := s.repoFor(w, req, "metadata", "read")
-	if !ok {
-		return
-	}
-	id, _ := strconv.ParseInt(req.PathValue("comment_id"), 10, 64)
-	c := s.findComment(r, id)
-	if c == nil {
-		writeError(w, http.StatusNotFound, "Not Found")
-		return
-	}
-	if s.canWriteOn(w, tok, c.issue) {
+	c, tok, ok := s.commentFor(w, req)
+	if ok && s.canWriteOn(w, tok, c.issue) {
 		s.react(w, req, tok, &c.reactions)
 	}
 }
