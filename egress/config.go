@@ -71,6 +71,13 @@ type Config struct {
 	Allow []string
 	// Ports a target may have; DefaultPorts when empty.
 	Ports []int
+	// Internal are registries on the operator's own network (a company's
+	// package mirror), each a name the proxy dials at exactly the address
+	// and port given, without resolving it, although the address is
+	// private. The name is allowed at that port only. Loopback, link-local
+	// (the metadata service), unspecified and multicast addresses are
+	// refused: the first is the Harvest host itself.
+	Internal map[string]netip.AddrPort
 	// AllowHelp ends a 403's message, saying how an operator allows a
 	// host, e.g. `add it to egress.allow in harvest.yaml`. Default: a
 	// generic sentence.
@@ -241,6 +248,48 @@ var forbidden = func() []netip.Prefix {
 	}
 	return ps
 }()
+
+// parseInternal checks Config.Internal's pins.
+func parseInternal(pins map[string]netip.AddrPort) (map[string]netip.AddrPort, error) {
+	out := map[string]netip.AddrPort{}
+	var errs []error
+	for name, ap := range pins {
+		n := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(name)), ".")
+		if err := checkName(n, false); err != nil {
+			errs = append(errs, fmt.Errorf("egress: internal registry %q: %w", name, err))
+			continue
+		}
+		a := ap.Addr().Unmap()
+		switch {
+		case !ap.IsValid() || ap.Port() == 0:
+			errs = append(errs, fmt.Errorf("egress: internal registry %s: want an address and a port (%s=10.0.0.5:8080)", name, name))
+		case a.IsLoopback():
+			errs = append(errs, fmt.Errorf("egress: internal registry %s at %v: a loopback address is the Harvest host itself, which boxes must not reach; serve the registry on the host's network address instead", name, ap))
+		case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(), a.IsUnspecified(), a.IsMulticast(), a.Zone() != "":
+			errs = append(errs, fmt.Errorf("egress: internal registry %s at %v: a link-local, unspecified or multicast address is never dialed (the metadata service lives there)", name, ap))
+		default:
+			out[n] = netip.AddrPortFrom(a, ap.Port())
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// ParseInternal parses NAME=IP:PORT, an internal registry pin (see
+// Config.Internal), saying what to write instead when it is not one.
+func ParseInternal(s string) (string, netip.AddrPort, error) {
+	name, addr, ok := strings.Cut(s, "=")
+	if !ok || name == "" || addr == "" {
+		return "", netip.AddrPort{}, fmt.Errorf("%q: want NAME=IP:PORT, like pypi.internal=10.0.0.5:8080", s)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return "", netip.AddrPort{}, fmt.Errorf("%q: %s is not IP:PORT (an address, not a name: the proxy dials exactly it)", s, addr)
+	}
+	return name, ap, nil
+}
 
 // publicAddr reports whether a target may be dialed.
 func publicAddr(a netip.Addr) bool {

@@ -22,6 +22,7 @@ import (
 // Proxy is the egress proxy. Make one with New; it serves every session.
 type Proxy struct {
 	allow    *allowlist
+	internal map[string]netip.AddrPort // Config.Internal, checked
 	ports    []int
 	help     string
 	resolver Resolver
@@ -85,7 +86,15 @@ type Totals struct {
 // New checks cfg and returns a Proxy. Every bad allowlist entry is
 // reported, with what to write instead.
 func New(cfg Config) (*Proxy, error) {
-	allow, err := parseAllow(cfg.Allow)
+	internal, err := parseInternal(cfg.Internal)
+	if err != nil {
+		return nil, err
+	}
+	entries := slices.Clone(cfg.Allow)
+	for name := range internal {
+		entries = append(entries, name)
+	}
+	allow, err := parseAllow(entries)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +112,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{
 		allow:    allow,
+		internal: internal,
 		ports:    slices.Clone(ports),
 		help:     cfg.AllowHelp,
 		resolver: cfg.Resolver,
@@ -318,7 +328,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusForbidden, "not allowed", fmt.Sprintf("%s is not on this session's egress allowlist (%s), narrower than the server's; to reach it, create the session with it in egress", host, g.allow))
 		return
 	}
-	if !slices.Contains(p.ports, port) {
+	if pin, ok := p.internal[host]; ok {
+		if int(pin.Port()) != port {
+			refuse(http.StatusForbidden, "port not allowed", fmt.Sprintf("%s is an internal registry at port %d: port %d is not allowed", host, pin.Port(), port))
+			return
+		}
+	} else if !slices.Contains(p.ports, port) {
 		refuse(http.StatusForbidden, "port not allowed", fmt.Sprintf("%s: port %d is not allowed (allowed: %v)", host, port, p.ports))
 		return
 	}
@@ -406,6 +421,9 @@ func (e *forbiddenError) Error() string {
 // resolve returns the public addresses of host, or a forbiddenError when
 // there are none.
 func (p *Proxy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if pin, ok := p.internal[host]; ok {
+		return []netip.Addr{pin.Addr()}, nil // the operator's pin: no lookup, no rebinding
+	}
 	if _, err := netip.ParseAddr(host); err == nil {
 		return nil, &forbiddenError{host: host} // never reached: IPs are never allowlisted
 	}

@@ -515,3 +515,64 @@ func TestGrantOnly(t *testing.T) {
 		t.Errorf("the session's own host: %d %q", resp.StatusCode, body)
 	}
 }
+
+// An internal registry (Config.Internal) is dialed at exactly its pinned
+// private address and port, with no lookup (so no rebinding); its other
+// ports are refused; and a pin to loopback, link-local or without a port
+// is refused when the proxy is made, saying why.
+func TestInternalRegistry(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("index of " + r.Host))
+	}))
+	defer srv.Close()
+	h := newHarness(t, Config{Allow: []string{"pkg.harvest.test"}, Internal: map[string]netip.AddrPort{
+		"PyPI.Corp.Test": netip.MustParseAddrPort("10.9.8.7:8080"),
+	}})
+	h.net.route("pypi.corp.test", "10.9.8.7", 8080, srv.Listener.Addr().String())
+	// What DNS says is ignored: the pin is what is dialed.
+	h.net.route("pypi.corp.test", "203.0.113.50", 8080, "")
+	stats := newStatsLog()
+	tok, _ := h.p.Grant("s9", stats.add)
+	c, _ := client(h.addr, tok, nil)
+	resp, err := c.Get("http://pypi.corp.test:8080/simple/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "index of pypi.corp.test:8080" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	stats.next(t)
+	lookups, dialed := h.net.seen()
+	if len(lookups) != 0 || !slices.Equal(dialed, []string{"10.9.8.7:8080"}) {
+		t.Errorf("looked up %v and dialed %v; want no lookup and the pin", lookups, dialed)
+	}
+	resp, body2, _ := connect(t, h.addr, "pypi.corp.test:443", basic(tok))
+	if resp.StatusCode != 403 || !strings.Contains(body2, "internal registry at port 8080: port 443 is not allowed") {
+		t.Errorf("another port: %d %q", resp.StatusCode, body2)
+	}
+	stats.next(t)
+
+	for pin, want := range map[string]string{
+		"127.0.0.1:3141":     "the Harvest host itself",
+		"169.254.169.254:80": "metadata service",
+		"10.0.0.1:0":         "want an address and a port",
+	} {
+		_, err := New(Config{Allow: []string{"pkg.harvest.test"}, Internal: map[string]netip.AddrPort{"pypi.corp.test": netip.MustParseAddrPort(pin)}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("pin %s: %v, want %q", pin, err, want)
+		}
+	}
+	for s, want := range map[string]string{
+		"pypi.corp.test":                "want NAME=IP:PORT",
+		"pypi.corp.test=pypi.corp:8080": "is not IP:PORT",
+	} {
+		if _, _, err := ParseInternal(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseInternal(%q): %v, want %q", s, err, want)
+		}
+	}
+	if n, ap, err := ParseInternal("pypi.corp.test=10.0.0.5:8080"); err != nil || n != "pypi.corp.test" || ap.Port() != 8080 {
+		t.Errorf("ParseInternal: %s %v %v", n, ap, err)
+	}
+}

@@ -325,7 +325,7 @@ func (b *Builder) setup(ctx context.Context, env *store.Environment, dir, ws str
 			b.cfg.Logger.Warn("destroying an environment's setup box", "environment", env.ID, "err", err)
 		}
 	}()
-	cmdEnv := append([]string{"HARVEST_BOOT_MODE=setup"}, req.Env...)
+	cmdEnv := append(append([]string{"HARVEST_BOOT_MODE=setup"}, plan.Env...), req.Env...)
 	if b.cfg.Egress != nil {
 		br, eenv, err := agents.BridgeEgress(sctx, box, b.cfg.Egress, nil, env.ID, b.cfg.Logger)
 		if err != nil {

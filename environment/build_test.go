@@ -232,9 +232,10 @@ func grepTree(t *testing.T, root, s string) []string {
 func TestRepoDefaults(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "repos.yaml")
-	os.WriteFile(cfg, []byte("repositories:\n  test:plain: {}\n  github:Acme/App:\n    setup: echo from the server > ~/server.txt\n    start: echo started\n  not a repo:\n    setup: x\n  /srv/empty: {}\n"), 0o644)
+	os.WriteFile(cfg, []byte("repositories:\n  test:plain: {}\n  github:Acme/App:\n    setup: echo from the server > ~/server.txt\n    start: echo started\n  not a repo:\n    setup: x\n  /srv/empty: {}\n  /srv/env:\n    env: {1X: a, HTTPS_PROXY: b, HARVEST_X: c}\n"), 0o644)
 	_, err := environment.LoadDefaults(cfg)
-	for _, want := range []string{"repositories.not a repo: name a repository", "repositories./srv/empty: give setup, start or both", "repositories.test:plain"} {
+	for _, want := range []string{"repositories.not a repo: name a repository", "repositories./srv/empty: give setup, start, env or some of them", "repositories.test:plain",
+		`repositories./srv/env.env: "1X" is not an environment variable name`, "repositories./srv/env.env: HTTPS_PROXY is set by Harvest itself", "HARVEST_X is set by Harvest itself"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("LoadDefaults: %v; want %q", err, want)
 		}
@@ -243,7 +244,7 @@ func TestRepoDefaults(t *testing.T) {
 	if _, err := environment.LoadDefaults(cfg); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("an unknown field: %v", err)
 	}
-	os.WriteFile(cfg, []byte("repositories:\n  github:Acme/App:\n    setup: echo from the server > ~/server.txt\n    start: echo started\n"), 0o644)
+	os.WriteFile(cfg, []byte("repositories:\n  github:Acme/App:\n    setup: echo from the server $INDEX_URL > ~/server.txt\n    start: echo started\n    env: {INDEX_URL: http://pypi.corp.test/simple}\n"), 0o644)
 	d, err := environment.LoadDefaults(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +265,7 @@ func TestRepoDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := os.ReadFile(filepath.Join(b.Home(e.ID), "server.txt")); string(c) != "from the server\n" || !strings.Contains(e.Detected[0], "--repo-config") {
+	if c, _ := os.ReadFile(filepath.Join(b.Home(e.ID), "server.txt")); string(c) != "from the server http://pypi.corp.test/simple\n" || !strings.Contains(e.Detected[0], "--repo-config") {
 		t.Fatalf("the server's setup: %q, detected %v", c, e.Detected)
 	}
 	own := repo(t, map[string]string{".harvest/setup.sh": "echo own > ~/own.txt\n"})

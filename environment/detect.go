@@ -34,6 +34,10 @@ type Plan struct {
 	// Detected says, for people, what Setup does when it was detected
 	// ("go.mod: go mod download and a build of the test binaries").
 	Detected []string
+	// Env is the server's settings for the setup (--repo-config's env:
+	// KEY=VALUE, sorted), like a private package index's URL. Not secret:
+	// credentials are setup secrets (Request.Env).
+	Env []string
 }
 
 // Hash identifies the plan's scripts (part of an environment's
@@ -41,6 +45,9 @@ type Plan struct {
 func (p Plan) Hash() string {
 	h := sha256.New()
 	io.WriteString(h, "setup\x00"+p.Setup+"\x00start\x00"+p.Start)
+	for _, kv := range p.Env {
+		io.WriteString(h, "\x00env\x00"+kv)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -2,7 +2,11 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/netip"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -161,5 +165,72 @@ func TestPrepareRealNodeRepositoryDocker(t *testing.T) {
 	})
 	if got := evs[len(evs)-1].Data.(event.ToolFinished).Output; !strings.Contains(got, "EXIT=0") {
 		t.Fatalf("pump's tests in a docker session without network:\n%s", got)
+	}
+}
+
+const preparePythonScript = `
+rules:
+  - name: ran
+    when: {last_user: "run the python tests", tool_result: "TESTS-RAN"}
+    reply: {text: "the tests ran", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: run
+    when: {last_user: "run the python tests"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "set -o pipefail; .venv/bin/python test.py 2>&1 | tail -3; echo EXIT=$?; echo TESTS-RAN", timeout: 600000}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestPrepareRealPythonRepository: harvest prepare on a real Python
+// package (python-slugify, whose pyproject.toml needs text-unidecode)
+// installs it into a virtualenv from a private package index on the
+// host's network — PyPI is out of reach, so the index serves wheels built
+// here from local sources — which the server reaches as an internal
+// registry (--egress-internal) named in the server's settings for the
+// repository (--repo-config env: PIP_INDEX_URL); a session on it then runs
+// the package's own tests with no network, and they pass.
+func TestPrepareRealPythonRepository(t *testing.T) {
+	py := testbin.Python3(t)
+	repo := testbin.RealRepo(t, "python-slugify")
+	index := testbin.PyIndexAt(t, netip.AddrPortFrom(testbin.HostAddr(t), 0).String(), py,
+		testbin.Testdata(t, "pydeps", "text-unidecode-1.3.tar.gz"))
+	iu, err := url.Parse(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newServeEnvWith(t, preparePythonScript)
+	resolved, _ := filepath.EvalSymlinks(repo)
+	cfg := filepath.Join(t.TempDir(), "repos.yaml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "repositories:\n  %s:\n    env:\n      PIP_INDEX_URL: http://pypi.corp.test:%s/simple\n      PIP_TRUSTED_HOST: pypi.corp.test\n", resolved, iu.Port()), 0o644)
+	s := e.start("--egress-internal", "pypi.corp.test="+iu.Host, "--repo-config", cfg)
+	c := e.client(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo)
+	cmd.Env = e.env
+	var stderr testbin.Buffer
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("harvest prepare: %v\n%s%s", err, out, stderr.String())
+	}
+	for _, want := range []string{"pyproject.toml: a virtualenv in .venv with the package installed", "Successfully installed", "text-unidecode", "is ready"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("harvest prepare's log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	none := []string{}
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "run the python tests", Egress: &none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Environment == "" {
+		t.Fatalf("the session did not start from the environment")
+	}
+	evs := follow(t, c, v.ID, 0, "the tests' output", func(ev event.Event) bool {
+		d, ok := ev.Data.(event.ToolFinished)
+		return ok && strings.Contains(d.Output, "TESTS-RAN")
+	})
+	if got := evs[len(evs)-1].Data.(event.ToolFinished).Output; !strings.Contains(got, "EXIT=0") || !strings.Contains(got, "OK") {
+		t.Fatalf("python-slugify's tests in a session without network:\n%s", got)
 	}
 }

@@ -150,7 +150,7 @@ func (f agentRunFlags) validate() error {
 	case f.cpus < 0:
 		return fmt.Errorf("--cpus %v: must be positive", f.cpus)
 	}
-	if _, err := openEgress(f.egress, nil); err != nil { // checks the list; serves nothing yet
+	if _, err := openEgress(f.egress, nil, nil); err != nil { // checks the list; serves nothing yet
 		return err
 	}
 	_, err := f.terminal.spec(f.agentName)

@@ -79,7 +79,7 @@ func openAgent(ctx context.Context, f agentRunFlags, kind agent.Kind, model *mod
 		Definition: def, AgentsDir: agentsDir(), Audit: audit, SessionID: runID,
 	}
 	if f.egress != "" {
-		eg, err := openEgress(f.egress, nil)
+		eg, err := openEgress(f.egress, nil, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +54,7 @@ type serveFlags struct {
 	pool       int
 	quiet      bool
 	egress     string
+	internal   []string
 	repoRoots  []string
 	gitHosts   []string
 	clone      workspace.CloneOptions
@@ -117,6 +119,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
+	fl.StringArrayVar(&f.internal, "egress-internal", nil, internalHelp)
 	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
@@ -199,7 +202,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if ghsvc != nil {
 		forge = ghsvc
 	}
-	eg, err := openEgress(f.egress, logger)
+	eg, err := openEgress(f.egress, f.internal, logger)
 	if err != nil {
 		return exitCode(2, err)
 	}
@@ -567,14 +570,28 @@ func openStore(path string) (store.Store, error) {
 
 const egressHelp = "let the agents' commands reach these hosts through an allowlisting proxy: a comma-separated list of names and *.suffix wildcards, \"registries\" for the common package registries (default: no way out of the box)"
 
-// openEgress makes the egress proxy of --egress-allow, or nil without it.
-func openEgress(allow string, logger *slog.Logger) (*egress.Proxy, error) {
-	if strings.TrimSpace(allow) == "" {
+const internalHelp = "NAME=IP:PORT: a package registry on your own network (a company's PyPI or npm mirror) the agents' commands may reach at exactly that private address, which --egress-allow never dials (repeatable; not loopback: that is this host)"
+
+// openEgress makes the egress proxy of --egress-allow and
+// --egress-internal, or nil without either.
+func openEgress(allow string, internal []string, logger *slog.Logger) (*egress.Proxy, error) {
+	if strings.TrimSpace(allow) == "" && len(internal) == 0 {
 		return nil, nil
 	}
-	p, err := egress.New(egress.Config{Allow: egress.Expand(strings.Split(allow, ",")), Logger: logger})
+	cfg := egress.Config{Allow: egress.Expand(strings.Split(allow, ",")), Logger: logger}
+	for _, s := range internal {
+		name, ap, err := egress.ParseInternal(s)
+		if err != nil {
+			return nil, fmt.Errorf("--egress-internal %w", err)
+		}
+		if cfg.Internal == nil {
+			cfg.Internal = map[string]netip.AddrPort{}
+		}
+		cfg.Internal[name] = ap
+	}
+	p, err := egress.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--egress-allow: %w", err)
+		return nil, fmt.Errorf("--egress-allow/--egress-internal: %w", err)
 	}
 	return p, nil
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +55,13 @@ func Python3(t testing.TB) string {
 // ToolchainMissing). The server stops when the test ends.
 func PyIndex(t testing.TB, python string, sdists ...string) string {
 	t.Helper()
+	return PyIndexAt(t, "127.0.0.1:0", python, sdists...)
+}
+
+// PyIndexAt is PyIndex listening on addr (IP:PORT; port 0 for any), like
+// an internal package index on the host's network (HostAddr).
+func PyIndexAt(t testing.TB, addr, python string, sdists ...string) string {
+	t.Helper()
 	files := t.TempDir()
 	for _, prefix := range []string{"setuptools-", "wheel-"} {
 		found, _ := filepath.Glob(filepath.Join(DebianWheels, prefix+"*.whl"))
@@ -63,7 +72,14 @@ func PyIndex(t testing.TB, python string, sdists ...string) string {
 			copyFile(t, f, filepath.Join(files, filepath.Base(f)))
 		}
 	}
-	srv := httptest.NewServer(pyIndexHandler(files))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the package index: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(pyIndexHandler(files))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/simple"
 	for _, sdist := range sdists {
@@ -78,12 +94,32 @@ func PyIndex(t testing.TB, python string, sdists ...string) string {
 		}
 		cmd = exec.Command(python, "-m", "pip", "wheel", "--use-pep517", "--no-deps", "--no-cache-dir", "--index-url", url,
 			"--wheel-dir", files, filepath.Join(src, top[0].Name()))
-		cmd.Env = PipEnv(t.TempDir())
+		cmd.Env = append(PipEnv(t.TempDir()), "PIP_TRUSTED_HOST="+ln.Addr().(*net.TCPAddr).IP.String())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building a wheel of %s: %v\n%s", sdist, err, out)
 		}
 	}
 	return url
+}
+
+// HostAddr returns an IPv4 address of this host that is not loopback or
+// link-local (an interface's, docker0's if nothing else), for a server
+// that boxes reach the way they would a service on the host's network.
+func HostAddr(t testing.TB) netip.Addr {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			if ip := p.Addr(); ip.Is4() && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
+				return ip
+			}
+		}
+	}
+	t.Fatalf("this host has no IPv4 address but loopback: %v", addrs)
+	return netip.Addr{}
 }
 
 // PipEnv is an environment for pip in tests: the host's PATH, a HOME of
