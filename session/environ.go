@@ -1,24 +1,17 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
+	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/store"
-	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Environments finds repositories' prepared environments (package
@@ -41,10 +34,6 @@ type Environments interface {
 	Home(id string) string
 	Artifacts(id string) string
 }
-
-// envTar is where a fresh checkout gets its environment's artifacts, to be
-// unpacked in the box (inside .git: never part of the repository).
-const envTar = ".git/harvest-env.tar"
 
 // RepoKey names a session's repository for environments: "github:owner/name"
 // for a GitHub repository, else what its source resolved to.
@@ -108,55 +97,23 @@ func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool,
 	if _, ok := fresh[repo.Name]; !ok {
 		return false, nil
 	}
-	src, err := os.Open(envs.Artifacts(e.ID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil // no setup ran: nothing beyond the checkout
-	}
-	if err != nil {
-		return false, err
-	}
-	defer src.Close()
-	if _, err := os.Stat(filepath.Join(repo.Path, ".git")); err != nil {
-		return false, nil // not a git checkout: its environment's files do not apply
-	}
-	dst, err := os.OpenFile(filepath.Join(repo.Path, envTar), os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return false, err
-	}
-	_, err = io.Copy(dst, src)
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		_, owner := boxUser()
-		if owner != (workspace.Owner{}) {
-			err = os.Chown(filepath.Join(repo.Path, envTar), owner.UID, owner.GID)
-		}
-	}
+	_, owner := boxUser()
+	placed, err := environment.PlaceArtifacts(envs.Artifacts(e.ID), repo.Path, owner)
 	if err != nil {
 		return false, fmt.Errorf("giving %s its environment's files: %s", repo.Name, r.d.host.hideDataDir(err.Error()))
 	}
-	return true, nil
+	return placed, nil
 }
 
 // fromEnvironment unpacks the environment's artifacts into the fresh
 // checkout, in the box.
 func (r *runner) fromEnvironment(ctx context.Context, sb *sandbox.Sandbox, repo store.Repo) error {
-	var errb bytes.Buffer
-	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", `tar -xf "$1" && rm -f "$1"`, "sh", envTar},
-		Dir: sb.WorkspacePath(repo.Name), Stderr: &errb, OutputLimit: 64 << 10, Timeout: 10 * time.Minute})
-	if err != nil {
-		return err
-	}
-	if !st.Success() {
-		return fatal(fmt.Errorf("unpacking the prepared environment's files into %s (%s): %s", repo.Name, st, strings.TrimSpace(errb.String())))
-	}
-	return nil
+	return useErr(environment.UnpackArtifacts(ctx, sb, repo.Name))
 }
 
 // startScript runs the first repository's .harvest/start.sh, if it has
-// one, at every box start (HARVEST_BOOT_MODE=start): a failure fails the
-// start, with its output.
+// one, else the server's for it, at every box start (HARVEST_BOOT_MODE=start):
+// a failure fails the start, with its output.
 func (r *runner) startScript(ctx context.Context, sb *sandbox.Sandbox) error {
 	if len(r.s.Repos) == 0 {
 		return nil
@@ -166,27 +123,17 @@ func (r *runner) startScript(ctx context.Context, sb *sandbox.Sandbox) error {
 	if ss, ok := r.d.cfg.Environments.(interface{ StartScript(repo string) string }); ok {
 		serverStart = ss.StartScript(RepoKey(repo))
 	}
-	var out bytes.Buffer
-	// The repository's own start.sh, else the server's for it.
-	script := `if [ -f .harvest/start.sh ]; then set -e; . ./.harvest/start.sh
-elif [ -n "$HARVEST_SERVER_START" ]; then set -e; eval "$HARVEST_SERVER_START"; fi`
-	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", script}, Env: []string{"HARVEST_BOOT_MODE=start", "HARVEST_SERVER_START=" + serverStart},
-		Dir: sb.WorkspacePath(repo.Name), Stdout: &out, Stderr: &out, OutputLimit: 64 << 10, Timeout: 5 * time.Minute})
-	if err != nil {
-		return err
-	}
-	if !st.Success() {
-		return fatal(fmt.Errorf("%s's start script (.harvest/start.sh, or the server's) failed (%s): %s", repo.Name, st, tail(out.String(), 2000)))
-	}
-	return nil
+	return useErr(environment.RunStart(ctx, sb, repo.Name, serverStart))
 }
 
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
+// useErr makes a box that cannot start from its environment fatal to the
+// session: starting it again would fail the same way.
+func useErr(err error) error {
+	var ue *environment.UseError
+	if errors.As(err, &ue) {
+		return fatal(err)
 	}
-	return s
+	return err
 }
 
 // redactPayload masks the session's secrets in an event's payload (its

@@ -110,6 +110,23 @@ func TestPrepareRealGoRepository(t *testing.T) {
 	if !strings.Contains(got, "ok") || strings.Contains(got, "FAIL") || strings.Contains(got, "go: downloading") {
 		t.Fatalf("gjson's tests in a session without network:\n%s", got)
 	}
+
+	// harvest run on the same repository starts from the same environment
+	// (the server's data directory is $HARVEST_HOME): the tests pass with no
+	// network; --cold starts without it, and they cannot even build.
+	script := filepath.Join(t.TempDir(), "run.yaml")
+	os.WriteFile(script, []byte(prepareScript), 0o644)
+	code, runOut, errOut := runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", script, "--json", "run the tests")
+	if code != 0 || !strings.Contains(errOut, "starting from the prepared environment "+id) {
+		t.Fatalf("harvest run: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(runOut, `ok  \tgithub.com/tidwall/gjson`) || strings.Contains(runOut, "go: downloading") {
+		t.Fatalf("gjson's tests in harvest run from the environment:\n%s", runOut)
+	}
+	_, runOut, errOut = runHarvest(t, e.env, "", "run", "--cold", "--repo", repo, "--sim-script", script, "--json", "run the tests")
+	if strings.Contains(errOut, "prepared environment") || strings.Contains(runOut, `ok  \tgithub.com/tidwall/gjson`) {
+		t.Fatalf("harvest run --cold started warm:\n%s\n%s", runOut, errOut)
+	}
 }
 
 const prepareNodeScript = `

@@ -22,6 +22,7 @@ import (
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/agent/builtin"
+	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/llm"
@@ -59,6 +60,7 @@ type agentRunFlags struct {
 	dataDir    string
 	terminal   terminalFlags
 	egress     string
+	cold       bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -132,6 +134,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	fl.StringVar(&f.prices, "prices", "", "YAML or JSON file of model prices (USD per million tokens) to add to the built-in table")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: the agent's tools run on this machine with NO isolation")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
+	fl.BoolVar(&f.cold, "cold", false, "do not start from the repository's prepared environment (harvest prepare), even when the local server has one")
 	fl.StringVar(&f.dataDir, "data-dir", "", "where run workspaces are kept (default $HARVEST_HOME, else ~/.local/share/harvest)")
 	f.terminal.add(cmd)
 	return cmd
@@ -419,6 +422,22 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		}
 		spec.Workspaces = append(spec.Workspaces, sandbox.Workspace{Name: src.Name(), HostPath: dst})
 	}
+	unpack := false
+	if !f.cold {
+		serverData, err := serverDataDir("")
+		if err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+		env, err := findPreparedEnv(ctx, serverData, sources[0], f.backend)
+		if err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+		if env != nil {
+			if unpack, err = env.apply(&spec, filepath.Join(runDir, "box"), spec.Workspaces[0].HostPath, owner, stderr); err != nil {
+				return exitCode(exitHarvestError, fmt.Errorf("starting from the prepared environment %s: %w (--cold starts without it)", env.env.ID, err))
+			}
+		}
+	}
 	turnTimeout := f.timeout
 	if turnTimeout == 0 {
 		turnTimeout = builtin.DefaultTimeout
@@ -448,6 +467,14 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 	}
 	defer destroy()
 
+	if unpack {
+		if err := environment.UnpackArtifacts(ctx, box, spec.Workspaces[0].Name); err != nil {
+			return exitCode(exitHarvestError, err)
+		}
+	}
+	if err := environment.RunStart(ctx, box, spec.Workspaces[0].Name, ""); err != nil {
+		return exitCode(exitHarvestError, err)
+	}
 	var ws []agent.Workspace
 	for _, w := range spec.Workspaces {
 		ws = append(ws, agent.Workspace{Name: w.Name, Path: box.WorkspacePath(w.Name)})
