@@ -20,7 +20,15 @@
 // local backend; a copy on docker), and what the setup left in the
 // checkout beyond the repository's own files is copied into the session's
 // fresh checkout, in the box. Host code never runs the repository's code
-// or git in a tree a box has written.
+// or git in a tree a box has written. `harvest run` starts from one the
+// same way (use.go has the steps both take).
+//
+// Docker gets a copy of HOME on the session's disk rather than the
+// committed image per environment seed 000 suggests: in an image, the
+// session's writes to HOME would land in the container's writable layer,
+// outside the disk limit that bounds the rest of the session, and be lost
+// when a suspended session's container is removed. The copy is made once
+// per session disk (sandbox.FillHome) and costs what BENCHMARKS.md shows.
 //
 // # Concurrency
 //
