@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -165,4 +166,33 @@ func (s MCPServer) MCPArgv(defaultDir string) []string {
 		return s.Command
 	}
 	return append([]string{"sh", "-c", `cd "$0" && exec "$@"`, s.Dir}, s.Command...)
+}
+
+// MCPJSON is servers in Claude Code's MCP config format (its --mcp-config
+// and a repository's .mcp.json): {"mcpServers": {NAME: {"type": "stdio",
+// command, args, env} | {"type": "http", url, headers}}}. A stdio server
+// runs in its Dir (workdir: where the CLI runs). A Handler server cannot
+// be given to a CLI (the registry bridges it to a URL first).
+func MCPJSON(servers []MCPServer, workdir string) ([]byte, error) {
+	type entry struct {
+		Type    string            `json:"type"`
+		Command string            `json:"command,omitempty"`
+		Args    []string          `json:"args,omitempty"`
+		Env     map[string]string `json:"env,omitempty"`
+		URL     string            `json:"url,omitempty"`
+		Headers map[string]string `json:"headers,omitempty"`
+	}
+	m := map[string]entry{}
+	for _, s := range servers {
+		switch s.Kind() {
+		case MCPStdio:
+			argv := s.MCPArgv(workdir)
+			m[s.Name] = entry{Type: "stdio", Command: argv[0], Args: argv[1:], Env: s.Env}
+		case MCPRemote:
+			m[s.Name] = entry{Type: "http", URL: s.URL, Headers: s.Headers}
+		default:
+			return nil, fmt.Errorf("MCP server %q is served by Harvest on the host: a CLI reaches it through the registry's bridge (a URL)", s.Name)
+		}
+	}
+	return json.Marshal(map[string]any{"mcpServers": m})
 }
