@@ -174,6 +174,7 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		Client: r.d.host.client, Proxy: r.d.host.proxy, CLIPrefix: r.d.cfg.cliPrefix(),
 		Limits:    agent.Limits{MaxSteps: s.Limits.MaxSteps, BudgetUSD: s.Limits.BudgetUSD},
 		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
+		MCP: r.d.cfg.MCP,
 	}
 	for _, repo := range s.Repos {
 		ws := agent.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)}
