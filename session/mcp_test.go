@@ -66,8 +66,18 @@ rules:
     when: {api: anthropic, system: "Generate a concise, sentence-case title"}
     reply: {text: '{"title": "Use MCP"}', usage: {input_tokens: 100, output_tokens: 10}}
   - name: done
-    when: {last_user: "use the mcp tools", tool_result: "remote-fact-7781"}
-    reply: {text: "Both MCP tools answered.", usage: {input_tokens: 100, output_tokens: 10}}
+    when: {last_user: "use the mcp tools", tool_result: "notes-fact-4410"}
+    reply: {text: "All MCP tools answered.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: notes
+    when: {last_user: "use the mcp tools", tool_result: "remote-fact-7781", tools: [mcp__notes__note_fact]}
+    reply:
+      tool_calls: [{name: mcp__notes__note_fact, input: {topic: "mcp"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: notes-opencode
+    when: {last_user: "use the mcp tools", tool_result: "remote-fact-7781", tools: [notes_note_fact]}
+    reply:
+      tool_calls: [{name: notes_note_fact, input: {topic: "mcp"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: remote
     when: {last_user: "use the mcp tools", tool_result: "box-fact", tools: [mcp__remote__secret_fact]}
     reply:
@@ -90,6 +100,21 @@ rules:
       usage: {input_tokens: 100, output_tokens: 10}
 `
 
+// notesMCP is an MCP server Harvest serves on the host (an
+// agent.MCPServer Handler, as the per-repository memory is).
+func notesMCP(t *testing.T) http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
+	type in struct {
+		Topic string `json:"topic"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "note_fact", Description: "A note on a topic."},
+		func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "notes-fact-4410 on " + a.Topic}}}, nil, nil
+		})
+	t.Cleanup(func() { closeSessions(srv) })
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+}
+
 // remoteMCP is a streamable-HTTP MCP server on the host that answers only
 // with the canary token; calls counts its tool's calls.
 func remoteMCP(t *testing.T) (*httptest.Server, *atomic.Int32) {
@@ -110,18 +135,15 @@ func remoteMCP(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	}))
 	t.Cleanup(func() {
 		ts.Close()
-		// A client that leaves without ending its session (a CLI killed
-		// with its box) leaves it open on the server.
-		for ss := range srv.Sessions() {
-			ss.Close()
-		}
+		closeSessions(srv)
 	})
 	return ts, &calls
 }
 
 // The issue's acceptance: a stdio MCP server from the repository's
-// .mcp.json runs inside the box and a remote one from the server's config
-// is reached through the bridge, from every kind of agent; their calls
+// .mcp.json runs inside the box, and a remote one from the server's config
+// and one Harvest serves on the host (a Handler, like the memory) are
+// reached through the bridge, from every kind of agent; their calls
 // are ordinary tool.started and tool.finished events; the remote server's
 // token is nowhere in the box nor in the events.
 func TestMCPEveryAgent(t *testing.T) {
@@ -141,7 +163,7 @@ func testMCPAgent(t *testing.T, kind string) {
 	e := newEnv(t, withKey(canaryKey), withDisks, withMCP(agent.MCPServer{
 		Name: "remote", URL: remote.URL, Headers: map[string]string{"Authorization": "Bearer " + mcpCanary},
 		Source: "the server's --mcp-config",
-	}))
+	}, agent.MCPServer{Name: "notes", Handler: notesMCP(t), Source: "Harvest"}))
 	s, err := sim.ParseScript("mcp.yaml", []byte(mcpScript))
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +178,7 @@ func testMCPAgent(t *testing.T, kind string) {
 
 	v := e.create("Please use the mcp tools.", func(r *CreateRequest) { r.Agent, r.Backend = kind, local.Name })
 	w := e.watch(v.ID)
-	if f := w.Finished("t1"); f.Result != "Both MCP tools answered." {
+	if f := w.Finished("t1"); f.Result != "All MCP tools answered." {
 		t.Fatalf("t1 finished with %+v", f)
 	}
 	started := map[string]bool{}
@@ -173,7 +195,8 @@ func testMCPAgent(t *testing.T, kind string) {
 		}
 	}
 	all := strings.Join(outputs, "\n")
-	if !strings.Contains(all, "box-fact cwd=/workspace/") || !strings.Contains(all, "remote-fact-7781") {
+	if !strings.Contains(all, "box-fact cwd=/workspace/") || !strings.Contains(all, "remote-fact-7781") ||
+		!strings.Contains(all, "notes-fact-4410 on mcp") {
 		t.Fatalf("the tools' results (started %v):\n%s", started, all)
 	}
 	if calls.Load() != 1 {
@@ -197,5 +220,13 @@ func testMCPAgent(t *testing.T, kind string) {
 		if strings.Contains(string(b), mcpCanary[:24]) {
 			t.Fatalf("event %d carries the remote server's token: %s", ev.Seq, b)
 		}
+	}
+}
+
+// closeSessions ends what a client that left without ending its session
+// (a CLI killed with its box) left open on srv.
+func closeSessions(srv *mcp.Server) {
+	for ss := range srv.Sessions() {
+		ss.Close()
 	}
 }
