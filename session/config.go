@@ -131,6 +131,11 @@ type Config struct {
 	// given to every session's agent next to its repositories' .mcp.json
 	// ones; a remote one's Headers (its credentials) stay on the host.
 	MCP []agent.MCPServer
+	// MCPSecrets returns the secrets (NAME=VALUE, all of them, not only
+	// those for sessions) of a session's repository and owner, for the
+	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are
+	// added on the host, never seen in the box. Nil: there are none.
+	MCPSecrets func(ctx context.Context, repo, owner string) ([]string, error)
 	// Logger receives what goes wrong in the background; nil discards it.
 	Logger *slog.Logger
 }

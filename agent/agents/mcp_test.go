@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -179,6 +181,54 @@ func TestParseMCPJSON(t *testing.T) {
 		`{"mcpServers": {"A b": {"command": "x"}}}`:              "the name must be",
 	} {
 		if _, _, err := ParseMCPJSON([]byte(body), ".mcp.json of repo", "/w"); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), ".mcp.json of repo") {
+			t.Errorf("%s: %v, want an error with %q", body, err, want)
+		}
+	}
+}
+
+// The server's MCP config: YAML, unknown fields refused, ${file:PATH}
+// read at load, ${secret:NAME} kept for each session
+// (ExpandMCPSecrets), any other reference refused.
+func TestLoadMCPConfig(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(body string) string {
+		p := filepath.Join(dir, "mcp.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	servers, err := LoadMCPConfig(write(`servers:
+  docs: {command: [python3, /opt/d.py], env: {K: v}}
+  gh:
+    url: https://mcp.example.com/mcp
+    headers: {Authorization: "Bearer ${secret:GH_MCP}", X-File: "${file:` + tokenFile + `}"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != 2 || servers[0].Name != "docs" || servers[1].Headers["X-File"] != "file-token" || !strings.HasPrefix(servers[1].Source, "--mcp-config ") {
+		t.Fatalf("servers %+v", servers)
+	}
+	got, err := ExpandMCPSecrets(servers, []string{"OTHER=x", "GH_MCP=s3cret"})
+	if err != nil || got[1].Headers["Authorization"] != "Bearer s3cret" || servers[1].Headers["Authorization"] != "Bearer ${secret:GH_MCP}" {
+		t.Fatalf("expanded %+v, %v (the loaded list must stay as it was)", got, err)
+	}
+	if _, err := ExpandMCPSecrets(servers, nil); err == nil || !strings.Contains(err.Error(), "names the secret GH_MCP") || !strings.Contains(err.Error(), "harvest secret set") {
+		t.Fatalf("a missing secret: %v", err)
+	}
+	for body, want := range map[string]string{
+		"servers: {a: {comand: [x]}}": "field comand not found",
+		"servers: {}":                 "lists no servers",
+		"servers: {a: {url: https://h/, headers: {A: '${env:X}'}}}":                     "${env:...} is not known",
+		"servers: {a: {url: https://h/, headers: {A: '${file:/nonexistent-harvest}'}}}": "${file:/nonexistent-harvest}",
+		"servers: {a: {url: 'ftp://h/'}}":                                               "absolute http:// or https:// URL",
+	} {
+		if _, err := LoadMCPConfig(write(body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", body, err, want)
 		}
 	}
