@@ -20,6 +20,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/ghbot"
@@ -63,6 +65,7 @@ type serveFlags struct {
 	github     githubFlags
 	refresh    time.Duration
 	repoConfig string
+	mcpConfig  string
 }
 
 func newServeCmd() *cobra.Command {
@@ -126,6 +129,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
+	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see README: MCP servers)")
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
@@ -163,6 +167,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		var err error
 		if repoDefaults, err = environment.LoadDefaults(f.repoConfig); err != nil {
 			return exitCode(2, fmt.Errorf("--repo-config: %w", err))
+		}
+	}
+	var mcpServers []agent.MCPServer
+	if f.mcpConfig != "" {
+		var err error
+		if mcpServers, err = agents.LoadMCPConfig(f.mcpConfig); err != nil {
+			return exitCode(2, err)
 		}
 	}
 	if f.grace < 0 {
@@ -258,6 +269,17 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			}
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
+		},
+		MCP: mcpServers,
+		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
+			if !strings.HasPrefix(owner, "tok-") {
+				owner = ""
+			}
+			if repo == "" && owner == "" {
+				return nil, nil
+			}
+			all, _, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
+			return all, err
 		},
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,

@@ -589,6 +589,7 @@ func TestServeSessionBadInput(t *testing.T) {
 		{[]string{"serve", "--github-token-file", "/nonexistent-harvest-token"}, "--github-token-file"},
 		{[]string{"serve", "--github-token-file", "/dev/null"}, "--github-token-file /dev/null is not a regular file"},
 		{[]string{"serve", "--repo-config", "/nonexistent-harvest-repos.yaml"}, "--repo-config: open /nonexistent-harvest-repos.yaml"},
+		{[]string{"serve", "--mcp-config", "/nonexistent-harvest-mcp.yaml"}, "--mcp-config: open /nonexistent-harvest-mcp.yaml"},
 		{[]string{"serve", "--refresh-environments", "5s"}, "--refresh-environments 5s: give 0 (never) or a minute or more"},
 		{[]string{"serve", "--egress-internal", "pypi.corp"}, "--egress-internal \"pypi.corp\": want NAME=IP:PORT"},
 		{[]string{"serve", "--egress-internal", "pypi.corp=127.0.0.1:3141"}, "a loopback address is the Harvest host itself"},
