@@ -450,8 +450,9 @@ type Store interface {
 	// TokenByHash finds a token by the SHA-256 of its secret.
 	TokenByHash(ctx context.Context, hash []byte) (*Token, error)
 	ListTokens(ctx context.Context) ([]*Token, error)
-	// DeleteToken removes the token and the secrets of its user scope
-	// ("user:" + id), in one transaction.
+	// DeleteToken removes the token, the secrets of its user scope
+	// ("user:" + id) and its own memory (MemoryScope.Owner id), in one
+	// transaction.
 	DeleteToken(ctx context.Context, id string) error
 
 	Deliveries

@@ -149,6 +149,20 @@ func testMemory(t *testing.T, open func(t *testing.T) store.Store) {
 	if g, _ := st.ReadMemory(ctx, other, store.MemoryQuery{}); !slices.Equal(memNames(g), []string{"build(procedure): npm test"}) {
 		t.Fatalf("another repository's memory changed: %q", memNames(g))
 	}
+
+	// A token's deletion takes its own memory, not the shared one.
+	if err := st.CreateToken(ctx, &store.Token{ID: "tok-1", Name: "alice", Hash: []byte("h-mem"), CreatedAt: base}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteToken(ctx, "tok-1"); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := st.ReadMemory(ctx, mine, store.MemoryQuery{}); len(g.Entities) != 0 {
+		t.Fatalf("a deleted token's memory is left: %q", memNames(g))
+	}
+	if g, _ := st.ReadMemory(ctx, sc, store.MemoryQuery{}); len(g.Entities) != 2 {
+		t.Fatalf("a token's deletion changed the shared memory: %q", memNames(g))
+	}
 }
 
 // testMemorySeed: a scope is seeded once, only while it is empty and was
