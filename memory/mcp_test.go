@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -291,5 +293,40 @@ func TestRefusals(t *testing.T) {
 	}
 	if hooked.Load() == 0 {
 		t.Fatal("the hook was never called")
+	}
+}
+
+// TestConcurrentWrites: clients writing at once through their handlers
+// lose nothing, and each write is in the store when its result returns
+// (read back through a second connection to the database file).
+func TestConcurrentWrites(t *testing.T) {
+	svc, st := newService(t, memory.Config{})
+	first := connect(t, svc, hello, "s-0", nil)
+	ok(t, first, "create_entities", map[string]any{"entities": []map[string]any{{"name": "log", "entityType": "note", "observations": []string{}}}}, nil)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		cs := connect(t, svc, hello, fmt.Sprintf("s-%d", i+1), nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 10 {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_observations",
+					Arguments: map[string]any{"observations": []map[string]any{{"entityName": "log", "contents": []string{fmt.Sprintf("writer %d fact %d", i, j)}}}}})
+				if err != nil || res.IsError {
+					t.Errorf("writer %d: %v %+v", i, err, res)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	again, err := sqlite.Open(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	g, err := again.ReadMemory(context.Background(), hello, store.MemoryQuery{Names: []string{"log"}})
+	if err != nil || len(g.Entities) != 1 || len(g.Entities[0].Observations) != 40 {
+		t.Fatalf("after 40 concurrent writes: %+v, %v", g, err)
 	}
 }
