@@ -48,6 +48,12 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/environments/{id}/log", user, s.environmentLog},
 
 		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
+
+		// Who may read and edit which repository's memory: memory.go.
+		{http.MethodGet, "/v1/memory", user, s.listMemory},
+		{http.MethodGet, "/v1/memory/export", user, s.exportMemory},
+		{http.MethodPut, "/v1/memory/entity", user, s.putMemoryEntity},
+		{http.MethodDelete, "/v1/memory/entity", user, s.deleteMemoryEntity},
 	}
 }
 

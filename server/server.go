@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -69,6 +70,9 @@ type Config struct {
 	// (package secrets); without both, those routes answer 404.
 	Secrets   store.Secrets
 	SecretKey *secrets.Key
+	// Memory is the repositories' memory of /v1/memory (package memory);
+	// nil answers 404.
+	Memory *memory.Service
 	// GitHubWebhook receives POST /v1/github/webhook (package ghbot's
 	// Hooks); nil answers 404.
 	GitHubWebhook http.Handler

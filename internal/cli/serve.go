@@ -28,6 +28,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/secrets"
@@ -66,6 +67,7 @@ type serveFlags struct {
 	refresh    time.Duration
 	repoConfig string
 	mcpConfig  string
+	memoryHook string
 }
 
 func newServeCmd() *cobra.Command {
@@ -131,6 +133,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see README: MCP servers)")
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
+	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -178,6 +181,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.grace < 0 {
 		return exitCode(2, fmt.Errorf("--shutdown-grace %s: must be 0 or more", f.grace))
+	}
+	var memHook memory.Hook
+	if f.memoryHook != "" {
+		var err error
+		if memHook, err = memory.CommandHook([]string{f.memoryHook}); err != nil {
+			return exitCode(2, fmt.Errorf("--memory-hook: %w (give an executable's path)", err))
+		}
 	}
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
@@ -360,8 +370,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	mem, err := memory.New(memory.Config{Store: st, Hook: memHook})
+	if err != nil {
+		closeAll(hard)
+		return exitCode(exitHarvestError, err)
+	}
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
-		Secrets: st, SecretKey: secretKey})
+		Secrets: st, SecretKey: secretKey, Memory: mem})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

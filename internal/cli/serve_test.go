@@ -583,6 +583,7 @@ func TestServeSessionBadInput(t *testing.T) {
 		{[]string{"serve", "--repo-root", "/nonexistent-harvest-root"}, "repository root /nonexistent-harvest-root"},
 		{[]string{"serve", "--repo-root", "/proc/self"}, "which sessions may never copy"},
 		{[]string{"serve", "--git-host", "https://github.com"}, "give a host name like github.com"},
+		{[]string{"serve", "--memory-hook", "/nonexistent/harvest-hook"}, "--memory-hook: memory hook \"/nonexistent/harvest-hook\""},
 		{[]string{"serve", "--clone-timeout", "0s"}, "--clone-timeout and --clone-stall-timeout must be positive"},
 		{[]string{"serve", "--shutdown-grace", "-1s"}, "--shutdown-grace -1s: must be 0 or more"},
 		{[]string{"serve", "--github-app-id", "5"}, "--github-app-id needs --github-app-key"},
