@@ -185,6 +185,9 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		}
 		req.Workspaces = append(req.Workspaces, ws)
 	}
+	if err := r.withMemory(ctx, sb, &req); err != nil {
+		return nil, err
+	}
 	if allow, ok := r.d.host.egressAllow(s); ok {
 		req.Egress, req.EgressAllow = r.d.cfg.Egress, allow
 	}

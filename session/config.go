@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
@@ -136,6 +137,11 @@ type Config struct {
 	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are
 	// added on the host, never seen in the box. Nil: there are none.
 	MCPSecrets func(ctx context.Context, repo, owner string) ([]string, error)
+	// Memory, when set, is the repositories' memory: every session's
+	// agent gets its first repository's as the MCP server "memory"
+	// (bridged into the box like any host server), a digest of it in its
+	// instructions, and a first session seeds it (see memory.go).
+	Memory *memory.Service
 	// Logger receives what goes wrong in the background; nil discards it.
 	Logger *slog.Logger
 }

@@ -66,8 +66,10 @@ type Request struct {
 	State []byte
 	// MCP are the caller's MCP servers (the session's, the server's
 	// config's), each with its Source; Open adds the workspaces'
-	// .mcp.json ones (RepoMCP), and a name listed twice is an error
-	// naming both places.
+	// .mcp.json ones (RepoMCP). A repository's server named like one of
+	// these is left out (the caller's win); a name listed twice among
+	// the caller's, or among a repository's, is an error naming both
+	// places.
 	MCP    []agent.MCPServer
 	Logger *slog.Logger
 }
@@ -188,7 +190,16 @@ func wireMCP(ctx context.Context, req Request, k agent.Kind) (*mcpBridge, []agen
 	if err != nil {
 		return nil, nil, err
 	}
-	all := append(slices.Clone(req.MCP), repo...)
+	// The caller's servers (the operator's, Harvest's memory) win over a
+	// repository's of the same name, which is left out, said in the log.
+	all := slices.Clone(req.MCP)
+	for _, r := range repo {
+		if slices.ContainsFunc(req.MCP, func(m agent.MCPServer) bool { return m.Name == r.Name }) {
+			req.Logger.Warn("an MCP server of the repository is left out: the server's has its name", "name", r.Name, "source", r.Source)
+			continue
+		}
+		all = append(all, r)
+	}
 	if len(all) == 0 {
 		return nil, nil, nil
 	}

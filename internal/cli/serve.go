@@ -254,6 +254,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 
+	mem, err := memory.New(memory.Config{Store: st, Hook: memHook})
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
 	j := journal.New(st, journal.Options{Logger: logger})
 	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
@@ -280,7 +284,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
 		},
-		MCP: mcpServers,
+		MCP: mcpServers, Memory: mem,
 		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
 			if !strings.HasPrefix(owner, "tok-") {
 				owner = ""
@@ -369,11 +373,6 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		hooksDone := make(chan struct{})
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
-	}
-	mem, err := memory.New(memory.Config{Store: st, Hook: memHook})
-	if err != nil {
-		closeAll(hard)
-		return exitCode(exitHarvestError, err)
 	}
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
 		Secrets: st, SecretKey: secretKey, Memory: mem})
