@@ -175,20 +175,22 @@ func (s *Server) putMemoryEntity(w http.ResponseWriter, r *http.Request, c calle
 	if e := s.memoryOn(); e != nil {
 		return e
 	}
-	sc, e := s.memoryScope(r, c, "name")
-	if e != nil {
-		return e
-	}
-	name, e := oneName(r)
-	if e != nil {
-		return e
-	}
+	// The body first, as every route with one: its size and form decide
+	// 413 and 415 before anything else is looked at.
 	b, e := readBody(w, r)
 	if e != nil {
 		return e
 	}
 	var req wire.MemoryEntityRequest
 	if e := decodeBody(r.Header.Get("Content-Type"), b, &req, true); e != nil {
+		return e
+	}
+	sc, e := s.memoryScope(r, c, "name")
+	if e != nil {
+		return e
+	}
+	name, e := oneName(r)
+	if e != nil {
 		return e
 	}
 	x, err := s.cfg.Memory.SetEntity(r.Context(), sc, apiWrite, memory.Entity{Name: name, EntityType: req.Type, Observations: req.Observations})
