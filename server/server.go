@@ -49,6 +49,7 @@ type Records interface {
 	LastSeq(ctx context.Context, session string) (int64, error)
 	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)
 	GetLock(ctx context.Context, key string) (store.Lock, error)
+	store.WebSessions
 }
 
 var (
