@@ -31,10 +31,13 @@ function frame(...body: Node[]): void {
 }
 
 function signInView(): void {
-  const input = h("input", { type: "password", name: "token", autocomplete: "off", placeholder: "hvt_…", required: true, "aria-label": "API token" });
+  // No name: were the form ever submitted natively, the token would not
+  // go into a URL.
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "hvt_…", required: true, "aria-label": "API token" });
   const msg = h("p", { class: "error", role: "alert" });
   const form = h("form", {
     class: "signin",
+    method: "post",
     onsubmit: async (e: Event) => {
       e.preventDefault();
       msg.textContent = "";
@@ -115,6 +118,7 @@ function newView(): void {
   const msg = h("p", { class: "error", role: "alert" });
   const form = h("form", {
     class: "new",
+    method: "post",
     onsubmit: async (e: Event) => {
       e.preventDefault();
       msg.textContent = "";
