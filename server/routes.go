@@ -22,6 +22,11 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/healthz", public, s.health},
 		{http.MethodGet, "/openapi.json", public, s.openAPI},
 
+		// A browser's sign-in: websession.go.
+		{http.MethodPost, "/v1/auth/session", public, s.signIn},
+		{http.MethodGet, "/v1/auth/session", user, s.whoAmI},
+		{http.MethodDelete, "/v1/auth/session", user, s.signOut},
+
 		{http.MethodPost, "/v1/sessions", user, s.createSession},
 		{http.MethodGet, "/v1/sessions", user, s.listSessions},
 		{http.MethodGet, "/v1/sessions/{id}", user, s.getSession},

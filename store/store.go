@@ -459,6 +459,7 @@ type Store interface {
 	Environments
 	Secrets
 	Memory
+	WebSessions
 
 	Close() error
 }
@@ -542,4 +543,27 @@ type Memory interface {
 	// no entity, and marks it seeded, in one transaction; it reports
 	// whether it did.
 	SeedMemory(ctx context.Context, sc MemoryScope, es []*MemoryEntity, w MemoryWrite) (bool, error)
+}
+
+// WebSession is a browser's sign-in (package server): the cookie's secret
+// stands for an API token until it expires or is signed out. Only the
+// secret's SHA-256 is stored.
+type WebSession struct {
+	Hash      []byte
+	TokenID   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// WebSessions keeps browsers' sign-ins.
+type WebSessions interface {
+	// CreateWebSession stores w (a hash that exists is ErrConflict) and
+	// removes the expired ones.
+	CreateWebSession(ctx context.Context, w *WebSession) error
+	// TokenByWebSession is the token of the unexpired web session whose
+	// secret has SHA-256 hash, or ErrNotFound (also when the token was
+	// deleted).
+	TokenByWebSession(ctx context.Context, hash []byte, now time.Time) (*Token, error)
+	// DeleteWebSession removes it (no error when it is gone already).
+	DeleteWebSession(ctx context.Context, hash []byte) error
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/web"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -375,7 +376,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopHooks(); <-hooksDone }()
 	}
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
-		Secrets: st, SecretKey: secretKey, Memory: mem})
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler()})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

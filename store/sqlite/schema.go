@@ -200,6 +200,15 @@ CREATE TABLE memory_seeded (
 	PRIMARY KEY (repo, owner)
 ) STRICT, WITHOUT ROWID;
 `},
+	{"web-sessions", `
+CREATE TABLE web_sessions (
+	hash       BLOB PRIMARY KEY,            -- SHA-256 of the cookie's secret
+	token_id   TEXT NOT NULL,               -- the API token it was signed in with
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX web_sessions_token ON web_sessions (token_id);
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
