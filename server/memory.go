@@ -39,15 +39,10 @@ func (s *Server) memoryOn() *apiError {
 // memoryScope reads and checks repo and owner of a memory request's
 // query, and the other parameters against allowed.
 func (s *Server) memoryScope(r *http.Request, c caller, allowed ...string) (memory.Scope, *apiError) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "repo" && k != "owner" && !strings.Contains(" "+strings.Join(allowed, " ")+" ", " "+k+" ") {
-			return memory.Scope{}, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: %s %s takes repo, owner%s", k, r.Method, r.URL.Path, listTail(allowed)))
-		}
-		if len(q[k]) > 1 && k != "name" {
-			return memory.Scope{}, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("query parameter %q given %d times: give it once", k, len(q[k])))
-		}
+	if e := memoryQuery(r, allowed...); e != nil {
+		return memory.Scope{}, e
 	}
+	q := r.URL.Query()
 	raw := q.Get("repo")
 	if raw == "" {
 		return memory.Scope{}, invalid([]string{"repo is required: owner/name for a GitHub repository, or the source sessions name it by (a directory on the server, a git URL)"})
@@ -67,6 +62,21 @@ func (s *Server) memoryScope(r *http.Request, c caller, allowed ...string) (memo
 		sc.Owner = o
 	}
 	return sc, nil
+}
+
+// memoryQuery refuses query parameters a memory route does not take
+// (repo, owner and allowed), and repeated ones but name.
+func memoryQuery(r *http.Request, allowed ...string) *apiError {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "repo" && k != "owner" && !strings.Contains(" "+strings.Join(allowed, " ")+" ", " "+k+" ") {
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: %s %s takes repo, owner%s", k, r.Method, r.URL.Path, listTail(allowed)))
+		}
+		if len(q[k]) > 1 && k != "name" {
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("query parameter %q given %d times: give it once", k, len(q[k])))
+		}
+	}
+	return nil
 }
 
 func listTail(xs []string) string {
@@ -175,8 +185,11 @@ func (s *Server) putMemoryEntity(w http.ResponseWriter, r *http.Request, c calle
 	if e := s.memoryOn(); e != nil {
 		return e
 	}
-	// The body first, as every route with one: its size and form decide
-	// 413 and 415 before anything else is looked at.
+	// Unknown parameters, then the body, as every route with one: its
+	// size and form decide 413 and 415 before the rest is looked at.
+	if e := memoryQuery(r, "name"); e != nil {
+		return e
+	}
 	b, e := readBody(w, r)
 	if e != nil {
 		return e
