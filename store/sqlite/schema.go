@@ -200,6 +200,9 @@ CREATE TABLE memory_seeded (
 	PRIMARY KEY (repo, owner)
 ) STRICT, WITHOUT ROWID;
 `},
+	{"mcp-servers", `
+ALTER TABLE sessions ADD COLUMN mcp_servers TEXT NOT NULL DEFAULT ''; -- JSON []store.MCPServer, '' for none
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
