@@ -18,6 +18,7 @@ import (
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/claudecode"
 	"github.com/harvest-dev/harvest/agent/opencode"
+	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox/local"
@@ -177,7 +178,7 @@ func remoteMCP(t *testing.T, auth, fact string, echo bool) (*httptest.Server, *a
 // the event shows it masked. The repository's .mcp.json also lists a
 // "team", which the session's server of that name replaces.
 func TestMCPEveryAgent(t *testing.T) {
-	for _, kind := range []string{AgentBuiltin, claudecode.Kind.Name, opencode.Kind.Name} {
+	for _, kind := range []string{AgentBuiltin, claudecode.Kind.Name, opencode.Kind.Name, terminal.Kind.Name} {
 		t.Run(kind, func(t *testing.T) { testMCPAgent(t, kind) })
 	}
 }
@@ -186,7 +187,7 @@ func testMCPAgent(t *testing.T, kind string) {
 	switch kind {
 	case opencode.Kind.Name:
 		testbin.OpenCode(t)
-	case claudecode.Kind.Name:
+	case claudecode.Kind.Name, terminal.Kind.Name:
 		testbin.Claude(t)
 	}
 	remote, calls := remoteMCP(t, "Bearer "+mcpCanary, "remote-fact-7781", false)
