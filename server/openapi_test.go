@@ -192,6 +192,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types := map[string]reflect.Type{
 		"CreateRequest":       reflect.TypeFor[wire.CreateRequest](),
 		"RepoSpec":            reflect.TypeFor[wire.RepoSpec](),
+		"MCPServer":           reflect.TypeFor[wire.MCPServer](),
 		"Limits":              reflect.TypeFor[store.Limits](),
 		"SendRequest":         reflect.TypeFor[SendRequest](),
 		"TokenRequest":        reflect.TypeFor[TokenRequest](),

@@ -53,7 +53,7 @@ func fromCreate(r wire.CreateRequest, admin bool) session.CreateRequest {
 	req := session.CreateRequest{
 		Title: r.Title, Prompt: r.Prompt, Agent: r.Agent, Model: r.Model, Backend: r.Backend, Mode: r.Mode,
 		Limits: r.Limits, Workflow: r.Workflow, Collaboration: r.Collaboration, Terminal: r.Terminal,
-		Egress: r.Egress, PR: r.PR, Admin: admin,
+		Egress: r.Egress, PR: r.PR, MCPServers: r.MCPServers, Admin: admin,
 	}
 	for _, x := range r.Repos {
 		req.Repos = append(req.Repos, session.RepoSpec{Name: x.Name, Source: x.Source, GitHub: x.GitHub, Ref: x.Ref})
@@ -80,7 +80,7 @@ func (c caller) session(s *store.Session) *wire.Session {
 	}
 	w := &wire.Session{
 		ID: s.ID, Owner: s.Owner, Title: s.Title, State: wire.State(s.State), Agent: s.Agent, Model: s.Model,
-		Backend: s.Backend, Limits: s.Limits, Terminal: s.Terminal, Egress: s.Egress, Mode: s.Mode, PR: s.PR, GitHub: s.GitHub, Environment: s.Environment,
+		Backend: s.Backend, Limits: s.Limits, Terminal: s.Terminal, Egress: s.Egress, MCPServers: s.MCPServers, Mode: s.Mode, PR: s.PR, GitHub: s.GitHub, Environment: s.Environment,
 		Collab: wire.Collab{Workflow: s.Collab.Workflow, Mode: s.Collab.Mode, Branch: s.Collab.Branch},
 		Turns:  s.Turns, Usage: s.Usage, CostUSD: s.CostUSD, Error: s.Error,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ActiveAt: s.ActiveAt,

@@ -175,7 +175,8 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		Limits:    agent.Limits{MaxSteps: s.Limits.MaxSteps, BudgetUSD: s.Limits.BudgetUSD},
 		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
 	}
-	if err := r.mcpServers(ctx, &req); err != nil {
+	mcpSecrets, err := r.mcpServers(ctx, &req)
+	if err != nil {
 		return nil, err
 	}
 	for _, repo := range s.Repos {
@@ -201,7 +202,17 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 			return nil, fmt.Errorf("the session's secrets: %w", err)
 		}
 		req.Env = env
-		r.redact = secrets.EnvRedactor(env)
+	}
+	// What the agent prints of a secret it was given, or an MCP server
+	// echoes of its credentials, is masked in the events.
+	if len(req.Env) > 0 || len(mcpSecrets) > 0 {
+		values := mcpSecrets
+		for _, kv := range req.Env {
+			if _, v, ok := strings.Cut(kv, "="); ok {
+				values = append(values, v)
+			}
+		}
+		r.redact = secrets.NewRedactor(values...)
 	}
 	if f := r.d.cfg.Forge; f != nil && hasForgeRepo(s) {
 		ep, err := f.Endpoint(ctx, s, r.forgeEmit)
@@ -240,27 +251,4 @@ func compileOptional(re string) (*regexp.Regexp, error) {
 		return nil, nil
 	}
 	return regexp.Compile(re)
-}
-
-// mcpServers gives req the server's MCP servers, their headers' secrets
-// resolved for the session (the workspaces' .mcp.json ones agents.Open
-// adds itself).
-func (r *runner) mcpServers(ctx context.Context, req *agents.Request) error {
-	var env []string
-	if f := r.d.cfg.MCPSecrets; f != nil && len(r.d.cfg.MCP) > 0 {
-		repo := ""
-		if len(r.s.Repos) > 0 {
-			repo = r.s.Repos[0].GitHub
-		}
-		var err error
-		if env, err = f(ctx, repo, r.s.Owner); err != nil {
-			return fmt.Errorf("the secrets of the MCP servers: %w", err)
-		}
-	}
-	servers, err := agents.ExpandMCPSecrets(r.d.cfg.MCP, env)
-	if err != nil {
-		return fatal(err)
-	}
-	req.MCP = servers
-	return nil
 }

@@ -66,6 +66,10 @@ type CreateRequest struct {
 	// PR is whether a turn that pushed opens a pull request: "draft" (the
 	// default), "ready" or "none". For GitHub repositories.
 	PR string `json:"pr,omitempty"`
+	// MCPServers are MCP servers for the session's agent, besides the
+	// server's and the repositories' (see mcp.go for the precedence and
+	// the rules: no credentials, a header is ${secret:NAME}).
+	MCPServers []store.MCPServer `json:"mcp_servers,omitempty"`
 	// GitHub is the thread that started the session (set by the GitHub
 	// side, never from the wire).
 	GitHub *store.GitHubLink `json:"-"`

@@ -38,6 +38,9 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkMCPSecrets(ctx, s); err != nil {
+		return nil, err
+	}
 	s.Environment = m.chooseEnvironment(ctx, s)
 	if err := m.st.CreateSession(ctx, s, first); err != nil {
 		return nil, fmt.Errorf("storing the new session: %w", err)
@@ -174,6 +177,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	problems = append(problems, ep...)
 	limits, lp := m.cfg.limits(req.Limits)
 	problems = append(problems, lp...)
+	problems = append(problems, m.checkMCP(req.MCPServers)...)
 	if len(problems) > 0 {
 		return nil, nil, &InputError{Problems: problems}
 	}
@@ -181,7 +185,7 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 	s := &store.Session{
 		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
 		Agent: kind, Model: model, Backend: backend, Repos: repos,
-		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
+		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, MCPServers: req.MCPServers, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
 		PR: pr, GitHub: req.GitHub,
 	}
 	var first *store.Message

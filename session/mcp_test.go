@@ -3,10 +3,12 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,16 +18,24 @@ import (
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/claudecode"
 	"github.com/harvest-dev/harvest/agent/opencode"
+	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox/local"
+	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 )
 
 // mcpCanary is the remote MCP server's token: the bridge adds it on the
 // host; it must be nowhere in the box nor in the session's events.
-const mcpCanary = "mcp-canary-5be1c07d93aa4f62-never-in-the-box"
+// teamCanary is the session's own remote server's, which that server
+// echoes in its tool's result: the agent sees it (so a CLI's transcript
+// in the box may hold it), the events never do.
+const (
+	mcpCanary  = "mcp-canary-5be1c07d93aa4f62-never-in-the-box"
+	teamCanary = "team-canary-0c41d6e2b8f35a17-masked-in-events"
+)
 
 // boxMCPServer is a stdio MCP server, hand-written (JSON-RPC lines), that
 // the repository lists in its .mcp.json: its one tool answers with its
@@ -58,16 +68,27 @@ for line in sys.stdin:
 `
 
 // mcpScript: the model calls the box's tool, then the remote one, then
-// answers; each kind names MCP tools its own way (Claude Code's and the
-// builtin's mcp__SERVER__TOOL, OpenCode's SERVER_TOOL).
+// the host one, then the session's own, then answers; each kind names MCP
+// tools its own way (Claude Code's and the builtin's mcp__SERVER__TOOL,
+// OpenCode's SERVER_TOOL).
 const mcpScript = `
 rules:
   - name: title
     when: {api: anthropic, system: "Generate a concise, sentence-case title"}
     reply: {text: '{"title": "Use MCP"}', usage: {input_tokens: 100, output_tokens: 10}}
   - name: done
-    when: {last_user: "use the mcp tools", tool_result: "notes-fact-4410"}
+    when: {last_user: "use the mcp tools", tool_result: "team-fact-5521"}
     reply: {text: "All MCP tools answered.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: team
+    when: {last_user: "use the mcp tools", tool_result: "notes-fact-4410", tools: [mcp__team__secret_fact]}
+    reply:
+      tool_calls: [{name: mcp__team__secret_fact, input: {}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: team-opencode
+    when: {last_user: "use the mcp tools", tool_result: "notes-fact-4410", tools: [team_secret_fact]}
+    reply:
+      tool_calls: [{name: team_secret_fact, input: {}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: notes
     when: {last_user: "use the mcp tools", tool_result: "remote-fact-7781", tools: [mcp__notes__note_fact]}
     reply:
@@ -116,18 +137,24 @@ func notesMCP(t *testing.T) http.Handler {
 }
 
 // remoteMCP is a streamable-HTTP MCP server on the host that answers only
-// with the canary token; calls counts its tool's calls.
-func remoteMCP(t *testing.T) (*httptest.Server, *atomic.Int32) {
+// with auth as its Authorization header; its one tool answers fact, and,
+// with echo, the Authorization header it got (a server that echoes its
+// credentials); calls counts its tool's calls.
+func remoteMCP(t *testing.T, auth, fact string, echo bool) (*httptest.Server, *atomic.Int32) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
 	var calls atomic.Int32
 	mcp.AddTool(srv, &mcp.Tool{Name: "secret_fact", Description: "A fact only the remote server knows."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			calls.Add(1)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "remote-fact-7781"}}}, nil, nil
+			text := fact
+			if echo {
+				text += " auth=" + req.Extra.Header.Get("Authorization")
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+mcpCanary {
+		if r.Header.Get("Authorization") != auth {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -141,13 +168,17 @@ func remoteMCP(t *testing.T) (*httptest.Server, *atomic.Int32) {
 }
 
 // The issue's acceptance: a stdio MCP server from the repository's
-// .mcp.json runs inside the box, and a remote one from the server's config
-// and one Harvest serves on the host (a Handler, like the memory) are
-// reached through the bridge, from every kind of agent; their calls
-// are ordinary tool.started and tool.finished events; the remote server's
-// token is nowhere in the box nor in the events.
+// .mcp.json runs inside the box, and a remote one from the server's config,
+// one the session's request lists and one Harvest serves on the host (a
+// Handler, like the memory) are reached through the bridge, from every
+// kind of agent; their calls are ordinary tool.started and tool.finished
+// events. The remote servers' tokens are Harvest secrets the headers name
+// (${secret:NAME}), resolved on the host: the server config's is nowhere
+// in the box nor in the events; the session's server echoes its own, and
+// the event shows it masked. The repository's .mcp.json also lists a
+// "team", which the session's server of that name replaces.
 func TestMCPEveryAgent(t *testing.T) {
-	for _, kind := range []string{AgentBuiltin, claudecode.Kind.Name, opencode.Kind.Name} {
+	for _, kind := range []string{AgentBuiltin, claudecode.Kind.Name, opencode.Kind.Name, terminal.Kind.Name} {
 		t.Run(kind, func(t *testing.T) { testMCPAgent(t, kind) })
 	}
 }
@@ -156,27 +187,36 @@ func testMCPAgent(t *testing.T, kind string) {
 	switch kind {
 	case opencode.Kind.Name:
 		testbin.OpenCode(t)
-	case claudecode.Kind.Name:
+	case claudecode.Kind.Name, terminal.Kind.Name:
 		testbin.Claude(t)
 	}
-	remote, calls := remoteMCP(t)
+	remote, calls := remoteMCP(t, "Bearer "+mcpCanary, "remote-fact-7781", false)
+	team, teamCalls := remoteMCP(t, "Bearer "+teamCanary, "team-fact-5521", true)
 	e := newEnv(t, withKey(canaryKey), withDisks, withMCP(agent.MCPServer{
-		Name: "remote", URL: remote.URL, Headers: map[string]string{"Authorization": "Bearer " + mcpCanary},
+		Name: "remote", URL: remote.URL, Headers: map[string]string{"Authorization": "Bearer ${secret:MCP_TOKEN}"},
 		Source: "the server's --mcp-config",
 	}, agent.MCPServer{Name: "notes", Handler: notesMCP(t), Source: "Harvest"}))
+	const owner = "tok-aaaaaaaaaaaa"
+	e.m.cfg.MCPSecrets = ownerSecrets(t, e, owner, map[string]string{"MCP_TOKEN": mcpCanary, "TEAM_MCP": "Bearer " + teamCanary})
 	s, err := sim.ParseScript("mcp.yaml", []byte(mcpScript))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Sim.Store(sim.New(s))
-	mcpJSON := `{"mcpServers": {"box": {"command": "python3", "args": ["mcp_box.py"]}}}`
+	mcpJSON := `{"mcpServers": {"box": {"command": "python3", "args": ["mcp_box.py"]}, "team": {"command": "false"}}}`
 	for name, body := range map[string]string{".mcp.json": mcpJSON, "mcp_box.py": boxMCPServer} {
 		if err := os.WriteFile(filepath.Join(e.Repo, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	v := e.create("Please use the mcp tools.", func(r *CreateRequest) { r.Agent, r.Backend = kind, local.Name })
+	v, err := e.m.Create(testbin.Context(t), owner, CreateRequest{
+		Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "Please use the mcp tools.", Agent: kind, Backend: local.Name,
+		MCPServers: []store.MCPServer{{Name: "team", URL: team.URL, Headers: map[string]string{"Authorization": "${secret:TEAM_MCP}"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := e.watch(v.ID)
 	if f := w.Finished("t1"); f.Result != "All MCP tools answered." {
 		t.Fatalf("t1 finished with %+v", f)
@@ -196,15 +236,15 @@ func testMCPAgent(t *testing.T, kind string) {
 	}
 	all := strings.Join(outputs, "\n")
 	if !strings.Contains(all, "box-fact cwd=/workspace/") || !strings.Contains(all, "remote-fact-7781") ||
-		!strings.Contains(all, "notes-fact-4410 on mcp") {
+		!strings.Contains(all, "notes-fact-4410 on mcp") || !strings.Contains(all, "team-fact-5521 auth="+secrets.Mask) {
 		t.Fatalf("the tools' results (started %v):\n%s", started, all)
 	}
-	if calls.Load() != 1 {
-		t.Fatalf("the remote server's tool ran %d times, want 1", calls.Load())
+	if calls.Load() != 1 || teamCalls.Load() != 1 {
+		t.Fatalf("the remote servers' tools ran %d and %d times, want 1 each", calls.Load(), teamCalls.Load())
 	}
 
-	// While the agent (and its stdio server) runs: the canary is nowhere
-	// in the box.
+	// While the agent (and its stdio server) runs: the server config's
+	// canary is nowhere in the box.
 	mustSee := []string{"mcp_box.py"}
 	if kind != AgentBuiltin {
 		mustSee = append(mustSee, "harvest-mcp-") // the bridge's session token, in the CLI's config
@@ -217,9 +257,29 @@ func testMCPAgent(t *testing.T, kind string) {
 	}
 	for _, ev := range evs {
 		b, _ := json.Marshal(ev)
-		if strings.Contains(string(b), mcpCanary[:24]) {
-			t.Fatalf("event %d carries the remote server's token: %s", ev.Seq, b)
+		if strings.Contains(string(b), mcpCanary[:24]) || strings.Contains(string(b), teamCanary[:24]) {
+			t.Fatalf("event %d carries a remote server's token: %s", ev.Seq, b)
 		}
+	}
+}
+
+// ownerSecrets stores vals as owner's secrets (not for sessions: only the
+// MCP servers' headers get them) and returns the Config.MCPSecrets that
+// resolves them, as harvest serve's does.
+func ownerSecrets(t *testing.T, e *env, owner string, vals map[string]string) func(ctx context.Context, repo, owner string) ([]string, error) {
+	key := secrets.GenerateKey()
+	scope, err := secrets.UserScope(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range vals {
+		if _, err := secrets.Put(testbin.Context(t), e.st, key, scope, k, v, false, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(ctx context.Context, repo, owner string) ([]string, error) {
+		all, _, err := secrets.Resolve(ctx, e.st, key, repo, owner)
+		return all, err
 	}
 }
 
@@ -228,5 +288,64 @@ func testMCPAgent(t *testing.T, kind string) {
 func closeSessions(srv *mcp.Server) {
 	for ss := range srv.Sessions() {
 		ss.Close()
+	}
+}
+
+// A request's MCP servers are validated at create, every problem in one
+// 400: CheckMCP's (names, kinds), a name the server's config uses, a
+// header that is not exactly ${secret:NAME}; then a secret the owner does
+// not have. A valid list is stored with the session.
+func TestCreateMCPServers(t *testing.T) {
+	e := newEnv(t, withMCP(agent.MCPServer{Name: "docs", Command: []string{"true"}, Source: "--mcp-config /etc/harvest/mcp.yaml"}))
+	const owner = "tok-bbbbbbbbbbbb"
+	e.m.cfg.MCPSecrets = ownerSecrets(t, e, owner, map[string]string{"GH_MCP": "Bearer gh-1"})
+	ctx := testbin.Context(t)
+	create := func(servers ...store.MCPServer) (*View, error) {
+		return e.m.Create(ctx, owner, CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, MCPServers: servers})
+	}
+	_, err := create(
+		store.MCPServer{Name: "docs", Command: []string{"python3", "d.py"}},
+		store.MCPServer{Name: "Bad Name", Command: []string{"x"}},
+		store.MCPServer{Name: "both", Command: []string{"x"}, URL: "https://h/mcp"},
+		store.MCPServer{Name: "gh", URL: "https://h/mcp", Headers: map[string]string{"Authorization": "Bearer ghp_literal"}},
+		store.MCPServer{Name: "gh2", URL: "https://h/mcp", Headers: map[string]string{"Authorization": "Bearer ${secret:GH_MCP}"}},
+	)
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("got %v, want an InputError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`"docs" is taken by the server's MCP config (--mcp-config /etc/harvest/mcp.yaml)`,
+		`MCP server "Bad Name" (the session's mcp_servers): the name must be`,
+		`MCP server "both" (the session's mcp_servers): give exactly one of command`,
+		`mcp_servers[3] ("gh"): header Authorization: a request carries no credentials: store the value with ` + "`harvest secret set`",
+		`mcp_servers[4] ("gh2"): header Authorization`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the 400 lacks %q:\n%s", want, msg)
+		}
+	}
+	if len(ie.Problems) != 5 {
+		t.Errorf("%d problems, want 5: %q", len(ie.Problems), ie.Problems)
+	}
+	if _, err := create(store.MCPServer{Name: "gh", URL: "https://h/mcp", Headers: map[string]string{"Authorization": "${secret:NOT_SET}"}}); !IsInput(err) ||
+		!strings.Contains(err.Error(), "the secret NOT_SET is not set for this session's repository nor for you") {
+		t.Fatalf("an unset secret: %v", err)
+	}
+	want := []store.MCPServer{
+		{Name: "gh", URL: "https://h/mcp", Headers: map[string]string{"Authorization": "${secret:GH_MCP}"}},
+		{Name: "lint", Command: []string{"python3", "lint.py"}, Env: map[string]string{"MODE": "strict"}, Dir: "/workspace/repo"},
+	}
+	v, err := create(want...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.st.GetSession(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.MCPServers, want) {
+		t.Fatalf("stored %+v, want %+v", got.MCPServers, want)
 	}
 }

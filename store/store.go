@@ -111,6 +111,7 @@ const (
 type (
 	Limits      = wire.Limits
 	TerminalCLI = wire.TerminalCLI
+	MCPServer   = wire.MCPServer
 	GitHubLink  = wire.GitHubLink
 	Environment = wire.Environment
 )
@@ -136,6 +137,10 @@ type Session struct {
 	// Egress, when not nil, narrows the server's egress allowlist for this
 	// session's box: those hosts only, none when empty. Nil: the server's.
 	Egress *[]string `json:"egress,omitempty"`
+	// MCPServers are the MCP servers the session's creator gave its agent
+	// (their headers name secrets, ${secret:NAME}, resolved when the
+	// agent starts).
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 	// Mode is how a message sent while the agent works is delivered:
 	// "queue" (after the turn) or "interrupt" (cancels the turn).
 	Mode string `json:"mode"`

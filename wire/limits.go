@@ -151,3 +151,22 @@ func (w *wireDuration) UnmarshalJSON(b []byte) error {
 	w.d = time.Duration(n)
 	return nil
 }
+
+// MCPServer is an MCP server a session's agent gets (CreateRequest's
+// mcp_servers), next to the server's and its repositories' own: a stdio
+// one (Command, Env, Dir: run in the box) or a remote one (URL and
+// Headers: streamable HTTP, reached from the host). A header's value is
+// never a credential itself: it is exactly ${secret:NAME}, a Harvest
+// secret of the session's repository or owner, added on the host when the
+// agent starts.
+type MCPServer struct {
+	// Name: [a-z][a-z0-9_-]*, its tools are offered as mcp__NAME__TOOL.
+	Name    string            `json:"name"`
+	Command []string          `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// Dir is the stdio server's working directory in the box (default:
+	// the first workspace).
+	Dir     string            `json:"dir,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}

@@ -65,6 +65,10 @@ type CreateRequest struct {
 	// PR is whether a turn that pushed commits opens a pull request:
 	// "draft" (the default), "ready" or "none". For GitHub repositories.
 	PR string `json:"pr,omitempty"`
+	// MCPServers are MCP servers for this session's agent, added to the
+	// server's (whose names they may not reuse) and winning over a
+	// repository's .mcp.json of the same name.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // Repo is one repository of a session, at /workspace/{Name} in its box.
@@ -138,7 +142,9 @@ type Session struct {
 	Collab   Collab       `json:"collab,omitzero"`
 	Terminal *TerminalCLI `json:"terminal,omitempty"`
 	Egress   *[]string    `json:"egress,omitempty"`
-	Mode     string       `json:"mode"`
+	// MCPServers: see CreateRequest.MCPServers.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+	Mode       string      `json:"mode"`
 	// PR: see CreateRequest.PR ("" for no GitHub repository).
 	PR string `json:"pr,omitempty"`
 	// GitHub, when not nil, is the GitHub thread the session answers.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,11 +215,14 @@ func TestLoadMCPConfig(t *testing.T) {
 	if len(servers) != 2 || servers[0].Name != "docs" || servers[1].Headers["X-File"] != "file-token" || !strings.HasPrefix(servers[1].Source, "--mcp-config ") {
 		t.Fatalf("servers %+v", servers)
 	}
-	got, err := ExpandMCPSecrets(servers, []string{"OTHER=x", "GH_MCP=s3cret"})
+	got, used, err := ExpandMCPSecrets(servers, []string{"OTHER=x", "GH_MCP=s3cret"})
 	if err != nil || got[1].Headers["Authorization"] != "Bearer s3cret" || servers[1].Headers["Authorization"] != "Bearer ${secret:GH_MCP}" {
 		t.Fatalf("expanded %+v, %v (the loaded list must stay as it was)", got, err)
 	}
-	if _, err := ExpandMCPSecrets(servers, nil); err == nil || !strings.Contains(err.Error(), "names the secret GH_MCP") || !strings.Contains(err.Error(), "harvest secret set") {
+	if !slices.Equal(used, []string{"s3cret"}) {
+		t.Fatalf("the values put in: %q, want only the secret's (to mask it in events)", used)
+	}
+	if _, _, err := ExpandMCPSecrets(servers, nil); err == nil || !strings.Contains(err.Error(), "names the secret GH_MCP") || !strings.Contains(err.Error(), "harvest secret set") {
 		t.Fatalf("a missing secret: %v", err)
 	}
 	for body, want := range map[string]string{

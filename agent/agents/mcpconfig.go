@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -120,8 +121,10 @@ func expandFiles(v string) (string, error) {
 
 // ExpandMCPSecrets returns servers with every ${secret:NAME} in a header
 // replaced by the secret's value from env (NAME=VALUE, a session's
-// secrets). A secret env lacks is an error saying how to set it.
-func ExpandMCPSecrets(servers []agent.MCPServer, env []string) ([]agent.MCPServer, error) {
+// secrets), and the values it put in (the caller masks them in what it
+// shows: a server may echo its credentials). A secret env lacks is an
+// error saying how to set it.
+func ExpandMCPSecrets(servers []agent.MCPServer, env []string) ([]agent.MCPServer, []string, error) {
 	vals := map[string]string{}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -129,6 +132,7 @@ func ExpandMCPSecrets(servers []agent.MCPServer, env []string) ([]agent.MCPServe
 		}
 	}
 	out := make([]agent.MCPServer, len(servers))
+	var used []string
 	var errs []error
 	for i, s := range servers {
 		out[i] = s
@@ -143,9 +147,12 @@ func ExpandMCPSecrets(servers []agent.MCPServer, env []string) ([]agent.MCPServe
 				if !ok {
 					errs = append(errs, fmt.Errorf("MCP server %q (%s): header %s names the secret %s, which this session's repository and owner do not have: set it (harvest secret set)", s.Name, s.Source, k, name))
 				}
+				if val != "" && !slices.Contains(used, val) {
+					used = append(used, val)
+				}
 				return val
 			})
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, used, errors.Join(errs...)
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/harvest-dev/harvest/agent"
 )
 
 // An agent definition is a markdown file with YAML frontmatter (seed 004):
@@ -37,12 +40,25 @@ import (
 //	  post_tool: [...]
 //	  turn_start: [...]
 //	  stop: [...]
+//	mcp_servers:               # stdio MCP servers, run in the box
+//	  lint:
+//	    command: [python3, tools/lint_mcp.py]
+//	    env: {LINT_MODE: strict}
+//	    dir: /workspace/app    # default: the definition's repository (the first workspace for the user's)
 //	---
 //	You are a careful engineer who ...   (the agent's own instructions)
 //
 // Definitions come from the repo's .harvest/agents/NAME.md (read inside the box)
 // or the user's config dir. Unknown fields are errors, reported with file and
 // line, so a typo never silently changes an agent.
+//
+// A definition's MCP servers are stdio ones only: it is a file of the
+// repository (or of the user's directory), so it can hold no credentials,
+// and a remote server without them is what a session's request or the
+// server's config is for. They run in the box like the caller's, and their
+// tools (mcp__NAME__TOOL) go through the definition's tools list and plan
+// mode. The caller's servers (the server's config, the session's, the
+// repositories' .mcp.json) win a name: the definition's is then left out.
 
 // Definition is a parsed agent definition.
 type Definition struct {
@@ -54,6 +70,8 @@ type Definition struct {
 	Tools       []string // empty: the default set
 	Permissions PermissionConfig
 	Hooks       HookConfig
+	// MCP are the definition's stdio MCP servers, by name.
+	MCP []agent.MCPServer
 	// Prompt is the markdown body: the agent's own instructions.
 	Prompt string
 }
@@ -139,10 +157,20 @@ type frontmatter struct {
 	Harness     HarnessConfig `yaml:"harness_config"`
 	// harness: agentic is seed 004's switch; accepted and ignored (every
 	// Harvest agent definition is agentic).
-	HarnessKind string     `yaml:"harness"`
-	Tools       []string   `yaml:"tools"`
-	Permissions permYAML   `yaml:"permissions"`
-	Hooks       HookConfig `yaml:"hooks"`
+	HarnessKind string                  `yaml:"harness"`
+	Tools       []string                `yaml:"tools"`
+	Permissions permYAML                `yaml:"permissions"`
+	Hooks       HookConfig              `yaml:"hooks"`
+	MCPServers  map[string]defMCPServer `yaml:"mcp_servers"`
+}
+
+// defMCPServer is a server in a definition's mcp_servers. URL is read
+// only to refuse it with a clear error.
+type defMCPServer struct {
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	Dir     string            `yaml:"dir"`
+	URL     string            `yaml:"url"`
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -184,6 +212,18 @@ func ParseDefinition(name, source string, data []byte) (*Definition, error) {
 		def.Permissions = PermissionConfig{
 			Mode: fm.Permissions.Mode, ExternalDirectory: fm.Permissions.ExternalDirectory,
 			AllowPaths: fm.Permissions.AllowPaths, Bash: rules,
+		}
+		names := make([]string, 0, len(fm.MCPServers))
+		for n := range fm.MCPServers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			c := fm.MCPServers[n]
+			if c.URL != "" {
+				return fail("mcp_servers.%s: a definition lists stdio servers only (command, run in the box); a remote server's credentials belong in the server's --mcp-config or a session's mcp_servers", n)
+			}
+			def.MCP = append(def.MCP, agent.MCPServer{Name: n, Command: c.Command, Env: c.Env, Dir: c.Dir, Source: "agent definition " + source})
 		}
 		if fm.HarnessKind != "" && fm.HarnessKind != "agentic" {
 			return fail("harness %q: only \"agentic\" is supported (or leave it out)", fm.HarnessKind)
@@ -284,6 +324,9 @@ func (d *Definition) validate() error {
 				}
 			}
 		}
+	}
+	if err := agent.CheckMCP(d.MCP); err != nil {
+		errs = append(errs, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -191,7 +191,7 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	if a.mcp, err = connectMCP(ctx, cfg.Box, cfg.MCP, workdir, cfg.CommandEnv, a.log); err != nil {
+	if a.mcp, err = connectMCP(ctx, cfg.Box, withDefinitionMCP(cfg.MCP, def, a.log), workdir, cfg.CommandEnv, a.log); err != nil {
 		env.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("builtin agent: %w", err)
 	}

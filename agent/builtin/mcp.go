@@ -56,6 +56,23 @@ type mcpConn struct {
 	ht *handlerTransport
 }
 
+// withDefinitionMCP is the caller's servers and the definition's; the
+// caller's win a name (the definition's is left out, said in the log).
+func withDefinitionMCP(caller []agent.MCPServer, def *Definition, log *slog.Logger) []agent.MCPServer {
+	if len(def.MCP) == 0 {
+		return caller
+	}
+	out := slices.Clone(caller)
+	for _, s := range def.MCP {
+		if slices.ContainsFunc(caller, func(c agent.MCPServer) bool { return c.Name == s.Name }) {
+			log.Warn("an MCP server of the agent definition is left out: the session's has its name", "name", s.Name, "definition", def.Source)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // connectMCP starts or reaches every server and lists its tools. On error
 // what was started is closed.
 func connectMCP(ctx context.Context, box *sandbox.Sandbox, servers []agent.MCPServer, workdir string, env []string, log *slog.Logger) (*mcpServers, error) {

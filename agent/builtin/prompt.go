@@ -53,7 +53,16 @@ func LoadDefinition(ctx context.Context, box *sandbox.Sandbox, ws []Workspace, u
 		if err != nil {
 			return nil, fmt.Errorf("reading agent %s: %w", p, err)
 		}
-		return ParseDefinition(name, w.Name+":.harvest/agents/"+name+".md", data)
+		def, err := ParseDefinition(name, w.Name+":.harvest/agents/"+name+".md", data)
+		if err != nil {
+			return nil, err
+		}
+		for i := range def.MCP {
+			if def.MCP[i].Dir == "" {
+				def.MCP[i].Dir = w.Path // the definition's repository
+			}
+		}
+		return def, nil
 	}
 	if userDir != "" {
 		p := filepath.Join(userDir, name+".md")

@@ -157,6 +157,7 @@ type newFlags struct {
 	terminal    terminalFlags
 	egress      string
 	pr          string
+	mcp         mcpFlags
 }
 
 func newSessionNewCmd(conn *connFlags) *cobra.Command {
@@ -181,11 +182,18 @@ repositories with the workflow's other sessions. --collaboration sequential
 (the default) works in the workflow's one workspace, one session's turns at a
 time; parallel gives the session a copy on a branch of its own
 (harvest/WORKFLOW/SESSION) and runs at once. A sequential session sees the
-parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
+parallel copies read-only at /runs/SESSION/REPO, to merge their branches.
+
+--mcp and --mcp-stdio give the session's agent MCP servers besides the
+server's and the repository's .mcp.json: a remote one's headers come from
+Harvest secrets only (--mcp-secret; set them with harvest secret set), added
+on the host, never in the box.`,
 		Example: `  harvest session new --repo . "Fix the failing test"
   harvest session new --repo acme/api --pr ready "Fix issue 12"
   harvest session new --repo ~/src/api --repo ~/src/web --title "login flow" -f "Add SSO"
-  harvest session new --repo . --workflow review --collaboration parallel "Check for SQL injection"`,
+  harvest session new --repo . --workflow review --collaboration parallel "Check for SQL injection"
+  harvest session new --repo . --mcp github=https://api.githubcopilot.com/mcp/ \
+      --mcp-secret github:Authorization=GITHUB_MCP --mcp-stdio lint='python3 tools/lint_mcp.py' "Triage issue 7"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(f.repos) == 0 {
 				return errors.New(`no repository: give --repo DIR (or a git URL), like: harvest session new --repo . "Fix the failing test"`)
@@ -239,6 +247,7 @@ parallel copies read-only at /runs/SESSION/REPO, to merge their branches.`,
 	fl.BoolVar(&f.json, "json", false, "print the session (and events) as JSON")
 	fl.StringVar(&f.egress, "egress", "", `narrow the server's egress allowlist for this session: hosts (comma-separated, "registries" for the package registries) the server allows, or "none" for no way out (default: the server's)`)
 	f.terminal.add(cmd)
+	f.mcp.add(fl)
 	return cmd
 }
 
@@ -264,6 +273,9 @@ func (f newFlags) request(cmd *cobra.Command, args []string) (wire.CreateRequest
 		return req, err
 	}
 	req.Terminal = term
+	if req.MCPServers, err = f.mcp.servers(); err != nil {
+		return req, err
+	}
 	switch e := strings.TrimSpace(f.egress); e {
 	case "":
 	case "none":

@@ -209,6 +209,9 @@ CREATE TABLE web_sessions (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX web_sessions_token ON web_sessions (token_id);
 `},
+	{"mcp-servers", `
+ALTER TABLE sessions ADD COLUMN mcp_servers TEXT NOT NULL DEFAULT ''; -- JSON []store.MCPServer, '' for none
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

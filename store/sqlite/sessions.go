@@ -12,7 +12,7 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers`
 
 // CreateSession stores s and, if first is not nil, its first message (Seq 1)
 // in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
@@ -40,7 +40,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 		defaultMessage(&m, now)
 	}
 	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
 			}
@@ -88,7 +88,12 @@ func sessionArgs(s *store.Session) ([]any, error) {
 			eg = []byte("[]")
 		}
 	}
-	var gh []byte
+	var gh, mcp []byte
+	if len(s.MCPServers) > 0 {
+		if mcp, err = json.Marshal(s.MCPServers); err != nil {
+			return nil, fmt.Errorf("encoding mcp_servers: %w", err)
+		}
+	}
 	if s.GitHub != nil {
 		if gh, err = json.Marshal(s.GitHub); err != nil {
 			return nil, fmt.Errorf("encoding github: %w", err)
@@ -96,7 +101,7 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg), s.PR, string(gh), s.Environment}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg), s.PR, string(gh), s.Environment, string(mcp)}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -105,12 +110,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	var (
 		s                          store.Session
 		state, repos, limits, use  string
-		collab, term, eg, gh       string
+		collab, term, eg, gh, mcp  string
 		created, updated, activeAt int64
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment); err != nil {
+		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -137,6 +142,11 @@ func scanSession(r scanner) (*store.Session, error) {
 		s.GitHub = new(store.GitHubLink)
 		if err := json.Unmarshal([]byte(gh), s.GitHub); err != nil {
 			return nil, fmt.Errorf("session %s: decoding github: %w", s.ID, err)
+		}
+	}
+	if mcp != "" {
+		if err := json.Unmarshal([]byte(mcp), &s.MCPServers); err != nil {
+			return nil, fmt.Errorf("session %s: decoding mcp_servers: %w", s.ID, err)
 		}
 	}
 	if eg != "" {
@@ -248,7 +258,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		// args[0] is the id: move it to the WHERE.
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
-	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=?, environment=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=?, environment=?, mcp_servers=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
 		}
 		out = sess

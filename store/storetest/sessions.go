@@ -37,7 +37,11 @@ func fullSession(id string) *store.Session {
 		Collab: store.Collab{Workflow: "wf-1", Mode: store.Parallel, Branch: "harvest/wf-1/" + id},
 		Terminal: &store.TerminalCLI{Command: []string{"python3", "-i", "-q"}, DonePattern: `(?m)^>>> $`,
 			ReadyPattern: `>>> $`, IdleTimeout: 90 * time.Second},
-		Egress:     &[]string{"pypi.org", "*.pythonhosted.org"},
+		Egress: &[]string{"pypi.org", "*.pythonhosted.org"},
+		MCPServers: []store.MCPServer{
+			{Name: "docs", Command: []string{"python3", "docs.py", "--offline"}, Env: map[string]string{"DOCS_MODE": "a=b"}, Dir: "/workspace/api"},
+			{Name: "github", URL: "https://api.githubcopilot.com/mcp/", Headers: map[string]string{"Authorization": "${secret:GH_MCP}"}},
+		},
 		Sandbox:    []byte(`{"backend":"local","id":"box-1"}`),
 		AgentState: []byte("\x00binary\xffstate"),
 		Turns:      3,
@@ -219,6 +223,7 @@ func testUpdateSession(t *testing.T, open func(*testing.T) store.Store) {
 		s.Error = "none yet"
 		s.Egress = &[]string{} // none: not the same as nil (the server's)
 		s.Terminal = nil
+		s.MCPServers = s.MCPServers[:1]
 		return nil
 	})
 	if err != nil {
@@ -227,6 +232,7 @@ func testUpdateSession(t *testing.T, open func(*testing.T) store.Store) {
 	want := fullSession("s1")
 	want.State, want.Turns, want.Usage.InputTokens, want.Sandbox, want.Error = store.StateWorking, 4, 101, nil, "none yet"
 	want.Egress, want.Terminal = &[]string{}, nil
+	want.MCPServers = want.MCPServers[:1]
 	if got.UpdatedAt.Before(before.Add(-time.Millisecond)) || got.UpdatedAt.After(time.Now().Add(time.Second)) {
 		t.Errorf("UpdateSession set UpdatedAt to %v, want about now (%v)", got.UpdatedAt, before)
 	}
