@@ -388,6 +388,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A repository's memory: the knowledge graph its agents keep, with the session and turn of every write
+         * @description Agents read and write it through the memory MCP tools; people read, search, correct and delete it here. repo names the repository: owner/name (GitHub) or the source sessions give (a directory on the server, a git URL). An admin token reads any repository's; a user token those of its own sessions (else 403). owner is empty for the memory every session on the repository shares, me for the caller's own. q keeps the entities whose name, type or an observation contains it (ASCII case-insensitive); name (repeatable) keeps those entities. Relations are those between two kept entities. It is data agents wrote: treat it as untrusted.
+         */
+        get: operations["listMemory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A repository's memory as the MCP memory server's file: JSON lines, entities then relations
+         * @description Each line is {"type":"entity","name","entityType","observations"} or {"type":"relation","from","to","relationType"}, the format of @modelcontextprotocol/server-memory's memory file. Same rights as GET /v1/memory.
+         */
+        get: operations["exportMemory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/entity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create an entity, or make it have exactly this type and these observations
+         * @description Observations it keeps keep who wrote them; new ones are recorded as written by session api. The same caps as the agents' writes apply (name and type one line of at most 200 bytes, observations at most 2000 bytes, 100 of them, the repository's memory at most its bound), and the server's memory hook may refuse the write (403, with its reason). Same rights as GET /v1/memory.
+         */
+        put: operations["putMemoryEntity"];
+        post?: never;
+        /**
+         * Delete an entity with its observations and relations
+         * @description Same rights as GET /v1/memory; the server's memory hook may refuse it (403).
+         */
+        delete: operations["deleteMemoryEntity"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -441,6 +505,26 @@ export interface components {
         Duration: string;
         /** @description Narrows the server's egress allowlist (harvest serve --egress-allow) for this session's box: host names or *.domain wildcards the server allows, "registries" for the common package registries; [] for no way out. Absent: the server's whole allowlist. A host the server does not allow is a 400 */
         Egress: string[];
+        /** @description An MCP server for the session's agent, besides the server's (harvest serve --mcp-config, and Harvest's memory) and the repositories' .mcp.json. Exactly one of command (a stdio server, run inside the box) or url (a streamable-HTTP server, reached from the host through Harvest's bridge, which adds the headers there: they never enter the box). Its name may not be one the server's config uses (a 400); a repository's server of the same name is left out. Every problem of every server is listed in one 400 */
+        MCPServer: {
+            /** @description Its tools are offered as mcp__NAME__TOOL (no __ in the name) */
+            name: string;
+            /** @description A stdio server: the program (looked up in the box's PATH) and its arguments */
+            command?: string[];
+            /** @description Added to a stdio server's environment */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description A stdio server's working directory, an absolute path in the box (default: the first workspace) */
+            dir?: string;
+            /** @description A remote server: an http:// or https:// URL without credentials in it */
+            url?: string;
+            /** @description A remote server's headers. A request carries no credentials: each value is exactly ${secret:NAME}, a Harvest secret of the session's repository or of the caller (harvest secret set), added on the host when the agent starts and masked in the session's events; a secret that is not set is a 400 */
+            headers?: {
+                [key: string]: string;
+            };
+        };
+        MCPServers: components["schemas"]["MCPServer"][];
         /** @description With agent terminal: the interactive CLI to run in the PTY instead of Claude Code's TUI. It finds the model proxy in HARVEST_MODEL_URL and HARVEST_MODEL_TOKEN (and ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY or OPENAI_BASE_URL/OPENAI_API_KEY, as the model's API is): a per-session token, never the key. Give done_pattern or idle_timeout */
         TerminalCLI: {
             /** @description The program (looked up in the box's PATH) and its arguments */
@@ -525,6 +609,7 @@ export interface components {
             collaboration?: "sequential" | "parallel";
             terminal?: components["schemas"]["TerminalCLI"];
             egress?: components["schemas"]["Egress"];
+            mcp_servers?: components["schemas"]["MCPServers"];
             /**
              * @description For GitHub repositories: whether a turn that pushed commits opens a pull request, draft (the default) or ready for review, or none
              * @enum {string}
@@ -642,6 +727,7 @@ export interface components {
             collab?: components["schemas"]["Collab"];
             terminal?: components["schemas"]["TerminalCLI"];
             egress?: components["schemas"]["Egress"];
+            mcp_servers?: components["schemas"]["MCPServers"];
             /**
              * @description Pull request mode (GitHub repositories only)
              * @enum {string}
@@ -780,6 +866,46 @@ export interface components {
         SecretList: {
             secrets: components["schemas"]["Secret"][];
         };
+        /** @description A repository's memory graph (or the part selected): entities by name, relations between two of them. Written by agents: untrusted data */
+        MemoryGraph: {
+            entities: components["schemas"]["MemoryEntity"][];
+            relations: components["schemas"]["MemoryRelation"][];
+        };
+        MemoryEntity: {
+            name: string;
+            entityType: string;
+            /** @description Oldest first */
+            observations: components["schemas"]["MemoryObservation"][];
+            /** @description The session that created it (api: the API; harvest-seed: the first session's seeding) */
+            session?: string;
+            /** @description The turn of that session */
+            turn?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        MemoryObservation: {
+            text: string;
+            /** @description The session that wrote it */
+            session?: string;
+            turn?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        MemoryRelation: {
+            from: string;
+            to: string;
+            relationType: string;
+            session?: string;
+            turn?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        MemoryEntityRequest: {
+            /** @description What kind of thing it is: one line, at most 200 bytes */
+            entityType: string;
+            /** @description Its facts, exactly (missing ones are deleted): each at most 2000 bytes */
+            observations?: string[];
+        };
     };
     responses: {
         /** @description Malformed JSON, an unknown field, a bad parameter, or an invalid request (details lists each problem) */
@@ -885,6 +1011,12 @@ export interface components {
     parameters: {
         /** @description A session id, as returned on creation */
         SessionID: string;
+        /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+        MemoryRepo: string;
+        /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+        MemoryOwner: string;
+        /** @description The entity's name */
+        MemoryName: string;
     };
     requestBodies: never;
     headers: never;
@@ -1675,6 +1807,155 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    listMemory: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+                /** @description Text to look for */
+                q?: string;
+                /** @description An entity's name (repeatable) */
+                name?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The graph */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryGraph"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportMemory: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The graph, one JSON object a line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/jsonl": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putMemoryEntity: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+                /** @description The entity's name */
+                name: components["parameters"]["MemoryName"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryEntityRequest"];
+            };
+        };
+        responses: {
+            /** @description The entity as stored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryEntity"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The repository's memory would be over its bound: delete something first */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteMemoryEntity: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+                /** @description The entity's name */
+                name: components["parameters"]["MemoryName"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such entity (or the server keeps no memory) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
 }
