@@ -63,6 +63,7 @@ type serveFlags struct {
 	github     githubFlags
 	refresh    time.Duration
 	repoConfig string
+	store      string
 }
 
 func newServeCmd() *cobra.Command {
@@ -75,7 +76,8 @@ clients and restarts, each a conversation with an agent in its own sandbox.
 
 State lives in the data directory (--data, else $HARVEST_HOME, else
 ~/.harvest): harvest.db (SQLite: sessions, messages, events, tokens,
-secrets), secret.key (the key the secrets are encrypted with: made on first
+secrets; or, with --store postgres://..., a PostgreSQL database that several
+servers may share), secret.key (the key the secrets are encrypted with: made on first
 start, mode 0600; the server refuses a key others may read) and workspaces/. On first start an admin token is written to DATA/admin-token
 (mode 0600); the session commands read it from there, or take $HARVEST_TOKEN.
 Make tokens for others with: harvest token create NAME.
@@ -127,6 +129,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	f.github.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
+	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -171,6 +174,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
 	}
+	if f.store == "" {
+		f.store = os.Getenv("HARVEST_STORE") // not the flag's default: --help would show it
+	}
+	if err := checkStoreFlag(f.store); err != nil {
+		return exitCode(2, err)
+	}
 	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
 	}
@@ -213,7 +222,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer models.stop()
 
-	st, err := sqlite.Open(filepath.Join(data, "harvest.db"))
+	st, err := openServerStore(cmd.Context(), f.store, data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
