@@ -1,10 +1,14 @@
-// Package postgres is the store.Store for several harvest nodes sharing one
-// PostgreSQL database (harvest serve --store postgres://...). It passes the
-// same conformance suite as store/sqlite (store/storetest) and keeps the
-// same semantics; where the two databases differ, this doc says how.
+// Package postgres is the store.Store on a PostgreSQL database (harvest
+// serve --store postgres://...): state on a database server instead of a
+// file, the ground for several harvest nodes sharing one database (the
+// schema and the locks here are ready for that; the layers above do not
+// yet hand sessions between nodes). It passes the same conformance suite
+// as store/sqlite (store/storetest) and keeps the same semantics; where
+// the two databases differ, this doc says how.
 //
 // It uses pgx (github.com/jackc/pgx/v5) through a pgxpool.Pool: pure Go,
-// so the binary stays static.
+// so the binary stays static. The pool's size is pgxpool's default
+// (the larger of 4 and the CPUs); the URL's pool_max_conns changes it.
 //
 // # Schema and migrations
 //
