@@ -157,7 +157,14 @@ type Deps struct {
 	SessionID string
 	// State is what a previous agent's State returned (nil: a new
 	// conversation).
-	State  []byte
+	State []byte
+	// MCP are the agent's MCP servers, validated (CheckMCP), as the kind
+	// should use them: stdio ones as listed (run them in the box); for a
+	// kind whose model is in the box (Caps.ModelInBox), a remote or host
+	// one is the registry's bridge in the box (URL, and Headers holding the
+	// session's token, never a real credential); for one whose loop runs
+	// on the host, it is a Handler on the host that adds the credentials.
+	MCP    []MCPServer
 	Logger *slog.Logger
 }
 

@@ -39,6 +39,9 @@ func HashToken(secret string) []byte {
 // caller is who made a request.
 type caller struct {
 	token *store.Token
+	// web is the sign-in cookie's secret when the request authenticated
+	// with it (websession.go), else "".
+	web string
 }
 
 // owner is the owner argument of the Manager's calls: "" (everything) for
@@ -50,10 +53,14 @@ func (c caller) owner() string {
 	return c.token.ID
 }
 
-// authenticate finds the token of a request's "Authorization: Bearer".
+// authenticate finds the token of a request's "Authorization: Bearer",
+// or, without one, of its sign-in cookie (websession.go).
 func (s *Server) authenticate(r *http.Request) (caller, *apiError) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		if ck, err := r.Cookie(SessionCookie); err == nil && ck.Value != "" {
+			return s.cookieCaller(r, ck.Value)
+		}
 		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized,
 			"no token: send Authorization: Bearer TOKEN (harvest serve writes an admin token to DATA/admin-token on first start; harvest token create makes more)")
 	}

@@ -22,6 +22,11 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/healthz", public, s.health},
 		{http.MethodGet, "/openapi.json", public, s.openAPI},
 
+		// A browser's sign-in: websession.go.
+		{http.MethodPost, "/v1/auth/session", public, s.signIn},
+		{http.MethodGet, "/v1/auth/session", user, s.whoAmI},
+		{http.MethodDelete, "/v1/auth/session", user, s.signOut},
+
 		{http.MethodPost, "/v1/sessions", user, s.createSession},
 		{http.MethodGet, "/v1/sessions", user, s.listSessions},
 		{http.MethodGet, "/v1/sessions/{id}", user, s.getSession},
@@ -48,6 +53,12 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/environments/{id}/log", user, s.environmentLog},
 
 		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
+
+		// Who may read and edit which repository's memory: memory.go.
+		{http.MethodGet, "/v1/memory", user, s.listMemory},
+		{http.MethodGet, "/v1/memory/export", user, s.exportMemory},
+		{http.MethodPut, "/v1/memory/entity", user, s.putMemoryEntity},
+		{http.MethodDelete, "/v1/memory/entity", user, s.deleteMemoryEntity},
 	}
 }
 

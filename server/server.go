@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -49,6 +50,7 @@ type Records interface {
 	LastSeq(ctx context.Context, session string) (int64, error)
 	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)
 	GetLock(ctx context.Context, key string) (store.Lock, error)
+	store.WebSessions
 }
 
 var (
@@ -69,9 +71,15 @@ type Config struct {
 	// (package secrets); without both, those routes answer 404.
 	Secrets   store.Secrets
 	SecretKey *secrets.Key
+	// Memory is the repositories' memory of /v1/memory (package memory);
+	// nil answers 404.
+	Memory *memory.Service
 	// GitHubWebhook receives POST /v1/github/webhook (package ghbot's
 	// Hooks); nil answers 404.
 	GitHubWebhook http.Handler
+	// UI serves every path outside the API (/, the page's assets): the web
+	// UI, package web. Nil answers those with 404.
+	UI http.Handler
 	// Version is reported by /healthz.
 	Version string
 	// KeepAlive is how often an idle event stream gets a comment line, so
@@ -129,6 +137,10 @@ func New(cfg Config) (*Server, error) {
 		s.mux.Handle(p, s.dispatch(byPath[p]))
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.UI != nil && r.URL.Path != "/v1" && !strings.HasPrefix(r.URL.Path, "/v1/") {
+			s.cfg.UI.ServeHTTP(w, r)
+			return
+		}
 		hint := "the API is described at /openapi.json"
 		if strings.HasPrefix(r.URL.Path, "/v1/secrets/") {
 			hint = "a secret is /v1/secrets/{scope}/{name}, with the / of a repository scope sent as %2F: /v1/secrets/repo:owner%2Fname/NAME"

@@ -175,12 +175,18 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		Limits:    agent.Limits{MaxSteps: s.Limits.MaxSteps, BudgetUSD: s.Limits.BudgetUSD},
 		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
 	}
+	if err := r.mcpServers(ctx, &req); err != nil {
+		return nil, err
+	}
 	for _, repo := range s.Repos {
 		ws := agent.Workspace{Name: repo.Name, Path: sb.WorkspacePath(repo.Name)}
 		if repo.GitHub != "" {
 			ws.Branch = repo.Branch
 		}
 		req.Workspaces = append(req.Workspaces, ws)
+	}
+	if err := r.withMemory(ctx, sb, &req); err != nil {
+		return nil, err
 	}
 	if allow, ok := r.d.host.egressAllow(s); ok {
 		req.Egress, req.EgressAllow = r.d.cfg.Egress, allow
@@ -234,4 +240,27 @@ func compileOptional(re string) (*regexp.Regexp, error) {
 		return nil, nil
 	}
 	return regexp.Compile(re)
+}
+
+// mcpServers gives req the server's MCP servers, their headers' secrets
+// resolved for the session (the workspaces' .mcp.json ones agents.Open
+// adds itself).
+func (r *runner) mcpServers(ctx context.Context, req *agents.Request) error {
+	var env []string
+	if f := r.d.cfg.MCPSecrets; f != nil && len(r.d.cfg.MCP) > 0 {
+		repo := ""
+		if len(r.s.Repos) > 0 {
+			repo = r.s.Repos[0].GitHub
+		}
+		var err error
+		if env, err = f(ctx, repo, r.s.Owner); err != nil {
+			return fmt.Errorf("the secrets of the MCP servers: %w", err)
+		}
+	}
+	servers, err := agents.ExpandMCPSecrets(r.d.cfg.MCP, env)
+	if err != nil {
+		return fatal(err)
+	}
+	req.MCP = servers
+	return nil
 }

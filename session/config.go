@@ -8,10 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
@@ -126,6 +128,20 @@ type Config struct {
 	// Clock measures every timeout (idle, lifetime, watchdog, lock retry)
 	// and stamps times. Nil is the real clock.
 	Clock Clock
+	// MCP are the server's MCP servers (harvest serve --mcp-config),
+	// given to every session's agent next to its repositories' .mcp.json
+	// ones; a remote one's Headers (its credentials) stay on the host.
+	MCP []agent.MCPServer
+	// MCPSecrets returns the secrets (NAME=VALUE, all of them, not only
+	// those for sessions) of a session's repository and owner, for the
+	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are
+	// added on the host, never seen in the box. Nil: there are none.
+	MCPSecrets func(ctx context.Context, repo, owner string) ([]string, error)
+	// Memory, when set, is the repositories' memory: every session's
+	// agent gets its first repository's as the MCP server "memory"
+	// (bridged into the box like any host server), a digest of it in its
+	// instructions, and a first session seeds it (see memory.go).
+	Memory *memory.Service
 	// Logger receives what goes wrong in the background; nil discards it.
 	Logger *slog.Logger
 }
@@ -153,6 +169,9 @@ func (c *Config) check() error {
 	}
 	if c.DefaultBackend == "" {
 		c.DefaultBackend = backends.Default
+	}
+	if err := agent.CheckMCP(c.MCP); err != nil {
+		return fmt.Errorf("session.Config.MCP: %w", err)
 	}
 	var roots, hosts, never []string
 	if c.Sources != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/environment"
 
 	"github.com/harvest-dev/harvest/egress"
@@ -108,6 +109,7 @@ type env struct {
 	*stacktest.Stack
 	envs   func(e *env) Environments
 	egress *egress.Proxy
+	mcp    []agent.MCPServer
 	st     store.Store
 	j      *journal.Journal
 	m      *Manager
@@ -118,6 +120,7 @@ type envConfig struct {
 	egress *egress.Proxy
 	noOpen bool
 	envs   func(e *env) Environments
+	mcp    []agent.MCPServer
 }
 
 type envOpt func(*envConfig)
@@ -164,6 +167,9 @@ func withBuilder(b **environment.Builder, mod func(e *env, c *environment.Config
 // (env.open).
 func withoutManager(c *envConfig) { c.noOpen = true }
 
+// withMCP gives the Manager the server's MCP servers (Config.MCP).
+func withMCP(s ...agent.MCPServer) envOpt { return func(c *envConfig) { c.mcp = s } }
+
 // The tests' repositories are temporary directories, as are their data
 // directories (never copyable all the same): the one source root is the
 // temporary directory.
@@ -175,7 +181,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp}
 	if !c.noOpen {
 		e.open()
 	}
@@ -202,6 +208,7 @@ func (e *env) open() {
 		Disks:        e.Disks,
 		Clock:        e.Clock,
 		Logger:       e.Logger(),
+		MCP:          e.mcp,
 	})
 	if err != nil {
 		e.T.Fatal(err)

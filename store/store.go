@@ -1,6 +1,6 @@
 // Package store is where Harvest keeps what must survive a restart:
 // sessions, their messages, their events, locks, API tokens, webhook
-// deliveries and (sealed) secrets.
+// deliveries, (sealed) secrets and the repositories' memory.
 //
 // Store is the contract; store/sqlite implements it (the default: one file,
 // nothing to run), and a PostgreSQL store will implement the same interface
@@ -390,6 +390,7 @@ var (
 	_ Deliveries   = Store(nil)
 	_ Environments = Store(nil)
 	_ Secrets      = Store(nil)
+	_ Memory       = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -449,13 +450,120 @@ type Store interface {
 	// TokenByHash finds a token by the SHA-256 of its secret.
 	TokenByHash(ctx context.Context, hash []byte) (*Token, error)
 	ListTokens(ctx context.Context) ([]*Token, error)
-	// DeleteToken removes the token and the secrets of its user scope
-	// ("user:" + id), in one transaction.
+	// DeleteToken removes the token, the secrets of its user scope
+	// ("user:" + id) and its own memory (MemoryScope.Owner id), in one
+	// transaction.
 	DeleteToken(ctx context.Context, id string) error
 
 	Deliveries
 	Environments
 	Secrets
+	Memory
+	WebSessions
 
 	Close() error
+}
+
+// ErrMemoryFull: a memory write would bring its scope over
+// MemoryWrite.MaxBytes; nothing was written. The caller says so and what
+// to delete.
+var ErrMemoryFull = errors.New("memory full")
+
+// MemoryScope is whose a memory graph is: a repository (the key sessions
+// and environments name it by, session.RepoKey) and an owner (an API
+// token id; "" is the repository's memory shared by every session).
+type MemoryScope struct {
+	Repo  string `json:"repo"`
+	Owner string `json:"owner,omitempty"`
+}
+
+// The memory graph's rows are the wire's (GET /v1/memory answers them as
+// they are).
+type (
+	MemoryEntity      = wire.MemoryEntity
+	MemoryObservation = wire.MemoryObservation
+	MemoryRelation    = wire.MemoryRelation
+	MemoryGraph       = wire.MemoryGraph
+)
+
+// MemoryWrite is who writes (recorded on every row the write adds) and
+// the scope's size bound.
+type MemoryWrite struct {
+	Session string
+	Turn    int
+	// MaxBytes, when > 0, bounds the scope's size (MemorySize) after the
+	// write: over it, the write is ErrMemoryFull and writes nothing.
+	MaxBytes int64
+}
+
+// MemoryQuery selects part of a scope's graph for ReadMemory; zero
+// fields select it all.
+type MemoryQuery struct {
+	// Search keeps the entities whose name, type or an observation
+	// contains it, without regard to (ASCII) case.
+	Search string
+	// Names keeps the entities of these names (missing ones are skipped).
+	Names []string
+}
+
+// Memory is the part of a Store package memory uses: per-scope knowledge
+// graphs. Names are compared exactly. Every write is one transaction.
+type Memory interface {
+	// CreateMemoryEntities adds the entities whose name the scope does not
+	// have yet (with their observations, duplicates dropped) and returns
+	// those it added.
+	CreateMemoryEntities(ctx context.Context, sc MemoryScope, es []*MemoryEntity, w MemoryWrite) ([]*MemoryEntity, error)
+	// AddMemoryObservations adds to the entity the texts it does not have
+	// yet and returns them; a missing entity is ErrNotFound.
+	AddMemoryObservations(ctx context.Context, sc MemoryScope, entity string, texts []string, w MemoryWrite) ([]string, error)
+	// SetMemoryEntity makes the entity have exactly these type and
+	// observations (kept ones keep their provenance), creating it if
+	// missing; it returns the entity as stored.
+	SetMemoryEntity(ctx context.Context, sc MemoryScope, name, typ string, texts []string, w MemoryWrite) (*MemoryEntity, error)
+	// CreateMemoryRelations adds the relations the scope does not have yet
+	// and returns them; one whose end is missing is ErrNotFound (nothing
+	// is written).
+	CreateMemoryRelations(ctx context.Context, sc MemoryScope, rs []*MemoryRelation, w MemoryWrite) ([]*MemoryRelation, error)
+	// DeleteMemoryEntities removes the entities (with their observations
+	// and relations) and returns how many there were.
+	DeleteMemoryEntities(ctx context.Context, sc MemoryScope, names []string) (int, error)
+	// DeleteMemoryObservations removes the texts from the entity and
+	// returns how many it had.
+	DeleteMemoryObservations(ctx context.Context, sc MemoryScope, entity string, texts []string) (int, error)
+	// DeleteMemoryRelations removes the relations and returns how many
+	// there were.
+	DeleteMemoryRelations(ctx context.Context, sc MemoryScope, rs []*MemoryRelation) (int, error)
+	// ReadMemory returns the selected entities and the relations between
+	// two of them.
+	ReadMemory(ctx context.Context, sc MemoryScope, q MemoryQuery) (*MemoryGraph, error)
+	// MemorySize is the bytes of a scope's names, types, observations
+	// and relation types.
+	MemorySize(ctx context.Context, sc MemoryScope) (int64, error)
+	// SeedMemory adds es to a scope that has never been seeded and has
+	// no entity, and marks it seeded, in one transaction; it reports
+	// whether it did.
+	SeedMemory(ctx context.Context, sc MemoryScope, es []*MemoryEntity, w MemoryWrite) (bool, error)
+}
+
+// WebSession is a browser's sign-in (package server): the cookie's secret
+// stands for an API token until it expires or is signed out. Only the
+// secret's SHA-256 is stored.
+type WebSession struct {
+	Hash      []byte
+	TokenID   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// WebSessions keeps browsers' sign-ins.
+type WebSessions interface {
+	// CreateWebSession stores w (a hash that exists is ErrConflict) and
+	// removes the expired ones.
+	CreateWebSession(ctx context.Context, w *WebSession) error
+	// TokenByWebSession is the token of the unexpired web session whose
+	// secret has SHA-256 hash, or ErrNotFound (also when the token was
+	// deleted).
+	TokenByWebSession(ctx context.Context, hash []byte, now time.Time) (*Token, error)
+	// DeleteWebSession removes it (no error when it is gone already).
+	DeleteWebSession(ctx context.Context, hash []byte) error
 }

@@ -27,6 +27,11 @@
 //   - the session's git endpoint (GitEndpoint), served in the box, and its
 //     secrets (Request.Env), in the environment of every command;
 //
+//   - the MCP servers (agent.MCPServer): the caller's and the
+//     workspaces' .mcp.json ones (RepoMCP), validated together; stdio
+//     ones run in the box, remote and host ones behind one bridge per
+//     agent (mcp.go) that adds their credentials on the host;
+//
 //   - the CLI, checked to be runnable in the box before anything starts;
 //
 //   - usage for an agent that reports none (Caps.ProxyMeters): the turn's
@@ -38,8 +43,9 @@
 // # Goroutines
 //
 // An agent Open returns owns one goroutine per bridge (the model proxy's
-// Serve on its listener, the egress proxy's on its own); its Close stops
-// them (closing the listeners) and waits for them.
+// Serve on its listener, the egress proxy's, the git endpoint's, the MCP
+// bridge's on their own); its Close stops them (closing the listeners)
+// and waits for them.
 package agents
 
 import (

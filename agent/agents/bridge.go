@@ -21,6 +21,7 @@ type wired struct {
 	model  *modelBridge // nil: the agent calls the model from the host
 	egress *EgressBridge
 	git    *gitBridge
+	mcp    *mcpBridge
 	// stuck: the agent does not report a STUCK.md itself; the turn's end
 	// looks for one in ws.
 	stuck     bool
@@ -77,6 +78,9 @@ func (w *wired) stop() {
 	}
 	if w.git != nil {
 		w.git.stop()
+	}
+	if w.mcp != nil {
+		w.mcp.stop()
 	}
 }
 

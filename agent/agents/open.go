@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/egress"
@@ -62,7 +63,14 @@ type Request struct {
 	// takes it: the agent's Close (or a failed Open) closes it.
 	Git GitEndpoint
 	// State is what the previous agent's State returned.
-	State  []byte
+	State []byte
+	// MCP are the caller's MCP servers (the session's, the server's
+	// config's), each with its Source; Open adds the workspaces'
+	// .mcp.json ones (RepoMCP). A repository's server named like one of
+	// these is left out (the caller's win); a name listed twice among
+	// the caller's, or among a repository's, is an error naming both
+	// places.
+	MCP    []agent.MCPServer
 	Logger *slog.Logger
 }
 
@@ -148,6 +156,10 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 		}
 		d.CommandEnv = append(d.CommandEnv, env...)
 	}
+	if w.mcp, d.MCP, err = wireMCP(ctx, req, k); err != nil {
+		w.stop()
+		return nil, err
+	}
 	ag, err := k.Open(ctx, d)
 	if err != nil {
 		w.stop()
@@ -155,7 +167,7 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 	}
 	w.stuck = !k.Caps.ReportsStuck
 	w.box, w.ws = req.Box, req.Workspaces
-	if w.model == nil && w.egress == nil && w.git == nil && !w.stuck {
+	if w.model == nil && w.egress == nil && w.git == nil && w.mcp == nil && !w.stuck {
 		return ag, nil
 	}
 	w.Agent = ag
@@ -167,4 +179,43 @@ func (req *Request) proxy() (*modelproxy.Proxy, error) {
 		return req.Proxy(req.Model)
 	}
 	return NewProxy(req.Models, req.Model, req.Logger)
+}
+
+// wireMCP gathers the agent's MCP servers (the caller's and the
+// workspaces' .mcp.json), validates them, and bridges the remote and host
+// ones: into the box for a kind whose model is there, in-process for one
+// whose loop runs on the host.
+func wireMCP(ctx context.Context, req Request, k agent.Kind) (*mcpBridge, []agent.MCPServer, error) {
+	repo, err := RepoMCP(ctx, req.Box, req.Workspaces, req.Logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The caller's servers (the operator's, Harvest's memory) win over a
+	// repository's of the same name, which is left out, said in the log.
+	all := slices.Clone(req.MCP)
+	for _, r := range repo {
+		if slices.ContainsFunc(req.MCP, func(m agent.MCPServer) bool { return m.Name == r.Name }) {
+			req.Logger.Warn("an MCP server of the repository is left out: the server's has its name", "name", r.Name, "source", r.Source)
+			continue
+		}
+		all = append(all, r)
+	}
+	if len(all) == 0 {
+		return nil, nil, nil
+	}
+	if err := agent.CheckMCP(all); err != nil {
+		return nil, nil, fmt.Errorf("MCP servers: %w", err)
+	}
+	b, err := newMCPBridge(all, req.Logger)
+	if err != nil || b == nil {
+		return nil, all, err
+	}
+	base := ""
+	if k.Caps.ModelInBox {
+		if base, err = b.serveInBox(ctx, req.Box, req.SessionID, req.Logger); err != nil {
+			b.stop()
+			return nil, nil, err
+		}
+	}
+	return b, b.forKind(all, base), nil
 }

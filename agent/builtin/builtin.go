@@ -52,6 +52,9 @@ type Config struct {
 	Registry *tools.Registry
 	// Limits caps the tools' output; zero fields take tools' defaults.
 	Limits tools.Limits
+	// MCP are the agent's MCP servers (see mcp.go): their tools are
+	// offered next to the registry's.
+	MCP []agent.MCPServer
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
@@ -68,6 +71,7 @@ type Agent struct {
 	ws        []Workspace
 	reg       *tools.Registry
 	env       *tools.Env
+	mcp       *mcpServers
 	llmTools  []llm.Tool
 	hooks     []hookEntry
 	system    string
@@ -149,9 +153,10 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 	if reg == nil {
 		reg = tools.Default()
 	}
+	own, mcpNames := splitMCPNames(def.Tools)
 	if len(def.Tools) > 0 {
 		var err error
-		if reg, err = reg.Select(def.Tools...); err != nil {
+		if reg, err = reg.Select(own...); err != nil {
 			return nil, fmt.Errorf("agent definition %s: tools: %w", def.Source, err)
 		}
 	}
@@ -180,12 +185,26 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		client: cfg.Client, box: cfg.Box, def: def, ws: ws, reg: reg, env: env,
+		client: cfg.Client, box: cfg.Box, def: def, ws: ws, env: env,
 		session: cfg.SessionID, log: cfg.Logger, now: cfg.Now,
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	if a.mcp, err = connectMCP(ctx, cfg.Box, cfg.MCP, workdir, cfg.CommandEnv, a.log); err != nil {
+		env.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("builtin agent: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if a.reg, err = withMCPTools(reg, a.mcp.tools, def.Tools, mcpNames); err != nil {
+		return nil, fmt.Errorf("agent definition %s: tools: %w", def.Source, err)
+	}
+	reg = a.reg
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -220,6 +239,7 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 			}
 		}
 	}
+	ok = true
 	return a, nil
 }
 
@@ -266,8 +286,14 @@ func (a *Agent) State() ([]byte, error) {
 }
 
 // Close implements agent.Agent: it kills the background processes the bash
-// tool started.
-func (a *Agent) Close(ctx context.Context) error { return a.env.Close(ctx) }
+// tool started and closes the MCP servers.
+func (a *Agent) Close(ctx context.Context) error {
+	err := a.env.Close(ctx)
+	if a.mcp != nil {
+		err = errors.Join(err, a.mcp.close(ctx))
+	}
+	return err
+}
 
 func (a *Agent) commit(msgs []llm.Message, usage *llm.Usage) {
 	a.mu.Lock()

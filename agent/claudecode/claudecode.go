@@ -67,6 +67,11 @@ type Config struct {
 	// Settings is a JSON object written as the CLI's user settings
 	// (ConfigDir/settings.json): hooks, env, permissions.
 	Settings json.RawMessage
+	// MCP are the agent's MCP servers (agent.Deps.MCP: stdio ones, and
+	// the registry's bridge for remote ones), written into ConfigDir as
+	// its --mcp-config; with --strict-mcp-config, they are the only ones
+	// it uses (a repository's .mcp.json is among them already).
+	MCP []agent.MCPServer
 
 	// NoOutputTimeout: a turn whose CLI prints nothing for this long fails
 	// (event.FailCLIHung) and the CLI is killed. Default DefaultNoOutputTimeout.
@@ -96,6 +101,8 @@ type Agent struct {
 	box     *sandbox.Sandbox
 	log     *slog.Logger
 	session string // Claude Code's session id
+	// mcpConfig is the box path of its --mcp-config ("" none).
+	mcpConfig string
 
 	mu      sync.Mutex // guards everything below
 	project string     // box path of the session's project directory
@@ -191,6 +198,16 @@ func New(ctx context.Context, cfg Config, state []byte) (*Agent, error) {
 	if len(cfg.Settings) > 0 {
 		if err := cfg.Box.WriteFile(ctx, path.Join(cfg.ConfigDir, "settings.json"), cfg.Settings, 0o600); err != nil {
 			return nil, fmt.Errorf("claudecode agent: writing Claude Code's settings into the box: %w", err)
+		}
+	}
+	if len(cfg.MCP) > 0 {
+		b, err := agent.MCPJSON(cfg.MCP, cfg.Workdir)
+		if err != nil {
+			return nil, fmt.Errorf("claudecode agent: %w", err)
+		}
+		a.mcpConfig = path.Join(cfg.ConfigDir, "harvest-mcp.json")
+		if err := cfg.Box.WriteFile(ctx, a.mcpConfig, b, 0o600); err != nil {
+			return nil, fmt.Errorf("claudecode agent: writing the MCP config into the box: %w", err)
 		}
 	}
 	return a, nil
@@ -382,6 +399,10 @@ func (a *Agent) args(resume bool) []string {
 	}
 	if a.cfg.Instructions != "" {
 		args = append(args, "--append-system-prompt", a.cfg.Instructions)
+	}
+	if a.mcpConfig != "" {
+		// bypassPermissions lets its MCP tools run without a prompt.
+		args = append(args, "--mcp-config", a.mcpConfig, "--strict-mcp-config")
 	}
 	if resume {
 		return append(args, "--resume", a.session)

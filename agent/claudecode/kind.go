@@ -20,7 +20,7 @@ var Kind = agent.Kind{
 		return New(ctx, Config{
 			Box: d.Box, Workdir: d.Workspaces[0].Path, CLI: d.CLI,
 			ModelURL: d.Model.URL, ModelKey: d.Model.Token, Model: d.Model.ID, Env: d.CommandEnv,
-			SessionID: d.SessionID, Logger: d.Logger, Instructions: d.Instructions,
+			SessionID: d.SessionID, Logger: d.Logger, Instructions: d.Instructions, MCP: d.MCP,
 		}, d.State)
 	},
 }

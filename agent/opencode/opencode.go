@@ -84,6 +84,9 @@ type Config struct {
 	// Instructions are extra system instructions (OpenCode's
 	// "instructions" files).
 	Instructions string
+	// MCP are the agent's MCP servers (agent.Deps.MCP: stdio ones, and
+	// the registry's bridge for remote ones), in its config's mcp section.
+	MCP []agent.MCPServer
 	// Prices give OpenCode the model's price, so that it reports each
 	// step's cost; nil is llm.DefaultPrices. A model it does not list costs
 	// 0 here (the model proxy meters the real spending).
@@ -294,6 +297,13 @@ func (a *Agent) writeConfig(ctx context.Context) error {
 			"question": deny, "webfetch": deny, "websearch": deny, "doom_loop": deny,
 		},
 	}
+	if len(cfg.MCP) > 0 {
+		m, err := mcpConfig(cfg.MCP, cfg.Workdir)
+		if err != nil {
+			return err
+		}
+		c["mcp"] = m
+	}
 	if cfg.Instructions != "" {
 		p := path.Join(a.dir, "instructions.md")
 		if err := a.box.WriteFile(ctx, p, []byte(cfg.Instructions), 0o600); err != nil {
@@ -363,4 +373,30 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 	a.tr.CloseIdleConnections()
 	return err
+}
+
+// mcpConfig is servers in OpenCode's config format: {type: "local",
+// command, environment} run in the box, or {type: "remote", url, headers}
+// (the bridge, with the session's token; no OAuth).
+func mcpConfig(servers []agent.MCPServer, workdir string) (map[string]any, error) {
+	m := map[string]any{}
+	for _, s := range servers {
+		switch s.Kind() {
+		case agent.MCPStdio:
+			e := map[string]any{"type": "local", "command": s.MCPArgv(workdir), "enabled": true}
+			if len(s.Env) > 0 {
+				e["environment"] = s.Env
+			}
+			m[s.Name] = e
+		case agent.MCPRemote:
+			e := map[string]any{"type": "remote", "url": s.URL, "enabled": true, "oauth": false}
+			if len(s.Headers) > 0 {
+				e["headers"] = s.Headers
+			}
+			m[s.Name] = e
+		default:
+			return nil, fmt.Errorf("opencode agent: MCP server %q is served by Harvest on the host: it reaches OpenCode through the registry's bridge (a URL)", s.Name)
+		}
+	}
+	return m, nil
 }

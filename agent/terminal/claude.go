@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unicode/utf16"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -21,6 +22,7 @@ type claude struct {
 	configDir string // CLAUDE_CONFIG_DIR in the box
 	hookDir   string
 	nonce     string
+	mcpConfig string // box path of its --mcp-config ("" none)
 	w         *watcher
 
 	mu             sync.Mutex
@@ -165,6 +167,18 @@ func (c *claude) prepare(ctx context.Context, sb *sandbox.Sandbox, cfg *Config, 
 		{c.configDir + "/settings.json", settings, 0o600},
 		{c.hookDir + "/log", nil, 0o600},
 	}
+	if len(cfg.MCP) > 0 {
+		b, err := agent.MCPJSON(cfg.MCP, cfg.Workdir)
+		if err != nil {
+			return err
+		}
+		c.mcpConfig = c.configDir + "/harvest-mcp.json"
+		files = append(files, struct {
+			path string
+			data []byte
+			mode fs.FileMode
+		}{c.mcpConfig, b, 0o600})
+	}
 	if st != nil && st.SessionID != "" && len(st.Transcript) > 0 {
 		p := c.configDir + "/projects/" + projectDirName(cfg.Workdir) + "/" + st.SessionID + ".jsonl"
 		files = append(files, struct {
@@ -189,6 +203,9 @@ func (c *claude) args(cfg *Config) []string {
 	}
 	if cfg.Instructions != "" {
 		args = append(args, "--append-system-prompt", cfg.Instructions)
+	}
+	if c.mcpConfig != "" {
+		args = append(args, "--mcp-config", c.mcpConfig, "--strict-mcp-config")
 	}
 	c.mu.Lock()
 	if c.sessionID != "" {

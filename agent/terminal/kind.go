@@ -25,7 +25,7 @@ var Kind = agent.Kind{
 		cfg := Config{
 			Box: d.Box, Workdir: d.Workspaces[0].Path, CLI: d.CLI,
 			ModelURL: d.Model.URL, ModelKey: d.Model.Token, Model: d.Model.ID, Env: d.CommandEnv,
-			SessionID: d.SessionID, Logger: d.Logger, Instructions: d.Instructions,
+			SessionID: d.SessionID, Logger: d.Logger, Instructions: d.Instructions, MCP: d.MCP,
 		}
 		if t := d.Terminal; t != nil && len(t.Command) > 0 {
 			cfg.Command, cfg.DonePattern, cfg.ReadyPattern, cfg.IdleTimeout = t.Command, t.DonePattern, t.ReadyPattern, t.IdleTimeout

@@ -96,6 +96,10 @@ type Config struct {
 
 	// Claude Code only.
 
+	// MCP are the agent's MCP servers (agent.Deps.MCP), given to Claude
+	// Code as its --mcp-config (and only those: --strict-mcp-config).
+	MCP []agent.MCPServer
+
 	// Instructions are appended to Claude Code's system prompt
 	// (--append-system-prompt).
 	Instructions string

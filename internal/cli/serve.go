@@ -20,12 +20,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/secrets"
@@ -34,6 +37,7 @@ import (
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/web"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -64,6 +68,8 @@ type serveFlags struct {
 	refresh    time.Duration
 	repoConfig string
 	store      string
+	mcpConfig  string
+	memoryHook string
 }
 
 func newServeCmd() *cobra.Command {
@@ -128,8 +134,10 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
+	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see README: MCP servers)")
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.StringVar(&f.store, "store", "", storeHelp)
+	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -168,8 +176,22 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			return exitCode(2, fmt.Errorf("--repo-config: %w", err))
 		}
 	}
+	var mcpServers []agent.MCPServer
+	if f.mcpConfig != "" {
+		var err error
+		if mcpServers, err = agents.LoadMCPConfig(f.mcpConfig); err != nil {
+			return exitCode(2, err)
+		}
+	}
 	if f.grace < 0 {
 		return exitCode(2, fmt.Errorf("--shutdown-grace %s: must be 0 or more", f.grace))
+	}
+	var memHook memory.Hook
+	if f.memoryHook != "" {
+		var err error
+		if memHook, err = memory.CommandHook([]string{f.memoryHook}); err != nil {
+			return exitCode(2, fmt.Errorf("--memory-hook: %w (give an executable's path)", err))
+		}
 	}
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
@@ -242,6 +264,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 
+	mem, err := memory.New(memory.Config{Store: st, Hook: memHook})
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
 	j := journal.New(st, journal.Options{Logger: logger})
 	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
@@ -267,6 +293,17 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			}
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
+		},
+		MCP: mcpServers, Memory: mem,
+		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
+			if !strings.HasPrefix(owner, "tok-") {
+				owner = ""
+			}
+			if repo == "" && owner == "" {
+				return nil, nil
+			}
+			all, _, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
+			return all, err
 		},
 		Store: st, Journal: j, Backends: provs.open, DefaultBackend: f.backend,
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
@@ -348,7 +385,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopHooks(); <-hooksDone }()
 	}
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
-		Secrets: st, SecretKey: secretKey})
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler()})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

@@ -54,6 +54,16 @@ var rules = []rule{
 		allow: []string{module + "/secrets", module + "/store", module + "/wire", module + "/event"},
 	},
 	{
+		// The repositories' memory: over the store's contract (the caller
+		// passes its store, so no SQLite) and the MCP SDK; the agents and
+		// the server use it, never the other way round.
+		pkg: module + "/memory",
+		forbidden: []string{
+			module + "/agent", module + "/session", module + "/server", module + "/store/sqlite",
+			module + "/sandbox", "modernc.org/",
+		},
+	},
+	{
 		// The agent contract: no agent, no backend, no model SDK.
 		pkg: module + "/agent",
 		forbidden: []string{

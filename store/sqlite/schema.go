@@ -161,6 +161,54 @@ CREATE TABLE secrets (
 	PRIMARY KEY (scope, name)
 ) STRICT, WITHOUT ROWID;
 `},
+	{"memory", `
+CREATE TABLE memory_entities (
+	id         INTEGER PRIMARY KEY,
+	repo       TEXT NOT NULL,               -- store.MemoryScope: the repository's key
+	owner      TEXT NOT NULL DEFAULT '',    -- a token id, '' for the repository's shared memory
+	name       TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	session    TEXT NOT NULL DEFAULT '',    -- the write that created it
+	turn       INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL,
+	UNIQUE (repo, owner, name)
+) STRICT;
+CREATE TABLE memory_observations (
+	id         INTEGER PRIMARY KEY,         -- orders an entity's observations
+	entity     INTEGER NOT NULL REFERENCES memory_entities (id) ON DELETE CASCADE,
+	text       TEXT NOT NULL,
+	session    TEXT NOT NULL DEFAULT '',
+	turn       INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL,
+	UNIQUE (entity, text)
+) STRICT;
+CREATE TABLE memory_relations (
+	id         INTEGER PRIMARY KEY,
+	src        INTEGER NOT NULL REFERENCES memory_entities (id) ON DELETE CASCADE,
+	dst        INTEGER NOT NULL REFERENCES memory_entities (id) ON DELETE CASCADE,
+	type       TEXT NOT NULL,
+	session    TEXT NOT NULL DEFAULT '',
+	turn       INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL,
+	UNIQUE (src, dst, type)
+) STRICT;
+CREATE INDEX memory_relations_dst ON memory_relations (dst);
+CREATE TABLE memory_seeded (
+	repo      TEXT NOT NULL,
+	owner     TEXT NOT NULL DEFAULT '',
+	seeded_at INTEGER NOT NULL,
+	PRIMARY KEY (repo, owner)
+) STRICT, WITHOUT ROWID;
+`},
+	{"web-sessions", `
+CREATE TABLE web_sessions (
+	hash       BLOB PRIMARY KEY,            -- SHA-256 of the cookie's secret
+	token_id   TEXT NOT NULL,               -- the API token it was signed in with
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX web_sessions_token ON web_sessions (token_id);
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -97,6 +97,12 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE scope = ?`, "user:"+id); err != nil {
 			return fmt.Errorf("sqlite: delete token %s: its secrets: %w", id, err)
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_entities WHERE owner = ?`, id); err != nil {
+			return fmt.Errorf("sqlite: delete token %s: its memory: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_seeded WHERE owner = ?`, id); err != nil {
+			return fmt.Errorf("sqlite: delete token %s: its memory: %w", id, err)
+		}
 		return nil
 	})
 }

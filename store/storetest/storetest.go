@@ -44,5 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open) })
 	t.Run("Environments", func(t *testing.T) { testEnvironments(t, open) })
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open) })
+	t.Run("Memory", func(t *testing.T) { testMemory(t, open) })
+	t.Run("MemorySeed", func(t *testing.T) { testMemorySeed(t, open) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open) })
 }

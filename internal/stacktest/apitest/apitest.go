@@ -21,6 +21,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
@@ -45,6 +46,9 @@ type API struct {
 
 	// SecretKey seals the server's secrets (kept in Store).
 	SecretKey *secrets.Key
+
+	// Memory is the server's repository memory (kept in Store).
+	Memory *memory.Service
 
 	// SimHits gets a value per model request, with WithSimHits.
 	SimHits chan struct{}
@@ -157,8 +161,11 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	if err := a.Manager.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if a.Memory, err = memory.New(memory.Config{Store: a.Store}); err != nil {
+		t.Fatal(err)
+	}
 	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
-		Secrets: a.Store, SecretKey: a.SecretKey})
+		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory})
 	if err != nil {
 		t.Fatal(err)
 	}

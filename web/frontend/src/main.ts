@@ -1,0 +1,184 @@
+// The Harvest web UI: sign-in, the session list, a new session, and a
+// session's page with its streaming timeline. Routes are in the URL's hash
+// (#/, #/new, #/s/ID), so the server serves one page.
+
+import { api, ApiError, must, signIn, signOut, whoAmI, type SignedIn } from "./api";
+import { clear, h } from "./dom";
+import { sessionPage } from "./session";
+import { ago, money, STATES } from "./format";
+
+const root = document.getElementById("app")!;
+let me: SignedIn | null = null;
+// stop ends the current view's polling and streams.
+let stop: () => void = () => {};
+
+function errorText(e: unknown): string {
+  if (e instanceof ApiError) return e.details.length ? `${e.message}: ${e.details.join("; ")}` : e.message;
+  return e instanceof Error ? e.message : String(e);
+}
+
+function frame(...body: Node[]): void {
+  clear(root);
+  const nav = h("nav", { class: "top" },
+    h("a", { href: "#/", class: "brand" }, "harvest"),
+    h("a", { href: "#/" }, "Sessions"),
+    h("a", { href: "#/new" }, "New session"),
+    h("span", { class: "grow" }),
+    me ? h("span", { class: "who" }, `${me.name}${me.admin ? " (admin)" : ""}`) : null,
+    me ? h("button", { type: "button", onclick: async () => { await signOut(); me = null; route(); } }, "Sign out") : null,
+  );
+  root.append(nav, h("main", {}, ...body));
+}
+
+function signInView(): void {
+  // No name: were the form ever submitted natively, the token would not
+  // go into a URL.
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "hvt_…", required: true, "aria-label": "API token" });
+  const msg = h("p", { class: "error", role: "alert" });
+  const form = h("form", {
+    class: "signin",
+    method: "post",
+    onsubmit: async (e: Event) => {
+      e.preventDefault();
+      msg.textContent = "";
+      try {
+        me = await signIn(input.value.trim());
+        input.value = "";
+        route();
+      } catch (err) {
+        msg.textContent = errorText(err);
+      }
+    },
+  },
+  h("h1", {}, "Sign in to Harvest"),
+  h("p", {}, "Paste an API token (harvest serve writes an admin one to DATA/admin-token; harvest token create makes more). It is exchanged for a sign-in cookie and not kept by this page."),
+  input, h("button", { type: "submit" }, "Sign in"), msg);
+  clear(root);
+  root.append(h("main", {}, form));
+  input.focus();
+}
+
+function seenKey(id: string): string {
+  return "harvest.seen." + id;
+}
+
+function listView(): void {
+  const filter = h("select", { "aria-label": "Filter by state", onchange: () => load() },
+    h("option", { value: "" }, "all states"), ...STATES.map((s) => h("option", { value: s }, s)));
+  filter.value = new URLSearchParams(location.hash.split("?")[1] ?? "").get("state") ?? "";
+  const body = h("tbody");
+  const msg = h("p", { class: "error", role: "alert" });
+  const table = h("table", { class: "sessions" },
+    h("thead", {}, h("tr", {}, ...["", "state", "session", "repos", "agent", "model", "PR", "cost", "activity"].map((c) => h("th", {}, c)))), body);
+  frame(h("div", { class: "bar" }, h("h1", {}, "Sessions"), filter), msg, table);
+  let timer = 0;
+  let alive = true;
+  async function load() {
+    window.clearTimeout(timer);
+    try {
+      const q = filter.value ? { state: filter.value } : {};
+      const list = must(await api.GET("/v1/sessions", { params: { query: q } }));
+      if (!alive) return;
+      msg.textContent = "";
+      clear(body);
+      if (list.sessions.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "No sessions yet: start one with New session.")));
+      for (const s of list.sessions) {
+        const unread = (localStorage.getItem(seenKey(s.id)) ?? "") < s.updated_at;
+        const pr = s.repos.find((r) => r.pr_url);
+        body.append(h("tr", { class: `state-${s.state}`, "data-id": s.id },
+          h("td", { class: "unread", title: unread ? "new activity" : "" }, unread ? "●" : ""),
+          h("td", {}, h("span", { class: `badge ${s.state}` }, s.state)),
+          h("td", {}, h("a", { href: `#/s/${s.id}` }, s.title || s.id)),
+          h("td", {}, s.repos.map((r) => `${r.name}${r.branch ? ` @ ${r.branch}` : ""}`).join(", ")),
+          h("td", {}, s.agent),
+          h("td", {}, s.model ?? ""),
+          h("td", {}, pr?.pr_url ? h("a", { href: pr.pr_url, target: "_blank", rel: "noopener noreferrer" }, `#${pr.pr_number ?? ""}`) : ""),
+          h("td", { class: "num" }, money(s.cost_usd)),
+          h("td", {}, ago(s.active_at || s.updated_at)),
+        ));
+      }
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 401) return signedOut();
+      msg.textContent = errorText(e);
+    }
+    // The API has no list stream: the list refreshes every 3 seconds.
+    if (alive) timer = window.setTimeout(load, 3000);
+  }
+  stop = () => { alive = false; window.clearTimeout(timer); };
+  load();
+}
+
+function newView(): void {
+  const field = (label: string, el: HTMLElement, hint = "") => h("label", {}, h("span", {}, label), el, hint ? h("small", {}, hint) : null);
+  const source = h("input", { name: "source", required: true, placeholder: "/path/on/the/server or https://host/owner/repo.git" });
+  const agent = h("select", { name: "agent" }, ...["builtin", "claudecode", "opencode", "terminal"].map((a) => h("option", { value: a }, a)));
+  const model = h("input", { name: "model", placeholder: "the server's default" });
+  const budget = h("input", { name: "budget", type: "number", min: "0", step: "0.01", placeholder: "none" });
+  const prompt = h("textarea", { name: "prompt", rows: 6, placeholder: "What should the agent do?" });
+  const msg = h("p", { class: "error", role: "alert" });
+  const form = h("form", {
+    class: "new",
+    method: "post",
+    onsubmit: async (e: Event) => {
+      e.preventDefault();
+      msg.textContent = "";
+      const b = budget.value.trim();
+      if (b !== "" && !(Number(b) > 0)) {
+        msg.textContent = "budget: give a positive number of US dollars, or leave it empty for none";
+        return;
+      }
+      try {
+        const v = must(await api.POST("/v1/sessions", {
+          body: {
+            repos: [{ source: source.value.trim() }],
+            agent: agent.value,
+            model: model.value.trim() || undefined,
+            prompt: prompt.value,
+            limits: b ? { budget_usd: Number(b) } : undefined,
+          },
+        }));
+        location.hash = `#/s/${v.id}`;
+      } catch (err) {
+        msg.textContent = errorText(err);
+      }
+    },
+  },
+  field("Repository", source, "A directory under the server's repository roots (harvest serve --repo-root), or a git URL on one of its hosts"),
+  field("Agent", agent), field("Model", model, "provider/model"), field("Budget (USD)", budget), field("Prompt", prompt),
+  h("button", { type: "submit" }, "Start session"), msg);
+  frame(h("h1", {}, "New session"), form);
+  source.focus();
+}
+
+function signedOut(): void {
+  me = null;
+  route();
+}
+
+async function route(): Promise<void> {
+  stop();
+  stop = () => {};
+  if (!me) {
+    try {
+      me = await whoAmI();
+    } catch (e) {
+      clear(root);
+      root.append(h("p", { class: "error" }, "The server did not answer: " + errorText(e)));
+      return;
+    }
+    if (!me) return signInView();
+  }
+  const path = location.hash.replace(/^#/, "").split("?")[0] || "/";
+  const m = /^\/s\/([a-z0-9-]+)$/.exec(path);
+  if (m) {
+    const id = m[1]!;
+    const view = sessionPage(id, { frame, errorText, onSignedOut: signedOut, seen: (t) => localStorage.setItem(seenKey(id), t) });
+    stop = view.stop;
+    return;
+  }
+  if (path === "/new") return newView();
+  listView();
+}
+
+window.addEventListener("hashchange", () => void route());
+void route();
