@@ -25,7 +25,9 @@
 //
 // The tables mirror store/sqlite's (see its doc): sessions (sid identity
 // PK, id UNIQUE), messages (session, seq), events (sid, seq), locks,
-// tokens, deliveries, environments, secrets. Differences:
+// tokens, deliveries, environments, secrets, memory_entities,
+// memory_observations, memory_relations, memory_seeded, web_sessions.
+// Differences:
 //
 //   - Times are timestamptz, so they keep microseconds (SQLite's integers
 //     keep nanoseconds); NULL is the zero time.Time; they come back in UTC.
@@ -38,6 +40,12 @@
 //   - Ids and the secrets' scope and name are COLLATE "C", so results are
 //     ordered by bytes as SQLite orders them, whatever the database's
 //     locale.
+//   - An observation's text has no unique index (a btree entry is capped
+//     near 2.7 kB): the scope's lock (below) keeps an entity's texts
+//     unique. Memory search folds ASCII case only, as SQLite's lower():
+//     the columns and the searched text are COLLATE "C".
+//   - DeleteToken also deletes the token's web sessions (SQLite keeps
+//     them; neither resolves, as the read joins tokens).
 //
 // # Isolation and seq allocation
 //
@@ -61,6 +69,12 @@
 //     a second concurrent insert of the same key waits for the first to
 //     commit, then fails. A batch is one INSERT ... SELECT FROM unnest(...)
 //     of arrays: one statement and one round trip whatever its size.
+//   - Every memory write of a scope (repository, owner) first takes the
+//     scope's pg_advisory_xact_lock (two keys: a memory constant and a
+//     hash of the scope), so one scope's writes run one at a time: the
+//     size bound (MemoryWrite.MaxBytes), summed after the write's rows are
+//     in, cannot be passed by two racing writers, and SeedMemory's "never
+//     seeded and empty" holds until it commits.
 //   - AcquireLock is one INSERT ... ON CONFLICT DO UPDATE ... WHERE the
 //     lease is the holder's or over, timed by the server's clock
 //     (clock_timestamp()), so nodes with different clocks agree on expiry.

@@ -77,8 +77,9 @@ func (s *Store) ListTokens(ctx context.Context) ([]*store.Token, error) {
 	return out, nil
 }
 
-// DeleteToken removes the token id and its user secrets, or fails with
-// ErrNotFound.
+// DeleteToken removes the token id, its user secrets, its own memory
+// (every repository's) and its web sessions, in one transaction, or fails
+// with ErrNotFound.
 func (s *Store) DeleteToken(ctx context.Context, id string) error {
 	return s.write(ctx, "delete token "+id, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM tokens WHERE id = $1`, id)
@@ -90,6 +91,15 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM secrets WHERE scope = $1`, "user:"+id); err != nil {
 			return fmt.Errorf("postgres: delete token %s: its secrets: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM memory_entities WHERE owner = $1`, id); err != nil {
+			return fmt.Errorf("postgres: delete token %s: its memory: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM memory_seeded WHERE owner = $1`, id); err != nil {
+			return fmt.Errorf("postgres: delete token %s: its memory: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM web_sessions WHERE token_id = $1`, id); err != nil {
+			return fmt.Errorf("postgres: delete token %s: its web sessions: %w", id, err)
 		}
 		return nil
 	})
