@@ -67,6 +67,7 @@ type serveFlags struct {
 	github     githubFlags
 	refresh    time.Duration
 	repoConfig string
+	store      string
 	mcpConfig  string
 	memoryHook string
 }
@@ -81,7 +82,8 @@ clients and restarts, each a conversation with an agent in its own sandbox.
 
 State lives in the data directory (--data, else $HARVEST_HOME, else
 ~/.harvest): harvest.db (SQLite: sessions, messages, events, tokens,
-secrets), secret.key (the key the secrets are encrypted with: made on first
+secrets; or, with --store postgres://..., a PostgreSQL database that several
+servers may share), secret.key (the key the secrets are encrypted with: made on first
 start, mode 0600; the server refuses a key others may read) and workspaces/. On first start an admin token is written to DATA/admin-token
 (mode 0600); the session commands read it from there, or take $HARVEST_TOKEN.
 Make tokens for others with: harvest token create NAME.
@@ -134,6 +136,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see README: MCP servers)")
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
+	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
@@ -193,6 +196,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
 	}
+	if f.store == "" {
+		f.store = os.Getenv("HARVEST_STORE") // not the flag's default: --help would show it
+	}
+	if err := checkStoreFlag(f.store); err != nil {
+		return exitCode(2, err)
+	}
 	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
 	}
@@ -235,7 +244,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer models.stop()
 
-	st, err := sqlite.Open(filepath.Join(data, "harvest.db"))
+	st, err := openServerStore(cmd.Context(), f.store, data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}

@@ -594,6 +594,8 @@ func TestServeSessionBadInput(t *testing.T) {
 		{[]string{"serve", "--refresh-environments", "5s"}, "--refresh-environments 5s: give 0 (never) or a minute or more"},
 		{[]string{"serve", "--egress-internal", "pypi.corp"}, "--egress-internal \"pypi.corp\": want NAME=IP:PORT"},
 		{[]string{"serve", "--egress-internal", "pypi.corp=127.0.0.1:3141"}, "a loopback address is the Harvest host itself"},
+		{[]string{"serve", "--store", "mysql://u:pw@db/harvest"}, "--store (scheme mysql): give a postgres://"},
+		{[]string{"serve", "--store", "/var/lib/harvest.db"}, "--store (no scheme): give a postgres://"},
 		{[]string{"prepare"}, "--repo is required"},
 		{[]string{"session", "new", "--repo", ".", "--pr", "maybe", "fix it"}, `--pr "maybe": use draft, ready or none`},
 		{[]string{"session", "new", "fix it"}, "no repository: give --repo DIR"},

@@ -150,6 +150,17 @@ func testMemory(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Fatalf("another repository's memory changed: %q", memNames(g))
 	}
 
+	// Search folds ASCII case only: É and é differ, M and m do not.
+	cs := store.MemoryScope{Repo: "github:octo/case"}
+	if _, err := st.CreateMemoryEntities(ctx, cs, []*store.MemoryEntity{{Name: "Émile", Type: "person", Observations: obsOf("ÇA VA")}}, w); err != nil {
+		t.Fatal(err)
+	}
+	for q, n := range map[string]int{"ÉMILE": 1, "émile": 0, "Ça va": 1, "ça va": 0, "PERSON": 1} {
+		if g, err := st.ReadMemory(ctx, cs, store.MemoryQuery{Search: q}); err != nil || len(g.Entities) != n {
+			t.Errorf("search %q = %q, %v; want %d entities (ASCII case folding only)", q, memNames(g), err, n)
+		}
+	}
+
 	// A token's deletion takes its own memory, not the shared one.
 	if err := st.CreateToken(ctx, &store.Token{ID: "tok-1", Name: "alice", Hash: []byte("h-mem"), CreatedAt: base}); err != nil {
 		t.Fatal(err)
@@ -211,5 +222,53 @@ func testMemorySeed(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	if ok, err := st.SeedMemory(ctx, store.MemoryScope{Repo: "r"}, []*store.MemoryEntity{{Name: "x", Type: "y", Observations: obsOf(strings.Repeat("z", 64))}}, store.MemoryWrite{MaxBytes: 10}); !errors.Is(err, store.ErrMemoryFull) || ok {
 		t.Fatalf("a seed over the bound = %v, %v; want ErrMemoryFull", ok, err)
+	}
+}
+
+// testMemoryBoundConcurrent: writers racing on one scope cannot together
+// pass its bound: of eight writes of 30 bytes under a bound of 100, three
+// are stored, whatever their order, and the others are ErrMemoryFull.
+func testMemoryBoundConcurrent(t *testing.T, open func(t *testing.T) store.Store) {
+	st := open(t)
+	ctx := context.Background()
+	sc := store.MemoryScope{Repo: "github:octo/race"}
+	other := store.MemoryScope{Repo: "github:octo/race", Owner: "tok-1"}
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		stored     int
+		otherCount int
+	)
+	for i := range 8 {
+		wg.Add(2)
+		for _, s := range []store.MemoryScope{sc, other} {
+			go func() {
+				defer wg.Done()
+				// name (2 bytes) + type (1) + observation (27) = 30 bytes.
+				e := &store.MemoryEntity{Name: fmt.Sprintf("e%d", i), Type: "t", Observations: obsOf(strings.Repeat("x", 27))}
+				_, err := st.CreateMemoryEntities(ctx, s, []*store.MemoryEntity{e}, store.MemoryWrite{MaxBytes: 100})
+				switch {
+				case err == nil:
+					mu.Lock()
+					if s == sc {
+						stored++
+					} else {
+						otherCount++
+					}
+					mu.Unlock()
+				case !errors.Is(err, store.ErrMemoryFull):
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if stored != 3 || otherCount != 3 {
+		t.Fatalf("%d and %d writes of 30 bytes passed a bound of 100 in two scopes; want 3 in each", stored, otherCount)
+	}
+	for _, s := range []store.MemoryScope{sc, other} {
+		if n, err := st.MemorySize(ctx, s); err != nil || n != 90 {
+			t.Fatalf("the size of %+v = %d, %v; want 90", s, n, err)
+		}
 	}
 }

@@ -46,5 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open) })
 	t.Run("Memory", func(t *testing.T) { testMemory(t, open) })
 	t.Run("MemorySeed", func(t *testing.T) { testMemorySeed(t, open) })
+	t.Run("MemoryBoundConcurrent", func(t *testing.T) { testMemoryBoundConcurrent(t, open) })
+	t.Run("WebSessions", func(t *testing.T) { testWebSessions(t, open) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open) })
 }

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+const secretCols = `scope, name, ciphertext, key_id, session, set_by, created_at, updated_at`
+
+func scanSecret(r scanner) (*store.Secret, error) {
+	var (
+		x                store.Secret
+		created, updated time.Time
+	)
+	if err := r.Scan(&x.Scope, &x.Name, &x.Ciphertext, &x.KeyID, &x.Session, &x.SetBy, &created, &updated); err != nil {
+		return nil, err
+	}
+	x.CreatedAt, x.UpdatedAt = created.UTC(), updated.UTC()
+	return &x, nil
+}
+
+// PutSecret stores x, replacing the secret of its scope and name (whose
+// creation time it keeps); x is updated to what was stored.
+func (s *Store) PutSecret(ctx context.Context, x *store.Secret) error {
+	if x.Scope == "" || x.Name == "" || len(x.Ciphertext) == 0 || x.KeyID == "" {
+		return fmt.Errorf("postgres: put secret %s %s: scope, name, ciphertext and key id must not be empty", x.Scope, x.Name)
+	}
+	c := *x
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = s.now()
+	}
+	var out *store.Secret
+	err := s.write(ctx, "put secret "+x.Scope+" "+x.Name, func(tx pgx.Tx) error {
+		var err error
+		out, err = scanSecret(tx.QueryRow(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+ON CONFLICT (scope, name) DO UPDATE SET ciphertext = excluded.ciphertext, key_id = excluded.key_id,
+	session = excluded.session, set_by = excluded.set_by, updated_at = excluded.updated_at
+RETURNING `+secretCols, c.Scope, c.Name, c.Ciphertext, c.KeyID, c.Session, c.SetBy, c.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("postgres: put secret %s %s: %w", c.Scope, c.Name, err)
+		}
+		return nil
+	})
+	if err == nil {
+		*x = *out
+	}
+	return err
+}
+
+// GetSecret reads one secret, or ErrNotFound.
+func (s *Store) GetSecret(ctx context.Context, scope, name string) (*store.Secret, error) {
+	x, err := scanSecret(s.pool.QueryRow(ctx, `SELECT `+secretCols+` FROM secrets WHERE scope = $1 AND name = $2`, scope, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("secret %s %s: %w", scope, name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get secret %s %s: %w", scope, name, err)
+	}
+	return x, nil
+}
+
+// ListSecrets lists the secrets of scopes (all when none), by scope and
+// name.
+func (s *Store) ListSecrets(ctx context.Context, scopes ...string) ([]*store.Secret, error) {
+	q := `SELECT ` + secretCols + ` FROM secrets`
+	var args []any
+	if len(scopes) > 0 {
+		q += ` WHERE scope = ANY($1)`
+		args = append(args, scopes)
+	}
+	rows, err := s.pool.Query(ctx, q+` ORDER BY scope, name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list secrets: %w", err)
+	}
+	out, err := collect(rows, scanSecret)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list secrets: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteSecret removes one secret, or fails with ErrNotFound.
+func (s *Store) DeleteSecret(ctx context.Context, scope, name string) error {
+	return s.write(ctx, "delete secret "+scope+" "+name, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM secrets WHERE scope = $1 AND name = $2`, scope, name)
+		if err != nil {
+			return fmt.Errorf("postgres: delete secret %s %s: %w", scope, name, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("secret %s %s: %w", scope, name, store.ErrNotFound)
+		}
+		return nil
+	})
+}
