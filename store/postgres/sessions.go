@@ -15,7 +15,7 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers`
 
 // CreateSession stores sess and, if first is not nil, its first message
 // (Seq 1) in one transaction. Zero CreatedAt/UpdatedAt are set to now; so
@@ -126,9 +126,13 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	mcp, err := enc("mcp_servers", s.MCPServers, len(s.MCPServers) == 0)
+	if err != nil {
+		return nil, err
+	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		repos, limits, s.Sandbox, s.AgentState, s.Turns, usage, s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), collab, term, eg, s.PR, gh, s.Environment}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), collab, term, eg, s.PR, gh, s.Environment, mcp}, nil
 }
 
 func scanSession(r scanner) (*store.Session, error) {
@@ -136,12 +140,12 @@ func scanSession(r scanner) (*store.Session, error) {
 		s                          store.Session
 		state                      string
 		repos, limits, use, collab []byte
-		term, eg, gh               []byte
+		term, eg, gh, mcp          []byte
 		created, updated, activeAt *time.Time
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment); err != nil {
+		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -165,6 +169,11 @@ func scanSession(r scanner) (*store.Session, error) {
 		s.GitHub = new(store.GitHubLink)
 		if err := json.Unmarshal(gh, s.GitHub); err != nil {
 			return nil, fmt.Errorf("session %s: decoding github: %w", s.ID, err)
+		}
+	}
+	if mcp != nil {
+		if err := json.Unmarshal(mcp, &s.MCPServers); err != nil {
+			return nil, fmt.Errorf("session %s: decoding mcp_servers: %w", s.ID, err)
 		}
 	}
 	if eg != nil {
@@ -285,7 +294,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET owner=$1, title=$2, state=$3, agent=$4, model=$5,
 	backend=$6, mode=$7, repos=$8, limits=$9, sandbox=$10, agent_state=$11, turns=$12, usage=$13, cost_usd=$14,
 	error=$15, created_at=$16, updated_at=$17, active_at=$18, collab=$19, terminal=$20, egress=$21, pr=$22, github=$23,
-	environment=$24 WHERE id=$25`, append(args[1:], id)...); err != nil {
+	environment=$24, mcp_servers=$25 WHERE id=$26`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("postgres: update session %s: %w", id, err)
 		}
 		out = sess

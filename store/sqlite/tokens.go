@@ -103,6 +103,11 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM memory_seeded WHERE owner = ?`, id); err != nil {
 			return fmt.Errorf("sqlite: delete token %s: its memory: %w", id, err)
 		}
+		// Its sign-ins: dead already (a read joins tokens), gone now, so a
+		// token id that came back could never revive them.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE token_id = ?`, id); err != nil {
+			return fmt.Errorf("sqlite: delete token %s: its web sessions: %w", id, err)
+		}
 		return nil
 	})
 }
