@@ -105,6 +105,9 @@ when at least one isolating backend works; the CLIs are optional.`,
 						iso = "NONE (unsafe, needs --unsafe-host)"
 					}
 					name := r.Backend
+					if r.Runtime != "" {
+						name += " --runtime " + r.Runtime
+					}
 					if r.IsDefault {
 						name += " (default)"
 					}
@@ -117,7 +120,11 @@ when at least one isolating backend works; the CLIs are optional.`,
 				tw.Flush()
 				for _, r := range reports {
 					if !r.Available && r.Fix != "" {
-						fmt.Fprintf(out, "\nto fix %s: %s\n", r.Backend, r.Fix)
+						name := r.Backend
+						if r.Runtime != "" {
+							name += " --runtime " + r.Runtime
+						}
+						fmt.Fprintf(out, "\nto fix %s: %s\n", name, r.Fix)
 					}
 				}
 				if len(reports) > 0 && reports[0].Agent != "" {

@@ -54,6 +54,7 @@ type runFlags struct {
 	user       string
 	workdir    string
 	image      string
+	runtime    string
 	tty        string
 	unsafeHost bool
 	keep       bool
@@ -100,6 +101,7 @@ failed, 126 if the command could not be executed, 127 if it was not found.`,
 	fl.StringVarP(&f.user, "user", "u", "", "box user as UID[:GID] (default: owner of the first workspace, or 1000:1000)")
 	fl.StringVar(&f.workdir, "workdir", "", "working directory inside the box (default: the first workspace)")
 	fl.StringVar(&f.image, "image", "", "container image (docker backend)")
+	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringVar(&f.tty, "tty", "auto", "pseudo-terminal: auto (when stdin is a terminal), always or never")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: run directly on this machine with NO isolation")
 	fl.BoolVar(&f.keep, "keep", false, "keep the box after the command ends (remove it with harvest sandbox rm)")
@@ -202,7 +204,12 @@ func parseUser(s string, ws []sandbox.Workspace) (sandbox.User, error) {
 
 // openBackend opens a backend, warning on stderr when it is the unsafe host
 // backend; the returned func releases it.
+const runtimeHelp = `the docker backend's OCI runtime: "runsc" runs boxes under gVisor, a user-space kernel (see harvest doctor; default dockerd's, runc)`
+
 func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Provider, func(), error) {
+	if o.DockerRuntime != "" && name != "docker" {
+		return nil, nil, fmt.Errorf("--runtime %s is for --backend docker (this is %s)", o.DockerRuntime, name)
+	}
 	p, err := backends.Open(name, o)
 	if err != nil {
 		return nil, nil, err
@@ -227,7 +234,7 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	if err != nil {
 		return exitCode(2, err)
 	}
-	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost}, stderr)
+	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerRuntime: f.runtime}, stderr)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}

@@ -57,6 +57,7 @@ type serveFlags struct {
 	pool       int
 	quiet      bool
 	egress     string
+	runtime    string
 	internal   []string
 	repoRoots  []string
 	gitHosts   []string
@@ -124,6 +125,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
+	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringArrayVar(&f.internal, "egress-internal", nil, internalHelp)
 	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
@@ -259,7 +261,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 	j := journal.New(st, journal.Options{Logger: logger})
-	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
+	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
 		Defaults: repoDefaults,

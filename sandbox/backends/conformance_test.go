@@ -17,11 +17,12 @@ import (
 )
 
 // requiredBackends must be available in CI: there, a backend doctor rejects is a
-// failure, not a skip. .ci/run sets HARVEST_REQUIRE_BACKENDS=local,docker.
+// failure, not a skip. .ci/run sets HARVEST_REQUIRE_BACKENDS=local,docker,docker+runsc
+// (a backend, or docker+RUNTIME for docker with an OCI runtime).
 func requiredBackends() []string {
 	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
 	if v == "" && os.Getenv("CI") != "" {
-		v = "local,docker"
+		v = "local,docker,docker+runsc"
 	}
 	if v == "" {
 		return nil
@@ -99,6 +100,9 @@ func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend))
 		if r.Backend == "local" {
 			variants = append(variants, "local+pool")
 		}
+		if r.Runtime != "" {
+			variants = []string{r.Backend + "+" + r.Runtime}
+		}
 		for _, variant := range variants {
 			runVariant(t, r, variant, f)
 		}
@@ -114,7 +118,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 	{
 		t.Run(variant, func(t *testing.T) {
 			if !r.Available {
-				if slices.Contains(requiredBackends(), name) {
+				if slices.Contains(requiredBackends(), variant) {
 					t.Fatalf("backend %s is required here but unavailable: %s (%s)", name, r.Reason, r.Fix)
 				}
 				t.Skipf("backend %s unavailable: %s", name, r.Reason)
@@ -126,6 +130,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 				New: func(t testing.TB, runDir string) sandbox.Provider {
 					o := options(t, runDir)
 					o.LocalPool = pool
+					o.DockerRuntime = r.Runtime
 					p, err := backends.Open(name, o)
 					if err != nil {
 						t.Fatal(err)

@@ -115,6 +115,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -162,6 +163,10 @@ type Config struct {
 	RunDir string
 	// AgentBinary is the static harvest-agent (default sandbox.AgentBinary).
 	AgentBinary string
+	// Runtime is the OCI runtime dockerd runs boxes with ("" dockerd's
+	// default, runc): "runsc" for gVisor, which must be registered with
+	// dockerd (its daemon.json "runtimes"; scripts/setup does it).
+	Runtime string
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -256,7 +261,31 @@ func (p *Provider) Available(ctx context.Context) error {
 		}
 		return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("inspecting image %s: %v", p.cfg.Image, err)}
 	}
-	return nil
+	return p.checkRuntime(ctx, cli)
+}
+
+// checkRuntime checks that dockerd knows Config.Runtime.
+func (p *Provider) checkRuntime(ctx context.Context, cli *client.Client) error {
+	if p.cfg.Runtime == "" {
+		return nil
+	}
+	info, err := cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("asking dockerd for its runtimes: %v", err)}
+	}
+	if _, ok := info.Info.Runtimes[p.cfg.Runtime]; ok {
+		return nil
+	}
+	var have []string
+	for name := range info.Info.Runtimes {
+		have = append(have, name)
+	}
+	slices.Sort(have)
+	fix := fmt.Sprintf(`register it in /etc/docker/daemon.json ("runtimes": {%q: {"path": "/usr/bin/%s"}}) and send dockerd SIGHUP`, p.cfg.Runtime, p.cfg.Runtime)
+	if p.cfg.Runtime == "runsc" {
+		fix = "install gVisor (apt-get install runsc) and run scripts/setup, which registers it with dockerd"
+	}
+	return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("dockerd has no runtime %q (it has %v)", p.cfg.Runtime, have), Fix: fix}
 }
 
 // agentBinary finds the agent and checks it runs in any image.
