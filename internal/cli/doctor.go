@@ -127,6 +127,14 @@ when at least one isolating backend works; the CLIs are optional.`,
 						fmt.Fprintf(out, "\nto fix %s: %s\n", name, r.Fix)
 					}
 				}
+				for _, r := range reports {
+					if len(r.Caveats) > 0 {
+						fmt.Fprintf(out, "\nunder %s --runtime %s, boxes cannot rely on this:\n", r.Backend, r.Runtime)
+						for _, c := range r.Caveats {
+							fmt.Fprintf(out, "  - %s\n", c)
+						}
+					}
+				}
 				if len(reports) > 0 && reports[0].Agent != "" {
 					fmt.Fprintf(out, "\nin-box agent: %s\n", reports[0].Agent)
 				}

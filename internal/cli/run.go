@@ -143,6 +143,9 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 }
 
 func (f agentRunFlags) validate() error {
+	if err := checkRuntimeFlag(f.backend, f.runtime); err != nil {
+		return err
+	}
 	switch {
 	case f.maxSteps < 0:
 		return fmt.Errorf("--max-steps %d: must be positive", f.maxSteps)

@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
@@ -202,14 +203,19 @@ func parseUser(s string, ws []sandbox.Workspace) (sandbox.User, error) {
 	return sandbox.User{UID: uid, GID: gid}, nil
 }
 
-// openBackend opens a backend, warning on stderr when it is the unsafe host
-// backend; the returned func releases it.
 const runtimeHelp = `the docker backend's OCI runtime: "runsc" runs boxes under gVisor, a user-space kernel (see harvest doctor; default dockerd's, runc)`
 
-func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Provider, func(), error) {
-	if o.DockerRuntime != "" && name != "docker" {
-		return nil, nil, fmt.Errorf("--runtime %s is for --backend docker (this is %s)", o.DockerRuntime, name)
+// checkRuntimeFlag: --runtime configures the docker backend only.
+func checkRuntimeFlag(backend, runtime string) error {
+	if runtime != "" && backend != docker.Name {
+		return fmt.Errorf("--runtime %s is for --backend docker, not %s: add --backend docker (gVisor runs docker's boxes)", runtime, backend)
 	}
+	return nil
+}
+
+// openBackend opens a backend, warning on stderr when it is the unsafe host
+// backend; the returned func releases it.
+func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Provider, func(), error) {
 	p, err := backends.Open(name, o)
 	if err != nil {
 		return nil, nil, err
@@ -226,6 +232,9 @@ func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Pro
 
 func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	stderr := cmd.ErrOrStderr()
+	if err := checkRuntimeFlag(f.backend, f.runtime); err != nil {
+		return exitCode(2, err)
+	}
 	spec, err := specFromFlags(f)
 	if err != nil {
 		return exitCode(exitHarvestError, err)

@@ -194,6 +194,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if _, err := backends.Lookup(f.backend); err != nil {
 		return exitCode(2, fmt.Errorf("--backend: %w", err))
 	}
+	if err := checkRuntimeFlag(f.backend, f.runtime); err != nil {
+		return exitCode(2, err)
+	}
 	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
 	}

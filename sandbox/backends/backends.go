@@ -123,6 +123,9 @@ type Report struct {
 	// Runtime is the docker backend's OCI runtime this report is for
 	// ("" dockerd's default).
 	Runtime string `json:"runtime,omitempty"`
+	// Caveats are what boxes cannot rely on under Runtime
+	// (docker.RuntimeCaveats).
+	Caveats []string `json:"caveats,omitempty"`
 	// Agent is the in-box agent binary the backend would use.
 	Agent     string `json:"agent,omitempty"`
 	CheckMS   int64  `json:"check_ms"`
@@ -164,12 +167,17 @@ func Doctor(ctx context.Context, o Options) []Report {
 		start := time.Now()
 		p := b.New(o)
 		err := p.Available(ctx)
+		var caveats []string
+		if c, ok := p.(interface{ Caveats() []string }); ok {
+			caveats = c.Caveats()
+		}
 		if c, ok := p.(interface{ Close() error }); ok {
 			c.Close()
 		}
 		r := Report{
 			Backend: b.Name, Available: err == nil, Isolating: b.Isolating, Unsafe: !b.Isolating,
 			Describe: b.Describe, Agent: agent, CheckMS: time.Since(start).Milliseconds(), IsDefault: b.Name == Default,
+			Caveats: caveats,
 		}
 		if b.Name == docker.Name && o.DockerRuntime != "" {
 			r.Runtime = o.DockerRuntime

@@ -3,6 +3,7 @@ package backends_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/sandbox/sandboxtest"
 )
@@ -68,8 +70,14 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 			var d struct {
 				ContainerID string `json:"container_id"`
 				RunDir      string `json:"run_dir"`
+				InitPID     int    `json:"init_pid"`
 			}
 			if json.Unmarshal(h.Data, &d) == nil && d.ContainerID != "" {
+				// The container's host process (the agent under runc,
+				// gVisor's sentry under runsc) is gone, or a zombie.
+				if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.InitPID)); d.InitPID > 0 && err == nil && !strings.Contains(string(st), ") Z ") {
+					out = append(out, fmt.Sprintf("the container's process %d: %s", d.InitPID, st))
+				}
 				dirs, _ := filepath.Glob("/sys/fs/cgroup/*/docker/" + d.ContainerID)
 				out = append(out, dirs...)
 				if _, err := os.Stat(d.RunDir); err == nil {
@@ -141,6 +149,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 					return p
 				},
 				Leftovers: leftovers(name),
+				Cannot:    docker.RuntimeCaveats[r.Runtime],
 			}
 			f(t, b)
 		})

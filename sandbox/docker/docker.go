@@ -64,6 +64,19 @@
 //     auto-remove (Destroy removes the container), image healthchecks disabled,
 //     the stop signal forced to SIGTERM (the agent's cue to end the box).
 //
+// # gVisor (Config.Runtime "runsc")
+//
+// With runsc, dockerd runs each box under gVisor: a user-space kernel (the
+// sentry) implements the box's syscalls, so they never reach the host
+// kernel directly, and a kernel bug reachable from a box is no longer a way
+// out of it. Everything above holds (the same spec, the same agent), with
+// the differences RuntimeCaveats lists and these: the agent's socket on the
+// host belongs to runsc's gofer, so the peer check accepts the gofer of
+// the box's own sandbox (gVisorGofer); the box's processes are not host
+// processes. runsc must be registered with dockerd with --network=none
+// (boxes have no network) and --host-uds=create (the agent's socket must be
+// reachable from the host); scripts/setup does it.
+//
 // # Requirements
 //
 // dockerd must run as root on this machine, without userns-remap (rootless
@@ -115,7 +128,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -262,30 +274,6 @@ func (p *Provider) Available(ctx context.Context) error {
 		return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("inspecting image %s: %v", p.cfg.Image, err)}
 	}
 	return p.checkRuntime(ctx, cli)
-}
-
-// checkRuntime checks that dockerd knows Config.Runtime.
-func (p *Provider) checkRuntime(ctx context.Context, cli *client.Client) error {
-	if p.cfg.Runtime == "" {
-		return nil
-	}
-	info, err := cli.Info(ctx, client.InfoOptions{})
-	if err != nil {
-		return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("asking dockerd for its runtimes: %v", err)}
-	}
-	if _, ok := info.Info.Runtimes[p.cfg.Runtime]; ok {
-		return nil
-	}
-	var have []string
-	for name := range info.Info.Runtimes {
-		have = append(have, name)
-	}
-	slices.Sort(have)
-	fix := fmt.Sprintf(`register it in /etc/docker/daemon.json ("runtimes": {%q: {"path": "/usr/bin/%s"}}) and send dockerd SIGHUP`, p.cfg.Runtime, p.cfg.Runtime)
-	if p.cfg.Runtime == "runsc" {
-		fix = "install gVisor (apt-get install runsc) and run scripts/setup, which registers it with dockerd"
-	}
-	return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("dockerd has no runtime %q (it has %v)", p.cfg.Runtime, have), Fix: fix}
 }
 
 // agentBinary finds the agent and checks it runs in any image.
