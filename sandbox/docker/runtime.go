@@ -23,8 +23,8 @@ var RuntimeCaveats = map[string]map[string]string{
 			"not the box's processes: the memory limit is what stops a fork bomb, and a box whose sentry runs out of threads dies",
 		"MemoryBomb": "gVisor has no OOM killer of its own: over its memory limit the host kills the sentry, " +
 			"that is the whole box, not the one command (its commands then fail with a lost connection)",
-		"HostPIDs": "box processes are tasks of the gVisor sentry, not host processes; " +
-			"Destroy's cleanup is checked on the container's cgroups and host processes instead",
+		"HostPIDs": "box processes are tasks of the gVisor sentry, not host processes: the host's ps and /proc do not show them " +
+			"(Destroy ends the sentry and the gofer, which hold them all)",
 	},
 }
 
