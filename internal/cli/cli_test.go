@@ -32,6 +32,8 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"sandbox", "run"}, 2, "no command: give it after --"},
+		{[]string{"sandbox", "run", "--backend", "local", "--runtime", "runsc", "--", "true"}, 2, "--runtime runsc is for --backend docker, not local"},
+		{[]string{"sandbox", "run", "--runtime", "runsc", "--", "true"}, 2, "--runtime runsc is for --backend docker"},
 		{[]string{"sandbox", "run", "--memory", "lots", "--", "true"}, 125, "--memory: size \"lots\": use a number with an optional unit"},
 		{[]string{"sandbox", "run", "--memory", "1m", "--", "true"}, 125, "must be at least 32MiB"},
 		{[]string{"sandbox", "run", "--workspace", missing, "--", "true"}, 125, "does not exist: create it or pass an existing directory"},

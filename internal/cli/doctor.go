@@ -105,6 +105,9 @@ when at least one isolating backend works; the CLIs are optional.`,
 						iso = "NONE (unsafe, needs --unsafe-host)"
 					}
 					name := r.Backend
+					if r.Runtime != "" {
+						name += " --runtime " + r.Runtime
+					}
 					if r.IsDefault {
 						name += " (default)"
 					}
@@ -117,7 +120,19 @@ when at least one isolating backend works; the CLIs are optional.`,
 				tw.Flush()
 				for _, r := range reports {
 					if !r.Available && r.Fix != "" {
-						fmt.Fprintf(out, "\nto fix %s: %s\n", r.Backend, r.Fix)
+						name := r.Backend
+						if r.Runtime != "" {
+							name += " --runtime " + r.Runtime
+						}
+						fmt.Fprintf(out, "\nto fix %s: %s\n", name, r.Fix)
+					}
+				}
+				for _, r := range reports {
+					if len(r.Caveats) > 0 {
+						fmt.Fprintf(out, "\nunder %s --runtime %s, boxes cannot rely on this:\n", r.Backend, r.Runtime)
+						for _, c := range r.Caveats {
+							fmt.Fprintf(out, "  - %s\n", c)
+						}
 					}
 				}
 				if len(reports) > 0 && reports[0].Agent != "" {

@@ -51,6 +51,7 @@ type agentRunFlags struct {
 	budget     float64
 	maxOutput  int
 	image      string
+	runtime    string
 	memory     string
 	disk       diskFlags
 	cpus       float64
@@ -127,6 +128,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	fl.Float64Var(&f.budget, "budget", 0, "most USD the turn may spend (default: the agent's, else none)")
 	fl.IntVar(&f.maxOutput, "max-output-tokens", 0, fmt.Sprintf("cap on each model reply (default: the agent's, else %d)", builtin.DefaultMaxOutputTokens))
 	fl.StringVar(&f.image, "image", "", "container image (docker backend)")
+	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the box, like 4g (default 6g)")
 	f.disk.add(fl, "none: the workspaces, kept after the run, are then on a disk image mounted under the run's directory until reboot")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the box in cores (default: none)")
@@ -141,6 +143,9 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 }
 
 func (f agentRunFlags) validate() error {
+	if err := checkRuntimeFlag(f.backend, f.runtime); err != nil {
+		return err
+	}
 	switch {
 	case f.maxSteps < 0:
 		return fmt.Errorf("--max-steps %d: must be positive", f.maxSteps)
@@ -354,7 +359,7 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 		fmt.Fprintln(stderr, "harvest:", model.notice)
 	}
 
-	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerImage: f.image}, stderr)
+	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerImage: f.image, DockerRuntime: f.runtime}, stderr)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}

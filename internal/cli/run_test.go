@@ -244,6 +244,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "--repo", repo, "  "}, 2, "the prompt is empty"},
 		{[]string{"run", "--repo", "/no/such/repo", "x"}, 125, "does not exist: give an existing directory or a git URL"},
 		{[]string{"run", "--repo", repo, "--max-steps", "-1", "x"}, 2, "--max-steps -1: must be positive"},
+		{[]string{"run", "--repo", repo, "--backend", "local", "--runtime", "runsc", "x"}, 2, "--runtime runsc is for --backend docker, not local"},
 		{[]string{"run", "--repo", repo, "--budget", "-2", "x"}, 2, "--budget -2: must be positive"},
 		{[]string{"run", "--repo", repo, "--sim-script", bad, "x"}, 125, "script.yaml:2"},
 		{[]string{"run", "--repo", repo, "--model", "anthropic/claude-sonnet-4-5", "x"}, 125, "ANTHROPIC_API_KEY"},

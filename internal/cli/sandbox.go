@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
@@ -54,6 +56,7 @@ type runFlags struct {
 	user       string
 	workdir    string
 	image      string
+	runtime    string
 	tty        string
 	unsafeHost bool
 	keep       bool
@@ -100,6 +103,7 @@ failed, 126 if the command could not be executed, 127 if it was not found.`,
 	fl.StringVarP(&f.user, "user", "u", "", "box user as UID[:GID] (default: owner of the first workspace, or 1000:1000)")
 	fl.StringVar(&f.workdir, "workdir", "", "working directory inside the box (default: the first workspace)")
 	fl.StringVar(&f.image, "image", "", "container image (docker backend)")
+	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringVar(&f.tty, "tty", "auto", "pseudo-terminal: auto (when stdin is a terminal), always or never")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: run directly on this machine with NO isolation")
 	fl.BoolVar(&f.keep, "keep", false, "keep the box after the command ends (remove it with harvest sandbox rm)")
@@ -200,6 +204,29 @@ func parseUser(s string, ws []sandbox.Workspace) (sandbox.User, error) {
 	return sandbox.User{UID: uid, GID: gid}, nil
 }
 
+const runtimeHelp = `the docker backend's OCI runtime: "runsc" runs boxes under gVisor, a user-space kernel (see harvest doctor; default dockerd's, runc)`
+
+// checkRuntimeFlag: --runtime configures the docker backend only.
+func checkRuntimeFlag(backend, runtime string) error {
+	if err := checkRuntimeName(runtime); err != nil {
+		return err
+	}
+	if runtime != "" && backend != docker.Name {
+		return fmt.Errorf("--runtime %s is for --backend docker, not %s: add --backend docker (gVisor runs docker's boxes)", runtime, backend)
+	}
+	return nil
+}
+
+var runtimeName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// checkRuntimeName checks --runtime is a name dockerd could know.
+func checkRuntimeName(runtime string) error {
+	if runtime != "" && !runtimeName.MatchString(runtime) {
+		return fmt.Errorf("--runtime %q: give the name of an OCI runtime registered with dockerd, like runsc", runtime)
+	}
+	return nil
+}
+
 // openBackend opens a backend, warning on stderr when it is the unsafe host
 // backend; the returned func releases it.
 func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Provider, func(), error) {
@@ -219,6 +246,9 @@ func openBackend(name string, o backends.Options, stderr io.Writer) (sandbox.Pro
 
 func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	stderr := cmd.ErrOrStderr()
+	if err := checkRuntimeFlag(f.backend, f.runtime); err != nil {
+		return exitCode(2, err)
+	}
 	spec, err := specFromFlags(f)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -227,7 +257,7 @@ func runInBox(cmd *cobra.Command, f runFlags, args []string) error {
 	if err != nil {
 		return exitCode(2, err)
 	}
-	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost}, stderr)
+	p, closeP, err := openBackend(f.backend, backends.Options{AllowUnsafeHost: f.unsafeHost, DockerRuntime: f.runtime}, stderr)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}

@@ -58,6 +58,7 @@ type serveFlags struct {
 	pool       int
 	quiet      bool
 	egress     string
+	runtime    string
 	internal   []string
 	repoRoots  []string
 	gitHosts   []string
@@ -127,6 +128,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
+	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringArrayVar(&f.internal, "egress-internal", nil, internalHelp)
 	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
@@ -202,6 +204,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err := checkStoreFlag(f.store); err != nil {
 		return exitCode(2, err)
 	}
+	// The runtime is the docker backend's, whatever the default backend:
+	// sessions that choose docker get it.
+	if err := checkRuntimeName(f.runtime); err != nil {
+		return exitCode(2, err)
+	}
 	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
 	}
@@ -269,7 +276,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 	j := journal.New(st, journal.Options{Logger: logger})
-	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool}, stderr: stderr}
+	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
 		Defaults: repoDefaults,

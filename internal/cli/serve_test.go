@@ -578,6 +578,7 @@ func TestServeSessionBadInput(t *testing.T) {
 	}{
 		{[]string{"serve", "--backend", "podman"}, `--backend: unknown backend "podman"`},
 		{[]string{"serve", "--pool", "-1"}, "--pool -1: must be positive"},
+		{[]string{"serve", "--runtime", "run sc"}, `--runtime "run sc": give the name of an OCI runtime registered with dockerd`},
 		{[]string{"serve", "now"}, `unknown command "now"`},
 		{[]string{"serve", "--repo-root", "repos"}, `repository root "repos": give an absolute path`},
 		{[]string{"serve", "--repo-root", "/nonexistent-harvest-root"}, "repository root /nonexistent-harvest-root"},

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
@@ -102,7 +100,7 @@ func (c *conn) dispatch(method string, params json.RawMessage, blob []byte) (any
 		if p.tty == nil {
 			return nil, nil, &proto.Error{Code: proto.CodeInvalid, Message: "resize: the process has no terminal"}
 		}
-		if err := pty.Setsize(p.tty, &pty.Winsize{Rows: prm.Rows, Cols: prm.Cols}); err != nil {
+		if err := setSize(p.tty, prm.Rows, prm.Cols); err != nil {
 			return nil, nil, errno(err)
 		}
 		return struct{}{}, nil, nil

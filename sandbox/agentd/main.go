@@ -165,12 +165,13 @@ func listener(fd int, path string) (net.Listener, error) {
 		return l, nil
 	}
 	_ = os.Remove(path)
+	// 0600 from its creation (the umask, not a chmod after: under gVisor the
+	// socket is the gofer's host file, which the box may not chmod). Early
+	// in main: nothing else creates files meanwhile.
+	old := syscall.Umask(0o177)
 	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
 		return nil, err
 	}
 	return l, nil

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/harvest-dev/harvest/sandbox/proto"
 )
 
@@ -131,15 +129,14 @@ func (s *Server) startProc(c *conn, prm proto.ExecParams) (*proc, error) {
 	}
 	var ours []*os.File // our ends, closed on failure
 	if prm.TTY != nil {
-		master, slave, err := pty.Open()
-		if err != nil {
-			return nil, errno(fmt.Errorf("exec: opening a pty: %w", err))
-		}
 		rows, cols := prm.TTY.Rows, prm.TTY.Cols
 		if rows == 0 || cols == 0 {
 			rows, cols = 24, 80
 		}
-		_ = pty.Setsize(master, &pty.Winsize{Rows: rows, Cols: cols})
+		master, slave, err := openPTY(rows, cols)
+		if err != nil {
+			return nil, errno(fmt.Errorf("exec: opening a pty: %w", err))
+		}
 		p.tty = master
 		ours = append(ours, master)
 		childFiles = append(childFiles, slave)

@@ -22,6 +22,9 @@ type Options struct {
 	// DockerHost and DockerImage configure the docker backend.
 	DockerHost  string
 	DockerImage string
+	// DockerRuntime is the docker backend's OCI runtime ("" runc; "runsc"
+	// for gVisor).
+	DockerRuntime string
 	// AllowUnsafeHost enables the host backend (no isolation).
 	AllowUnsafeHost bool
 	// LocalPool is how many idle shims the local backend keeps ready (faster
@@ -59,7 +62,7 @@ var All = []Backend{
 		Name: docker.Name, Isolating: true,
 		Describe: "containers through the Docker Engine API",
 		New: func(o Options) sandbox.Provider {
-			return docker.New(docker.Config{RunDir: o.runDir(docker.Name), AgentBinary: o.AgentBinary, Host: o.DockerHost, Image: o.DockerImage})
+			return docker.New(docker.Config{RunDir: o.runDir(docker.Name), AgentBinary: o.AgentBinary, Host: o.DockerHost, Image: o.DockerImage, Runtime: o.DockerRuntime})
 		},
 	},
 	{
@@ -117,27 +120,70 @@ type Report struct {
 	Describe  string `json:"describe"`
 	Reason    string `json:"reason,omitempty"`
 	Fix       string `json:"fix,omitempty"`
+	// Runtime is the docker backend's OCI runtime this report is for
+	// ("" dockerd's default).
+	Runtime string `json:"runtime,omitempty"`
+	// Caveats are what boxes cannot rely on under Runtime
+	// (docker.RuntimeCaveats).
+	Caveats []string `json:"caveats,omitempty"`
 	// Agent is the in-box agent binary the backend would use.
 	Agent     string `json:"agent,omitempty"`
 	CheckMS   int64  `json:"check_ms"`
 	IsDefault bool   `json:"default,omitempty"`
 }
 
-// Doctor checks every backend.
+// Runtimes are the docker backend's optional OCI runtimes Doctor checks,
+// each with what it adds.
+var Runtimes = map[string]string{
+	"runsc": "gVisor: a user-space kernel between the box and the host's (docker --runtime runsc)",
+}
+
+// Doctor checks every backend, and the docker backend once more with each
+// of Runtimes.
 func Doctor(ctx context.Context, o Options) []Report {
 	o.AllowUnsafeHost = true // diagnose it; using it still needs the opt-in
-	out := make([]Report, 0, len(All))
+	out := make([]Report, 0, len(All)+len(Runtimes))
 	agent, _ := sandbox.AgentBinary(o.AgentBinary)
+	type check struct {
+		b       Backend
+		runtime string
+	}
+	var checks []check
 	for _, b := range All {
+		checks = append(checks, check{b, o.DockerRuntime})
+		if b.Name == docker.Name {
+			for rt := range Runtimes {
+				if rt != o.DockerRuntime {
+					checks = append(checks, check{b, rt})
+				}
+			}
+		}
+	}
+	for _, c := range checks {
+		b, o := c.b, o
+		if b.Name == docker.Name {
+			o.DockerRuntime = c.runtime
+		}
 		start := time.Now()
 		p := b.New(o)
 		err := p.Available(ctx)
+		var caveats []string
+		if c, ok := p.(interface{ Caveats() []string }); ok {
+			caveats = c.Caveats()
+		}
 		if c, ok := p.(interface{ Close() error }); ok {
 			c.Close()
 		}
 		r := Report{
 			Backend: b.Name, Available: err == nil, Isolating: b.Isolating, Unsafe: !b.Isolating,
 			Describe: b.Describe, Agent: agent, CheckMS: time.Since(start).Milliseconds(), IsDefault: b.Name == Default,
+			Caveats: caveats,
+		}
+		if b.Name == docker.Name && o.DockerRuntime != "" {
+			r.Runtime = o.DockerRuntime
+			if d, ok := Runtimes[o.DockerRuntime]; ok {
+				r.Describe = d
+			}
 		}
 		if err != nil {
 			r.Reason = err.Error()

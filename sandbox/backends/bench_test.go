@@ -28,8 +28,11 @@ import (
 func benchProvider(b *testing.B, name string) sandbox.Provider {
 	b.Helper()
 	o := options(b, testbin.TempDir(b))
-	if name == "local+pool" {
+	switch name {
+	case "local+pool":
 		name, o.LocalPool = "local", 4
+	case "docker+runsc":
+		name, o.DockerRuntime = "docker", "runsc"
 	}
 	p, err := backends.Open(name, o)
 	if err != nil {
@@ -62,7 +65,7 @@ func reportPercentiles(b *testing.B, samples []time.Duration) {
 // destroyed outside the timed part). local+pool keeps 4 warm boxes, as a
 // server does.
 func BenchmarkCreateToFirstExit(b *testing.B) {
-	for _, name := range []string{"local", "local+pool", "docker"} {
+	for _, name := range []string{"local", "local+pool", "docker", "docker+runsc"} {
 		b.Run(name, func(b *testing.B) {
 			p := benchProvider(b, name)
 			ctx := context.Background()
@@ -80,6 +83,34 @@ func BenchmarkCreateToFirstExit(b *testing.B) {
 				b.StopTimer()
 				sb.Destroy(ctx)
 				b.StartTimer()
+			}
+			reportPercentiles(b, samples)
+		})
+	}
+}
+
+// BenchmarkRoundTrip: the whole life of a one-command box, timed: Start,
+// run `true`, Destroy. docker (runc) and docker+runsc (gVisor) side by
+// side: what gVisor costs a session's box.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, name := range []string{"docker", "docker+runsc"} {
+		b.Run(name, func(b *testing.B) {
+			p := benchProvider(b, name)
+			ctx := context.Background()
+			var samples []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				sb, err := p.Start(ctx, benchSpec())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil || !st.Success() {
+					b.Fatal(st, err)
+				}
+				if err := sb.Destroy(ctx); err != nil {
+					b.Fatal(err)
+				}
+				samples = append(samples, time.Since(t0))
 			}
 			reportPercentiles(b, samples)
 		})
@@ -173,7 +204,7 @@ func p50(samples []time.Duration) float64 {
 
 // BenchmarkExecRoundTrip: run `true` in a live box through its agent.
 func BenchmarkExecRoundTrip(b *testing.B) {
-	for _, name := range []string{"local", "docker", "host"} {
+	for _, name := range []string{"local", "docker", "docker+runsc", "host"} {
 		b.Run(name, func(b *testing.B) {
 			p := benchProvider(b, name)
 			ctx := context.Background()
@@ -197,7 +228,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 
 // BenchmarkDestroy: destroy a box with an idle background process in it.
 func BenchmarkDestroy(b *testing.B) {
-	for _, name := range []string{"local", "docker"} {
+	for _, name := range []string{"local", "docker", "docker+runsc"} {
 		b.Run(name, func(b *testing.B) {
 			p := benchProvider(b, name)
 			ctx := context.Background()

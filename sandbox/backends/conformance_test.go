@@ -3,6 +3,7 @@ package backends_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,16 +13,18 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/sandbox/sandboxtest"
 )
 
 // requiredBackends must be available in CI: there, a backend doctor rejects is a
-// failure, not a skip. .ci/run sets HARVEST_REQUIRE_BACKENDS=local,docker.
+// failure, not a skip. .ci/run sets HARVEST_REQUIRE_BACKENDS=local,docker,docker+runsc
+// (a backend, or docker+RUNTIME for docker with an OCI runtime).
 func requiredBackends() []string {
 	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
 	if v == "" && os.Getenv("CI") != "" {
-		v = "local,docker"
+		v = "local,docker,docker+runsc"
 	}
 	if v == "" {
 		return nil
@@ -67,8 +70,14 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 			var d struct {
 				ContainerID string `json:"container_id"`
 				RunDir      string `json:"run_dir"`
+				InitPID     int    `json:"init_pid"`
 			}
 			if json.Unmarshal(h.Data, &d) == nil && d.ContainerID != "" {
+				// The container's host process (the agent under runc,
+				// gVisor's sentry under runsc) is gone, or a zombie.
+				if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.InitPID)); d.InitPID > 0 && err == nil && !strings.Contains(string(st), ") Z ") {
+					out = append(out, fmt.Sprintf("the container's process %d: %s", d.InitPID, st))
+				}
 				dirs, _ := filepath.Glob("/sys/fs/cgroup/*/docker/" + d.ContainerID)
 				out = append(out, dirs...)
 				if _, err := os.Stat(d.RunDir); err == nil {
@@ -99,6 +108,9 @@ func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend))
 		if r.Backend == "local" {
 			variants = append(variants, "local+pool")
 		}
+		if r.Runtime != "" {
+			variants = []string{r.Backend + "+" + r.Runtime}
+		}
 		for _, variant := range variants {
 			runVariant(t, r, variant, f)
 		}
@@ -114,7 +126,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 	{
 		t.Run(variant, func(t *testing.T) {
 			if !r.Available {
-				if slices.Contains(requiredBackends(), name) {
+				if slices.Contains(requiredBackends(), variant) {
 					t.Fatalf("backend %s is required here but unavailable: %s (%s)", name, r.Reason, r.Fix)
 				}
 				t.Skipf("backend %s unavailable: %s", name, r.Reason)
@@ -126,6 +138,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 				New: func(t testing.TB, runDir string) sandbox.Provider {
 					o := options(t, runDir)
 					o.LocalPool = pool
+					o.DockerRuntime = r.Runtime
 					p, err := backends.Open(name, o)
 					if err != nil {
 						t.Fatal(err)
@@ -136,6 +149,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 					return p
 				},
 				Leftovers: leftovers(name),
+				Cannot:    docker.RuntimeCaveats[r.Runtime],
 			}
 			f(t, b)
 		})

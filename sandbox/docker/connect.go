@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,11 +49,47 @@ func (p *Provider) connect(ctx context.Context, cli *client.Client, h sandbox.Ha
 		conn.Close()
 		return nil, fmt.Errorf("connecting to the agent of box %s: reading the socket's peer: %w", h.ID, err)
 	}
-	if peer != pid {
+	if peer != pid && !gVisorGofer(peer, pid) {
 		conn.Close()
 		return nil, &peerError{box: h.ID, sock: sock, peer: peer, want: pid}
 	}
 	return sandbox.Connect(ctx, p, h, conn)
+}
+
+// gVisorGofer reports whether peer is the gofer of the gVisor sandbox pid
+// (the container's process under runsc, the sentry): runsc's gofer is
+// the host process that binds every host socket the box creates
+// (--host-uds=create), its sibling under the same containerd shim. Under
+// gVisor the check thus proves the socket is this box's, not which of its
+// processes serves it: one that replaced its agent would gain nothing the
+// box has not already, and the boundary is the sentry's.
+func gVisorGofer(peer, pid int) bool {
+	// runsc re-executes itself (comm "exe") with argv[0] naming the part.
+	argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", peer))
+	if err != nil || !bytes.HasPrefix(argv, []byte("runsc-gofer\x00")) {
+		return false
+	}
+	pp, err1 := parentPID(peer)
+	sp, err2 := parentPID(pid)
+	return err1 == nil && err2 == nil && pp == sp && pp > 1
+}
+
+// parentPID reads a process's parent from /proc/PID/stat.
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no comm", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
+	}
+	return strconv.Atoi(f[1])
 }
 
 // peerError: the box's socket is served by a process other than its agent.

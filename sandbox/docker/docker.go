@@ -64,6 +64,19 @@
 //     auto-remove (Destroy removes the container), image healthchecks disabled,
 //     the stop signal forced to SIGTERM (the agent's cue to end the box).
 //
+// # gVisor (Config.Runtime "runsc")
+//
+// With runsc, dockerd runs each box under gVisor: a user-space kernel (the
+// sentry) implements the box's syscalls, so they never reach the host
+// kernel directly, and a kernel bug reachable from a box is no longer a way
+// out of it. Everything above holds (the same spec, the same agent), with
+// the differences RuntimeCaveats lists and these: the agent's socket on the
+// host belongs to runsc's gofer, so the peer check accepts the gofer of
+// the box's own sandbox (gVisorGofer); the box's processes are not host
+// processes. runsc must be registered with dockerd with --network=none
+// (boxes have no network) and --host-uds=create (the agent's socket must be
+// reachable from the host); scripts/setup does it.
+//
 // # Requirements
 //
 // dockerd must run as root on this machine, without userns-remap (rootless
@@ -162,6 +175,10 @@ type Config struct {
 	RunDir string
 	// AgentBinary is the static harvest-agent (default sandbox.AgentBinary).
 	AgentBinary string
+	// Runtime is the OCI runtime dockerd runs boxes with ("" dockerd's
+	// default, runc): "runsc" for gVisor, which must be registered with
+	// dockerd (its daemon.json "runtimes"; scripts/setup does it).
+	Runtime string
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -256,7 +273,7 @@ func (p *Provider) Available(ctx context.Context) error {
 		}
 		return &sandbox.UnavailableError{Backend: Name, Reason: fmt.Sprintf("inspecting image %s: %v", p.cfg.Image, err)}
 	}
-	return nil
+	return p.checkRuntime(ctx, cli)
 }
 
 // agentBinary finds the agent and checks it runs in any image.

@@ -98,10 +98,12 @@ func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sand
 	}
 	d.ContainerID = c.ID
 	sb, err := p.connect(ctx, cli, h, d, st.Pid, false)
-	var pe *peerError
-	if err != nil && !errors.As(err, &pe) && agentEnded(ctx, st.Pid) {
+	if err != nil && agentEnded(ctx, st.Pid) {
 		// It was exiting (its time limit, a Shutdown) while dockerd still
-		// reported the container running.
+		// reported the container running. A refused peer counts too: under
+		// gVisor the socket's peer is the gofer, recognised by its
+		// sibling, the sentry (st.Pid), which was going; the box is gone
+		// either way and nothing was sent.
 		return nil, fmt.Errorf("box %s: its agent has exited: %w", h.ID, sandbox.ErrNotFound)
 	}
 	return sb, err

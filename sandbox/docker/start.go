@@ -92,6 +92,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		case client.IsErrConnectionFailed(err):
 			return nil, p.unreachable(err)
 		}
+		if rerr := p.checkRuntime(ctx, cli); rerr != nil {
+			return nil, rerr
+		}
 		return nil, fmt.Errorf("starting box %s: creating its container: %w", spec.ID, err)
 	}
 	containerID = res.ID
@@ -265,6 +268,7 @@ func (p *Provider) containerConfig(spec sandbox.Spec, bin, runDir string, create
 	noInit := false
 	hostCfg := &container.HostConfig{
 		Mounts:         mounts,
+		Runtime:        p.cfg.Runtime,
 		NetworkMode:    "none",
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true"},

@@ -57,6 +57,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Listen", func(t *testing.T) { testListen(t, shared, s.b.Isolated) })
 	t.Run("ListenBoxGone", func(t *testing.T) { s.testListenBoxGone(t) })
 	t.Run("Dial", func(t *testing.T) { testDial(t, shared) })
+	t.Run("TCPSplice", func(t *testing.T) { s.testSplice(t, shared) })
 	t.Run("RecoverAndAttach", func(t *testing.T) { s.testRecover(t) })
 	t.Run("Stop", func(t *testing.T) { s.testStop(t) })
 	t.Run("DestroyIdempotent", func(t *testing.T) { s.testDestroy(t) })

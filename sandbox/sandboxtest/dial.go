@@ -226,3 +226,17 @@ func testDial(t *testing.T, sb *sandbox.Sandbox) {
 		return forwardingGoroutines() == 0
 	})
 }
+
+// testSplice: a box program that copies between two TCP connections with
+// splice(2), as Go's io.Copy does, passes on exactly the bytes it got (the
+// probe's echo server in splice mode, its client in the box too).
+func (s *suite) testSplice(t *testing.T, sb *sandbox.Sandbox) {
+	s.skipIfCannot(t, CheckTCPSplice)
+	pr := installProbe(t, sb)
+	addr := boxServer(t, sb, pr, "serve", "tcp", "127.0.0.1:0", "splice")
+	const n = 9<<20 + 7
+	want := fmt.Sprintf("ok %d %s", n, pattern.SHA256(n))
+	if got := probe(t, sb, pr, "halfclose", "tcp", addr, fmt.Sprint(n)); got != want {
+		t.Fatalf("echoed through splice(2): %s; want %s", got, want)
+	}
+}

@@ -258,7 +258,9 @@ func testCredentials(t *testing.T, sb *sandbox.Sandbox, pr, secret string) {
 		t.Errorf("a host token is in the agent's environment")
 	}
 	home := mustOK(t, sb, "sh", "-c", "echo $HOME")
-	if ls := mustOK(t, sb, "ls", "-A", home); ls != "" {
+	// find, not ls: bookworm's ls fails on gVisor 20221219 (see
+	// docker.RuntimeCaveats), and this checks HOME, not ls.
+	if ls := mustOK(t, sb, "find", home, "-mindepth", "1", "-maxdepth", "1"); ls != "" {
 		t.Errorf("the box's HOME is not empty: %s", ls)
 	}
 	for _, p := range []string{"/root", "/root/.ssh", "/root/.gitconfig", "/root/.docker/config.json", "/etc/gitconfig", "/etc/shadow"} {
@@ -312,6 +314,7 @@ func testFlood(t *testing.T, sb *sandbox.Sandbox) {
 }
 
 func (s *suite) testForkBomb(t *testing.T) {
+	s.skipIfCannot(t, CheckForkBomb)
 	spec, _ := withWorkspace(t)
 	spec.Limits.Pids = 64
 	sb := s.start(t, spec)
@@ -376,6 +379,7 @@ func (s *suite) testForkBomb(t *testing.T) {
 }
 
 func (s *suite) testMemoryBomb(t *testing.T) {
+	s.skipIfCannot(t, CheckMemoryBomb)
 	spec, _ := withWorkspace(t)
 	spec.Limits.MemoryBytes = 128 << 20
 	sb := s.start(t, spec)
@@ -433,6 +437,16 @@ func (s *suite) testDestroyClean(t *testing.T) {
 	sb := s.startUnmanaged(t, spec)
 	id := sb.ID()
 	sh(t, sb, "sleep 1001 >/dev/null 2>&1 & setsid sleep 1002 >/dev/null 2>&1 & (sleep 1003 &) ; true")
+	if _, cannot := s.b.Cannot[CheckHostPIDs]; cannot {
+		// The rest of the check (Leftovers) still runs.
+		t.Logf("%s: not looking for the box's processes on the host: %s", s.b.Name, s.b.Cannot[CheckHostPIDs])
+		h := sb.Handle()
+		if err := sb.Destroy(ctxFor(t)); err != nil {
+			t.Fatal(err)
+		}
+		s.checkLeftovers(t, id, h)
+		return
+	}
 	pidNS := mustOK(t, sb, "readlink", "/proc/1/ns/pid")
 	if !strings.HasPrefix(pidNS, "pid:[") {
 		t.Fatalf("the box's pid namespace: %q", pidNS)
@@ -453,6 +467,12 @@ func (s *suite) testDestroyClean(t *testing.T) {
 	if left := boxHostPIDs(pidNS); len(left) > 0 {
 		t.Errorf("processes of box %s survived Destroy: %v", id, left)
 	}
+	s.checkLeftovers(t, id, h)
+}
+
+// checkLeftovers: no mount mentions the destroyed box, nor does the
+// backend find anything of it.
+func (s *suite) checkLeftovers(t *testing.T, id string, h sandbox.Handle) {
 	if m := mountsMentioning(id); len(m) > 0 {
 		t.Errorf("mounts of box %s survived Destroy: %v", id, m)
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,35 @@ type Backend struct {
 	// Leftovers lists what remains of a destroyed box besides processes and
 	// mounts (which the suite checks itself): cgroups, containers, run dirs.
 	Leftovers func(t testing.TB, p sandbox.Provider, h sandbox.Handle) []string
+	// Cannot lists the checks (Check*) this backend is known not to pass,
+	// each with why, as the backend documents it (docker.RuntimeCaveats).
+	// The suite skips exactly those, saying why; every other check runs.
+	Cannot map[string]string
+}
+
+// Checks a Backend may declare it cannot pass (Backend.Cannot).
+const (
+	// CheckTCPSplice: a box program splicing one TCP socket to another
+	// (Go's io.Copy between two connections) gets the same bytes.
+	CheckTCPSplice = "TCPSplice"
+	// CheckForkBomb: Limits.Pids bounds the box's processes.
+	CheckForkBomb = "ForkBomb"
+	// CheckMemoryBomb: a command over the memory limit is OOM-killed and
+	// reported so, and the box lives on.
+	CheckMemoryBomb = "MemoryBomb"
+	// CheckHostPIDs: the box's processes are host processes in its own pid
+	// namespace, each gone after Destroy.
+	CheckHostPIDs = "HostPIDs"
+)
+
+var knownChecks = []string{CheckTCPSplice, CheckForkBomb, CheckMemoryBomb, CheckHostPIDs}
+
+// skipIfCannot skips t when the backend declares it cannot pass check.
+func (s *suite) skipIfCannot(t testing.TB, check string) {
+	t.Helper()
+	if why, ok := s.b.Cannot[check]; ok {
+		t.Skipf("%s cannot pass %s: %s", s.b.Name, check, why)
+	}
 }
 
 // Timeout bounds every single operation in the suite.
@@ -49,6 +79,11 @@ type suite struct {
 }
 
 func newSuite(t *testing.T, b Backend) *suite {
+	for c := range b.Cannot {
+		if !slices.Contains(knownChecks, c) {
+			t.Fatalf("%s declares it cannot pass %q, which is no check of the suite (one of %v)", b.Name, c, knownChecks)
+		}
+	}
 	runDir := testbin.TempDir(t)
 	return &suite{b: b, runDir: runDir, p: b.New(t, runDir)}
 }

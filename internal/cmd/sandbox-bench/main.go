@@ -6,6 +6,8 @@
 //	                    boxes (server mode), docker, vs raw `docker run`
 //	exec round trip     Run(true) in a live box (local, docker, host) vs
 //	                    `docker exec`, a fresh bwrap per command, fork+exec
+//	gVisor              the docker rows again with --runtime runsc, Harvest's
+//	                    and raw docker's (-runsc=false: none)
 //	concurrent creates  50 boxes started at once (local)
 //	destroy             Destroy of a box with one idle process
 //	agent RSS           the in-box agent's resident memory
@@ -14,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -33,6 +36,7 @@ var (
 	n          = flag.Int("n", 300, "samples for the fast measurements")
 	nSlow      = flag.Int("n-slow", 30, "samples for docker create and docker exec")
 	concurrent = flag.Int("concurrent", 50, "boxes created at once")
+	runsc      = flag.Bool("runsc", true, "add docker's rows under gVisor (--runtime runsc) when dockerd has it")
 	image      = flag.String("image", "harvest/base:bookworm", "docker image")
 	agentBin   = flag.String("agent", "", "harvest-agent binary (default: next to this program, or $HARVEST_AGENT_BINARY)")
 	harvestBin = flag.String("harvest", "", "the harvest binary: adds the CLI's rows (start, a one-shot sandbox run)")
@@ -121,9 +125,13 @@ func main() {
 	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, local box", samples: roundTrips(ctx, local, *n*3, &rss)})
 	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, docker box", samples: roundTrips(ctx, docker, *n*3, nil)})
 	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, host backend", samples: roundTrips(ctx, host, *n*3, nil)})
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "`docker exec` into a running container", samples: dockerExec(*nSlow)})
+	rows = append(rows, row{what: "exec round trip (`true`)", how: "`docker exec` into a running container", samples: dockerExec(*nSlow, "")})
 	rows = append(rows, row{what: "exec round trip (`true`)", how: "a fresh `bwrap` per command (same namespaces)", samples: freshBwrap(*n)})
 	rows = append(rows, row{what: "exec round trip (`true`)", how: "plain fork+exec on the host", samples: timeCmd(*n*3, "/bin/true")})
+
+	if *runsc {
+		rows = append(rows, runscRows(ctx, opts)...)
+	}
 
 	fmt.Fprintln(os.Stderr, "concurrent creates ...")
 	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, cold", samples: concurrentCreates(ctx, local, *concurrent)})
@@ -167,6 +175,29 @@ func cliRows(runDir string) []row {
 		{what: "CLI start", how: "plain fork+exec of `/bin/true`", samples: timeCmd(*n, "/bin/true")},
 		{what: "one-shot box running `true`", how: "`harvest sandbox run -- true` (cold local box)", samples: run(*n, "sandbox", "run", "--tty", "never", "--", "true")},
 		{what: "one-shot box running `true`", how: "a bare `bwrap` (same namespaces) running `true`", samples: freshBwrap(*n)},
+	}
+}
+
+// runscRows: docker's create and exec rows again under gVisor, Harvest's
+// and raw docker's side by side (none when dockerd has no runsc).
+func runscRows(ctx context.Context, opts backends.Options) []row {
+	opts.DockerRuntime = "runsc"
+	p, err := backends.Open("docker", opts)
+	if err == nil {
+		err = p.Available(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "no gVisor rows: %v\n", err)
+		return nil
+	}
+	fmt.Fprintln(os.Stderr, "gVisor (runsc) ...")
+	var destroys []time.Duration
+	return []row{
+		{what: "create → first exit", how: "harvest docker --runtime runsc (gVisor)", samples: createToExit(ctx, p, *nSlow, &destroys)},
+		{what: "create → first exit", how: "raw `docker run --rm --runtime runsc --network none IMAGE true`", samples: timeCmd(*nSlow, "docker", "run", "--rm", "--runtime", "runsc", "--network", "none", *image, "true")},
+		{what: "exec round trip (`true`)", how: "harvest agent, docker box under gVisor", samples: roundTrips(ctx, p, *n*3, nil)},
+		{what: "exec round trip (`true`)", how: "`docker exec` into a running gVisor container", samples: dockerExec(*nSlow, "runsc")},
+		{what: "destroy", how: "harvest docker --runtime runsc", samples: destroys},
 	}
 }
 
@@ -258,8 +289,8 @@ func timeCmd(n int, name string, args ...string) []time.Duration {
 	return out
 }
 
-func dockerExec(n int) []time.Duration {
-	b, err := exec.Command("docker", "run", "-d", "--rm", "--network", "none", *image, "sleep", "infinity").Output()
+func dockerExec(n int, runtime string) []time.Duration {
+	b, err := exec.Command("docker", "run", "-d", "--rm", "--network", "none", "--runtime", cmp.Or(runtime, "runc"), *image, "sleep", "infinity").Output()
 	if err != nil {
 		die("docker run: %v", err)
 	}

@@ -16,6 +16,8 @@
 //	harvest-probe devtty               open /dev/tty
 //	harvest-probe userns               unshare(CLONE_NEWUSER)
 //	harvest-probe status               uid, NoNewPrivs, Seccomp, CapEff
+//	                                   (NoNewPrivs from prctl when the
+//	                                   status has no such line: gVisor)
 //	harvest-probe membomb MB           allocate and touch MB mebibytes
 //	harvest-probe forkbomb             fork until the kernel refuses, then hold
 //	harvest-probe fds                  list /proc/1/fd and /proc/self/fd targets
@@ -35,7 +37,10 @@
 //	                                   listen, print "ok listening ADDR" (the
 //	                                   address bound), then serve every
 //	                                   connection: echo (copy back, shut the
-//	                                   writing half at EOF), send (BYTES
+//	                                   writing half at EOF), splice (the same
+//	                                   with the copy done by the kernel's
+//	                                   splice(2), as Go's io.Copy between
+//	                                   sockets does), send (BYTES
 //	                                   pattern bytes, then close), or http
 //	                                   (GET /bytes/N, POST /echo)
 //	harvest-probe stall ADDR           listen on TCP ADDR with a backlog of 0
@@ -205,6 +210,14 @@ func main() {
 				}
 			}
 		}
+		if !strings.Contains(string(b), "\nNoNewPrivs:") {
+			// gVisor's status has no such line: ask the kernel itself.
+			nnp, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 39 /* PR_GET_NO_NEW_PRIVS */, 0, 0)
+			if errno != 0 {
+				fail(errno)
+			}
+			keep = append(keep, fmt.Sprintf("NoNewPrivs: %d (prctl)", nnp))
+		}
 		fmt.Println("ok", strings.Join(keep, "; "))
 	case "membomb":
 		mb, _ := strconv.Atoi(arg(0))
@@ -242,14 +255,20 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		if _, err := io.Copy(c, pattern.New(size)); err != nil {
-			fail(err)
-		}
-		if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
-			fail(err)
-		}
+		// Read while writing: an echo server sends back before the end.
+		werr := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(c, pattern.New(size))
+			if err == nil {
+				err = c.(interface{ CloseWrite() error }).CloseWrite()
+			}
+			werr <- err
+		}()
 		h := sha256.New()
 		got, err := io.Copy(h, c)
+		if err == nil {
+			err = <-werr
+		}
 		if err != nil {
 			fail(err)
 		}
@@ -385,8 +404,17 @@ func serve(network, addr, mode string, size int64) {
 		go func() {
 			defer c.Close()
 			switch mode {
-			case "echo":
-				if _, err := io.Copy(c, c); err == nil {
+			case "echo", "splice":
+				// echo copies through a buffer in the probe; splice lets
+				// io.Copy hand the copy to the kernel (splice(2) from
+				// the socket to itself through a pipe, for TCP).
+				var err error
+				if mode == "splice" {
+					_, err = io.Copy(c, c)
+				} else {
+					_, err = io.CopyBuffer(struct{ io.Writer }{c}, struct{ io.Reader }{c}, make([]byte, 32<<10))
+				}
+				if err == nil {
 					c.(interface{ CloseWrite() error }).CloseWrite()
 					io.Copy(io.Discard, c)
 				}
