@@ -18,6 +18,12 @@
 //   - Missing rows are ErrNotFound (wrapped, with what was missing).
 //   - Event seqs are unique per session: appending a seq that exists is
 //     ErrConflict, so two writers can never both believe they own a seq.
+//   - When several nodes share the store, a session's owner holds its
+//     lease (leases.go), and its writes that two owners would corrupt —
+//     its events, its row, taking its messages — are fenced by the lease's
+//     epoch: a node that lost the lease gets ErrLeaseLost and writes
+//     nothing, whatever the clocks say (leases.go lists the fenced writes
+//     and says why).
 package store
 
 import (
@@ -396,6 +402,7 @@ var (
 	_ Environments = Store(nil)
 	_ Secrets      = Store(nil)
 	_ Memory       = Store(nil)
+	_ Leases       = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -465,6 +472,7 @@ type Store interface {
 	Secrets
 	Memory
 	WebSessions
+	Leases
 
 	Close() error
 }

@@ -1,8 +1,9 @@
 // Package postgres is the store.Store on a PostgreSQL database (harvest
 // serve --store postgres://...): state on a database server instead of a
 // file, the ground for several harvest nodes sharing one database (the
-// schema and the locks here are ready for that; the layers above do not
-// yet hand sessions between nodes). It passes the same conformance suite
+// schema, the locks, the nodes and the sessions' fenced leases here are
+// ready for that; the layers above do not yet hand sessions between
+// nodes). It passes the same conformance suite
 // as store/sqlite (store/storetest) and keeps the same semantics; where
 // the two databases differ, this doc says how.
 //
@@ -26,7 +27,8 @@
 // The tables mirror store/sqlite's (see its doc): sessions (sid identity
 // PK, id UNIQUE), messages (session, seq), events (sid, seq), locks,
 // tokens, deliveries, environments, secrets, memory_entities,
-// memory_observations, memory_relations, memory_seeded, web_sessions.
+// memory_observations, memory_relations, memory_seeded, web_sessions,
+// nodes, session_leases.
 // Differences:
 //
 //   - Times are timestamptz, so they keep microseconds (SQLite's integers
@@ -56,6 +58,7 @@
 //   - UpdateSession reads the session FOR NO KEY UPDATE, so concurrent
 //     updates queue on the row and none is lost; appends of the session's
 //     events (whose foreign key takes FOR KEY SHARE) do not wait for it.
+//
 //   - A message's seq (AddMessage, AppendEventsWith, CreateSession's first
 //     message) is MAX(seq)+1 read after locking the session's row FOR NO
 //     KEY UPDATE (several sessions: in id order, so two transactions never
@@ -63,21 +66,50 @@
 //     messages waits for the lock, and its MAX(seq) — a new statement, so
 //     under READ COMMITTED a new snapshot — sees the row just committed:
 //     message seqs are unique and gapless per session.
+//
 //   - Event seqs are assigned by the caller (the journal, one per session
 //     on a node); the (sid, seq) primary key makes a seq stored twice
 //     ErrConflict, so two writers can never both believe they own a seq —
 //     a second concurrent insert of the same key waits for the first to
 //     commit, then fails. A batch is one INSERT ... SELECT FROM unnest(...)
 //     of arrays: one statement and one round trip whatever its size.
+//
 //   - Every memory write of a scope (repository, owner) first takes the
 //     scope's pg_advisory_xact_lock (two keys: a memory constant and a
 //     hash of the scope), so one scope's writes run one at a time: the
 //     size bound (MemoryWrite.MaxBytes), summed after the write's rows are
 //     in, cannot be passed by two racing writers, and SeedMemory's "never
 //     seeded and empty" holds until it commits.
+//
 //   - AcquireLock is one INSERT ... ON CONFLICT DO UPDATE ... WHERE the
 //     lease is the holder's or over, timed by the server's clock
 //     (clock_timestamp()), so nodes with different clocks agree on expiry.
+//
+//   - AcquireLease is likewise one INSERT ... ON CONFLICT DO UPDATE: it
+//     takes the session's lease row over only if it is the node's,
+//     released or expired, and sets the epoch in the same statement (kept
+//     for the holder's unexpired lease, else one more). ON CONFLICT waits
+//     for a racing acquirer's transaction and then judges what it
+//     committed, so racing nodes get one winner per epoch. Expiry, for
+//     leases and nodes' heartbeats, is judged by statement_timestamp():
+//     one instant per statement on the server's clock, the same for
+//     every node whatever its own clock says.
+//
+//   - A fenced write (AppendEventsFenced, UpdateSessionFenced,
+//     SetMessageStateFenced) reads its sessions' lease rows FOR SHARE in
+//     its transaction before writing, and writes nothing unless each has
+//     its fence's epoch. The share lock is held to the commit: a takeover,
+//     which updates the row, waits for the fenced writes in flight, and a
+//     fenced write after a takeover waits for it and reads the new epoch
+//     (READ COMMITTED re-reads a row it waited for). So once AcquireLease
+//     returned epoch N+1, no write of epoch N commits — the conformance
+//     suite's FenceRace fails within a few runs without FOR SHARE. Fenced
+//     writes of one session share the lock and do not queue on it. A
+//     fenced append locks the lease rows before the sessions' rows (a
+//     DeleteSession, sessions' row then the lease it cascades to, may then
+//     deadlock with it: the append is retried, as any write); a fenced
+//     UpdateSession, which is not retried, locks the session's row first,
+//     in DeleteSession's order.
 //
 // SERIALIZABLE would make the same guarantees by aborting and retrying
 // conflicting transactions; explicit row locks make them by waiting, which

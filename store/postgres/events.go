@@ -32,6 +32,12 @@ func (s *Store) AppendEventsWith(ctx context.Context, evs []event.Event, msgs []
 	if len(evs) == 0 && len(msgs) == 0 {
 		return nil
 	}
+	return s.appendEvents(ctx, nil, evs, msgs)
+}
+
+// appendEvents is AppendEventsWith, first checking fences (none: not
+// fenced) in its transaction.
+func (s *Store) appendEvents(ctx context.Context, fences []store.Fence, evs []event.Event, msgs []*store.Message) error {
 	cs := make([]store.Message, len(msgs))
 	now := s.now()
 	var msgSessions []string
@@ -71,6 +77,9 @@ func (s *Store) AppendEventsWith(ctx context.Context, evs []event.Event, msgs []
 		}
 	}
 	err := s.write(ctx, "append events", func(tx pgx.Tx) error {
+		if err := checkFences(ctx, tx, fences); err != nil {
+			return fmt.Errorf("postgres: append events: %w", err)
+		}
 		if len(msgSessions) > 0 {
 			if err := lockSessions(ctx, tx, msgSessions); err != nil {
 				return fmt.Errorf("postgres: append events: %w", err)

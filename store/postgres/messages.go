@@ -153,11 +153,22 @@ func (s *Store) MessageByKey(ctx context.Context, session, owner, key string) (*
 // SetMessageState moves a message to state and records turn. Moving to
 // delivered sets DeliveredAt to now. A missing message is ErrNotFound.
 func (s *Store) SetMessageState(ctx context.Context, session, id string, state store.MessageState, turn string) error {
+	return s.setMessageState(ctx, session, id, state, turn, nil)
+}
+
+// setMessageState is SetMessageState, first checking f (nil: not fenced)
+// in its transaction.
+func (s *Store) setMessageState(ctx context.Context, session, id string, state store.MessageState, turn string, f *store.Fence) error {
 	var delivered any
 	if state == store.MessageDelivered {
 		delivered = s.now()
 	}
 	return s.write(ctx, "set state of message "+id, func(tx pgx.Tx) error {
+		if f != nil {
+			if err := checkFences(ctx, tx, []store.Fence{*f}); err != nil {
+				return fmt.Errorf("postgres: set state of message %s: %w", id, err)
+			}
+		}
 		tag, err := tx.Exec(ctx, `UPDATE messages SET state = $1, turn = $2, delivered_at = COALESCE($3, delivered_at)
 	WHERE session = $4 AND id = $5`, string(state), turn, delivered, session, id)
 		if err != nil {

@@ -267,6 +267,14 @@ func collect[T any](rows pgx.Rows, scan func(scanner) (*T, error)) ([]*T, error)
 // each other's changes. UpdatedAt is set to now unless fn set it. fn must
 // not change the ID. fn is called once; it must not call the store.
 func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error) {
+	return s.updateSession(ctx, id, nil, fn)
+}
+
+// updateSession is UpdateSession under f (nil: not fenced). The session's
+// row is locked before its lease (FOR SHARE, checkFences), in the order
+// DeleteSession takes them (the row, then the lease it cascades to), so
+// the two never wait for each other in a cycle.
+func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn func(*store.Session) error) (*store.Session, error) {
 	var out *store.Session
 	err := s.attempt(ctx, "update session "+id, func(tx pgx.Tx) error {
 		sess, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, id))
@@ -275,6 +283,11 @@ func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Ses
 		}
 		if err != nil {
 			return fmt.Errorf("postgres: update session %s: %w", id, err)
+		}
+		if f != nil {
+			if err := checkFences(ctx, tx, []store.Fence{*f}); err != nil {
+				return fmt.Errorf("postgres: update session %s: %w", id, err)
+			}
 		}
 		before := sess.UpdatedAt
 		if err := fn(sess); err != nil {

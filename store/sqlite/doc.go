@@ -25,6 +25,9 @@
 //	secrets   (scope, name) PK     ciphertext (package secrets seals it; no value
 //	                               in clear), key_id, session, set_by; DeleteToken
 //	                               deletes the token's user:ID secrets with it
+//	nodes     (id PK)              addr, capacity, heartbeat, expires
+//	session_leases (session PK)    node ('' once released), epoch, expires;
+//	                               ON DELETE CASCADE with its session
 //
 // events is the big, hot table: it is WITHOUT ROWID, clustered on (sid,
 // seq), where sid is the session's integer rowid, so an append touches one
@@ -54,9 +57,21 @@
 //	        the writer nor each other, and see every transaction committed
 //	        before their query began.
 //
-// Read-modify-write operations (UpdateSession, AddMessage's seq, AcquireLock)
-// run entirely inside the writer's transaction, so they are atomic without
-// retries. Another process on the same file (harvest token create while
+// Read-modify-write operations (UpdateSession, AddMessage's seq,
+// AcquireLock, AcquireLease) run entirely inside the writer's transaction,
+// so they are atomic without retries.
+//
+// # Leases and fencing
+//
+// A session lease (store/leases.go) is one row of session_leases; its
+// epoch only grows (a released lease keeps its row). A fenced write
+// (AppendEventsFenced, UpdateSessionFenced, SetMessageStateFenced) reads
+// the lease first in its own writer transaction and writes nothing unless
+// the epoch is its fence's; as there is one writer, no takeover can come
+// between the check and the commit. Expiry is timed by the Store's clock
+// (the process's time, as for the locks): a SQLite file is written by one
+// machine's processes, which share that clock. Fencing does not look at
+// the time at all. Another process on the same file (harvest token create while
 // harvest serve runs) is serialised by SQLite's own lock; busy_timeout
 // (10 s) makes it wait instead of failing.
 //

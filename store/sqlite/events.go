@@ -28,6 +28,12 @@ func (s *Store) AppendEventsWith(ctx context.Context, evs []event.Event, msgs []
 	if len(evs) == 0 && len(msgs) == 0 {
 		return nil
 	}
+	return s.appendEvents(ctx, nil, evs, msgs)
+}
+
+// appendEvents is AppendEventsWith, first checking fences (none: not
+// fenced) in its transaction.
+func (s *Store) appendEvents(ctx context.Context, fences []store.Fence, evs []event.Event, msgs []*store.Message) error {
 	cs := make([]store.Message, len(msgs))
 	now := s.now().UTC()
 	for i, m := range msgs {
@@ -53,6 +59,9 @@ func (s *Store) AppendEventsWith(ctx context.Context, evs []event.Event, msgs []
 	}
 	sids := make(map[string]int64, len(sessions))
 	err := s.write(ctx, "sqlite: append events", func(tx *sql.Tx) error {
+		if err := checkFences(ctx, tx, fences); err != nil {
+			return fmt.Errorf("sqlite: append events: %w", err)
+		}
 		for i := range cs {
 			if err := addMessage(ctx, tx, &cs[i]); err != nil {
 				return fmt.Errorf("sqlite: append events: %w", err)

@@ -135,11 +135,22 @@ func (s *Store) MessageByKey(ctx context.Context, session, owner, key string) (*
 // SetMessageState moves a message to state and records turn. Moving to
 // delivered sets DeliveredAt to now. A missing message is ErrNotFound.
 func (s *Store) SetMessageState(ctx context.Context, session, id string, state store.MessageState, turn string) error {
+	return s.setMessageState(ctx, session, id, state, turn, nil)
+}
+
+// setMessageState is SetMessageState, first checking f (nil: not fenced)
+// in its transaction.
+func (s *Store) setMessageState(ctx context.Context, session, id string, state store.MessageState, turn string, f *store.Fence) error {
 	var delivered int64
 	if state == store.MessageDelivered {
 		delivered = ts(s.now())
 	}
 	return s.write(ctx, "sqlite: set state of message "+id, func(tx *sql.Tx) error {
+		if f != nil {
+			if err := checkFence(ctx, tx, *f, ""); err != nil {
+				return fmt.Errorf("sqlite: set state of message %s: %w", id, err)
+			}
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE messages SET state = ?, turn = ?,
 	delivered_at = CASE WHEN ? <> 0 THEN ? ELSE delivered_at END
 	WHERE session = ? AND id = ?`, string(state), turn, delivered, delivered, session, id)

@@ -212,6 +212,24 @@ CREATE INDEX web_sessions_token ON web_sessions (token_id);
 	{"mcp-servers", `
 ALTER TABLE sessions ADD COLUMN mcp_servers TEXT NOT NULL DEFAULT ''; -- JSON []store.MCPServer, '' for none
 `},
+	// Nodes and session leases (store/leases.go): the lease keeps its
+	// epoch when released (node ''), so epochs never go back.
+	{"leases", `
+CREATE TABLE nodes (
+	id        TEXT PRIMARY KEY,
+	addr      TEXT NOT NULL DEFAULT '',
+	capacity  INTEGER NOT NULL DEFAULT 0,   -- max sessions, 0 for no bound
+	heartbeat INTEGER NOT NULL,             -- the last one
+	expires   INTEGER NOT NULL              -- live until then
+) STRICT, WITHOUT ROWID;
+CREATE TABLE session_leases (
+	session TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+	node    TEXT NOT NULL,                  -- the holder, '' once released
+	epoch   INTEGER NOT NULL,               -- 1, 2, ...: one more at every change of hands
+	expires INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX session_leases_node ON session_leases (node) WHERE node <> '';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

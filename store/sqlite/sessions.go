@@ -232,8 +232,19 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 // changes. UpdatedAt is set to now unless fn set it. fn must not change the
 // ID. fn may be called once only; it must not call the store.
 func (s *Store) UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error) {
+	return s.updateSession(ctx, id, nil, fn)
+}
+
+// updateSession is UpdateSession, first checking f (nil: not fenced) in
+// its transaction.
+func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn func(*store.Session) error) (*store.Session, error) {
 	var out *store.Session
 	err := s.write(ctx, "sqlite: update session "+id, func(tx *sql.Tx) error {
+		if f != nil {
+			if err := checkFence(ctx, tx, *f, ""); err != nil {
+				return fmt.Errorf("sqlite: update session %s: %w", id, err)
+			}
+		}
 		sess, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("session %s: %w", id, store.ErrNotFound)

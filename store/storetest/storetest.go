@@ -12,7 +12,9 @@
 //	}
 //
 // Each subtest gets a fresh, empty store from open. The suite uses no
-// sleeps: lock expiry is checked with leases whose TTL is already over.
+// sleeps: lock, lease and node expiry is checked with TTLs that are
+// already over when given (the store's clock, a database server's for
+// PostgreSQL, cannot be moved by a test, and need not be).
 // Times the suite writes have microsecond precision, which every database
 // keeps; times a store sets itself are compared to the clock with a
 // tolerance.
@@ -48,5 +50,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("MemorySeed", func(t *testing.T) { testMemorySeed(t, open) })
 	t.Run("MemoryBoundConcurrent", func(t *testing.T) { testMemoryBoundConcurrent(t, open) })
 	t.Run("WebSessions", func(t *testing.T) { testWebSessions(t, open) })
+	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
+	t.Run("LeaseTakeover", func(t *testing.T) { testLeaseTakeover(t, open) })
+	t.Run("LeaseRace", func(t *testing.T) { testLeaseRace(t, open) })
+	t.Run("FenceRace", func(t *testing.T) { testFenceRace(t, open) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open) })
 }

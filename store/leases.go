@@ -1,0 +1,258 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+)
+
+// Several harvest nodes may share one store (PostgreSQL). Each live
+// session is then owned by one node at a time, through a lease in the
+// store; this file is the store's part of that: nodes, session leases,
+// and the fenced writes an owner makes.
+//
+// # Nodes
+//
+// A node announces itself with HeartbeatNode (its id, the address others
+// reach it at, how many sessions it takes) and calls it again every few
+// seconds; ListNodes lists the nodes whose last heartbeat's TTL has not
+// run out. A node's id should be new at every start (host name and a
+// random suffix): a restarted process is a new owner, not the old one
+// coming back.
+//
+// # Leases and epochs
+//
+// AcquireLease gives a session to a node until now+ttl, with an epoch: a
+// number that grows by one every time the session changes hands, and
+// never goes back (a released lease keeps its epoch, so the next owner's
+// is higher). The epoch stays the same only while the same node holds the
+// lease without a break: renewing it (RenewLease, or AcquireLease by its
+// holder before it expired). So an epoch names one uninterrupted
+// ownership.
+//
+//	no lease ──Acquire──► held (node A, epoch 1) ──Renew──► held (A, 1)
+//	                        │ ttl runs out            ▲
+//	                        ▼                         │ Renew by A (nobody took it)
+//	                      expired (A, 1) ─────────────┘
+//	                        │ Acquire by B (or by A: a new ownership)
+//	                        ▼
+//	                      held (B, 2)      A's RenewLease and fenced writes: ErrLeaseLost
+//	                        │ Release by B
+//	                        ▼
+//	                      released (epoch 2 kept) ──Acquire──► held (C, 3)
+//
+// # Fencing
+//
+// A node that lost its lease (it paused for longer than the TTL, its
+// network went away, another node took the session over) may not know it
+// yet, and may still be writing. Its writes are refused by the store: the
+// owner's writes are made with a Fence (the session and the epoch the
+// writer holds), and each fenced write checks, in its own transaction,
+// before it writes anything, that the session's lease still has that epoch
+// and has not been released; otherwise it writes nothing and fails with
+// ErrLeaseLost (a *LeaseLostError saying who holds the session now). The
+// writes that are fenced are those only the owner of a session makes and
+// that two owners would corrupt:
+//
+//   - AppendEventsFenced: the session's events (and messages stored with
+//     them). The owner's journal numbers the events in memory; two owners
+//     would both number from the same last seq, and their events would
+//     interleave or collide.
+//   - UpdateSessionFenced: the session's row — its state, its box's handle,
+//     the agent's saved conversation, usage. A stale owner writing its box's
+//     handle over the new owner's would orphan a box and lose a
+//     conversation.
+//   - SetMessageStateFenced: taking a queued message for a turn (delivered)
+//     or dropping it. Two owners would both deliver it: one message, two
+//     turns.
+//
+// Not fenced: CreateSession (no owner yet), AddMessage and the unfenced
+// AppendEventsWith (a message sent to the session is stored by whichever
+// node received it), DeleteSession (an admin's decision, which also removes
+// the lease), and the lease calls themselves. Fencing guards the store
+// only: what a stale owner does outside it (a box, a git push) is for the
+// session layer to stop, by giving up work once its lease may have run out
+// (below).
+//
+// # Clocks
+//
+// Fencing is by epoch alone, never by time: an expired lease that nobody
+// took over still accepts its holder's fenced writes and renewals, because
+// no one else has written under a newer epoch. Safety (one writer per
+// session) therefore holds whatever the nodes' clocks say. Only liveness
+// depends on time: when a lease counts as expired, so that another node
+// may take it. That time is the store's: PostgreSQL's clock
+// (statement_timestamp()), which every node sharing the database reads, so
+// nodes with skewed clocks still agree on expiry; SQLite's is the process's
+// clock (a SQLite store has one process writing it). A holder should treat
+// its lease as gone at its own clock's sendTime+ttl minus a margin, measured
+// from when it sent the acquire or renewal (the store's expiry is at or
+// after that), and stop acting outside the store by then.
+//
+// A ttl <= 0 gives a lease (or heartbeat) that is over at once: anyone may
+// take it. The conformance suite (storetest) uses that to test expiry
+// without sleeping or moving a database server's clock.
+
+// ErrLeaseLost: the caller's lease on a session is not current any more
+// (another node took the session over, the lease was released, or it never
+// existed): the fenced write or renewal wrote nothing. The caller stops
+// acting as the session's owner. A *LeaseLostError says who owns it now.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Lease is a node's ownership of a session.
+type Lease struct {
+	Session string `json:"session"`
+	// Node holds it; "" once released.
+	Node string `json:"node"`
+	// Epoch numbers the session's ownerships: 1 for the first, one more at
+	// every change of hands (see the package's lease doc). 0: never leased.
+	Epoch int64 `json:"epoch"`
+	// Expires is when another node may take it over (the store's clock).
+	Expires time.Time `json:"expires"`
+}
+
+// Fence returns the fence of writes made under l.
+func (l Lease) Fence() Fence { return Fence{Session: l.Session, Epoch: l.Epoch} }
+
+// Fence is what an owner's write carries: the session and the epoch of the
+// lease it holds. The write is refused with ErrLeaseLost unless the
+// session's lease still has that epoch and is not released.
+type Fence struct {
+	Session string
+	Epoch   int64
+}
+
+// LeaseHeldError: AcquireLease refused, another node holds Lease and it
+// has not expired. It unwraps to ErrLocked.
+type LeaseHeldError struct{ Lease Lease }
+
+func (e *LeaseHeldError) Error() string {
+	return "session " + e.Lease.Session + " is leased to node " + e.Lease.Node +
+		" (epoch " + strconv.FormatInt(e.Lease.Epoch, 10) + ") until " + e.Lease.Expires.UTC().Format(time.RFC3339Nano)
+}
+func (e *LeaseHeldError) Unwrap() error { return ErrLocked }
+
+// LeaseLostError: a write or renewal under Epoch of Session was refused;
+// Current is the session's lease now (zero Node: released or never
+// leased). It unwraps to ErrLeaseLost.
+type LeaseLostError struct {
+	Session string
+	Epoch   int64
+	Current Lease
+}
+
+func (e *LeaseLostError) Error() string {
+	msg := fmt.Sprintf("lease of session %s at epoch %d lost: ", e.Session, e.Epoch)
+	switch {
+	case e.Current.Epoch == 0:
+		msg += "the session has no lease"
+	case e.Current.Node == "":
+		msg += fmt.Sprintf("the lease was released at epoch %d", e.Current.Epoch)
+	default:
+		msg += fmt.Sprintf("node %s holds it at epoch %d", e.Current.Node, e.Current.Epoch)
+	}
+	return msg
+}
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// Node is a harvest server sharing the store.
+type Node struct {
+	ID string `json:"id"`
+	// Addr is where the other nodes reach it (host:port).
+	Addr string `json:"addr"`
+	// Capacity is how many sessions it takes at most (0: no bound).
+	Capacity int `json:"capacity"`
+	// Heartbeat is its last heartbeat and Expires when that one runs out
+	// (the store's clock; set by the store).
+	Heartbeat time.Time `json:"heartbeat"`
+	Expires   time.Time `json:"expires"`
+	// Leases counts the unexpired session leases it holds (ListNodes).
+	Leases int `json:"leases"`
+}
+
+// LeaseFilter selects sessions for ExpiredLeases; zero fields match all.
+type LeaseFilter struct {
+	// States keeps the sessions in these states.
+	States []State
+	// Limit bounds the result (0: no bound).
+	Limit int
+}
+
+// Leases is the part of a Store the owners of sessions use (see the doc at
+// the top of this file). All times in it are the store's.
+type Leases interface {
+	// HeartbeatNode registers n (ID not empty) or refreshes it: its Addr
+	// and Capacity are replaced, its heartbeat is now and it is live until
+	// now+ttl. It returns the node as stored.
+	HeartbeatNode(ctx context.Context, n Node, ttl time.Duration) (Node, error)
+	// ListNodes lists the live nodes (heartbeat not expired), by id, each
+	// with the number of unexpired leases it holds.
+	ListNodes(ctx context.Context) ([]Node, error)
+	// RemoveNode forgets a node (leaving for good); its leases stay until
+	// they expire or are released. A node that is not there is no error.
+	RemoveNode(ctx context.Context, id string) error
+
+	// AcquireLease gives session to node until now+ttl. It succeeds when
+	// the session has no lease, a released or an expired one (the epoch
+	// goes up by one: a new ownership), or an unexpired one of node's (a
+	// renewal: the epoch stays). Otherwise it fails with a *LeaseHeldError
+	// (ErrLocked) naming the holder. A missing session is ErrNotFound.
+	AcquireLease(ctx context.Context, session, node string, ttl time.Duration) (Lease, error)
+	// RenewLease extends l until now+ttl, keeping its epoch, if the
+	// session's lease is still l's (same node and epoch, not released),
+	// expired or not; otherwise it fails with ErrLeaseLost.
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// ReleaseLease gives the session up if its lease is still l's: it may
+	// be taken at once, with the next epoch. A lease no longer l's is left
+	// alone (no error).
+	ReleaseLease(ctx context.Context, l Lease) error
+	// GetLease is the session's lease as stored, expired or released ones
+	// included; ErrNotFound when the session has never been leased.
+	GetLease(ctx context.Context, session string) (Lease, error)
+	// ExpiredLeases lists the sessions that no node owns — never leased
+	// (Epoch 0), released (Node "") or expired — with their lease, by
+	// session id: what a takeover scan may AcquireLease.
+	ExpiredLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
+
+	// AppendEventsFenced is AppendEventsWith under fences: every session
+	// of evs and msgs must have one. If a fence is not current, nothing is
+	// written and the error is a *LeaseLostError (ErrLeaseLost).
+	AppendEventsFenced(ctx context.Context, fences []Fence, evs []event.Event, msgs []*Message) error
+	// UpdateSessionFenced is UpdateSession under f (f.Session is the
+	// session): fn is not called when f is not current.
+	UpdateSessionFenced(ctx context.Context, f Fence, fn func(*Session) error) (*Session, error)
+	// SetMessageStateFenced is SetMessageState under f.
+	SetMessageStateFenced(ctx context.Context, f Fence, id string, state MessageState, turn string) error
+}
+
+// CheckFences validates the fences of a batch (AppendEventsFenced):
+// every session of evs and msgs has a fence, no session has two, every
+// epoch is > 0. Implementations call it before their transaction; its
+// errors are the caller's mistakes, not ErrLeaseLost.
+func CheckFences(fences []Fence, evs []event.Event, msgs []*Message) error {
+	by := make(map[string]int64, len(fences))
+	for _, f := range fences {
+		if f.Session == "" || f.Epoch <= 0 {
+			return fmt.Errorf("fence %+v: want a session and an epoch > 0", f)
+		}
+		if _, ok := by[f.Session]; ok {
+			return fmt.Errorf("session %s has two fences", f.Session)
+		}
+		by[f.Session] = f.Epoch
+	}
+	for _, m := range msgs {
+		if _, ok := by[m.Session]; !ok {
+			return fmt.Errorf("a message of session %s is written without a fence", m.Session)
+		}
+	}
+	for _, ev := range evs {
+		if _, ok := by[ev.Session]; !ok {
+			return fmt.Errorf("an event of session %s is written without a fence", ev.Session)
+		}
+	}
+	return nil
+}
