@@ -34,6 +34,7 @@ type Sessions interface {
 	Delete(ctx context.Context, owner, id string) error
 	Subscribe(ctx context.Context, owner, id string, after int64) (*journal.Subscription, error)
 	Changes(ctx context.Context, owner, id string, lim workspace.DiffLimits) ([]session.RepoChanges, error)
+	OpenShell(ctx context.Context, owner, id string, sio session.ShellIO) (*session.Shell, error)
 	Unlock(ctx context.Context, id string) error
 	Draining() bool
 	Prepare(ctx context.Context, req session.PrepareRequest) (*store.Environment, error)
