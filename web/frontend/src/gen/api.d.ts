@@ -205,6 +205,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The session's changes since it started, per repository: committed or not, and untracked files
+         * @description Read with git in the session's box (never on the server's own copy). Per file: status, additions, deletions and the unified patch; a file's patch is cut at 256 KiB, the patches at 4 MiB in all and the files at 2000 per repository, and what was left out is marked truncated. A session without a running box (suspended when idle, still starting, or ended) answers 409 saying what to do: a suspended session's next message starts its box again. The session's owner or an admin only.
+         */
+        get: operations["getChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/shell": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A WebSocket to an interactive shell on a terminal in the session's box
+         * @description Upgrade to a WebSocket (no query parameters). Binary messages carry the terminal's bytes both ways; a text message from the client is a control message, `{"type":"resize","rows":R,"cols":C}` (see ShellControl). The shell is bash (sh without it) in the first repository's workspace, on a 24x80 terminal until resized; when it exits the server closes the socket with status 1000 and a reason saying how it ended. Opening and closing are recorded as shell.opened and shell.closed events (who, when, how it ended), never what is typed. The session's owner or an admin only. Signed in by cookie (a browser cannot send headers on an upgrade), the request must carry this server's Origin, else 403. A session without a running box answers 409 before the upgrade.
+         */
+        get: operations["openShell"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/unlock": {
         parameters: {
             query?: never;
@@ -383,6 +429,70 @@ export interface paths {
          */
         post: operations["githubWebhook"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A repository's memory: the knowledge graph its agents keep, with the session and turn of every write
+         * @description Agents read and write it through the memory MCP tools; people read, search, correct and delete it here. repo names the repository: owner/name (GitHub) or the source sessions give (a directory on the server, a git URL). An admin token reads any repository's; a user token those of its own sessions (else 403). owner is empty for the memory every session on the repository shares, me for the caller's own. q keeps the entities whose name, type or an observation contains it (ASCII case-insensitive); name (repeatable) keeps those entities. Relations are those between two kept entities. It is data agents wrote: treat it as untrusted.
+         */
+        get: operations["listMemory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A repository's memory as the MCP memory server's file: JSON lines, entities then relations
+         * @description Each line is {"type":"entity","name","entityType","observations"} or {"type":"relation","from","to","relationType"}, the format of @modelcontextprotocol/server-memory's memory file. Same rights as GET /v1/memory.
+         */
+        get: operations["exportMemory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/entity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create an entity, or make it have exactly this type and these observations
+         * @description Observations it keeps keep who wrote them; new ones are recorded as written by session api. The same caps as the agents' writes apply (name and type one line of at most 200 bytes, observations at most 2000 bytes, 100 of them, the repository's memory at most its bound), and the server's memory hook may refuse the write (403, with its reason). Same rights as GET /v1/memory.
+         */
+        put: operations["putMemoryEntity"];
+        post?: never;
+        /**
+         * Delete an entity with its observations and relations
+         * @description Same rights as GET /v1/memory; the server's memory hook may refuse it (403).
+         */
+        delete: operations["deleteMemoryEntity"];
         options?: never;
         head?: never;
         patch?: never;
@@ -600,6 +710,8 @@ export interface components {
             ref?: string;
             /** @description The workspace directory on the server. Admin token only */
             path?: string;
+            /** @description The commit the workspace began at: the base of the session's changes (GET /v1/sessions/{id}/diff) */
+            start?: string;
             /** @description owner/name of a repository from GitHub */
             github?: string;
             /** @description The session's branch (GitHub repositories) */
@@ -731,6 +843,43 @@ export interface components {
              */
             last_seq: number;
         };
+        Changes: {
+            repos: components["schemas"]["RepoChanges"][];
+        };
+        RepoChanges: {
+            repo: string;
+            /** @description The commit compared against */
+            base: string;
+            /** @description base is where the session started; false for a session older than that record, whose base is HEAD (only uncommitted changes show) */
+            base_known: boolean;
+            files: components["schemas"]["FileChange"][];
+            additions: number;
+            deletions: number;
+            /** @description Files or patch text were left out (the size caps) */
+            truncated: boolean;
+            /** @description Why this repository's changes could not be read */
+            error?: string;
+        };
+        FileChange: {
+            path: string;
+            /** @description A rename's or copy's source */
+            old_path?: string;
+            /** @enum {string} */
+            status: "added" | "modified" | "deleted" | "renamed" | "copied" | "typechange" | "untracked";
+            additions: number;
+            deletions: number;
+            binary?: boolean;
+            /** @description The unified diff, its diff --git header included; empty for a binary file or one past the caps */
+            patch: string;
+            truncated?: boolean;
+        };
+        /** @description A text message from the client of GET /v1/sessions/{id}/shell */
+        ShellControl: {
+            /** @enum {string} */
+            type: "resize";
+            rows?: number;
+            cols?: number;
+        };
         LockInfo: {
             held: boolean;
             key: string;
@@ -779,6 +928,46 @@ export interface components {
         };
         SecretList: {
             secrets: components["schemas"]["Secret"][];
+        };
+        /** @description A repository's memory graph (or the part selected): entities by name, relations between two of them. Written by agents: untrusted data */
+        MemoryGraph: {
+            entities: components["schemas"]["MemoryEntity"][];
+            relations: components["schemas"]["MemoryRelation"][];
+        };
+        MemoryEntity: {
+            name: string;
+            entityType: string;
+            /** @description Oldest first */
+            observations: components["schemas"]["MemoryObservation"][];
+            /** @description The session that created it (api: the API; harvest-seed: the first session's seeding) */
+            session?: string;
+            /** @description The turn of that session */
+            turn?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        MemoryObservation: {
+            text: string;
+            /** @description The session that wrote it */
+            session?: string;
+            turn?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        MemoryRelation: {
+            from: string;
+            to: string;
+            relationType: string;
+            session?: string;
+            turn?: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        MemoryEntityRequest: {
+            /** @description What kind of thing it is: one line, at most 200 bytes */
+            entityType: string;
+            /** @description Its facts, exactly (missing ones are deleted): each at most 2000 bytes */
+            observations?: string[];
         };
     };
     responses: {
@@ -836,6 +1025,15 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /** @description The session has no running box: it is suspended (send it a message to start it again), still starting, or ended; the message says which */
+        NoBox: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
         /** @description The session's state does not allow it (it has ended) */
         Conflict: {
             headers: {
@@ -885,6 +1083,12 @@ export interface components {
     parameters: {
         /** @description A session id, as returned on creation */
         SessionID: string;
+        /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+        MemoryRepo: string;
+        /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+        MemoryOwner: string;
+        /** @description The entity's name */
+        MemoryName: string;
     };
     requestBodies: never;
     headers: never;
@@ -1289,6 +1493,61 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getChanges: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The changes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Changes"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["NoBox"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    openShell: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching to the WebSocket */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["CrossSite"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["NoBox"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     unlock: {
         parameters: {
             query?: never;
@@ -1675,6 +1934,155 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    listMemory: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+                /** @description Text to look for */
+                q?: string;
+                /** @description An entity's name (repeatable) */
+                name?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The graph */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryGraph"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    exportMemory: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The graph, one JSON object a line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/jsonl": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putMemoryEntity: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+                /** @description The entity's name */
+                name: components["parameters"]["MemoryName"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryEntityRequest"];
+            };
+        };
+        responses: {
+            /** @description The entity as stored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryEntity"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The repository's memory would be over its bound: delete something first */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteMemoryEntity: {
+        parameters: {
+            query: {
+                /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
+                repo: components["parameters"]["MemoryRepo"];
+                /** @description Empty: the memory every session on the repository shares; me: the caller's own; a token id (admin only) */
+                owner?: components["parameters"]["MemoryOwner"];
+                /** @description The entity's name */
+                name: components["parameters"]["MemoryName"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such entity (or the server keeps no memory) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
 }
