@@ -274,6 +274,13 @@ func (c *Client) EventLog(ctx context.Context, id string, after int64, limit int
 	return &p, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/log", q, nil, &p)
 }
 
+// Changes reads a session's changes since it started, in its box (409
+// when it has none: suspended, starting or ended).
+func (c *Client) Changes(ctx context.Context, id string) (*wire.Changes, error) {
+	var ch wire.Changes
+	return &ch, c.request(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/diff", nil, nil, &ch)
+}
+
 // CreateToken makes an API token (admin); the secret is in the result only.
 func (c *Client) CreateToken(ctx context.Context, name string, admin bool) (*wire.TokenCreated, error) {
 	var t wire.TokenCreated

@@ -26,6 +26,7 @@ func TestRoundTrip(t *testing.T) {
 		GitCommitted{Repo: "r", Branch: "b", SHA: "abc", Message: "m", Author: "A <a@x>"}, GitPushed{Repo: "r", Branch: "b", Remote: "origin", From: "0", To: "1"},
 		GitHubFailed{Repo: "r", What: "pushing", Error: "e"},
 		PROpened{Repo: "r", Number: 4, URL: "u"}, Stuck{Text: "blocked"},
+		ShellOpened{Shell: "sh1", By: "tok-1", ByName: "alice", Repo: "r"}, ShellClosed{Shell: "sh1", By: "tok-1", Code: 0, DurationMS: 9, Reason: "exited"},
 	}
 	if len(samples) != len(registry) {
 		t.Fatalf("%d samples for %d registered types: add the new type here", len(samples), len(registry))

@@ -29,6 +29,8 @@ const (
 	TypePROpened         Type = "pr.opened"
 	TypeStuck            Type = "stuck"
 	TypeGitHubFailed     Type = "github.failed"
+	TypeShellOpened      Type = "shell.opened"
+	TypeShellClosed      Type = "shell.closed"
 )
 
 // Usage counts tokens (a provider-neutral copy of the model layer's usage, so
@@ -215,6 +217,29 @@ type GitPushed struct {
 	Refused string `json:"refused,omitempty"`
 }
 
+// ShellOpened: someone opened an interactive shell in the session's box
+// (GET /v1/sessions/{id}/shell): who (By, the token's id; ByName, its
+// name) and, in the envelope's time, when. What is typed is not recorded:
+// the box is the session's, and a shell can read as much as the agent.
+// Shell pairs it with its ShellClosed.
+type ShellOpened struct {
+	Shell  string `json:"shell"`
+	By     string `json:"by"`
+	ByName string `json:"by_name,omitempty"`
+	Repo   string `json:"repo,omitempty"`
+}
+
+// ShellClosed: that shell ended: its exit (Code, -1 when killed), how
+// long it was open, and why it ended (Reason: "exited", "disconnected",
+// "box gone").
+type ShellClosed struct {
+	Shell      string `json:"shell"`
+	By         string `json:"by"`
+	Code       int    `json:"code"`
+	DurationMS int64  `json:"duration_ms"`
+	Reason     string `json:"reason"`
+}
+
 // PROpened: a pull request was opened.
 type PROpened struct {
 	Repo   string `json:"repo"`
@@ -266,6 +291,8 @@ func (GitPushed) EventType() Type        { return TypeGitPushed }
 func (PROpened) EventType() Type         { return TypePROpened }
 func (Stuck) EventType() Type            { return TypeStuck }
 func (GitHubFailed) EventType() Type     { return TypeGitHubFailed }
+func (ShellOpened) EventType() Type      { return TypeShellOpened }
+func (ShellClosed) EventType() Type      { return TypeShellClosed }
 
 func init() {
 	for _, p := range []Payload{
@@ -275,6 +302,7 @@ func init() {
 		StepFinished{}, TurnFinished{}, TurnCancelled{}, TurnFailed{},
 		TerminalOutput{}, Compaction{}, LoopDetected{}, TodoUpdated{},
 		GitCommitted{}, GitPushed{}, PROpened{}, Stuck{}, GitHubFailed{},
+		ShellOpened{}, ShellClosed{},
 	} {
 		register(p)
 	}

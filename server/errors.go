@@ -67,7 +67,7 @@ func fromManager(err error) *apiError {
 		return e
 	case errors.Is(err, session.ErrNotFound):
 		return errorf(http.StatusNotFound, CodeNotFound, err.Error())
-	case errors.As(err, &le), errors.Is(err, session.ErrConflict), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrLocked):
+	case errors.As(err, &le), errors.Is(err, session.ErrConflict), errors.Is(err, session.ErrNoBox), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrLocked):
 		return errorf(http.StatusConflict, CodeConflict, err.Error())
 	case errors.Is(err, session.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, err.Error())

@@ -36,6 +36,9 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/sessions/{id}/events", user, s.streamEvents},
 		{http.MethodGet, "/v1/sessions/{id}/log", user, s.eventLog},
 		{http.MethodGet, "/v1/sessions/{id}/lock", user, s.getLock},
+		// Read in, and opened into, the session's box: box.go, shell.go.
+		{http.MethodGet, "/v1/sessions/{id}/diff", user, s.changes},
+		{http.MethodGet, "/v1/sessions/{id}/shell", user, s.shell},
 		{http.MethodPost, "/v1/sessions/{id}/unlock", admin, s.unlock},
 
 		{http.MethodPost, "/v1/tokens", admin, s.createToken},

@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // Sessions is what the server asks of the session layer (session.Manager
@@ -32,6 +33,8 @@ type Sessions interface {
 	Cancel(ctx context.Context, owner, id string) error
 	Delete(ctx context.Context, owner, id string) error
 	Subscribe(ctx context.Context, owner, id string, after int64) (*journal.Subscription, error)
+	Changes(ctx context.Context, owner, id string, lim workspace.DiffLimits) ([]session.RepoChanges, error)
+	OpenShell(ctx context.Context, owner, id string, sio session.ShellIO) (*session.Shell, error)
 	Unlock(ctx context.Context, id string) error
 	Draining() bool
 	Prepare(ctx context.Context, req session.PrepareRequest) (*store.Environment, error)

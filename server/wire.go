@@ -88,7 +88,7 @@ func (c caller) session(s *store.Session) *wire.Session {
 	}
 	admin := c.token.Admin
 	for i, r := range s.Repos {
-		w.Repos[i] = wire.Repo{Name: r.Name, Source: r.Source, Ref: r.Ref, GitHub: r.GitHub, Branch: r.Branch, Base: r.Base,
+		w.Repos[i] = wire.Repo{Name: r.Name, Source: r.Source, Ref: r.Ref, Start: r.Start, GitHub: r.GitHub, Branch: r.Branch, Base: r.Base,
 			Head: r.Head, Pushed: r.Pushed, PRNumber: r.PRNumber, PRURL: r.PRURL}
 		if admin {
 			w.Repos[i].Origin, w.Repos[i].Path = r.Origin, r.Path

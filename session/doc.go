@@ -90,7 +90,8 @@
 // in one store transaction, like every update). The agent's turn runs on a goroutine of its own that the
 // runner starts and waits for; while it runs the runner watches for the
 // watchdog, the lock's renewal, cancels and shutdown. Manager methods never
-// touch a box: they store, then wake the runner (a buffered channel of one:
+// change a box (two borrow it to read and to open a shell: box.go,
+// shell.go): they store, then wake the runner (a buffered channel of one:
 // wakes coalesce, the runner re-reads the store). A runner exits (idle
 // suspension, stop, failure) under Manager.mu only when no wake is pending,
 // and Send starts a runner under the same mutex when none exists, so a

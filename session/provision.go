@@ -48,7 +48,8 @@ func (r *runner) provision() error {
 		r.discard(sb, ag)
 		return err
 	}
-	r.box, r.ag = sb, ag
+	r.setBox(sb)
+	r.ag = ag
 	return nil
 }
 
@@ -103,6 +104,10 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		r.discard(sb, nil)
 		return nil, nil, err
 	}
+	if err := r.recordStarts(ctx, sb, fresh); err != nil {
+		r.discard(sb, nil)
+		return nil, nil, err
+	}
 	if unpack {
 		if err := r.fromEnvironment(ctx, sb, s.Repos[0]); err != nil {
 			r.discard(sb, nil)
@@ -127,7 +132,8 @@ func (r *runner) attach() error {
 	if len(r.s.Sandbox) > 0 {
 		sb, ag, err := r.reattach()
 		if err == nil {
-			r.box, r.ag = sb, ag
+			r.setBox(sb)
+			r.ag = ag
 			r.log.Info("reattached the box", "box", sb.ID())
 			return nil
 		}

@@ -33,10 +33,11 @@ type runner struct {
 	done   chan struct{} // closed when run has returned
 
 	mu     sync.Mutex
-	paused bool     // Cancel paused the queue; a new message resumes it
-	turn   *turnCtl // the running turn, if any
-	boxID  string   // the box being started or held (Recover's orphan check)
-	lkey   string   // the lock its turns take (lockKeyOf), once the session is read
+	paused bool             // Cancel paused the queue; a new message resumes it
+	turn   *turnCtl         // the running turn, if any
+	boxID  string           // the box being started or held (Recover's orphan check)
+	lkey   string           // the lock its turns take (lockKeyOf), once the session is read
+	lent   *sandbox.Sandbox // the box Manager.Box lends out: r.box, set with it (setBox)
 
 	// Owned by the run goroutine.
 	s         *store.Session
@@ -403,7 +404,7 @@ func (r *runner) suspend() error {
 			// the box as an orphan (its id names this session).
 			r.log.Warn("destroying the box to suspend", "box", r.box.ID(), "err", err)
 		}
-		r.box = nil
+		r.setBox(nil)
 		r.setBoxID("")
 	}
 	return r.setState(r.ctx, store.StateSuspended, fmt.Sprintf("idle for %s: the box was stopped; the workspace and the conversation are kept, and the next message resumes them", r.s.Limits.IdleTimeout), func(s *store.Session) {
@@ -475,7 +476,7 @@ func (r *runner) dropBox() {
 		if err := r.box.Destroy(ctx); err != nil {
 			r.log.Warn("destroying the box", "box", r.box.ID(), "err", err)
 		}
-		r.box = nil
+		r.setBox(nil)
 	} else if len(r.s.Sandbox) > 0 {
 		if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
 			r.log.Warn("destroying the box", "err", err)
@@ -525,7 +526,7 @@ func (r *runner) release() {
 	} else {
 		r.box.Close()
 	}
-	r.box = nil
+	r.setBox(nil)
 }
 
 func decodeHandle(raw []byte) (sandbox.Handle, error) {

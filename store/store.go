@@ -85,6 +85,11 @@ type Repo struct {
 	Ref string `json:"ref,omitempty"`
 	// Path is the workspace directory on the host (only the admin sees it).
 	Path string `json:"path,omitempty"`
+	// Start is the commit the workspace was at when the session began
+	// (read in its first box, after the checkout): the base of the
+	// session's changes (GET /v1/sessions/{id}/diff). Empty in rows older
+	// than it, and for a repository that had no commit.
+	Start string `json:"start,omitempty"`
 
 	// GitHub is "owner/name" for a repository from GitHub: its workspace
 	// is a clone of Harvest's mirror, and its git goes through Harvest's

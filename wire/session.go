@@ -81,6 +81,9 @@ type Repo struct {
 	Ref    string `json:"ref,omitempty"`
 	// Path is the workspace directory on the server (admin token only).
 	Path string `json:"path,omitempty"`
+	// Start is the commit the workspace began at: the base of the
+	// session's changes.
+	Start string `json:"start,omitempty"`
 	// GitHub is "owner/name" for a repository from GitHub; Branch the
 	// session's branch on it, Base the branch its pull request targets,
 	// Head the last commit seen on Branch, Pushed the last one pushed,

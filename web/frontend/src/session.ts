@@ -1,9 +1,12 @@
 // A session's page: state banner, tokens and cost, the timeline as it
 // streams, and the composer (send queued or interrupting, cancel the
 // turn). Terminal-agent sessions also get an xterm.js replay of the PTY.
+// Two more tabs: the Changes (changes.ts) and a live Shell (shell.ts).
 
 import { Terminal } from "@xterm/xterm";
 import { api, ApiError, must, type View } from "./api";
+import { changesTab } from "./changes";
+import { shellTab } from "./shell";
 import { clear, h } from "./dom";
 import { duration, live, money, tokens } from "./format";
 import { renderMarkdown } from "./markdown";
@@ -61,7 +64,7 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
   const list = h("div", { class: "timeline", "aria-live": "off" });
   const msg = h("p", { class: "error", role: "alert" });
   const text = h("textarea", { rows: 3, placeholder: "Message the agent (Ctrl+Enter sends after the current turn; Alt+Enter interrupts it)", "aria-label": "Message" });
-  const term = h("div", { class: "terminal" });
+  const term = h("div", { class: "replay" });
   let xterm: Terminal | null = null;
   let termDone = 0;
   let view: View | null = null;
@@ -103,7 +106,21 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
       h("button", { type: "button", class: "interrupt", onclick: () => void send("interrupt") }, "Interrupt"),
       h("button", { type: "button", class: "cancel", onclick: () => void cancel() }, "Cancel turn")),
     msg);
-  ctx.frame(h("div", { class: "session-head" }, title, conn), banner, meter, term, list, composer);
+  const changes = changesTab(id, ctx);
+  const shell = shellTab(id);
+  const timelineTab = h("section", { class: "timeline-tab" }, term, list, composer);
+  const panes = { timeline: timelineTab, changes: changes.node, shell: shell.node };
+  type Tab = keyof typeof panes;
+  const tabButtons = (Object.keys(panes) as Tab[]).map((t) =>
+    h("button", { type: "button", role: "tab", class: `tab tab-${t}`, "data-tab": t, onclick: () => show(t) }, t[0]!.toUpperCase() + t.slice(1)));
+  function show(t: Tab) {
+    for (const b of tabButtons) b.setAttribute("aria-selected", String(b.dataset.tab === t));
+    for (const [k, n] of Object.entries(panes)) n.hidden = k !== t;
+    if (t === "changes") void changes.load();
+    if (t === "shell") shell.open();
+  }
+  show("timeline");
+  ctx.frame(h("div", { class: "session-head" }, title, conn), banner, meter, h("div", { class: "tabs", role: "tablist" }, ...tabButtons), timelineTab, changes.node, shell.node);
 
   function header() {
     const state = tl.state || view?.state || "";
@@ -175,6 +192,7 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
       stream.close();
       cancelAnimationFrame(pending);
       xterm?.dispose();
+      shell.stop();
     },
   };
 }

@@ -93,4 +93,5 @@ export const EVENT_TYPES = [
   "assistant.thinking.delta", "assistant.thinking", "tool.started", "tool.input.delta", "tool.output", "tool.finished",
   "step.finished", "turn.finished", "turn.cancelled", "turn.failed", "terminal.output", "compaction", "loop.detected",
   "todo.updated", "git.committed", "git.pushed", "pr.opened", "stuck", "github.failed",
+  "shell.opened", "shell.closed",
 ];

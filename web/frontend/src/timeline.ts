@@ -211,6 +211,12 @@ export class Timeline {
       case "compaction":
         this.push({ kind: "note", seq: ev.seq, text: `context compacted: ${num(d.before_tokens)} → ${num(d.after_tokens)} tokens` });
         return;
+      case "shell.opened":
+        this.push({ kind: "note", seq: ev.seq, text: `${str(d.by_name) || str(d.by)} opened a shell in the box` });
+        return;
+      case "shell.closed":
+        this.push({ kind: "note", seq: ev.seq, text: `the shell closed (${str(d.reason)}, code ${num(d.code)}) after ${Math.round(num(d.duration_ms) / 1000)}s` });
+        return;
       case "terminal.output":
         this.terminal.push(base64Bytes(str(d.data)));
         return;

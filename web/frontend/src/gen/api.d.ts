@@ -205,6 +205,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The session's changes since it started, per repository: committed or not, and untracked files
+         * @description Read with git in the session's box (never on the server's own copy). Per file: status, additions, deletions and the unified patch; a file's patch is cut at 256 KiB, the patches at 4 MiB in all and the files at 2000 per repository, and what was left out is marked truncated. A session without a running box (suspended when idle, still starting, or ended) answers 409 saying what to do: a suspended session's next message starts its box again. The session's owner or an admin only.
+         */
+        get: operations["getChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/shell": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A WebSocket to an interactive shell on a terminal in the session's box
+         * @description Upgrade to a WebSocket (no query parameters). Binary messages carry the terminal's bytes both ways; a text message from the client is a control message, `{"type":"resize","rows":R,"cols":C}` (see ShellControl). The shell is bash (sh without it) in the first repository's workspace, on a 24x80 terminal until resized; when it exits the server closes the socket with status 1000 and a reason saying how it ended. Opening and closing are recorded as shell.opened and shell.closed events (who, when, how it ended), never what is typed. The session's owner or an admin only. Signed in by cookie (a browser cannot send headers on an upgrade), the request must carry this server's Origin, else 403. A session without a running box answers 409 before the upgrade.
+         */
+        get: operations["openShell"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/unlock": {
         parameters: {
             query?: never;
@@ -685,6 +731,8 @@ export interface components {
             ref?: string;
             /** @description The workspace directory on the server. Admin token only */
             path?: string;
+            /** @description The commit the workspace began at: the base of the session's changes (GET /v1/sessions/{id}/diff) */
+            start?: string;
             /** @description owner/name of a repository from GitHub */
             github?: string;
             /** @description The session's branch (GitHub repositories) */
@@ -816,6 +864,43 @@ export interface components {
              * @description The newest stored seq; ask again with after=<last seq here> while it is larger
              */
             last_seq: number;
+        };
+        Changes: {
+            repos: components["schemas"]["RepoChanges"][];
+        };
+        RepoChanges: {
+            repo: string;
+            /** @description The commit compared against */
+            base: string;
+            /** @description base is where the session started; false for a session older than that record, whose base is HEAD (only uncommitted changes show) */
+            base_known: boolean;
+            files: components["schemas"]["FileChange"][];
+            additions: number;
+            deletions: number;
+            /** @description Files or patch text were left out (the size caps) */
+            truncated: boolean;
+            /** @description Why this repository's changes could not be read */
+            error?: string;
+        };
+        FileChange: {
+            path: string;
+            /** @description A rename's or copy's source */
+            old_path?: string;
+            /** @enum {string} */
+            status: "added" | "modified" | "deleted" | "renamed" | "copied" | "typechange" | "untracked";
+            additions: number;
+            deletions: number;
+            binary?: boolean;
+            /** @description The unified diff, its diff --git header included; empty for a binary file or one past the caps */
+            patch: string;
+            truncated?: boolean;
+        };
+        /** @description A text message from the client of GET /v1/sessions/{id}/shell */
+        ShellControl: {
+            /** @enum {string} */
+            type: "resize";
+            rows?: number;
+            cols?: number;
         };
         LockInfo: {
             held: boolean;
@@ -955,6 +1040,15 @@ export interface components {
         };
         /** @description The server keeps no secrets (started without a secret store and key) */
         NoSecrets: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The session has no running box: it is suspended (send it a message to start it again), still starting, or ended; the message says which */
+        NoBox: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1418,6 +1512,61 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getChanges: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The changes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Changes"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["NoBox"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    openShell: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching to the WebSocket */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["CrossSite"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["NoBox"];
             503: components["responses"]["Unavailable"];
         };
     };
