@@ -34,6 +34,15 @@
 // neither. The message rides in the event's batch; everything above
 // (seqs, order, fan-out, retries) is as for any event.
 //
+// # Other nodes
+//
+// With Options.Publisher set, the writer hands each committed batch to it
+// after the local fan-out (same goroutine, same order; Publish must not
+// block). Package journal/natsbus publishes them on NATS JetStream so that
+// a server that does not run a session can follow it live; a publish that
+// fails never fails the append, because those readers heal from the
+// store. Without a Publisher nothing changes.
+//
 // # Concurrency rules
 //
 //   - One writer goroutine per Journal does every store write and every

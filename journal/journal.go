@@ -45,6 +45,22 @@ type Options struct {
 	// Now stamps events appended with a zero Time (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Publisher, if set, is handed every batch of events once the store
+	// has committed it (after the local fan-out), by the writer goroutine:
+	// it carries them to other nodes (package journal/natsbus). Nil: events
+	// go to this process's subscribers only.
+	Publisher Publisher
+}
+
+// Publisher carries committed events beyond this process. Publish is
+// called by the journal's writer goroutine with each committed batch, in
+// seq order per session; it must return at once (queue, never wait on the
+// network) and must not keep evs (the journal reuses nothing in it, but
+// owns it). It cannot fail the append: the store is the source of truth,
+// and a publisher that loses events leaves its readers to heal from the
+// store.
+type Publisher interface {
+	Publish(evs []event.Event)
 }
 
 func (o *Options) defaults() {

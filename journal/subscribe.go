@@ -84,6 +84,10 @@ func (j *Journal) Subscribe(ctx context.Context, session string, after int64) (*
 	return s, nil
 }
 
+// Events is C, for code that takes any event stream (the API's SSE
+// handler takes a Subscription or a natsbus.Follower).
+func (s *Subscription) Events() <-chan event.Event { return s.C }
+
 // Err says why the subscription ended, once C is closed: ErrTooSlow,
 // ErrDeleted, ErrClosed, the context's error, or a store error. It is nil
 // while C is open, and after Close.

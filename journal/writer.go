@@ -172,7 +172,8 @@ func (j *Journal) reset(s *sessionState, err error) {
 }
 
 // fanout hands the committed events of batch to their sessions'
-// subscribers. It never blocks (Subscription.offer does not).
+// subscribers, then to the Publisher if there is one. It never blocks
+// (Subscription.offer does not, nor may Publish).
 func (j *Journal) fanout(batch []entry) {
 	bySession := map[string][]event.Event{}
 	for i := range batch {
@@ -187,10 +188,27 @@ func (j *Journal) fanout(batch []entry) {
 		bySession[ev.Session] = append(bySession[ev.Session], ev)
 	}
 	j.subMu.RLock()
-	defer j.subMu.RUnlock()
 	for id, evs := range bySession {
 		for sub := range j.subs[id] {
 			sub.offer(evs)
+		}
+	}
+	j.subMu.RUnlock()
+	if j.opt.Publisher != nil {
+		var all []event.Event
+		for i := range batch {
+			e := &batch[i]
+			if e.flush || e.err != nil {
+				continue
+			}
+			ev := e.ev
+			if enc, ok := ev.Data.(encoded); ok {
+				ev.Data = enc.Payload
+			}
+			all = append(all, ev)
+		}
+		if len(all) > 0 {
+			j.opt.Publisher.Publish(all)
 		}
 	}
 }

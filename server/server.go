@@ -43,6 +43,19 @@ type Sessions interface {
 	EnvironmentLog(ctx context.Context, id string, follow bool, w io.Writer) error
 }
 
+// EventStream is one session's events in seq order, with no gap and no
+// repeat: a journal.Subscription (the session runs here) or a
+// natsbus.Follower (it runs on another server). Events is closed when the
+// stream ends; Err then says why (journal.ErrTooSlow, ErrClosed,
+// ErrDeleted, ...). Close ends it.
+type EventStream interface {
+	Events() <-chan event.Event
+	Err() error
+	Close()
+}
+
+var _ EventStream = (*journal.Subscription)(nil)
+
 // Records is what the server reads and writes in the store itself: API
 // tokens, and a session's stored events and lock (store.Store is one).
 type Records interface {
@@ -83,6 +96,13 @@ type Config struct {
 	// UI serves every path outside the API (/, the page's assets): the web
 	// UI, package web. Nil answers those with 404.
 	UI http.Handler
+	// Follow, when set, serves every event stream from it instead of
+	// Manager.Subscribe (once Manager.Get says the caller may see the
+	// session): the NATS event bus (package journal/natsbus), on a server
+	// whose sessions run on another. Until servers know which sessions
+	// they run (issue 16), it is all streams or none: harvest serve
+	// --nats-follow.
+	Follow func(ctx context.Context, session string, after int64) (EventStream, error)
 	// Version is reported by /healthz.
 	Version string
 	// KeepAlive is how often an idle event stream gets a comment line, so

@@ -11,6 +11,8 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
 )
 
 // Event streams (GET /v1/sessions/{id}/events) are Server-Sent Events:
@@ -26,7 +28,8 @@ import (
 // The stream starts after Last-Event-ID (the header, as EventSource sends
 // it on reconnecting) or ?since=N, or from the first event. It replays the
 // stored events, then goes live (package journal guarantees no gap and no
-// duplicate at the handoff). A client cut off for reading too slowly
+// duplicate at the handoff; with Config.Follow, package journal/natsbus
+// does, for a session that runs on another server). A client cut off for reading too slowly
 // (error code too_slow) or by a restart (unavailable) reconnects with the
 // last id it got and loses nothing.
 //
@@ -73,7 +76,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 	stopDrain := context.AfterFunc(s.drain, cancel)
 	defer stopDrain()
 
-	sub, err := s.cfg.Manager.Subscribe(ctx, c.owner(), r.PathValue("id"), after)
+	sub, err := s.subscribe(ctx, c.owner(), r.PathValue("id"), after)
 	if err != nil {
 		return fromManager(err)
 	}
@@ -107,7 +110,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 	defer keep.Stop()
 	for {
 		select {
-		case ev, ok := <-sub.C:
+		case ev, ok := <-sub.Events():
 			if !ok {
 				s.endStream(sw, sub.Err(), r)
 				return nil
@@ -121,7 +124,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		batch:
 			for range maxBatch - 1 {
 				select {
-				case ev, ok := <-sub.C:
+				case ev, ok := <-sub.Events():
 					if !ok {
 						break batch // the next receive sees the close
 					}
@@ -145,6 +148,25 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 			}
 		}
 	}
+}
+
+// subscribe opens the session's event stream after seq after: from the
+// local journal, or with Config.Follow from the event bus.
+func (s *Server) subscribe(ctx context.Context, owner, id string, after int64) (EventStream, error) {
+	if s.cfg.Follow == nil {
+		return s.cfg.Manager.Subscribe(ctx, owner, id, after)
+	}
+	if _, err := s.cfg.Manager.Get(ctx, owner, id); err != nil {
+		return nil, err
+	}
+	f, err := s.cfg.Follow(ctx, id, after)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("%w: %w", session.ErrNotFound, err)
+	case errors.Is(err, journal.ErrClosed):
+		return nil, fmt.Errorf("%w: %w", session.ErrUnavailable, err)
+	}
+	return f, err
 }
 
 // endStream writes why a subscription ended, when the client is still

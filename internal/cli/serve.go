@@ -71,6 +71,8 @@ type serveFlags struct {
 	store      string
 	mcpConfig  string
 	memoryHook string
+	nats       string
+	natsFollow bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -140,6 +142,8 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
+	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see README: Running on several machines)")
+	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	return cmd
 }
@@ -209,6 +213,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err := checkRuntimeName(f.runtime); err != nil {
 		return exitCode(2, err)
 	}
+	if err := checkNATSFlags(f); err != nil {
+		return exitCode(2, err)
+	}
 	if f.clone.Timeout <= 0 || f.clone.Stall <= 0 {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
 	}
@@ -275,7 +282,18 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	j := journal.New(st, journal.Options{Logger: logger})
+	jopt := journal.Options{Logger: logger}
+	bus, err := connectBus(cmd.Context(), f, st, logger)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	if bus != nil {
+		// closeAll closes it after the journal; this is for the early
+		// returns (Close is idempotent).
+		defer closeBus(bus)
+		jopt.Publisher = bus
+	}
+	j := journal.New(st, jopt)
 	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
@@ -331,6 +349,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		}
 		if err := j.Close(ctx); err != nil {
 			logger.Error("flushing the journal", "err", err)
+		}
+		if bus != nil {
+			if err := bus.Close(ctx); err != nil {
+				logger.Error("publishing the last events on NATS", "err", err)
+			}
 		}
 		provs.close()
 	}
@@ -391,8 +414,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	var follow func(ctx context.Context, session string, after int64) (server.EventStream, error)
+	if f.natsFollow {
+		follow = followBus(bus)
+	}
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler()})
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)
