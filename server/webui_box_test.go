@@ -6,17 +6,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/harvest-dev/harvest/internal/browsertest"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
 
 // signInPage opens the UI at base and signs in with token.
-func signInPage(p *page, base, token string) {
-	p.t.Helper()
-	p.run("opening the page", chromedp.Navigate(base+"/"))
-	p.run("signing in", chromedp.WaitVisible(`form.signin #token`), chromedp.SendKeys(`form.signin #token`, token), chromedp.Click(`form.signin button[type=submit]`))
-	p.wait("the session list", `document.querySelector("table.sessions") !== null`)
+func signInPage(p *browsertest.Page, base, token string) {
+	p.T.Helper()
+	p.Run("opening the page", chromedp.Navigate(base+"/"))
+	p.Run("signing in", chromedp.WaitVisible(`form.signin #token`), chromedp.SendKeys(`form.signin #token`, token), chromedp.Click(`form.signin button[type=submit]`))
+	p.Wait("the session list", `document.querySelector("table.sessions") !== null`)
 }
 
 // typeInTerminal types text into the focused terminal, then Enter: the
@@ -51,31 +53,31 @@ func TestWebUIChangesAndShell(t *testing.T) {
 	v := demoSession(t, e, e.AliceC)
 	u := newUIServer(e)
 	base := "http://" + u.addr
-	p := newPage(t)
+	p := browsertest.New(t)
 	signInPage(p, base, e.Alice)
 
-	p.run("opening the session", chromedp.Navigate(base+"/#/s/"+v.ID))
-	p.wait("its finished turn", `document.querySelectorAll(".item.turn.finished").length === 1`)
-	p.run("opening Changes", chromedp.Click(`.tabs .tab-changes`))
+	p.Run("opening the session", chromedp.Navigate(base+"/#/s/"+v.ID))
+	p.Wait("its finished turn", `document.querySelectorAll(".item.turn.finished").length === 1`)
+	p.Run("opening Changes", chromedp.Click(`.tabs .tab-changes`))
 	file := `details.file[data-path="calc.go"]`
-	p.wait("the fix, unified", fmt.Sprintf(`(() => { const f = document.querySelector(%q); if (!f) return false;
+	p.Wait("the fix, unified", fmt.Sprintf(`(() => { const f = document.querySelector(%q); if (!f) return false;
 	  const del = [...f.querySelectorAll("tr.del td.code")].map(e => e.textContent), add = [...f.querySelectorAll("tr.add td.code")].map(e => e.textContent);
 	  return del.length === 1 && add.length === 1 && del[0] === "-\tfor i := 1; i < len(xs); i++ {" && add[0] === "+\tfor i := 0; i < len(xs); i++ {"
 	    && f.querySelector("summary").textContent.includes("+1") && f.querySelector("summary").textContent.includes("−1"); })()`, file))
-	p.shot("changes-unified")
-	p.run("switching to split", chromedp.Click(`.changes button.mode.split`))
-	p.wait("the fix, side by side", fmt.Sprintf(`(() => { const f = document.querySelector(%q + " table.diff.split"); if (!f) return false;
+	p.Shot("changes-unified")
+	p.Run("switching to split", chromedp.Click(`.changes button.mode.split`))
+	p.Wait("the fix, side by side", fmt.Sprintf(`(() => { const f = document.querySelector(%q + " table.diff.split"); if (!f) return false;
 	  const row = [...f.querySelectorAll("tr")].find(r => r.querySelector("td.code.del"));
 	  return !!row && row.querySelector("td.code.del").textContent === "\tfor i := 1; i < len(xs); i++ {" && row.querySelector("td.code.add").textContent === "\tfor i := 0; i < len(xs); i++ {"; })()`, file))
-	p.shot("changes-split")
+	p.Shot("changes-split")
 
-	p.run("opening Shell", chromedp.Click(`.tabs .tab-shell`))
-	p.wait("the connected shell", `document.querySelector(".shell-status.live") !== null && document.querySelector(".xterm-rows")?.textContent.includes("$")`)
-	p.run("typing echo hi", typeInTerminal("echo hi"))
-	p.wait("hi on a line of its own", `[...document.querySelectorAll(".xterm-rows > div")].filter(r => r.textContent.trim() === "hi").length === 1`)
-	if rows := eval[string](p, `document.querySelector(".xterm-rows").innerText`); strings.Count(rows, "echo hi") != 1 || strings.Contains(rows, "not found") {
+	p.Run("opening Shell", chromedp.Click(`.tabs .tab-shell`))
+	p.Wait("the connected shell", `document.querySelector(".shell-status.live") !== null && document.querySelector(".xterm-rows")?.textContent.includes("$")`)
+	p.Run("typing echo hi", typeInTerminal("echo hi"))
+	p.Wait("hi on a line of its own", `[...document.querySelectorAll(".xterm-rows > div")].filter(r => r.textContent.trim() === "hi").length === 1`)
+	if rows := browsertest.Eval[string](p, `document.querySelector(".xterm-rows").innerText`); strings.Count(rows, "echo hi") != 1 || strings.Contains(rows, "not found") {
 		t.Errorf("the terminal shows the command other than once:\n%s", rows)
 	}
-	p.shot("shell")
-	p.wait("shell.opened in the timeline", hasText(".item.note", "opened a shell in the box"))
+	p.Shot("shell")
+	p.Wait("shell.opened in the timeline", browsertest.HasText(".item.note", "opened a shell in the box"))
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/browsertest"
+
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/heapprofiler"
 	"github.com/chromedp/cdproto/performance"
@@ -61,24 +63,24 @@ func TestWebUITenThousandEvents(t *testing.T) {
 
 	u := newUIServer(e)
 	base := "http://" + u.addr
-	p := newPage(t)
+	p := browsertest.New(t)
 	signInPage(p, base, e.Alice)
-	p.run("enabling the metrics", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	p.Run("enabling the metrics", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, performance.Enable, performance.EnableParams{})
 		return err
 	}))
 	start := time.Now()
-	p.run("opening the session", chromedp.Navigate(base+"/#/s/"+v.ID))
-	p.wait("the whole timeline", fmt.Sprintf(`document.querySelectorAll(".item.turn.finished").length === %d`, turns))
+	p.Run("opening the session", chromedp.Navigate(base+"/#/s/"+v.ID))
+	p.Wait("the whole timeline", fmt.Sprintf(`document.querySelectorAll(".item.turn.finished").length === %d`, turns))
 	loaded := time.Since(start)
-	p.run("clicking Changes", chromedp.Click(`.tabs .tab-changes`))
-	p.wait("the Changes tab", `document.querySelector(".changes").hidden === false`)
+	p.Run("clicking Changes", chromedp.Click(`.tabs .tab-changes`))
+	p.Wait("the Changes tab", `document.querySelector(".changes").hidden === false`)
 	interactive := time.Since(start)
-	p.run("collecting garbage", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	p.Run("collecting garbage", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, heapprofiler.CollectGarbage, cdp.Empty{})
 		return err
 	}))
-	m, err := chromedp.Call(p.ctx, performance.GetMetrics, cdp.Empty{})
+	m, err := chromedp.Call(p.Ctx, performance.GetMetrics, cdp.Empty{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestWebUITenThousandEvents(t *testing.T) {
 	for _, x := range m.Metrics {
 		metrics[x.Name] = x.Value
 	}
-	items := eval[int](p, `document.querySelectorAll(".timeline [data-seq]").length`)
+	items := browsertest.Eval[int](p, `document.querySelectorAll(".timeline [data-seq]").length`)
 	t.Logf("10,000 events: timeline complete in %v (%d items), interactive (a tab click handled) at %v; JSHeapUsedSize %.1f MiB, JSHeapTotalSize %.1f MiB, DOM nodes %.0f, LayoutDuration %.2fs, ScriptDuration %.2fs, TaskDuration %.2fs",
 		loaded.Round(time.Millisecond), items, interactive.Round(time.Millisecond), metrics["JSHeapUsedSize"]/(1<<20), metrics["JSHeapTotalSize"]/(1<<20), metrics["Nodes"],
 		metrics["LayoutDuration"], metrics["ScriptDuration"], metrics["TaskDuration"])

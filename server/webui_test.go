@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/browsertest"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/web"
@@ -86,125 +87,32 @@ func newUIServer(e *apiEnv) *uiServer {
 	return u
 }
 
-// page is a Chromium tab and the test's ways to drive it.
-type page struct {
-	t     *testing.T
-	ctx   context.Context
-	shots string
-	n     int
-}
-
-func newPage(t *testing.T) *page {
-	chromium := testbin.Chromium(t)
-	profile, err := os.MkdirTemp("", "harvest-chromium-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(profile) })
-	actx, cancelAlloc := chromedp.NewExecAllocator(testbin.Context(t),
-		chromedp.ExecPath(chromium),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancelBrowser)
-	shots := os.Getenv("HARVEST_TEST_ARTIFACTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	shots = filepath.Join(shots, "webui")
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", shots)
-	return &page{t: t, ctx: bctx, shots: shots}
-}
-
-func (p *page) run(what string, actions ...chromedp.Action[chromedp.Void]) {
-	p.t.Helper()
-	if err := chromedp.Do(p.ctx, actions...); err != nil {
-		text, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(-3000) : ""`))
-		p.t.Fatalf("%s: %v\nthe page says:\n%s", what, err, text)
-	}
-}
-
-// wait polls a JavaScript condition.
-func (p *page) wait(what, cond string) {
-	p.t.Helper()
-	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](cond,
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(stacktest.WaitTimeout))); err != nil {
-		text, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(-3000) : ""`))
-		p.t.Fatalf("waiting for %s: %v\nthe page says:\n%s", what, err, text)
-	}
-}
-
-// eval evaluates js (awaiting a promise).
-func eval[T any](p *page, js string) T {
-	p.t.Helper()
-	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
-	if err != nil {
-		p.t.Fatalf("evaluating %s: %v", js, err)
-	}
-	return v
-}
-
-// shot writes a screenshot named after the step.
-func (p *page) shot(name string) {
-	p.t.Helper()
-	b, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		p.t.Fatalf("screenshot %s: %v", name, err)
-	}
-	p.n++
-	if err := os.WriteFile(filepath.Join(p.shots, fmt.Sprintf("%02d-%s.png", p.n, name)), b, 0o644); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-// hasText is a condition: an element matching sel contains text.
-func hasText(sel, text string) string {
-	return fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.textContent.includes(%q))`, sel, text)
-}
-
-// seqsInOrder is a condition that fails when the timeline repeats or
-// reorders an event: the items' seqs strictly increase.
-const seqsInOrder = `(() => { const s = [...document.querySelectorAll(".timeline [data-seq]")].map(e => +e.dataset.seq);
-  return s.every((v, i) => i === 0 || v > s[i-1]); })()`
-
 func TestWebUIInChromium(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx := testbin.Context(t)
 	u := newUIServer(e)
 	base := "http://" + u.addr
 	bobs := e.create(e.BobC, "")
-	p := newPage(t)
+	p := browsertest.New(t)
 
 	// Sign in.
-	p.run("opening the page", chromedp.Navigate(base+"/"))
-	p.run("the sign-in form", chromedp.WaitVisible(`form.signin #token`))
-	p.shot("sign-in")
-	p.run("signing in", chromedp.SendKeys(`form.signin #token`, e.Alice), chromedp.Click(`form.signin button[type=submit]`))
-	p.wait("the session list", `document.querySelector("table.sessions") !== null && document.querySelector("nav .who")?.textContent === "alice"`)
+	p.Run("opening the page", chromedp.Navigate(base+"/"))
+	p.Run("the sign-in form", chromedp.WaitVisible(`form.signin #token`))
+	p.Shot("sign-in")
+	p.Run("signing in", chromedp.SendKeys(`form.signin #token`, e.Alice), chromedp.Click(`form.signin button[type=submit]`))
+	p.Wait("the session list", `document.querySelector("table.sessions") !== null && document.querySelector("nav .who")?.textContent === "alice"`)
 	// The page's scripts see neither the token nor the cookie (HttpOnly).
-	if stored := eval[string](p, `JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie`); strings.Contains(stored, e.Alice) || strings.Contains(stored, server.SessionCookie) {
+	if stored := browsertest.Eval[string](p, `JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie`); strings.Contains(stored, e.Alice) || strings.Contains(stored, server.SessionCookie) {
 		t.Errorf("the token or the cookie is visible to the page's scripts: %s", stored)
 	}
 
 	// A new session from the page; it streams its long turn.
-	p.run("opening New session", chromedp.Click(`a[href="#/new"]`), chromedp.WaitVisible(`form.new`))
-	p.run("filling the form", chromedp.SendKeys(`form.new input[name=source]`, e.Repo), chromedp.SendKeys(`form.new textarea[name=prompt]`, "long task"))
-	p.shot("new-session")
-	p.run("starting it", chromedp.Click(`form.new button[type=submit]`))
-	p.wait("the running tool", `document.querySelector(".item.tool.running") !== null`)
-	hash := eval[string](p, `location.hash`)
+	p.Run("opening New session", chromedp.Click(`a[href="#/new"]`), chromedp.WaitVisible(`form.new`))
+	p.Run("filling the form", chromedp.SendKeys(`form.new input[name=source]`, e.Repo), chromedp.SendKeys(`form.new textarea[name=prompt]`, "long task"))
+	p.Shot("new-session")
+	p.Run("starting it", chromedp.Click(`form.new button[type=submit]`))
+	p.Wait("the running tool", `document.querySelector(".item.tool.running") !== null`)
+	hash := browsertest.Eval[string](p, `location.hash`)
 	id := strings.TrimPrefix(hash, "#/s/")
 	if _, err := e.AliceC.GetSession(ctx, id); err != nil {
 		t.Fatalf("the page's session %q: %v", hash, err)
@@ -215,54 +123,54 @@ func TestWebUIInChromium(t *testing.T) {
 	}
 
 	// A follow-up while it works: queued, then delivered.
-	p.run("sending a follow-up", chromedp.SendKeys(`.composer textarea`, "msg follow-up"), chromedp.Click(`.composer button.send`))
-	p.wait("the queued message", hasText(".item.user.queued", "msg follow-up"))
-	p.shot("queued")
+	p.Run("sending a follow-up", chromedp.SendKeys(`.composer textarea`, "msg follow-up"), chromedp.Click(`.composer button.send`))
+	p.Wait("the queued message", browsertest.HasText(".item.user.queued", "msg follow-up"))
+	p.Shot("queued")
 	release(t, v)
-	p.wait("the follow-up delivered and answered", hasText(".item.user.delivered", "msg follow-up")+` && `+hasText(".item.assistant", "long task done")+
+	p.Wait("the follow-up delivered and answered", browsertest.HasText(".item.user.delivered", "msg follow-up")+` && `+browsertest.HasText(".item.assistant", "long task done")+
 		` && document.querySelectorAll(".item.turn.finished").length === 2`)
-	p.shot("delivered")
+	p.Shot("delivered")
 
 	// Cancel a long command (in a session of its own: the script answers a
 	// second long task of a session at once).
 	v2 := e.create(e.AliceC, "long task")
-	p.run("opening the second session", chromedp.Navigate(base+"/#/s/"+v2.ID))
-	p.wait("its running tool", `document.querySelector(".item.tool.running") !== null`)
-	p.run("cancelling", chromedp.Click(`.composer button.cancel`))
-	p.wait("the cancelled turn", `document.querySelector(".item.turn.cancelled") !== null && document.querySelector(".item.tool.running") === null`)
-	p.shot("cancelled")
+	p.Run("opening the second session", chromedp.Navigate(base+"/#/s/"+v2.ID))
+	p.Wait("its running tool", `document.querySelector(".item.tool.running") !== null`)
+	p.Run("cancelling", chromedp.Click(`.composer button.cancel`))
+	p.Wait("the cancelled turn", `document.querySelector(".item.turn.cancelled") !== null && document.querySelector(".item.tool.running") === null`)
+	p.Shot("cancelled")
 
 	// Restart the server mid-turn: the page goes on with nothing lost or
 	// repeated.
 	v3 := e.create(e.AliceC, "long task")
-	p.run("opening the third session", chromedp.Navigate(base+"/#/s/"+v3.ID))
-	p.wait("its running tool", `document.querySelector(".item.tool.running") !== null && document.querySelector(".conn.live") !== null`)
+	p.Run("opening the third session", chromedp.Navigate(base+"/#/s/"+v3.ID))
+	p.Wait("its running tool", `document.querySelector(".item.tool.running") !== null && document.querySelector(".conn.live") !== null`)
 	u.stop()
-	p.wait("the page to notice", `document.querySelector(".conn.live") === null`)
+	p.Wait("the page to notice", `document.querySelector(".conn.live") === null`)
 	u.start()
 	v3, err = e.AdminC.GetSession(ctx, v3.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	release(t, v3)
-	p.wait("the turn's end after the restart", `document.querySelectorAll(".item.turn.finished").length === 1 && document.querySelector(".conn.live") !== null`)
-	p.wait("no event twice or out of order", seqsInOrder)
-	p.shot("after-restart")
-	live := eval[int](p, `document.querySelectorAll(".timeline [data-seq]").length`)
-	p.run("reloading", chromedp.Reload())
-	p.wait("the reloaded timeline", `document.querySelectorAll(".item.turn.finished").length === 1`)
-	if fresh := eval[int](p, `document.querySelectorAll(".timeline [data-seq]").length`); live != fresh {
+	p.Wait("the turn's end after the restart", `document.querySelectorAll(".item.turn.finished").length === 1 && document.querySelector(".conn.live") !== null`)
+	p.Wait("no event twice or out of order", browsertest.SeqsInOrder)
+	p.Shot("after-restart")
+	live := browsertest.Eval[int](p, `document.querySelectorAll(".timeline [data-seq]").length`)
+	p.Run("reloading", chromedp.Reload())
+	p.Wait("the reloaded timeline", `document.querySelectorAll(".item.turn.finished").length === 1`)
+	if fresh := browsertest.Eval[int](p, `document.querySelectorAll(".timeline [data-seq]").length`); live != fresh {
 		t.Errorf("the live timeline has %d items, the reloaded one %d: a gap or a duplicate across the restart", live, fresh)
 	}
 
 	// The list: Alice's session, never Bob's.
-	p.run("opening the list", chromedp.Navigate(base+"/#/"))
-	p.wait("the session in the list", fmt.Sprintf(`document.querySelector('tr[data-id=%q]') !== null`, id))
-	listed := eval[string](p, `document.querySelector("table.sessions").innerText + [...document.querySelectorAll("tr[data-id]")].map(r => r.dataset.id).join(" ")`)
+	p.Run("opening the list", chromedp.Navigate(base+"/#/"))
+	p.Wait("the session in the list", fmt.Sprintf(`document.querySelector('tr[data-id=%q]') !== null`, id))
+	listed := browsertest.Eval[string](p, `document.querySelector("table.sessions").innerText + [...document.querySelectorAll("tr[data-id]")].map(r => r.dataset.id).join(" ")`)
 	if strings.Contains(listed, bobs.ID) {
 		t.Errorf("Alice's list shows Bob's session %s: %s", bobs.ID, listed)
 	}
-	p.shot("list")
+	p.Shot("list")
 
 	// Forged requests from another origin in the same browser are refused.
 	// A JSON body cannot be sent cross-origin without a preflight, but a
@@ -280,18 +188,18 @@ window.done = fetch(%q, {method: "POST", credentials: "include", mode: "no-cors"
 </script>`, cancelURL, cancelURL)
 	}))
 	t.Cleanup(evil.Close)
-	p.run("the forged page", chromedp.Navigate(evil.URL))
-	if res := eval[string](p, `window.done`); res != "sent" {
+	p.Run("the forged page", chromedp.Navigate(evil.URL))
+	if res := browsertest.Eval[string](p, `window.done`); res != "sent" {
 		t.Fatalf("the forged fetch did not go out: %s", res)
 	}
-	resp, err := chromedp.RunResponse(p.ctx, chromedp.Submit(`#f`))
+	resp, err := chromedp.RunResponse(p.Ctx, chromedp.Submit(`#f`))
 	if err != nil {
 		t.Fatalf("the forged form: %v", err)
 	}
 	if resp.Status != http.StatusForbidden {
 		t.Errorf("the forged form's POST: %d, want 403", resp.Status)
 	}
-	p.shot("forged-refused")
+	p.Shot("forged-refused")
 	log, err := e.AliceC.EventLog(ctx, v4.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
