@@ -50,6 +50,8 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/secrets", user, s.listSecrets},
 		{http.MethodDelete, "/v1/secrets/{scope}/{name}", user, s.deleteSecret},
 
+		{http.MethodGet, "/v1/sources", user, s.listSources},
+
 		{http.MethodPost, "/v1/environments", user, s.prepareEnvironment},
 		{http.MethodGet, "/v1/environments", user, s.listEnvironments},
 		{http.MethodGet, "/v1/environments/{id}", user, s.getEnvironment},

@@ -20,6 +20,7 @@ import (
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -40,6 +41,7 @@ type Sessions interface {
 	Prepare(ctx context.Context, req session.PrepareRequest) (*store.Environment, error)
 	ListEnvironments(ctx context.Context, f store.EnvironmentFilter) ([]*store.Environment, error)
 	GetEnvironment(ctx context.Context, id string) (*store.Environment, error)
+	Sources(admin bool) wire.SourceList
 	EnvironmentLog(ctx context.Context, id string, follow bool, w io.Writer) error
 }
 

@@ -108,6 +108,7 @@ func TestWebUIInChromium(t *testing.T) {
 
 	// A new session from the page; it streams its long turn.
 	p.Run("opening New session", chromedp.Click(`a[href="#/new"]`), chromedp.WaitVisible(`form.new`))
+	p.Wait("the repositories the server allows, offered", fmt.Sprintf(`document.querySelector('#sources option[value=%q]') !== null`, e.Repo))
 	p.Run("filling the form", chromedp.SendKeys(`form.new input[name=source]`, e.Repo), chromedp.SendKeys(`form.new textarea[name=prompt]`, "long task"))
 	p.Shot("new-session")
 	p.Run("starting it", chromedp.Click(`form.new button[type=submit]`))

@@ -110,7 +110,19 @@ function listView(): void {
 
 function newView(): void {
   const field = (label: string, el: HTMLElement, hint = "") => h("label", {}, h("span", {}, label), el, hint ? h("small", {}, hint) : null);
-  const source = h("input", { name: "source", required: true, placeholder: "/path/on/the/server or https://host/owner/repo.git" });
+  const source = h("input", { name: "source", required: true, list: "sources", autocomplete: "off", placeholder: "/path/on/the/server or https://host/owner/repo.git" });
+  // What the server allows, offered as the field's suggestions.
+  const offered = h("datalist", { id: "sources" });
+  const allowed = h("small", { class: "allowed" });
+  api.GET("/v1/sources").then((r) => {
+    const l = must(r);
+    for (const repo of l.repositories) offered.append(h("option", { value: repo.source }, repo.git ? repo.name : `${repo.name} (not git)`));
+    const also: string[] = [];
+    if (l.git_hosts.length) also.push(`git URLs on ${l.git_hosts.join(", ")}`);
+    if (l.github) also.push("GitHub's owner/name");
+    if (l.any_directory) also.push("any directory on the server (admin)");
+    allowed.textContent = `${l.repositories.length}${l.truncated ? "+" : ""} repositories listed` + (also.length ? `; also ${also.join("; ")}` : "");
+  }).catch((e) => { allowed.textContent = errorText(e); });
   const agent = h("select", { name: "agent" }, ...["builtin", "claudecode", "opencode", "terminal"].map((a) => h("option", { value: a }, a)));
   const model = h("input", { name: "model", placeholder: "the server's default" });
   const budget = h("input", { name: "budget", type: "number", min: "0", step: "0.01", placeholder: "none" });
@@ -130,7 +142,7 @@ function newView(): void {
       try {
         const v = must(await api.POST("/v1/sessions", {
           body: {
-            repos: [{ source: source.value.trim() }],
+            repos: [repoSpec(source.value.trim())],
             agent: agent.value,
             model: model.value.trim() || undefined,
             prompt: prompt.value,
@@ -143,11 +155,17 @@ function newView(): void {
       }
     },
   },
-  field("Repository", source, "A directory under the server's repository roots (harvest serve --repo-root), or a git URL on one of its hosts"),
+  field("Repository", source, "A directory under the server's repository roots (harvest serve --repo-root), or a git URL on one of its hosts"), offered, allowed,
   field("Agent", agent), field("Model", model, "provider/model"), field("Budget (USD)", budget), field("Prompt", prompt),
   h("button", { type: "submit" }, "Start session"), msg);
   frame(h("h1", {}, "New session"), form);
   source.focus();
+}
+
+// repoSpec is a typed source as a session names it: owner/name is
+// GitHub's, anything else a directory or a git URL.
+export function repoSpec(v: string): { source?: string; github?: string } {
+  return /^[A-Za-z0-9-]+\/[A-Za-z0-9._-]+$/.test(v) ? { github: v } : { source: v };
 }
 
 function signedOut(): void {

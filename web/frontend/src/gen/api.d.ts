@@ -355,6 +355,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the caller may start sessions on: the directories under the server's repository roots, its git hosts, whether owner/name (GitHub) works
+         * @description For a form to offer. The policy decides at create: an admin token may name any directory, and a git URL on a listed host is allowed without being listed.
+         */
+        get: operations["listSources"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/environments": {
         parameters: {
             query?: never;
@@ -690,6 +710,24 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             built_at?: string;
+        };
+        SourceList: {
+            repositories: components["schemas"]["SourceEntry"][];
+            /** @description More than were listed (1000) */
+            truncated?: boolean;
+            /** @description Hosts https:// git URLs may name (*.example.com for its subdomains) */
+            git_hosts: string[];
+            /** @description Repositories may be named owner/name */
+            github: boolean;
+            /** @description The caller (an admin token) may name any directory on the server */
+            any_directory: boolean;
+        };
+        SourceEntry: {
+            name: string;
+            /** @description The directory, as a session names it */
+            source: string;
+            /** @description It is a git repository */
+            git: boolean;
         };
         EnvironmentList: {
             environments: components["schemas"]["Environment"][];
@@ -1773,6 +1811,29 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["SecretForbidden"];
             404: components["responses"]["NoSecrets"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listSources: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sources */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SourceList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             503: components["responses"]["Unavailable"];
         };
     };
