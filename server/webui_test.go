@@ -173,6 +173,18 @@ func TestWebUIInChromium(t *testing.T) {
 	}
 	p.Shot("list")
 
+	// At a phone's width the list and a session page fit: nothing wider
+	// than the screen, so nothing scrolls sideways.
+	p.Run("a phone's width", chromedp.EmulateViewport(390, 844))
+	fits := `document.documentElement.scrollWidth <= window.innerWidth`
+	p.Run("the list on a phone", chromedp.Navigate(base+"/#/"))
+	p.Wait("the list fitting the screen", `document.querySelector("table.sessions") !== null && `+fits)
+	p.Shot("phone-list")
+	p.Run("a session on a phone", chromedp.Navigate(base+"/#/s/"+id))
+	p.Wait("the session fitting the screen", `document.querySelector(".item.turn.finished") !== null && `+fits)
+	p.Shot("phone-session")
+	p.Run("a laptop's width again", chromedp.EmulateViewport(1280, 900))
+
 	// Forged requests from another origin in the same browser are refused.
 	// A JSON body cannot be sent cross-origin without a preflight, but a
 	// cancel takes none: a bodiless POST from a form or a no-cors fetch is
