@@ -30,7 +30,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"syntax", ctJSON, `{"repos":[{"source":"/x"},]}`, 400, "malformed JSON at byte 27: invalid character ']' looking for beginning of value"},
 		{"not an object", ctJSON, `[1,2]`, 400, "the body is a JSON array: send a JSON object"},
 		{"string", ctJSON, `"hi"`, 400, "the body is a JSON string"},
-		{"unknown field", ctJSON, `{"repos":[{"source":"/x"}],"promt":"hi"}`, 400, `unknown field "promt": the accepted fields are agent, backend, collaboration, egress, limits, mode, model, pr, prompt, repos, terminal, title, workflow`},
+		{"unknown field", ctJSON, `{"repos":[{"source":"/x"}],"promt":"hi"}`, 400, `unknown field "promt": the accepted fields are agent, backend, collaboration, egress, limits, mcp_servers, mode, model, pr, prompt, repos, terminal, title, workflow`},
 		{"unknown nested field", ctJSON, `{"repos":[{"source":"/x","branch":"main"}]}`, 400, `unknown field "branch"`},
 		{"unknown limit", ctJSON, `{"repos":[{"source":"/x"}],"limits":{"idle":5}}`, 400, `unknown field "idle"`},
 		{"wrong type", ctJSON, `{"repos":"/x"}`, 400, `field "repos": got a JSON string, want an array`},

@@ -98,7 +98,8 @@ func TestBinary(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("doctor --json: %v\n%s%s", err, out, errOut)
 	}
-	if len(report.Backends) != 3 || (code == 0) != report.OK {
+	// local, docker, docker with each optional runtime (runsc), host.
+	if len(report.Backends) != 4 || (code == 0) != report.OK {
 		t.Fatalf("doctor: exit %d, %+v", code, report)
 	}
 	for _, b := range report.Backends {
