@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -33,7 +34,9 @@ func isPostgresURL(v string) bool {
 }
 
 // openServerStore opens harvest serve's store: PostgreSQL at the URL v, or
-// (v empty) SQLite in the data directory.
+// (v empty) SQLite in the data directory, claimed (sqlite.Claim) until
+// closed, so that harvest store migrate does not copy it while it runs
+// (and a second server on the same file is refused).
 func openServerStore(ctx context.Context, v, data string) (store.Store, error) {
 	if isPostgresURL(v) {
 		st, err := postgres.Open(ctx, v)
@@ -42,9 +45,23 @@ func openServerStore(ctx context.Context, v, data string) (store.Store, error) {
 		}
 		return st, nil
 	}
-	st, err := sqlite.Open(filepath.Join(data, "harvest.db"))
+	path := filepath.Join(data, "harvest.db")
+	release, err := sqlite.Claim(path)
 	if err != nil {
 		return nil, err
 	}
-	return st, nil
+	st, err := sqlite.Open(path)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return claimedStore{st, release}, nil
 }
+
+// claimedStore is a SQLite store whose claim Close releases.
+type claimedStore struct {
+	*sqlite.Store
+	release func() error
+}
+
+func (s claimedStore) Close() error { return errors.Join(s.Store.Close(), s.release()) }
