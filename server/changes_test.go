@@ -26,17 +26,7 @@ import (
 func demoSession(t *testing.T, e *apiEnv, c *client.Client) *wire.View {
 	t.Helper()
 	ctx := testbin.Context(t)
-	sc, err := demo.Script()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Sim.Store(sim.New(sc))
-	dst := filepath.Join(e.RepoRoot, "calc")
-	if _, err := os.Stat(dst); err != nil {
-		if out, err := exec.Command("cp", "-r", filepath.Join(moduleRoot(t), "examples", "calc"), dst).CombinedOutput(); err != nil {
-			t.Fatalf("copying examples/calc: %v: %s", err, out)
-		}
-	}
+	dst := demoRepo(t, e)
 	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: dst}}, Model: demo.Model, Prompt: "Fix the failing test"})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +40,24 @@ func demoSession(t *testing.T, e *apiEnv, c *client.Client) *wire.View {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// demoRepo makes the sim play the bundled demo script and returns a copy
+// of examples/calc under the server's repository root, for it to fix.
+func demoRepo(t *testing.T, e *apiEnv) string {
+	t.Helper()
+	sc, err := demo.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Sim.Store(sim.New(sc))
+	dst := filepath.Join(e.RepoRoot, "calc")
+	if _, err := os.Stat(dst); err != nil {
+		if out, err := exec.Command("cp", "-r", filepath.Join(moduleRoot(t), "examples", "calc"), dst).CombinedOutput(); err != nil {
+			t.Fatalf("copying examples/calc: %v: %s", err, out)
+		}
+	}
+	return dst
 }
 
 // TestChanges: the demo's one-line fix is the session's diff, read in its

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/browsertest"
+	"github.com/harvest-dev/harvest/internal/demo"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
@@ -50,14 +51,23 @@ func typeInTerminal(text string) chromedp.Action[chromedp.Void] {
 // the Shell tab runs `echo hi` in the session's box.
 func TestWebUIChangesAndShell(t *testing.T) {
 	e := newAPIEnv(t)
-	v := demoSession(t, e, e.AliceC)
+	calc := demoRepo(t, e)
 	u := newUIServer(e)
 	base := "http://" + u.addr
 	p := browsertest.New(t)
 	signInPage(p, base, e.Alice)
 
-	p.Run("opening the session", chromedp.Navigate(base+"/#/s/"+v.ID))
-	p.Wait("its finished turn", `document.querySelectorAll(".item.turn.finished").length === 1`)
+	// The demo session, started from the page on examples/calc: the
+	// timeline streams to the fixed test.
+	p.Run("opening New session", chromedp.Click(`a[href="#/new"]`), chromedp.WaitVisible(`form.new`))
+	p.Wait("examples/calc offered", fmt.Sprintf(`document.querySelector('#sources option[value=%q]') !== null`, calc))
+	p.Run("filling the form", chromedp.SendKeys(`form.new input[name=source]`, calc), chromedp.SendKeys(`form.new input[name=model]`, demo.Model),
+		chromedp.SendKeys(`form.new textarea[name=prompt]`, "Fix the failing test"))
+	p.Run("starting it", chromedp.Click(`form.new button[type=submit]`))
+	p.Wait("the failing test, then the fix and the passing test, then the end of the turn",
+		browsertest.HasText(".item.tool", "FAIL")+` && `+browsertest.HasText(".item.tool", "ok")+` && document.querySelectorAll(".item.turn.finished").length === 1`)
+	p.Wait("no event twice or out of order", browsertest.SeqsInOrder)
+	p.Shot("demo-fixed")
 	p.Run("opening Changes", chromedp.Click(`.tabs .tab-changes`))
 	file := `details.file[data-path="calc.go"]`
 	p.Wait("the fix, unified", fmt.Sprintf(`(() => { const f = document.querySelector(%q); if (!f) return false;
