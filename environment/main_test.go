@@ -1,10 +1,11 @@
-package environment_test
+package environment
 
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/harvest-dev/harvest/internal/testbin"
 )
 
-// TestMain fails the package's tests if any goroutine outlives them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain stops the PostgreSQL server a test started (testbin.Postgres),
+// then fails the package's tests if any goroutine outlives them.
+func TestMain(m *testing.M) { testbin.Main(m) }

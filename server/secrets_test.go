@@ -169,8 +169,12 @@ func TestSecretValuesNeverLeave(t *testing.T) {
 			t.Errorf("the logs show the secret value %s", c)
 		}
 	}
-	// A stolen database (with its WAL) holds no value in clear.
+	// A stolen database (with its WAL) holds no value in clear. (On
+	// PostgreSQL, $HARVEST_TEST_STORE=postgres, there is no file to read.)
 	for _, suffix := range []string{"", "-wal"} {
+		if e.StoreURL != "" {
+			break
+		}
 		b, err := os.ReadFile(e.DBPath + suffix)
 		if err != nil && suffix == "" {
 			t.Fatal(err)

@@ -35,8 +35,10 @@ import (
 //     starting a box and storing its handle) is destroyed; one named for a
 //     session this store does not know (another server's) is left alone;
 //   - every session's event seqs are 1..N with no gap.
-func TestCrashRecovery(t *testing.T) {
-	e := newEnv(t, withoutManager)
+func TestCrashRecovery(t *testing.T) { testCrashRecovery(t) }
+
+func testCrashRecovery(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, append(opts, withoutManager)...)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 	cmd.Env = append(os.Environ(),
 		"HARVEST_SESSION_CRASH_CHILD=1",

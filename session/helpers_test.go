@@ -19,10 +19,11 @@ import (
 )
 
 // The tests run the real thing (internal/stacktest): SQLite in a temporary
-// directory, the real journal, real local sandboxes (their own run dir),
-// the real builtin agent and harvest sim over real HTTP on loopback. Time
-// is a stacktest.Clock the tests move, so idle timeouts, lifetimes and the
-// watchdog cost no waiting.
+// directory (PostgreSQL for storeTests in TestOnPostgres, and for all with
+// $HARVEST_TEST_STORE=postgres), the real journal, real local sandboxes
+// (their own run dir), the real builtin agent and harvest sim over real
+// HTTP on loopback. Time is a stacktest.Clock the tests move, so idle
+// timeouts, lifetimes and the watchdog cost no waiting.
 
 // script is the sim's script for most tests. Rules are tried in order:
 //

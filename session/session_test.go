@@ -19,8 +19,10 @@ import (
 
 // Three messages sent while a turn works are delivered after it, one turn
 // each, in the order they were sent; usage and the conversation are saved.
-func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
-	e := newEnv(t)
+func TestQueuedMessagesDeliveredInOrder(t *testing.T) { testQueuedMessagesDeliveredInOrder(t) }
+
+func testQueuedMessagesDeliveredInOrder(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("long task")
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)
@@ -111,8 +113,10 @@ func TestQueuedMessagesDeliveredInOrder(t *testing.T) {
 // A message sent with mode "interrupt" cancels the running turn (whose
 // process is killed); the queue goes on in order, the interrupting message
 // after the ones queued before it.
-func TestInterrupt(t *testing.T) {
-	e := newEnv(t)
+func TestInterrupt(t *testing.T) { testInterrupt(t) }
+
+func testInterrupt(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("long task")
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)
@@ -145,8 +149,10 @@ func TestInterrupt(t *testing.T) {
 // second, the session is idle, and the messages queued behind the turn are
 // still queued (paused) until the next message, after which all of them are
 // delivered in order.
-func TestCancelDuringBash(t *testing.T) {
-	e := newEnv(t)
+func TestCancelDuringBash(t *testing.T) { testCancelDuringBash(t) }
+
+func testCancelDuringBash(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("tree task")
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)
@@ -201,8 +207,10 @@ func TestCancelDuringBash(t *testing.T) {
 // Idle timeout suspends (box destroyed, workspace and conversation kept);
 // the next message resumes in a new box, and the model is sent the whole
 // earlier conversation.
-func TestIdleSuspendAndResume(t *testing.T) {
-	e := newEnv(t)
+func TestIdleSuspendAndResume(t *testing.T) { testIdleSuspendAndResume(t) }
+
+func testIdleSuspendAndResume(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("remember this for later")
 	w := e.watch(v.ID)
 	w.IdleAfter("t1")
@@ -276,8 +284,10 @@ func TestTurnWatchdog(t *testing.T) {
 
 // At its max lifetime a session stops: box destroyed, queued messages
 // dropped, further messages refused.
-func TestMaxLifetime(t *testing.T) {
-	e := newEnv(t)
+func TestMaxLifetime(t *testing.T) { testMaxLifetime(t) }
+
+func testMaxLifetime(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("long task", func(r *CreateRequest) { r.Limits.MaxLifetime = time.Hour })
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)
@@ -306,8 +316,10 @@ func TestMaxLifetime(t *testing.T) {
 // Sequential collaboration: while another run holds the session lock the
 // message waits ("locked by run X"); an admin unlock lets it through. A
 // stale lock of a dead run has expired and does not block.
-func TestSessionLock(t *testing.T) {
-	e := newEnv(t)
+func TestSessionLock(t *testing.T) { testSessionLock(t) }
+
+func testSessionLock(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("")
 	w := e.watch(v.ID)
 	w.State(store.StateIdle)
@@ -349,8 +361,10 @@ func TestSessionLock(t *testing.T) {
 
 // Delete stops the runner, destroys the box and removes the workspace and
 // the rows; subscribers hear ErrDeleted.
-func TestDelete(t *testing.T) {
-	e := newEnv(t)
+func TestDelete(t *testing.T) { testDelete(t) }
+
+func testDelete(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("long task")
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)
@@ -383,8 +397,10 @@ func TestDelete(t *testing.T) {
 // Close loses nothing: the running turn ends as interrupted, the queue and
 // the box stay, and a new Manager reattaches the box and delivers the
 // queue.
-func TestCloseAndRecover(t *testing.T) {
-	e := newEnv(t)
+func TestCloseAndRecover(t *testing.T) { testCloseAndRecover(t) }
+
+func testCloseAndRecover(t *testing.T, opts ...envOpt) {
+	e := newEnv(t, opts...)
 	v := e.create("long task")
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)

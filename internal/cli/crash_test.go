@@ -82,13 +82,16 @@ type generation struct {
 //   - every message was delivered, in one turn each;
 //   - the killed tools never wrote to the workspace, and none runs.
 func TestServeKill9Repeated(t *testing.T) {
+	testServeKill9Repeated(t, newServeEnvWith(t, crashScript))
+}
+
+func testServeKill9Repeated(t *testing.T, e *serveEnv) {
 	const (
 		kills   = 5
 		senders = 3
 		perGen  = 6 // sends per sender per generation
 		total   = perGen * (kills + 1)
 	)
-	e := newServeEnvWith(t, crashScript)
 	repo := filepath.Join(testbin.TempDir(t), "repo")
 	os.Mkdir(repo, 0o755)
 	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# a repository\n"), 0o644)
@@ -285,11 +288,7 @@ func TestServeKill9Repeated(t *testing.T) {
 		t.Fatalf("the last server after SIGTERM: %v\n%s", err, g.proc.stderr)
 	}
 
-	st, err := sqlite.Open(filepath.Join(e.home, "harvest.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := e.openStore(ctx)
 	msgs, err := st.Messages(ctx, busy.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func runEnv(t testing.TB) (env []string, home string) {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "HARVEST_MODEL", "HARVEST_HOME", "HARVEST_RUN_DIR":
+		case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "HARVEST_MODEL", "HARVEST_HOME", "HARVEST_RUN_DIR", "HARVEST_STORE":
 			continue
 		}
 		env = append(env, kv)

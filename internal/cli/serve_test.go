@@ -57,6 +57,7 @@ type serveEnv struct {
 	runDir  string
 	sim     *stacktest.Sim
 	slowReq chan struct{} // a value per "slow" model request received
+	store   string        // with onPostgres: the PostgreSQL database's URL
 }
 
 func newServeEnv(t testing.TB) *serveEnv {
@@ -203,8 +204,9 @@ var boxSession = regexp.MustCompile(`^(s-[a-z2-7]{16})-[0-9a-f]{6}$`)
 // and checks that nothing is lost: every session and queued message is
 // there and delivered, event seqs have no gaps, the interrupted turns say
 // so, and every box belongs to a session (one each).
-func TestServeKill9(t *testing.T) {
-	e := newServeEnv(t)
+func TestServeKill9(t *testing.T) { testServeKill9(t, newServeEnv(t)) }
+
+func testServeKill9(t *testing.T, e *serveEnv) {
 	repo := filepath.Join(testbin.TempDir(t), "repo")
 	os.Mkdir(repo, 0o755)
 	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# a repository\n"), 0o644)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 )
 
@@ -64,4 +65,45 @@ func TestServePostgres(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "cannot reach database harvest on 127.0.0.1:1") || strings.Contains(stderr, ":pw@") {
 		t.Errorf("serve --store on a closed port: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// TestServeOnPostgres runs the kill -9 tests with serve's store on
+// PostgreSQL: a server killed mid-turn, and one killed five times under
+// concurrent idempotent sends, lose nothing there either.
+func TestServeOnPostgres(t *testing.T) {
+	t.Run("Kill9", func(t *testing.T) {
+		e := newServeEnv(t)
+		e.onPostgres()
+		testServeKill9(t, e)
+	})
+	t.Run("Kill9Repeated", func(t *testing.T) {
+		e := newServeEnvWith(t, crashScript)
+		e.onPostgres()
+		testServeKill9Repeated(t, e)
+	})
+}
+
+// onPostgres has every harvest serve of e keep its state in a fresh
+// PostgreSQL database ($HARVEST_STORE), as openStore does.
+func (e *serveEnv) onPostgres() {
+	e.store = testbin.Postgres(e.t)
+	e.env = append(e.env, "HARVEST_STORE="+e.store)
+	e.t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(e.home, "harvest.db")); err == nil {
+			e.t.Errorf("serve with $HARVEST_STORE=postgres://... made a SQLite database: the test ran on SQLite")
+		}
+	})
+}
+
+// openStore opens the store e's servers keep their state in, as serve
+// does: PostgreSQL with onPostgres, else SQLite in the data directory.
+// It is closed when the test ends.
+func (e *serveEnv) openStore(ctx context.Context) store.Store {
+	e.t.Helper()
+	st, err := openServerStore(ctx, e.store, e.home)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -1,5 +1,6 @@
 // Package stacktest assembles Harvest's stack for tests, once: a data
-// directory, the SQLite store and the journal, the sandbox providers (the
+// directory, the store (SQLite in a file, or PostgreSQL: below) and the
+// journal, the sandbox providers (the
 // local backend with its warm pool, docker when asked), harvest sim
 // playing a script as the model, the model configuration that points at
 // it, a clock the test moves, a logger, and a repository to give
@@ -32,6 +33,19 @@
 // written, processes on the host, a test's context and logger) live in
 // internal/testbin, beside the built binaries, so that packages below the
 // stack can use them too.
+//
+// # The store
+//
+// A Stack's store is SQLite in a file of the test's (DBPath), unless
+// WithPostgres, or $HARVEST_TEST_STORE=postgres when no option says,
+// gives it a fresh database on the test process's own PostgreSQL server
+// (testbin.Postgres; StoreURL). A package whose tests may use PostgreSQL
+// stops that server in TestMain with testbin.Main. The tests that must
+// hold on both stores run on PostgreSQL in every go test run through an
+// entry point of their package (session's TestOnPostgres); the variable
+// runs a whole package there: HARVEST_TEST_STORE=postgres go test
+// ./session/. A child process (Inherit) opens its parent's store,
+// whichever it is.
 //
 // # Cleanup order
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/postgres"
 	"github.com/harvest-dev/harvest/store/sqlite"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -35,7 +36,8 @@ const WaitTimeout = 90 * time.Second
 type Stack struct {
 	T testing.TB
 
-	DBPath   string // the SQLite file (Open opens it)
+	DBPath   string // the SQLite file (Open opens it, unless StoreURL is set)
+	StoreURL string // with WithPostgres: the PostgreSQL database Open opens instead
 	RunDir   string // the local backend's
 	DataDir  string // the sessions' data directory
 	RepoRoot string // a directory holding Repo, and the default source root
@@ -60,6 +62,7 @@ type config struct {
 	roots   []string
 	simHook func(*http.Request)
 	inherit bool
+	store   string // "sqlite" or "postgres"
 }
 
 func (c config) sourceRoots(repoRoot string) []string {
@@ -86,6 +89,37 @@ func WithDocker(c *config) { c.docker = true }
 // WithDisks turns sessions' disks on; the stack unmounts what is left of
 // them under DataDir when the test ends, after the boxes are gone.
 func WithDisks(c *config) { c.disks = true }
+
+// EnvStore names the environment variable that chooses every stack's
+// store when no option does: "postgres" (WithPostgres), or "sqlite" or
+// nothing (the SQLite file). With it a package's whole suite runs on
+// PostgreSQL: HARVEST_TEST_STORE=postgres go test ./session/.
+const EnvStore = "HARVEST_TEST_STORE"
+
+// WithPostgres keeps the stack's state in a fresh database of the test
+// process's PostgreSQL server (testbin.Postgres) instead of the SQLite
+// file: the package's TestMain must stop that server (testbin.Main).
+func WithPostgres(c *config) { c.store = "postgres" }
+
+// WithSQLite keeps the stack's state in the SQLite file DBPath, whatever
+// $HARVEST_TEST_STORE says: for a test about that file.
+func WithSQLite(c *config) { c.store = "sqlite" }
+
+// storeKind is the store c asks for: its option's, else $HARVEST_TEST_STORE's.
+func (c config) storeKind(t testing.TB) string {
+	if c.store != "" {
+		return c.store
+	}
+	switch v := os.Getenv(EnvStore); v {
+	case "", "sqlite":
+		return "sqlite"
+	case "postgres":
+		return "postgres"
+	default:
+		t.Fatalf("$%s is %q: want postgres or sqlite", EnvStore, v)
+		return ""
+	}
+}
 
 // SourceRoots makes roots the source policy's roots instead of RepoRoot.
 func SourceRoots(roots ...string) Option { return func(c *config) { c.roots = roots } }
@@ -114,6 +148,10 @@ func New(t testing.TB, script string, opts ...Option) *Stack {
 		t.Cleanup(s.unmountDisks)
 	}
 	s.DBPath = filepath.Join(t.TempDir(), "harvest.db")
+	if c.storeKind(t) == "postgres" {
+		// Dropped after every cleanup registered later: the store's.
+		s.StoreURL = testbin.Postgres(t)
+	}
 	s.RepoRoot = testbin.TempDir(t)
 	s.Repo = filepath.Join(s.RepoRoot, "repo")
 	if err := os.Mkdir(s.Repo, 0o755); err != nil {
@@ -205,14 +243,14 @@ func (s *Stack) Models() providers.Config {
 // Logger is the logger of the stack's components (testbin.Logger).
 func (s *Stack) Logger() *slog.Logger { return testbin.Logger() }
 
-// Open opens the store and a journal on it (opts.Logger defaults to the
-// stack's), closed when the test ends: after whatever the test registers
+// Open opens the store (PostgreSQL at StoreURL, else SQLite at DBPath) and
+// a journal on it (opts.Logger defaults to the stack's), closed when the test ends: after whatever the test registers
 // later, such as the Manager using them. Closing them earlier (a graceful
 // restart) is the test's to do; the cleanup then closes them again, which
 // both allow.
 func (s *Stack) Open(opts journal.Options) (store.Store, *journal.Journal) {
 	s.T.Helper()
-	st, err := sqlite.Open(s.DBPath)
+	st, err := s.OpenStore()
 	if err != nil {
 		s.T.Fatal(err)
 	}
@@ -229,6 +267,17 @@ func (s *Stack) Open(opts journal.Options) (store.Store, *journal.Journal) {
 		st.Close()
 	})
 	return st, j
+}
+
+// OpenStore opens the stack's store, PostgreSQL at StoreURL or else SQLite
+// at DBPath; closing it is the caller's to do.
+func (s *Stack) OpenStore() (store.Store, error) {
+	if s.StoreURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return postgres.Open(ctx, s.StoreURL)
+	}
+	return sqlite.Open(s.DBPath)
 }
 
 // Boxes lists the ids of the boxes running in the local run dir, sorted.
@@ -251,6 +300,7 @@ func Policy(t testing.TB, roots ...string) *workspace.Policy {
 // plays a server to be killed) gets its parent's stack.
 const (
 	envDB      = "HARVEST_STACKTEST_DB"
+	envStore   = "HARVEST_STACKTEST_STORE_URL"
 	envRunDir  = "HARVEST_STACKTEST_RUN_DIR"
 	envDataDir = "HARVEST_STACKTEST_DATA_DIR"
 	envRepo    = "HARVEST_STACKTEST_REPO"
@@ -261,7 +311,7 @@ const (
 // Environ is the environment that lets a child process Inherit this stack.
 func (s *Stack) Environ() []string {
 	return []string{
-		envDB + "=" + s.DBPath, envRunDir + "=" + s.RunDir, envDataDir + "=" + s.DataDir,
+		envDB + "=" + s.DBPath, envStore + "=" + s.StoreURL, envRunDir + "=" + s.RunDir, envDataDir + "=" + s.DataDir,
 		envRepo + "=" + s.Repo, envSim + "=" + s.Sim.URL, envAgent + "=" + s.Agent,
 	}
 }
@@ -285,7 +335,7 @@ func Inherit(t testing.TB, opts ...Option) (*Stack, bool) {
 	}
 	s := &Stack{
 		T: t, Key: c.key, Clock: NewClock(), Pool: c.pool,
-		DBPath: os.Getenv(envDB), RunDir: os.Getenv(envRunDir), DataDir: os.Getenv(envDataDir),
+		DBPath: os.Getenv(envDB), StoreURL: os.Getenv(envStore), RunDir: os.Getenv(envRunDir), DataDir: os.Getenv(envDataDir),
 		Repo: os.Getenv(envRepo), Sim: &Sim{URL: os.Getenv(envSim)}, Agent: os.Getenv(envAgent),
 	}
 	s.RepoRoot = filepath.Dir(s.Repo)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 // PostgresBin is where Debian's postgresql-15 package (scripts/setup
@@ -98,6 +99,21 @@ func StopPostgres() {
 	os.RemoveAll(s.dir)
 }
 
+// Main is the TestMain of a package whose tests may use PostgreSQL: it
+// runs the tests, stops the server Postgres started, then fails the run if
+// any goroutine outlives them (goleak).
+func Main(m *testing.M) {
+	code := m.Run()
+	StopPostgres()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
 func (s *pgServer) url(db string) string {
 	q := url.Values{"host": {s.dir}, "sslmode": {"disable"}}
 	return (&url.URL{Scheme: "postgres", User: url.User("harvest"), Host: "", Path: "/" + db, RawQuery: q.Encode()}).String()
@@ -170,21 +186,7 @@ func startPostgres() (_ *pgServer, missing string, _ error) {
 		return fail(fmt.Errorf("starting postgres: %w", err))
 	}
 	ready := make(chan struct{})
-	go func() {
-		defer close(s.exited)
-		sc := bufio.NewScanner(stderr)
-		notify := ready
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(s.log, line)
-			if notify != nil && strings.Contains(line, "database system is ready to accept connections") {
-				close(notify)
-				notify = nil
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
-	}()
+	go s.readLog(stderr, ready)
 	select {
 	case <-ready:
 		return s, "", nil
@@ -196,6 +198,30 @@ func startPostgres() (_ *pgServer, missing string, _ error) {
 		return fail(errors.New("postgres was not ready within a minute:\n" + s.log.String()))
 	}
 }
+
+// readLog copies the server's log to s.log until the server exits,
+// closing ready when it says it accepts connections, and s.exited last.
+// It lives as long as the server (IgnorePostgres).
+func (s *pgServer) readLog(stderr io.Reader, ready chan struct{}) {
+	defer close(s.exited)
+	sc := bufio.NewScanner(stderr)
+	notify := ready
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(s.log, line)
+		if notify != nil && strings.Contains(line, "database system is ready to accept connections") {
+			close(notify)
+			notify = nil
+		}
+	}
+	io.Copy(io.Discard, stderr)
+	s.cmd.Wait()
+}
+
+// IgnorePostgres is the goleak option that ignores the goroutine of the
+// server Postgres starts, which lives until StopPostgres: for a leak check
+// of one test that may be the first to call Postgres.
+var IgnorePostgres = goleak.IgnoreAnyFunction("github.com/harvest-dev/harvest/internal/testbin.(*pgServer).readLog")
 
 // pgCredential is whom the server runs as: PostgreSQL refuses root, so a
 // test running as root runs it as the postgres user (Debian's package

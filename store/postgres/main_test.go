@@ -1,25 +1,11 @@
 package postgres
 
 import (
-	"fmt"
-	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
 )
 
-// TestMain stops the tests' PostgreSQL server, then fails the package's
-// tests if any goroutine outlives them.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.StopPostgres()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain stops the PostgreSQL server a test started (testbin.Postgres),
+// then fails the package's tests if any goroutine outlives them.
+func TestMain(m *testing.M) { testbin.Main(m) }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/secrets"
@@ -234,9 +235,9 @@ func (a *API) Client(token string) *client.Client {
 func verifyNoLeaks(t testing.TB, ignore goleak.Option) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if goleak.Find(ignore) == nil {
+		if goleak.Find(ignore, testbin.IgnorePostgres) == nil {
 			return
 		}
 	}
-	goleak.VerifyNone(t, ignore)
+	goleak.VerifyNone(t, ignore, testbin.IgnorePostgres)
 }
