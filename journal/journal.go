@@ -105,8 +105,9 @@ type Journal struct {
 	wake      chan struct{} // cap 1: the writer has work (or must stop)
 	space     chan struct{} // closed (and replaced) when the writer takes from the queue
 	closing   bool
-	commitErr error // the last failed commit, for error messages
-	closeLost int   // events abandoned by Close
+	commitErr error                 // the last failed commit, for error messages
+	closeLost int                   // events abandoned by Close
+	fences    map[string]fenceState // sessions whose events are written fenced (Fence)
 
 	subMu      sync.RWMutex
 	subs       map[string]map[*Subscription]struct{} // live delivery, by session
@@ -144,6 +145,8 @@ type entry struct {
 	flush bool
 	drops int // flush: the session's drops already reported
 	err   error
+	// fence is the session's fence when it was appended (Epoch 0: none).
+	fence store.Fence
 }
 
 // New starts a journal writing to st. Close it to flush and stop.
@@ -154,6 +157,7 @@ func New(st store.EventStore, opt Options) *Journal {
 		st: st, opt: opt, log: opt.Logger.With("component", "journal"),
 		ctx: ctx, cancel: cancel,
 		sessions:   map[string]*sessionState{},
+		fences:     map[string]fenceState{},
 		wake:       make(chan struct{}, 1),
 		space:      make(chan struct{}),
 		subs:       map[string]map[*Subscription]struct{}{},
@@ -290,7 +294,7 @@ func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, m
 		queued := ev
 		queued.Data = encoded{payload, b}
 		s.pending++
-		j.queue = append(j.queue, entry{ev: queued, s: s, done: done, msg: msg})
+		j.queue = append(j.queue, entry{ev: queued, s: s, done: done, msg: msg, fence: j.fences[ev.Session].f})
 		j.mu.Unlock()
 		j.signal()
 		return ev, nil

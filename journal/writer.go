@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
@@ -45,82 +46,133 @@ func (j *Journal) run() {
 }
 
 // commit stores the events of batch, setting err on the entries that could
-// not be stored.
+// not be stored. Unfenced and fenced entries are committed apart (each in
+// one transaction).
 func (j *Journal) commit(batch []entry) {
-	evs := make([]event.Event, 0, len(batch))
-	var msgs []*store.Message
+	var plain, fenced []*entry
 	for i := range batch {
-		if !batch[i].flush {
-			evs = append(evs, batch[i].ev)
-			if batch[i].msg != nil {
-				msgs = append(msgs, batch[i].msg)
-			}
+		switch {
+		case batch[i].flush:
+		case batch[i].fence.Epoch > 0:
+			fenced = append(fenced, &batch[i])
+		default:
+			plain = append(plain, &batch[i])
 		}
 	}
-	if len(evs) == 0 {
+	j.commitSet(plain)
+	j.commitSet(fenced)
+}
+
+// group is the entries of one session (and one fence) in a set.
+type group struct {
+	session string
+	fence   store.Fence
+	evs     []event.Event
+	msgs    []*store.Message
+	es      []*entry
+}
+
+// commitSet stores the events of es in one transaction, or, when some
+// session cannot take its events (deleted, another writer has its seqs,
+// its lease is lost), each session's on their own so the others go
+// through.
+func (j *Journal) commitSet(es []*entry) {
+	if len(es) == 0 {
 		return
 	}
-	err := j.store(evs, msgs)
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
-		for i := range batch {
-			batch[i].err = err
-		}
-		return
-	}
-	// Some session cannot take its events (deleted, or another writer
-	// has its seqs): store each session's events on their own so the
-	// others go through.
 	var order []string
-	bySession := map[string][]event.Event{}
-	msgsOf := map[string][]*store.Message{}
-	for _, ev := range evs {
-		if _, ok := bySession[ev.Session]; !ok {
-			order = append(order, ev.Session)
+	groups := map[string]*group{}
+	split := false
+	var evs []event.Event
+	var msgs []*store.Message
+	for _, e := range es {
+		key := e.ev.Session + "\x00" + strconv.FormatInt(e.fence.Epoch, 10)
+		g := groups[key]
+		if g == nil {
+			g = &group{session: e.ev.Session, fence: e.fence}
+			for _, o := range groups {
+				split = split || o.session == g.session // two epochs of one session
+			}
+			groups[key] = g
+			order = append(order, key)
 		}
-		bySession[ev.Session] = append(bySession[ev.Session], ev)
+		g.evs = append(g.evs, e.ev)
+		g.es = append(g.es, e)
+		evs = append(evs, e.ev)
+		if e.msg != nil {
+			g.msgs = append(g.msgs, e.msg)
+			msgs = append(msgs, e.msg)
+		}
 	}
-	for _, m := range msgs {
-		msgsOf[m.Session] = append(msgsOf[m.Session], m)
+	fences := func(gs ...*group) []store.Fence {
+		if gs[0].fence.Epoch == 0 {
+			return nil
+		}
+		fs := make([]store.Fence, len(gs))
+		for i, g := range gs {
+			fs[i] = g.fence
+		}
+		return fs
 	}
-	for _, id := range order {
-		err := j.store(bySession[id], msgsOf[id])
+	if !split {
+		all := make([]*group, len(order))
+		for i, k := range order {
+			all[i] = groups[k]
+		}
+		err := j.store(evs, msgs, fences(all...))
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrLeaseLost) {
+			for _, e := range es {
+				e.err = err
+			}
+			return
+		}
+	}
+	for _, k := range order {
+		g := groups[k]
+		err := j.store(g.evs, g.msgs, fences(g))
 		switch {
 		case err == nil:
 			continue
 		case errors.Is(err, store.ErrNotFound):
-			err = fmt.Errorf("%w: session %s: its events are not stored", ErrDeleted, id)
+			err = fmt.Errorf("%w: session %s: its events are not stored", ErrDeleted, g.session)
 		case errors.Is(err, store.ErrConflict):
-			err = fmt.Errorf("journal: session %s: another writer stored seqs this journal gave out (two journals on one store?): %d events not stored, its counter is reloaded: %w", id, len(bySession[id]), err)
-			j.log.Error("seq conflict", "session", id, "err", err)
+			err = fmt.Errorf("journal: session %s: another writer stored seqs this journal gave out (two journals on one store?): %d events not stored, its counter is reloaded: %w", g.session, len(g.evs), err)
+			j.log.Error("seq conflict", "session", g.session, "err", err)
+		case errors.Is(err, store.ErrLeaseLost):
+			err = fmt.Errorf("journal: session %s: %d events not stored, this node no longer owns the session: %w", g.session, len(g.evs), err)
+			j.log.Warn("lease lost", "session", g.session, "epoch", g.fence.Epoch, "err", err)
 		}
-		var s *sessionState
-		for i := range batch {
-			if batch[i].ev.Session == id && !batch[i].flush {
-				batch[i].err, s = err, batch[i].s
-			}
+		for _, e := range g.es {
+			e.err = err
 		}
-		if errors.Is(err, store.ErrConflict) {
-			j.reset(s, err)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLeaseLost) {
+			j.reset(g.es[0].s, err)
+		}
+		if errors.Is(err, store.ErrLeaseLost) {
+			j.leaseLost(g.fence, err)
 		}
 	}
 }
 
-// store commits evs (with msgs, in the same transaction), retrying with
-// backoff until it works, fails in a way a retry cannot fix (ErrNotFound,
-// ErrConflict), or Close gives up.
-func (j *Journal) store(evs []event.Event, msgs []*store.Message) error {
+// store commits evs (with msgs, in the same transaction; under fences if
+// not nil), retrying with backoff until it works, fails in a way a retry
+// cannot fix (ErrNotFound, ErrConflict, ErrLeaseLost), or Close gives up.
+func (j *Journal) store(evs []event.Event, msgs []*store.Message, fences []store.Fence) error {
 	wait := j.opt.RetryMin
 	for {
 		if j.ctx.Err() != nil {
 			return fmt.Errorf("%w%s", errAbandoned, j.lastErr())
 		}
 		var err error
-		if len(msgs) > 0 {
+		switch {
+		case fences != nil:
+			err = j.st.(fencedStore).AppendEventsFenced(j.ctx, fences, evs, msgs)
+		case len(msgs) > 0:
 			err = j.st.AppendEventsWith(j.ctx, evs, msgs)
-		} else {
+		default:
 			err = j.st.AppendEvents(j.ctx, evs)
 		}
 		if err == nil {
@@ -129,7 +181,7 @@ func (j *Journal) store(evs []event.Event, msgs []*store.Message) error {
 			j.mu.Unlock()
 			return nil
 		}
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLeaseLost) {
 			return err
 		}
 		if j.ctx.Err() == nil {
