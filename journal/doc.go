@@ -92,6 +92,7 @@
 // stored are those of a session deleted from the store (ErrDeleted to
 // AppendSync and Flush), those whose seq another writer already stored
 // (ErrConflict: two journals on one session; the session's counter is
-// reloaded from the store), and those still queued when Close's context
-// ends (Close says how many).
+// reloaded from the store), those of a fenced session whose lease another
+// node took (store.ErrLeaseLost: see fence.go), and those still queued
+// when Close's context ends (Close says how many).
 package journal

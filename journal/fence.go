@@ -17,10 +17,19 @@ import (
 // session over. The events refused, and those of the session still
 // queued, are failed like those of a seq conflict (the counter is reloaded
 // at the next Append), and the fence's lost function is called once, by
-// the writer goroutine: the owner stops acting for the session. Without a
-// Fence call nothing changes: events are stored unfenced, as on one node.
+// the writer goroutine: the owner stops acting for the session. From then
+// on (and after Unfence) the session's appends are refused with
+// store.ErrLeaseLost until Fence is called again with a new lease: a
+// session once fenced here is never written unfenced by this node, which
+// could slip a stale owner's event into a free seq. AppendFenced and
+// AppendSyncFenced carry a fence given by the caller instead of the
+// session's current one, for a writer bound to one lease (a session
+// runner: a runner of an older lease must not write under a newer one).
+// Without a Fence call nothing changes: events are stored unfenced, as on
+// one node.
 
-// fenceState is a session's current fence and whom to tell when it is lost.
+// fenceState is a session's current fence and whom to tell when it is
+// lost; f.Epoch -1 once it is lost or given up (appends are refused).
 type fenceState struct {
 	f    store.Fence
 	lost func(error)
@@ -63,8 +72,21 @@ func (j *Journal) Unfence(session string) {
 	if _, ok := j.fences[session]; !ok {
 		return
 	}
-	delete(j.fences, session)
+	j.fences[session] = fenceState{f: store.Fence{Session: session, Epoch: -1}}
 	j.reloadLocked(session)
+}
+
+// AppendFenced is Append under f (see Fence) whatever the session's
+// current fence.
+func (j *Journal) AppendFenced(f store.Fence, ev event.Event) (int64, error) {
+	ev, err := j.append(j.ctx, ev, nil, nil, &f)
+	return ev.Seq, err
+}
+
+// AppendSyncFenced is AppendSync under f (see Fence) whatever the
+// session's current fence.
+func (j *Journal) AppendSyncFenced(ctx context.Context, f store.Fence, ev event.Event) (event.Event, error) {
+	return j.appendSync(ctx, ev, &f)
 }
 
 // reloadLocked makes the next Append of session read its last seq from
@@ -82,8 +104,8 @@ func (j *Journal) reloadLocked(session string) {
 func (j *Journal) leaseLost(f store.Fence, err error) {
 	j.mu.Lock()
 	cur, ok := j.fences[f.Session]
-	if ok && cur.f.Epoch <= f.Epoch {
-		delete(j.fences, f.Session)
+	if ok && cur.f.Epoch <= f.Epoch && cur.f.Epoch > 0 {
+		j.fences[f.Session] = fenceState{f: store.Fence{Session: f.Session, Epoch: -1}}
 	} else {
 		ok = false
 	}

@@ -63,13 +63,26 @@ func TestFence(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the stale owner was not told its lease is lost")
 	}
-	// Its fence is forgotten: a later append of A is unfenced and would
-	// conflict on seqs, never interleave; the owner's go on.
+	// A's later appends are refused at once, never written unfenced into
+	// a free seq; an append under an explicit stale fence is refused by
+	// the store. The owner's go on.
+	if _, err := ja.Append(msg("s", 98)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("append after the lease was lost: %v, want ErrLeaseLost", err)
+	}
+	if _, err := ja.AppendSyncFenced(ctx, la.Fence(), msg("s", 97)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("append under a stale fence: %v, want ErrLeaseLost", err)
+	}
 	if ev, err := jb.AppendSync(ctx, msg("s", 4)); err != nil || ev.Seq != 5 {
 		t.Fatalf("new owner's second append: seq %d, %v; want 5", ev.Seq, err)
 	}
 	if len(lost) != 0 {
 		t.Fatal("lost called twice")
+	}
+	// Unfence (a lease given up) refuses too; a new Fence writes again,
+	// after the others' seqs.
+	jb.Unfence("s")
+	if _, err := jb.Append(msg("s", 96)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("append after Unfence: %v, want ErrLeaseLost", err)
 	}
 	evs, err := st.Events(ctx, "s", 0, 0)
 	if err != nil {

@@ -185,7 +185,7 @@ func (e encoded) MarshalJSON() ([]byte, error) { return e.b, nil }
 // QueueSize events are waiting for the store. The first Append of a session
 // reads its last seq from the store.
 func (j *Journal) Append(ev event.Event) (int64, error) {
-	ev, err := j.append(j.ctx, ev, nil, nil)
+	ev, err := j.append(j.ctx, ev, nil, nil, nil)
 	return ev.Seq, err
 }
 
@@ -193,8 +193,13 @@ func (j *Journal) Append(ev event.Event) (int64, error) {
 // its Seq and Time. If ctx ends first, the event stays queued (it will be
 // committed) and the error says why it is late.
 func (j *Journal) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
+	return j.appendSync(ctx, ev, nil)
+}
+
+// appendSync is AppendSync, under fence if not nil.
+func (j *Journal) appendSync(ctx context.Context, ev event.Event, fence *store.Fence) (event.Event, error) {
 	done := make(chan error, 1)
-	ev, err := j.append(ctx, ev, done, nil)
+	ev, err := j.append(ctx, ev, done, nil, fence)
 	if err != nil {
 		return ev, err
 	}
@@ -221,7 +226,7 @@ func (j *Journal) AppendMessage(ctx context.Context, ev event.Event, msg *store.
 	}
 	c := *msg
 	done := make(chan error, 1)
-	ev, err := j.append(ctx, ev, done, &c)
+	ev, err := j.append(ctx, ev, done, &c, nil)
 	if err != nil {
 		return ev, err
 	}
@@ -250,8 +255,8 @@ func (j *Journal) lastErrLocked() string {
 }
 
 // append queues ev (with msg, if not nil) and returns it with its seq and
-// time.
-func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, msg *store.Message) (event.Event, error) {
+// time. Its fence is fence, if not nil, else the session's (Fence).
+func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, msg *store.Message, fence *store.Fence) (event.Event, error) {
 	if ev.Session == "" || ev.Data == nil {
 		return ev, fmt.Errorf("journal: append: an event needs a session and a payload (session %q, type %q)", ev.Session, ev.Type())
 	}
@@ -275,6 +280,14 @@ func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, m
 			j.mu.Lock()
 			continue
 		}
+		f := j.fences[ev.Session].f
+		if fence != nil {
+			f = *fence
+		}
+		if f.Epoch < 0 {
+			j.mu.Unlock()
+			return ev, fmt.Errorf("journal: append to session %s: %w: this node does not own the session (any more)", ev.Session, store.ErrLeaseLost)
+		}
 		if len(j.queue) >= j.opt.QueueSize {
 			space := j.space
 			j.mu.Unlock()
@@ -294,7 +307,7 @@ func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, m
 		queued := ev
 		queued.Data = encoded{payload, b}
 		s.pending++
-		j.queue = append(j.queue, entry{ev: queued, s: s, done: done, msg: msg, fence: j.fences[ev.Session].f})
+		j.queue = append(j.queue, entry{ev: queued, s: s, done: done, msg: msg, fence: f})
 		j.mu.Unlock()
 		j.signal()
 		return ev, nil
@@ -390,6 +403,7 @@ func (s *sessionState) flushErr(reported int) error {
 func (j *Journal) Forget(session string) {
 	j.mu.Lock()
 	delete(j.sessions, session)
+	delete(j.fences, session)
 	j.mu.Unlock()
 
 	j.subMu.Lock()
