@@ -144,6 +144,10 @@ type Config struct {
 	Memory *memory.Service
 	// Logger receives what goes wrong in the background; nil discards it.
 	Logger *slog.Logger
+	// Node, when set, makes this server one of several nodes sharing the
+	// store: it runs only the sessions it holds a lease on (see "Several
+	// nodes" in the package doc). Nil: the only server of its store.
+	Node *NodeConfig
 }
 
 func (c *Config) cliPrefix() string {
@@ -187,6 +191,14 @@ func (c *Config) check() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Node != nil {
+		if c.Node.ID == "" {
+			return errors.New("session.Config.Node: ID not set: every node needs its own id")
+		}
+		if c.Node.TTL <= 0 {
+			c.Node.TTL = DefaultLeaseTTL
+		}
 	}
 	if c.LockTTL <= 0 {
 		c.LockTTL = DefaultLockTTL

@@ -45,6 +45,12 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := m.st.CreateSession(ctx, s, first); err != nil {
 		return nil, fmt.Errorf("storing the new session: %w", err)
 	}
+	unlock, err := m.claim(ctx, s.ID)
+	if err != nil {
+		// Stored all the same: a node's takeover starts it.
+		return nil, fmt.Errorf("taking the lease of the new session %s: %w", s.ID, err)
+	}
+	defer unlock()
 	m.append(event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.SessionState{State: string(s.State)}})
 	v := &View{Session: s, Queue: []*store.Message{}}
 	if first != nil {

@@ -116,7 +116,7 @@ func (m *Manager) checkForgeRepo(i int, r RepoSpec) (string, []string) {
 // forgeEmit records an event of the session from outside its turn's
 // goroutine (the git endpoint's pushes).
 func (r *runner) forgeEmit(p event.Payload) {
-	r.d.host.append(event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Turn: r.turnNow(), Agent: r.s.Agent, Data: p})
+	r.append(event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Turn: r.turnNow(), Agent: r.s.Agent, Data: p})
 }
 
 // forgeTimeout bounds publishing a turn's work.
@@ -135,7 +135,7 @@ func (r *runner) afterTurn(tid string, out agent.Outcome) {
 	cp := *r.s
 	cp.Repos = append([]store.Repo(nil), r.s.Repos...)
 	emit := func(p event.Payload) {
-		r.d.host.append(event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Agent: r.s.Agent, Data: p})
+		r.append(event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Agent: r.s.Agent, Data: p})
 	}
 	err := f.AfterTurn(ctx, TurnEnd{
 		Session: &cp, Turn: tid, Box: r.box, Outcome: out, Emit: emit,

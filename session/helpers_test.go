@@ -111,6 +111,7 @@ type env struct {
 	envs   func(e *env) Environments
 	egress *egress.Proxy
 	mcp    []agent.MCPServer
+	node   *NodeConfig
 	st     store.Store
 	j      *journal.Journal
 	m      *Manager
@@ -122,6 +123,12 @@ type envConfig struct {
 	noOpen bool
 	envs   func(e *env) Environments
 	mcp    []agent.MCPServer
+	node   *NodeConfig
+}
+
+// withNode makes the Manager a node of several (Config.Node).
+func withNode(id string, ttl time.Duration) envOpt {
+	return func(c *envConfig) { c.node = &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl} }
 }
 
 type envOpt func(*envConfig)
@@ -182,7 +189,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, node: c.node}
 	if !c.noOpen {
 		e.open()
 	}
@@ -210,6 +217,7 @@ func (e *env) open() {
 		Clock:        e.Clock,
 		Logger:       e.Logger(),
 		MCP:          e.mcp,
+		Node:         e.node,
 	})
 	if err != nil {
 		e.T.Fatal(err)

@@ -52,6 +52,9 @@ type Manager struct {
 	runners  map[string]*runner
 	deleting map[string]bool
 
+	// node: several-node mode (Config.Node); nil on a lone server.
+	node *nodeState
+
 	pmu       sync.Mutex
 	providers map[string]sandbox.Provider
 	owned     []io.Closer // providers the Manager opened itself
@@ -65,7 +68,11 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	base, stop := context.WithCancelCause(context.Background())
-	return &Manager{
+	var node *nodeState
+	if cfg.Node != nil {
+		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}}
+	}
+	return &Manager{node: node,
 		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,
 		log:  cfg.Logger.With("component", "session"),
 		base: base, stopAll: stop, drained: make(chan struct{}),
@@ -153,6 +160,13 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	if _, err := m.session(ctx, owner, id); err != nil {
 		return err
 	}
+	// With several nodes, only the owner deletes (no node takes the
+	// session over meanwhile: this one holds its lease).
+	unlock, err := m.claim(ctx, id)
+	if err != nil {
+		return fmt.Errorf("deleting session %s: %w", id, err)
+	}
+	unlock()
 	defer m.gates.lock(id)()
 	m.mu.Lock()
 	if m.deleting[id] {
@@ -207,6 +221,12 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 		return fmt.Errorf("deleting session %s: %w", id, err)
 	}
 	m.j.Forget(id)
+	if m.node != nil {
+		m.mu.Lock()
+		delete(m.node.held, id)
+		m.mu.Unlock()
+		m.j.Unfence(id)
+	}
 	return nil
 }
 
@@ -397,6 +417,9 @@ func (m *Manager) wake(id string, w wakeOpts) {
 		if !w.start {
 			return
 		}
+		if m.node != nil && m.node.held[id] == nil {
+			return // not ours: its owner runs it (or the takeover will)
+		}
 		r = newRunner(m, id)
 		m.runners[id] = r
 		m.wg.Add(1)
@@ -474,27 +497,62 @@ func (m *Manager) append(ev event.Event) {
 }
 
 // runnerExit removes r from the runners unless a wake is pending (a message
-// arrived: r goes round again). Reports whether it did.
+// arrived: r goes round again). Reports whether it did. With several
+// nodes, the session's lease is given up with it, under the session's
+// claim, so that a send holding the claim writes under a lease that stays.
 func (m *Manager) runnerExit(r *runner) bool {
+	if m.node != nil {
+		defer m.node.claims.lock(r.id)()
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	select {
 	case <-r.wake:
+		m.mu.Unlock()
 		return false
 	default:
 	}
 	if m.runners[r.id] == r {
 		delete(m.runners, r.id)
 	}
+	h := m.dropHeldLocked(r.id, r.fence.Epoch)
+	m.mu.Unlock()
+	if h != nil {
+		m.giveUp(h)
+	}
 	return true
 }
 
-// runnerGone removes r, whose loop is over, from the runners.
+// runnerGone removes r, whose loop is over, from the runners. With
+// several nodes: on shutdown the lease is given up (another node takes the
+// session over at once, reattaching the box left running); a lost lease
+// was forgotten already; and a lease taken while r was stopping gets a
+// new runner.
 func (m *Manager) runnerGone(r *runner) {
+	if m.node == nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.runners[r.id] == r {
+			delete(m.runners, r.id)
+		}
+		return
+	}
+	defer m.node.claims.lock(r.id)()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.runners[r.id] == r {
 		delete(m.runners, r.id)
+	}
+	h := m.dropHeldLocked(r.id, r.fence.Epoch)
+	_, again := m.node.held[r.id]
+	m.mu.Unlock()
+	if h != nil {
+		if errors.Is(context.Cause(r.ctx), errDeleted) {
+			m.j.Unfence(r.id)
+		} else {
+			m.giveUp(h)
+		}
+	}
+	if again {
+		m.wake(r.id, wakeOpts{start: true})
 	}
 }
 

@@ -25,6 +25,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return fmt.Errorf("recovering sessions: %w", ErrUnavailable)
 	}
 	m.startRefresh()
+	if m.node != nil {
+		// Several nodes: the keeper takes over, now and whenever a lease
+		// runs out, the sessions nobody owns, one at a time, each as
+		// below. Boxes are not reaped: another node's runner may be
+		// starting one whose handle is not stored yet.
+		m.startKeeper()
+		return nil
+	}
 	all, err := m.st.ListSessions(ctx, store.SessionFilter{})
 	if err != nil {
 		return fmt.Errorf("recovering sessions: listing them: %w", err)

@@ -31,6 +31,10 @@ type runner struct {
 	cancel context.CancelCauseFunc
 	wake   chan struct{} // capacity 1: wakes coalesce
 	done   chan struct{} // closed when run has returned
+	// fence is the lease it runs under (several nodes; zero on one node):
+	// its store writes carry it (fencedStore) and its events do (the
+	// journal's Fence).
+	fence store.Fence
 
 	mu     sync.Mutex
 	paused bool             // Cancel paused the queue; a new message resumes it
@@ -76,7 +80,7 @@ type turnCtl struct {
 // A runner holds these, never the Manager itself.
 type runnerDeps struct {
 	st    store.Store
-	j     *journal.Journal
+	j     eventLog
 	clock Clock
 	cfg   *Config
 	host  runnerHost
@@ -97,7 +101,6 @@ type runnerHost interface {
 	withDefaults(s *store.Session) *store.Session
 	hideDataDir(msg string) string
 	wakeWorkflow(s *store.Session)
-	append(ev event.Event)
 	beginTurn() bool
 	endTurn()
 	Draining() bool
@@ -111,14 +114,53 @@ type runnerHost interface {
 
 var _ runnerHost = (*Manager)(nil)
 
+// eventLog is where a runner journals its session's events: the journal
+// itself on one node; with several, the journal under the runner's lease
+// (fencedLog), so that a runner whose lease is gone never writes under
+// the next one this node may take.
+type eventLog interface {
+	Append(ev event.Event) (int64, error)
+	AppendSync(ctx context.Context, ev event.Event) (event.Event, error)
+}
+
+var _ eventLog = (*journal.Journal)(nil)
+
+// fencedLog journals under one lease.
+type fencedLog struct {
+	j *journal.Journal
+	f store.Fence
+}
+
+func (l fencedLog) Append(ev event.Event) (int64, error) { return l.j.AppendFenced(l.f, ev) }
+func (l fencedLog) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
+	return l.j.AppendSyncFenced(ctx, l.f, ev)
+}
+
+// append journals ev, logging a failure (the journal only fails when it
+// is closed, or with several nodes when the lease is lost).
+func (r *runner) append(ev event.Event) {
+	if _, err := r.d.j.Append(ev); err != nil {
+		r.log.Warn("journaling an event", "type", ev.Type(), "err", err)
+	}
+}
+
+// newRunner makes the runner of session id. Called under Manager.mu (with
+// several nodes, only once this node holds the session's lease).
 func newRunner(m *Manager, id string) *runner {
 	ctx, cancel := context.WithCancelCause(m.base)
-	return &runner{
+	r := &runner{
 		d:  runnerDeps{st: m.st, j: m.j, clock: m.clock, cfg: &m.cfg, host: m},
 		id: id, log: m.log.With("session", id),
 		ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
+	if m.node != nil {
+		l := m.node.held[id].lease
+		r.fence = l.Fence()
+		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }}
+		r.d.j = fencedLog{j: m.j, f: r.fence}
+	}
+	return r
 }
 
 func (r *runner) setLockKey(k string) {
@@ -328,7 +370,7 @@ func (r *runner) setState(ctx context.Context, st store.State, reason string, fn
 		return fmt.Errorf("session %s: moving to %s: %w", r.id, st, err)
 	}
 	r.s = r.d.host.withDefaults(s)
-	r.d.host.append(r.event("", event.SessionState{State: string(st), Reason: r.d.host.hideDataDir(reason)}))
+	r.append(r.event("", event.SessionState{State: string(st), Reason: r.d.host.hideDataDir(reason)}))
 	return nil
 }
 
@@ -511,8 +553,12 @@ func (r *runner) release() {
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	if r.ag != nil {
-		if err := r.ag.Close(ctx); err != nil {
-			r.log.Warn("closing the agent", "err", err)
+		// A lost lease leaves the box as it is (closing the agent would
+		// stop processes in it): the new owner reattaches or replaces it.
+		if !errors.Is(context.Cause(r.ctx), errLeaseLost) {
+			if err := r.ag.Close(ctx); err != nil {
+				r.log.Warn("closing the agent", "err", err)
+			}
 		}
 		r.ag = nil
 	}

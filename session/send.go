@@ -101,6 +101,13 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 	if q, err := m.st.Messages(ctx, id, store.MessageQueued); err == nil {
 		pos = len(q) + 1
 	}
+	// With several nodes, the owner stores the message: its journal
+	// numbers the session's events (claim takes the lease if nobody has it).
+	unlock, err := m.claim(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("sending to session %s: %w; the message was not stored", id, err)
+	}
+	defer unlock()
 	msg := &store.Message{ID: newMessageID(), Session: id, Text: text, Mode: mode, State: store.MessageQueued, CreatedAt: m.clock.Now().UTC(),
 		Key: out.Key, RequestHash: hash}
 	if out.Key != "" {

@@ -32,7 +32,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 				if wf := r.s.Collab.Workflow; wf != "" {
 					what = "workflow " + wf
 				}
-				r.d.host.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: %s is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, what, le, d.cfg.LockRetry, r.id)}))
+				r.append(r.event("", event.SessionState{State: string(r.s.State), Reason: fmt.Sprintf("message %s waits: %s is %v; retrying every %s (an admin can force it: harvest session unlock %s)", msg.ID, what, le, d.cfg.LockRetry, r.id)}))
 			}
 			return nil
 		}
@@ -68,7 +68,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 		// next one.
 		return err
 	}
-	d.host.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
+	r.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
 	r.curTurn.Store(&tid)
 	defer r.curTurn.Store(nil)
 
@@ -222,7 +222,7 @@ func (t *turnSink) emit(p event.Payload) {
 			r.log.Error("journaling the end of a turn", "turn", t.tid, "err", err)
 		}
 	default:
-		r.d.host.append(ev)
+		r.append(ev)
 	}
 }
 

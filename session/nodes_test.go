@@ -1,0 +1,135 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// nodeTTL is the lease TTL of the several-node tests: short, because
+// leases run on the store's clock, which the tests cannot move.
+const nodeTTL = 900 * time.Millisecond
+
+// TestNodesHandOver: two Managers as two nodes on one store, each with
+// its own journal. The session A created runs on A only: B refuses a
+// message for it (ErrElsewhere, for the caller to forward). A stops
+// gracefully and gives its lease up; B takes the session over at once,
+// reattaches its box, and runs the next message. The session's seqs
+// have no gap, and each message is delivered once.
+func TestNodesHandOver(t *testing.T) {
+	e := newEnv(t, withNode("a", nodeTTL))
+	ctx := testbin.Context(t)
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := e.openNode("b", nodeTTL)
+	if err := b.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := e.create("msg one")
+	e.watch(v.ID).Until("turn t1 to end", stacktest.TurnEnded("t1"))
+	if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node != "a" {
+		t.Fatalf("lease of the session A created: %+v %v", l, err)
+	}
+	if _, err := b.Send(ctx, "owner-1", v.ID, "msg refused", ""); !errors.Is(err, ErrElsewhere) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("B's send to A's session: %v, want ErrElsewhere", err)
+	}
+	if n, ok, err := b.Owner(ctx, v.ID); err != nil || !ok || n.ID != "a" {
+		t.Fatalf("B: Owner %+v %v %v, want node a", n, ok, err)
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := e.m.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B to take the session over", func() bool {
+		l, err := e.st.GetLease(ctx, v.ID)
+		return err == nil && l.Node == "b"
+	})
+	m, err := b.Send(ctx, "owner-1", v.ID, "msg two", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stacktest.Watch(t, v.ID, func(after int64) (*journal.Subscription, error) {
+		return b.Subscribe(context.Background(), "", v.ID, after)
+	}).Until("turn t2 to end", stacktest.TurnEnded("t2"))
+
+	evs, err := e.st.Events(ctx, v.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delivered []string
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i+1, ev.Seq)
+		}
+		if p, ok := ev.Data.(event.MessageDelivered); ok {
+			delivered = append(delivered, p.MessageID)
+		}
+		if p, ok := ev.Data.(event.TurnFailed); ok {
+			t.Errorf("turn %s failed: %+v", ev.Turn, p)
+		}
+	}
+	if len(delivered) != 2 || delivered[1] != m.ID || slices.Contains(delivered[:1], m.ID) {
+		t.Errorf("delivered %v, want the prompt then %s", delivered, m.ID)
+	}
+	waitFor(t, "the session to be idle after turn t2", func() bool {
+		s, err := e.st.GetSession(ctx, v.ID)
+		return err == nil && s.State == store.StateIdle && s.Turns == 2
+	})
+}
+
+// openNode opens another node on e's store: a Manager with its own
+// journal, closed when the test ends.
+func (e *env) openNode(id string, ttl time.Duration) (*Manager, *journal.Journal) {
+	e.T.Helper()
+	j := journal.New(e.st, journal.Options{Logger: e.Logger()})
+	e.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := j.Close(ctx); err != nil {
+			e.T.Errorf("closing node %s's journal: %v", id, err)
+		}
+	})
+	m, err := NewManager(Config{
+		Store: e.st, Journal: j, Backends: e.Backends, DataDir: e.DataDir, Sources: e.Sources,
+		Models: e.Models(), DefaultModel: stacktest.Model, Disks: e.Disks, Clock: e.Clock,
+		Logger: e.Logger().With("node", id), Node: &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl},
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			e.T.Errorf("closing node %s: %v", id, err)
+		}
+	})
+	return m, j
+}
+
+// waitFor waits until cond holds (it reads the store: leases run on the
+// store's clock), for a minute at most.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("waiting for %s: a minute passed", what)
+		}
+	}
+}
