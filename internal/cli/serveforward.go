@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/wire"
+)
+
+// With several nodes (--advertise), a session runs on the node that holds
+// its lease, and only that node writes its events (its journal numbers
+// them). Any node answers the API: reads come from the shared store, and
+// the requests that act on a running session — send a message, cancel,
+// delete, and the live event stream — are forwarded to its owner by a
+// reverse proxy that passes the caller's credentials on (the owner checks
+// them against the same store). A request another node forwarded is
+// never forwarded again: if ownership moved meanwhile the Manager answers
+// 503 and the client retries. A session nobody owns (suspended, or its
+// node died and its lease has not run out yet) is handled here: a send
+// takes the lease and resumes the session on this node.
+
+// forwardedHeader marks a forwarded request, with the forwarding node.
+const forwardedHeader = "Harvest-Forwarded-By"
+
+type forwarder struct {
+	mgr    *session.Manager
+	next   http.Handler
+	self   string
+	events bool // forward event streams too (not with --nats-follow)
+	log    *slog.Logger
+}
+
+func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := f.forwardable(r)
+	if !ok || r.Header.Get(forwardedHeader) != "" {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	n, elsewhere, err := f.mgr.Owner(r.Context(), id)
+	if err != nil || !elsewhere {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	target, err := url.Parse(n.Addr)
+	if err != nil || target.Host == "" {
+		f.log.Warn("a node advertises an unusable address", "node", n.ID, "addr", n.Addr)
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Set(forwardedHeader, f.self)
+		},
+		FlushInterval: -1, // event streams
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			f.log.Warn("forwarding a request to the session's node", "session", id, "node", n.ID, "err", err)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorInfo{Code: wire.CodeUnavailable,
+				Message: "session " + id + " runs on node " + n.ID + ", which does not answer; try again (its sessions are taken over once its lease runs out)"}})
+		},
+	}
+	p.ServeHTTP(w, r)
+}
+
+// forwardable says whether r acts on a running session, and which.
+func (f *forwarder) forwardable(r *http.Request) (string, bool) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/")
+	if !ok {
+		return "", false
+	}
+	id, sub, _ := strings.Cut(rest, "/")
+	switch {
+	case sub == "" && r.Method == http.MethodDelete,
+		sub == "messages" && r.Method == http.MethodPost,
+		sub == "cancel" && r.Method == http.MethodPost,
+		sub == "events" && r.Method == http.MethodGet && f.events:
+		return id, id != ""
+	}
+	return "", false
+}
+
+// nodeConfig is serve's several-node configuration: nil unless --node-id
+// or --advertise is given. listen is the address it listens on.
+func nodeConfig(f serveFlags, listen string) (*session.NodeConfig, error) {
+	if f.nodeID == "" && f.advertise == "" {
+		return nil, nil
+	}
+	if !isPostgresURL(f.store) {
+		return nil, errors.New("--node-id/--advertise: several nodes share one PostgreSQL store: give --store postgres://…")
+	}
+	if f.leaseTTL < time.Second {
+		return nil, fmt.Errorf("--lease-ttl %s: give at least 1s", f.leaseTTL)
+	}
+	n := &session.NodeConfig{ID: f.nodeID, Addr: f.advertise, TTL: f.leaseTTL}
+	if n.ID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "harvest"
+		}
+		var b [3]byte
+		rand.Read(b[:])
+		n.ID = host + "-" + hex.EncodeToString(b[:])
+	}
+	if n.Addr == "" {
+		n.Addr = "http://" + listen
+	}
+	if u, err := url.Parse(n.Addr); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--advertise %q: give the URL other nodes reach this one at, like http://10.0.0.5:7777", n.Addr)
+	}
+	return n, nil
+}
