@@ -146,7 +146,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see README: Running on several machines)")
-	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's id (default: the host name and a random suffix; see README: Running on several machines)")
+	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's name (default: the host name); a random suffix makes every start a new owner (see README: Running on several machines)")
 	fl.StringVar(&f.advertise, "advertise", "", "run as one of several nodes on one --store: the URL the other nodes forward this node's sessions' requests to (default http:// and the --listen address)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", session.DefaultLeaseTTL, "with several nodes: how long a session's lease lasts without renewal, so how soon a dead node's sessions are taken over")
 	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -59,6 +60,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := &httputil.ReverseProxy{
+		Transport: forwardTransport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Header.Set(forwardedHeader, f.self)
@@ -75,6 +77,18 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.ServeHTTP(w, r)
 }
+
+// forwardTransport bounds how long a forwarded request waits for the
+// owner's answer to start: a node paused (or cut off) keeps its leases
+// until they run out, and a request to it fails with 503 instead of
+// hanging; the client retries, and once the lease ran out the session is
+// taken over. An event stream's headers come at once, so it is not cut.
+var forwardTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = time.Minute
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	return t
+}()
 
 // forwardable says whether r acts on a running session, and which.
 func (f *forwarder) forwardable(r *http.Request) (string, bool) {
@@ -105,16 +119,20 @@ func nodeConfig(f serveFlags, listen string) (*session.NodeConfig, error) {
 	if f.leaseTTL < time.Second {
 		return nil, fmt.Errorf("--lease-ttl %s: give at least 1s", f.leaseTTL)
 	}
-	n := &session.NodeConfig{ID: f.nodeID, Addr: f.advertise, TTL: f.leaseTTL}
-	if n.ID == "" {
+	// Every start is a new owner (store/leases.go): the id gets a random
+	// suffix, so a restarted node never renews the leases of the process
+	// it replaces (nor of a twin started by mistake with the same name).
+	name := f.nodeID
+	if name == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
 			host = "harvest"
 		}
-		var b [3]byte
-		rand.Read(b[:])
-		n.ID = host + "-" + hex.EncodeToString(b[:])
+		name = host
 	}
+	var b [3]byte
+	rand.Read(b[:])
+	n := &session.NodeConfig{ID: name + "-" + hex.EncodeToString(b[:]), Addr: f.advertise, TTL: f.leaseTTL}
 	if n.Addr == "" {
 		n.Addr = "http://" + listen
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestServeNodes(t *testing.T) {
 	for _, s := range sessions {
 		// B streams A's session (forwarded) up to the running tool.
 		follow(t, cb, s.id, 0, "the bash tool to start", func(ev event.Event) bool { return ev.Type() == event.TypeToolStarted })
-		if l, err := st.GetLease(ctx, s.id); err != nil || l.Node != "a" {
+		if l, err := st.GetLease(ctx, s.id); err != nil || !strings.HasPrefix(l.Node, "a-") {
 			t.Fatalf("session %s created on A: lease %+v %v", s.id, l, err)
 		}
 	}
@@ -123,6 +124,25 @@ func TestServeNodes(t *testing.T) {
 		}
 		checkDelivered(t, ctx, cc, s.id, append(slices.Clone(s.queued), m.ID), "t4", []string{"t1"})
 	}
+
+	// Cancel and delete through B (which owns nothing now): forwarded to C.
+	s := sessions[0]
+	if _, err := cb.Send(ctx, s.id, "long task", ""); err != nil {
+		t.Fatal(err)
+	}
+	follow(t, cb, s.id, 0, "the bash tool of t5 to start", func(ev event.Event) bool { return ev.Turn == "t5" && ev.Type() == event.TypeToolStarted })
+	if err := cb.Cancel(ctx, s.id); err != nil {
+		t.Fatal(err)
+	}
+	if ev := follow(t, cb, s.id, 0, "turn t5 to end", stacktest.TurnEnded("t5")); ev[len(ev)-1].Type() != event.TypeTurnCancelled {
+		t.Errorf("turn t5 after a cancel through B: %s", ev[len(ev)-1].Type())
+	}
+	if err := cb.DeleteSession(ctx, s.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.GetSession(ctx, s.id); err == nil {
+		t.Errorf("session %s is still there after a delete through B", s.id)
+	}
 	if t.Failed() {
 		t.Logf("node B:\n%s\nnode C:\n%s", b.stderr, c.stderr)
 	}
@@ -135,7 +155,7 @@ func waitLease(t *testing.T, ctx context.Context, st store.Store, session, node 
 	defer tick.Stop()
 	for {
 		l, err := st.GetLease(ctx, session)
-		if err == nil && l.Node == node {
+		if err == nil && strings.HasPrefix(l.Node, node+"-") { // ids get a random suffix
 			return
 		}
 		select {
