@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -46,6 +47,13 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, fmt.Errorf("storing the new session: %w", err)
 	}
 	unlock, err := m.claim(ctx, s.ID)
+	if errors.Is(err, ErrElsewhere) {
+		// Another node's takeover was quicker (it waits a TTL for new
+		// sessions, so this is rare): the session runs there, and its
+		// runner journals the prompt's message.queued (repair.go).
+		m.log.Warn("a new session was taken over by another node before this one took its lease", "session", s.ID, "err", err)
+		return &View{Session: s, Queue: []*store.Message{}}, nil
+	}
 	if err != nil {
 		// Stored all the same: a node's takeover starts it.
 		return nil, fmt.Errorf("taking the lease of the new session %s: %w", s.ID, err)

@@ -168,7 +168,8 @@
 // (store.ErrLeaseLost). A refusal, a refused renewal, or a renewal that
 // failed for so long that the lease may have run out, is a lost lease
 // (leaseLost): the runner is cancelled with errLeaseLost and stops at
-// once without closing its agent or touching its box, and the journal
+// once without closing its agent or touching its box (a turn it ran is
+// cancelled, so a tool's process may get its signal), and the journal
 // refuses every later event of the session from this node until it takes
 // a new lease. The new owner's runner starts exactly as Recover starts
 // one: it destroys the box of an interrupted turn and marks it
@@ -184,6 +185,10 @@
 // TTL+TTL/3. Requests that act on a running session (send, cancel,
 // delete, the event stream) are forwarded by harvest serve to the
 // owner's advertised URL (Owner); reads come from the store.
+//
+// The Manager's own writes for a runner (a workspace's commits, at
+// provisioning) are not fenced: a stale owner may still write those, never
+// the session's state, box, conversation, messages or events.
 //
 // Per session, claims (nodeState.claims) serialise taking the lease and
 // writing under it (Create, Send, takeover) against giving it up (a

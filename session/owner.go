@@ -232,11 +232,7 @@ func (m *Manager) keep() {
 	for {
 		select {
 		case <-m.base.Done():
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := m.st.RemoveNode(ctx, m.node.cfg.ID); err != nil {
-				m.log.Warn("leaving the nodes", "err", err)
-			}
-			cancel()
+			m.leave()
 			return
 		case <-t.C:
 		}
@@ -250,6 +246,40 @@ func (m *Manager) keep() {
 		}
 		cancel()
 		t.Reset(ttl / 3)
+	}
+}
+
+// leave is the keeper's last act, at Close: the node leaves the list (no
+// request is forwarded to it any more), and leases it holds for no runner
+// (a takeover that raced with Close) are given up; runners give up their
+// own as they stop.
+func (m *Manager) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.st.RemoveNode(ctx, m.node.cfg.ID); err != nil {
+		m.log.Warn("leaving the nodes", "err", err)
+	}
+	m.mu.Lock()
+	var idle []string
+	for id := range m.node.held {
+		if m.runners[id] == nil {
+			idle = append(idle, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range idle {
+		unlock := m.node.claims.lock(id)
+		m.mu.Lock()
+		var h *held
+		if m.runners[id] == nil {
+			h = m.node.held[id]
+			delete(m.node.held, id)
+		}
+		m.mu.Unlock()
+		if h != nil {
+			m.giveUp(h)
+		}
+		unlock()
 	}
 }
 
@@ -316,6 +346,9 @@ func (m *Manager) takeover(ctx context.Context) error {
 		s, err := m.st.GetSession(ctx, l.Session)
 		if err != nil {
 			continue // deleted meanwhile
+		}
+		if l.Epoch == 0 && s.State == store.StatePending && m.clock.Now().Sub(s.CreatedAt) < m.leaseTTL() {
+			continue // just created: its node takes the lease in a moment
 		}
 		if s.State == store.StateSuspended {
 			q, err := m.st.Messages(ctx, s.ID, store.MessageQueued)

@@ -23,9 +23,9 @@ import (
 // its lease, and only that node writes its events (its journal numbers
 // them). Any node answers the API: reads come from the shared store, and
 // the requests that act on a running session — send a message, cancel,
-// delete, and the live event stream — are forwarded to its owner by a
-// reverse proxy that passes the caller's credentials on (the owner checks
-// them against the same store). A request another node forwarded is
+// delete, unlock, the live event stream, and those that use its box (diff,
+// shell) — are forwarded to its owner by a reverse proxy that passes the
+// caller's credentials on (the owner checks them against the same store). A request another node forwarded is
 // never forwarded again: if ownership moved meanwhile the Manager answers
 // 503 and the client retries. A session nobody owns (suspended, or its
 // node died and its lease has not run out yet) is handled here: a send
@@ -101,6 +101,9 @@ func (f *forwarder) forwardable(r *http.Request) (string, bool) {
 	case sub == "" && r.Method == http.MethodDelete,
 		sub == "messages" && r.Method == http.MethodPost,
 		sub == "cancel" && r.Method == http.MethodPost,
+		sub == "unlock" && r.Method == http.MethodPost,
+		sub == "diff" && r.Method == http.MethodGet,  // read in the box
+		sub == "shell" && r.Method == http.MethodGet, // a shell in the box (an upgrade: proxied too)
 		sub == "events" && r.Method == http.MethodGet && f.events:
 		return id, id != ""
 	}
