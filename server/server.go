@@ -101,9 +101,9 @@ type Config struct {
 	// Follow, when set, serves every event stream from it instead of
 	// Manager.Subscribe (once Manager.Get says the caller may see the
 	// session): the NATS event bus (package journal/natsbus), on a server
-	// whose sessions run on another. Until servers know which sessions
-	// they run (issue 16), it is all streams or none: harvest serve
-	// --nats-follow.
+	// whose sessions run on another. It is all streams or none (harvest
+	// serve --nats-follow); without it, harvest serve's several nodes
+	// forward a stream to the session's owner instead.
 	Follow func(ctx context.Context, session string, after int64) (EventStream, error)
 	// Version is reported by /healthz.
 	Version string
