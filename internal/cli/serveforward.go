@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/wire"
+	"github.com/spf13/pflag"
 )
 
 // With several nodes (--advertise), a session runs on the node that holds
@@ -143,4 +145,20 @@ func nodeConfig(f serveFlags, listen string) (*session.NodeConfig, error) {
 		return nil, fmt.Errorf("--advertise %q: give the URL other nodes reach this one at, like http://10.0.0.5:7777", n.Addr)
 	}
 	return n, nil
+}
+
+// addNodeFlags adds serve's several-node flags.
+func addNodeFlags(fl *pflag.FlagSet, f *serveFlags) {
+	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's name (default: the host name); a random suffix makes every start a new owner (see README: Running on several machines)")
+	fl.StringVar(&f.advertise, "advertise", "", "run as one of several nodes on one --store: the URL the other nodes forward this node's sessions' requests to (default http:// and the --listen address)")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", session.DefaultLeaseTTL, "with several nodes: how long a session's lease lasts without renewal, so how soon a dead node's sessions are taken over")
+}
+
+// nodeHandler is the API, behind the forwarder with several nodes.
+func nodeHandler(api http.Handler, mgr *session.Manager, node *session.NodeConfig, f serveFlags, logger *slog.Logger, stderr io.Writer) http.Handler {
+	if node == nil {
+		return api
+	}
+	fmt.Fprintf(stderr, "harvest: node %s of several on the store, advertised at %s\n", node.ID, node.Addr)
+	return &forwarder{mgr: mgr, next: api, self: node.ID, events: !f.natsFollow, log: logger.With("component", "forward")}
 }
