@@ -74,7 +74,7 @@ func (s *Server) authenticate(r *http.Request) (caller, *apiError) {
 	case errors.Is(err, store.ErrNotFound):
 		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "unknown token: it was deleted or mistyped; use the one in DATA/admin-token or make one with harvest token create")
 	case err != nil:
-		return caller{}, &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "checking the token: " + err.Error(), cause: err}
+		return caller{}, storeFailed("checking the token", err)
 	}
 	return caller{token: t}, nil
 }

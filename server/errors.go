@@ -71,12 +71,29 @@ func fromManager(err error) *apiError {
 		return errorf(http.StatusConflict, CodeConflict, err.Error())
 	case errors.Is(err, session.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return storeFailed("", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client went away (or the server is stopping); nobody reads this.
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, message: "the request was cancelled: " + err.Error(), cause: err}
 	}
 	return &apiError{status: http.StatusInternalServerError, code: CodeInternal,
 		message: "the server failed: " + err.Error() + " (see the server's log; retry, and report it if it persists)", cause: err}
+}
+
+// storeFailed is the response to a store error while doing what: 503
+// when the store is unreachable (restarting: the client retries), else
+// 500.
+func storeFailed(what string, err error) *apiError {
+	msg := err.Error()
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
+			message: msg + " (the server's database cannot be reached now: retry in a few seconds)"}
+	}
+	return &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: msg, cause: err}
 }
 
 // logError logs what the client was not told in full.

@@ -143,7 +143,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ caller) *apiEr
 	case errors.Is(err, store.ErrNotFound):
 		return errorf(http.StatusUnauthorized, CodeUnauthorized, "unknown token: it was deleted or mistyped; use the one in DATA/admin-token or make one with harvest token create")
 	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "checking the token: " + err.Error(), cause: err}
+		return storeFailed("checking the token", err)
 	}
 	var key [32]byte
 	rand.Read(key[:])

@@ -585,3 +585,9 @@ type WebSessions interface {
 	// DeleteWebSession removes it (no error when it is gone already).
 	DeleteWebSession(ctx context.Context, hash []byte) error
 }
+
+// ErrUnavailable: the store cannot be reached now (its server is down or
+// restarting, the connection was lost). Nothing was done, or, for a write
+// whose commit was cut off, it is not known whether it was: retry later
+// (idempotently).
+var ErrUnavailable = errors.New("store unavailable")

@@ -89,13 +89,7 @@ func StopPostgres() {
 	if s == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown: disconnect clients, checkpoint, exit
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
+	s.stop()
 	os.RemoveAll(s.dir)
 }
 
@@ -135,6 +129,29 @@ func (s *pgServer) exec(ctx context.Context, sql string) error {
 // startPostgres makes a cluster and starts its server, waiting until its
 // log says it accepts connections.
 func startPostgres() (_ *pgServer, missing string, _ error) {
+	c, missing, err := newCluster()
+	if missing != "" || err != nil {
+		return nil, missing, err
+	}
+	s, err := c.start()
+	if err != nil {
+		os.RemoveAll(c.dir)
+		return nil, "", err
+	}
+	return s, "", nil
+}
+
+// cluster is a PostgreSQL data directory (initdb's) and how to run its
+// server.
+type cluster struct {
+	bin, dir, data string
+	env            []string
+	cred           *syscall.Credential
+}
+
+// newCluster makes a cluster (initdb) in a new temporary directory, which
+// is also the server's socket directory.
+func newCluster() (_ *cluster, missing string, _ error) {
 	bin := PostgresBin
 	if v := os.Getenv("HARVEST_POSTGRES_BIN"); v != "" {
 		bin = v
@@ -152,7 +169,7 @@ func startPostgres() (_ *pgServer, missing string, _ error) {
 	if err != nil {
 		return nil, "", err
 	}
-	fail := func(err error) (*pgServer, string, error) {
+	fail := func(err error) (*cluster, string, error) {
 		os.RemoveAll(dir)
 		return nil, "", err
 	}
@@ -161,41 +178,58 @@ func startPostgres() (_ *pgServer, missing string, _ error) {
 			return fail(err)
 		}
 	}
-	data := filepath.Join(dir, "data")
-	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "LC_ALL=C.UTF-8", "LANG=C.UTF-8", "TZ=UTC"}
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "harvest", "--auth=trust",
+	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), cred: cred,
+		env: []string{"PATH=" + bin + ":/usr/bin:/bin", "LC_ALL=C.UTF-8", "LANG=C.UTF-8", "TZ=UTC"}}
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", c.data, "-U", "harvest", "--auth=trust",
 		"--encoding=UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions")
-	initdb.Env, initdb.Dir = env, dir
+	initdb.Env, initdb.Dir = c.env, dir
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
+	return c, "", nil
+}
 
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
+// start starts the cluster's server, waiting until its log says it
+// accepts connections.
+func (c *cluster) start() (*pgServer, error) {
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), "-D", c.data, "-k", c.dir,
 		"-c", "listen_addresses=", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "lc_messages=C")
-	cmd.Env, cmd.Dir = env, dir
+	cmd.Env, cmd.Dir = c.env, c.dir
 	// SIGQUIT when this process dies without StopPostgres (a test
 	// timeout's panic): the server stops at once (its directory stays).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	s := &pgServer{dir: dir, cmd: cmd, exited: make(chan struct{}), log: &Buffer{}}
+	s := &pgServer{dir: c.dir, cmd: cmd, exited: make(chan struct{}), log: &Buffer{}}
 	if err := cmd.Start(); err != nil {
-		return fail(fmt.Errorf("starting postgres: %w", err))
+		return nil, fmt.Errorf("starting postgres: %w", err)
 	}
 	ready := make(chan struct{})
 	go s.readLog(stderr, ready)
 	select {
 	case <-ready:
-		return s, "", nil
+		return s, nil
 	case <-s.exited:
-		return fail(fmt.Errorf("postgres exited before it was ready: %v\n%s", cmd.ProcessState, s.log.String()))
+		return nil, fmt.Errorf("postgres exited before it was ready: %v\n%s", cmd.ProcessState, s.log.String())
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		<-s.exited
-		return fail(errors.New("postgres was not ready within a minute:\n" + s.log.String()))
+		return nil, errors.New("postgres was not ready within a minute:\n" + s.log.String())
+	}
+}
+
+// stop shuts the server down (fast shutdown: clients are disconnected)
+// and waits until it has exited.
+func (s *pgServer) stop() {
+	s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
 	}
 }
 

@@ -21,7 +21,7 @@ var _ store.Store = (*Store)(nil)
 // Store is a store.Store on a PostgreSQL database. See the package doc for
 // the schema, the isolation level and how seqs are allocated.
 type Store struct {
-	pool *pgxpool.Pool
+	pool pgPool
 	// where names the server and database (never the password) in errors.
 	where string
 	now   func() time.Time
@@ -40,10 +40,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pp, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", where, err)
 	}
+	pool := pgPool{pp}
 	s := &Store{pool: pool, where: where, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -151,6 +152,11 @@ const maxAttempts = 5
 func (s *Store) write(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := s.attempt(ctx, what, fn)
+		if s.pool.lost(err) {
+			// The connection broke in the transaction (a commit cut off
+			// may have committed: not run again).
+			return unavailable(err)
+		}
 		if err == nil || !retryable(err) || attempt == maxAttempts || ctx.Err() != nil {
 			return err
 		}

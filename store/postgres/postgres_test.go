@@ -100,7 +100,7 @@ func TestReopenKeepsDataAndSchema(t *testing.T) {
 	if _, err := s.GetSession(ctx, "s1"); err != nil {
 		t.Fatalf("after reopening: %v", err)
 	}
-	if n := migrationCount(t, s.pool); n != len(migrations) {
+	if n := migrationCount(t, s.pool.Pool); n != len(migrations) {
 		t.Errorf("schema_migrations has %d rows, want %d", n, len(migrations))
 	}
 }

@@ -1,0 +1,101 @@
+package testbin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// PGServer is a PostgreSQL server of one test, which the test may stop
+// and start again (on the same data directory and socket: its URLs stay
+// valid), unlike the shared server of Postgres.
+type PGServer struct {
+	t   testing.TB
+	c   *cluster
+	dbs atomic.Int64
+
+	mu  sync.Mutex
+	srv *pgServer // nil while stopped
+}
+
+// PostgresServer starts a PostgreSQL server for t alone, made and run as
+// Postgres makes and runs the shared one, and stops it and removes its
+// directory when the test ends. When PostgreSQL is not installed the test
+// is skipped, or fails in CI (ToolchainMissing).
+func PostgresServer(t testing.TB) *PGServer {
+	t.Helper()
+	c, missing, err := newCluster()
+	if missing != "" {
+		ToolchainMissing(t, "%s", missing)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &PGServer{t: t, c: c}
+	t.Cleanup(func() {
+		p.Stop()
+		os.RemoveAll(c.dir)
+	})
+	p.Start()
+	return p
+}
+
+// Start starts the server (again) and waits until it accepts connections.
+func (p *PGServer) Start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv != nil {
+		p.t.Fatal("testbin: PGServer.Start: the server runs already")
+	}
+	s, err := p.c.start()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.srv = s
+}
+
+// Stop shuts the server down (fast shutdown: its clients are disconnected,
+// their transactions rolled back) and waits until it has exited. Stopping
+// a stopped server does nothing.
+func (p *PGServer) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv == nil {
+		return
+	}
+	p.srv.stop()
+	p.srv = nil
+}
+
+// Database creates a fresh, empty database and returns its URL. The
+// server must be running.
+func (p *PGServer) Database() string {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv == nil {
+		p.t.Fatal("testbin: PGServer.Database: the server is stopped")
+	}
+	name := fmt.Sprintf("test_%d", p.dbs.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.srv.exec(ctx, `CREATE DATABASE `+name); err != nil {
+		p.t.Fatalf("creating the test database: %v", err)
+	}
+	return p.srv.url(name)
+}
+
+// Log is what the server logged since it last started.
+func (p *PGServer) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv == nil {
+		return ""
+	}
+	return p.srv.log.String()
+}
