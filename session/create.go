@@ -46,7 +46,7 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := m.st.CreateSession(ctx, s, first); err != nil {
 		return nil, fmt.Errorf("storing the new session: %w", err)
 	}
-	unlock, err := m.claim(ctx, s.ID)
+	unlock, queued, err := m.claimOrQueue(ctx, s.ID)
 	if errors.Is(err, ErrElsewhere) {
 		// Another node's takeover was quicker (it waits a TTL for new
 		// sessions, so this is rare): the session runs there, and its
@@ -59,7 +59,11 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, fmt.Errorf("taking the lease of the new session %s: %w", s.ID, err)
 	}
 	defer unlock()
-	m.append(event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.SessionState{State: string(s.State)}})
+	st := event.SessionState{State: string(s.State)}
+	if queued {
+		st.Reason = m.queuedReason()
+	}
+	m.append(event.Event{Session: s.ID, Time: s.CreatedAt, Data: st})
 	v := &View{Session: s, Queue: []*store.Message{}}
 	if first != nil {
 		ev := event.Event{Session: s.ID, Time: s.CreatedAt, Data: event.MessageQueued{MessageID: first.ID, Text: first.Text, Mode: first.Mode, Position: 1}}
@@ -67,6 +71,13 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 			return nil, fmt.Errorf("journaling the first message of session %s: %w", s.ID, err)
 		}
 		v.Queue = append(v.Queue, first)
+	}
+	if queued {
+		// No room here: nobody owns it now, and the first node with room
+		// takes it over (place.go).
+		m.log.Info("a new session waits for a place", "session", s.ID, "capacity", m.capacity())
+		m.release(s.ID)
+		return v, nil
 	}
 	m.wake(s.ID, wakeNew)
 	return v, nil

@@ -194,10 +194,13 @@
 // writing under it (Create, Send, takeover) against giving it up (a
 // runner's exit, which flushes the session's events first): a send never
 // writes under a lease being released. Lock order: a session's gate, a
-// keyed send's key lock, the session's claim, Manager.mu. Not done yet:
-// reaping orphaned boxes with several nodes (a crash between starting a
-// box and storing its handle leaks that box until its deadline), placing
-// sessions by capacity, and moving workspaces: the nodes must share the
+// keyed send's key lock, the session's claim, Manager.mu. With
+// NodeConfig.Capacity a node runs at most that many sessions: a new
+// session on a full node is queued (stored, nobody owning it) and the
+// takeover of a node with room starts it, oldest first (place.go). Not
+// done yet: reaping orphaned boxes with several nodes (a crash between
+// starting a box and storing its handle leaks that box until its
+// deadline), and moving workspaces: the nodes must share the
 // data directory's workspaces (one machine, or a shared filesystem), for a
 // new owner that cannot see a session's workspace fails the session as a
 // lone server does when it is gone.

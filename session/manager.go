@@ -70,7 +70,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	base, stop := context.WithCancelCause(context.Background())
 	var node *nodeState
 	if cfg.Node != nil {
-		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}}
+		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}, kick: make(chan struct{}, 1)}
 	}
 	return &Manager{node: node,
 		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,
@@ -226,6 +226,7 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 		delete(m.node.held, id)
 		m.mu.Unlock()
 		m.j.Unfence(id)
+		m.kickKeeper()
 	}
 	return nil
 }
@@ -518,6 +519,7 @@ func (m *Manager) runnerExit(r *runner) bool {
 	m.mu.Unlock()
 	if h != nil {
 		m.giveUp(h)
+		m.kickKeeper()
 	}
 	return true
 }
@@ -550,6 +552,7 @@ func (m *Manager) runnerGone(r *runner) {
 		} else {
 			m.giveUp(h)
 		}
+		m.kickKeeper()
 	}
 	if again {
 		m.wake(r.id, wakeOpts{start: true})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +132,48 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		case <-deadline:
 			t.Fatalf("waiting for %s: a minute passed", what)
 		}
+	}
+}
+
+// TestNodesCapacity: a node with Capacity 1 runs one session; the next
+// two it creates are queued (stored, their first events journaled, their
+// leases given up, a state reason saying so), and when the first is
+// deleted the older queued one starts here, the other still waiting.
+func TestNodesCapacity(t *testing.T) {
+	e := newEnv(t, func(c *envConfig) {
+		c.node = &NodeConfig{ID: "a", Addr: "http://a.invalid", TTL: nodeTTL, Capacity: 1}
+	})
+	ctx := testbin.Context(t)
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := e.create("msg one")
+	e.watch(first.ID).Until("turn t1 to end", stacktest.TurnEnded("t1"))
+	var queued []*View
+	for range 2 {
+		e.Clock.Advance(time.Millisecond) // oldest first: distinct creation times
+		v := e.create("msg queued")
+		e.watch(v.ID).Until("the queued state and its prompt", func(ev event.Event) bool { return ev.Type() == event.TypeMessageQueued })
+		evs, err := e.st.Events(ctx, v.ID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := evs[0].Data.(event.SessionState); !ok || p.State != string(store.StatePending) || !strings.Contains(p.Reason, "queued") {
+			t.Errorf("session %s: first event %+v, want pending and queued", v.ID, evs[0].Data)
+		}
+		if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node != "" || l.Epoch != 1 {
+			t.Errorf("queued session %s: lease %+v %v, want it given up", v.ID, l, err)
+		}
+		queued = append(queued, v)
+	}
+	if err := e.m.Delete(ctx, "owner-1", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.watch(queued[0].ID).Until("the older queued session's turn t1 to end", stacktest.TurnEnded("t1"))
+	if l, err := e.st.GetLease(ctx, queued[0].ID); err != nil || l.Node != "a" {
+		t.Errorf("session %s: lease %+v %v, want a's", queued[0].ID, l, err)
+	}
+	if s, err := e.st.GetSession(ctx, queued[1].ID); err != nil || s.State != store.StatePending {
+		t.Errorf("the younger queued session: %+v %v, want it still pending", s, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/harvest-dev/harvest/store"
@@ -30,6 +32,9 @@ type NodeConfig struct {
 	// TTL is the lease and heartbeat TTL (default DefaultLeaseTTL). Leases
 	// are renewed, and expired ones looked for, every TTL/3.
 	TTL time.Duration
+	// Capacity is how many sessions the node runs at most (0: no bound):
+	// registered with its heartbeat; see place.go.
+	Capacity int
 }
 
 // ErrElsewhere: another live node owns the session; its requests go
@@ -69,6 +74,12 @@ type nodeState struct {
 	claims gates
 	// held: the leases this node holds, by session (under Manager.mu).
 	held map[string]*held
+	// place serialises checking this node's room and taking a lease for a
+	// new or unowned session (Create, takeover), so that two of them do
+	// not both take the last place.
+	place sync.Mutex
+	// kick asks the keeper for a takeover scan now (a place came free).
+	kick chan struct{}
 }
 
 // held is a lease this node holds.
@@ -235,9 +246,11 @@ func (m *Manager) keep() {
 			m.leave()
 			return
 		case <-t.C:
+		case <-m.node.kick:
+			t.Stop() // Go ≥ 1.23: no stale tick after Stop or Reset
 		}
 		ctx, cancel := context.WithTimeout(m.base, ttl)
-		if _, err := m.st.HeartbeatNode(ctx, store.Node{ID: m.node.cfg.ID, Addr: m.node.cfg.Addr}, ttl); err != nil && ctx.Err() == nil {
+		if _, err := m.st.HeartbeatNode(ctx, store.Node{ID: m.node.cfg.ID, Addr: m.node.cfg.Addr, Capacity: m.node.cfg.Capacity}, ttl); err != nil && ctx.Err() == nil {
 			m.log.Warn("heartbeat", "err", err)
 		}
 		m.renewLeases(ctx)
@@ -333,14 +346,15 @@ func (m *Manager) takeover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var cands []*takeoverCand
 	for _, l := range ls {
-		if ctx.Err() != nil || m.isClosed() || m.isDeleting(l.Session) {
+		if ctx.Err() != nil || m.isClosed() {
 			return nil
 		}
 		m.mu.Lock()
 		_, mine := m.node.held[l.Session]
 		m.mu.Unlock()
-		if mine {
+		if mine || m.isDeleting(l.Session) {
 			continue
 		}
 		s, err := m.st.GetSession(ctx, l.Session)
@@ -356,15 +370,32 @@ func (m *Manager) takeover(ctx context.Context) error {
 				continue
 			}
 		}
-		unlock, err := m.claim(ctx, s.ID)
+		cands = append(cands, &takeoverCand{s: s, l: l})
+	}
+	// Oldest first: with a bounded node (Capacity), the sessions queued
+	// for a place start in the order they were created.
+	slices.SortStableFunc(cands, func(a, b *takeoverCand) int { return a.s.CreatedAt.Compare(b.s.CreatedAt) })
+	for _, c := range cands {
+		if ctx.Err() != nil || m.isClosed() || m.isDeleting(c.s.ID) {
+			return nil
+		}
+		unlock, full, err := m.claimIfRoom(ctx, c.s.ID)
+		if full {
+			return nil // the rest wait for a place here or on another node
+		}
 		if err != nil {
 			continue // another node was quicker
 		}
-		m.log.Info("taking over a session nobody owns", "session", s.ID, "state", s.State, "previous", l.Node, "epoch", l.Epoch)
-		m.wake(s.ID, wakeOpts{start: true})
+		m.log.Info("taking over a session nobody owns", "session", c.s.ID, "state", c.s.State, "previous", c.l.Node, "epoch", c.l.Epoch)
+		m.wake(c.s.ID, wakeOpts{start: true})
 		unlock()
 	}
 	return nil
+}
+
+type takeoverCand struct {
+	s *store.Session
+	l store.Lease
 }
 
 // fencedStore is a runner's store in several-node mode: its session's

@@ -103,7 +103,8 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 	}
 	// With several nodes, the owner stores the message: its journal
 	// numbers the session's events (claim takes the lease if nobody has it).
-	unlock, err := m.claim(ctx, id)
+	// A full node stores it and leaves the session to a node with room.
+	unlock, queued, err := m.claimOrQueue(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("sending to session %s: %w; the message was not stored", id, err)
 	}
@@ -122,6 +123,10 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 			return nil, fmt.Errorf("sending to session %s: %w: Harvest is shutting down; the message was not stored, send it again when it is back", id, ErrUnavailable)
 		}
 		return nil, fmt.Errorf("storing the message for session %s: %w (it may still be stored: send it again with the same idempotency key to find out)", id, err)
+	}
+	if queued {
+		m.release(id)
+		return msg, nil
 	}
 	w := wakeNew
 	if mode == ModeInterrupt {

@@ -76,6 +76,7 @@ type serveFlags struct {
 	nodeID     string
 	advertise  string
 	leaseTTL   time.Duration
+	maxSess    int
 }
 
 func newServeCmd() *cobra.Command {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 	"github.com/spf13/pflag"
 )
@@ -31,7 +32,10 @@ import (
 // never forwarded again: if ownership moved meanwhile the Manager answers
 // 503 and the client retries. A session nobody owns (suspended, or its
 // node died and its lease has not run out yet) is handled here: a send
-// takes the lease and resumes the session on this node.
+// takes the lease and resumes the session on this node. With
+// --max-sessions, a create received by a full node is forwarded to a live
+// node with room (session.Manager.PlaceNew); when every node is full it
+// is created here and queued until a node has room (session/place.go).
 
 // forwardedHeader marks a forwarded request, with the forwarding node.
 const forwardedHeader = "Harvest-Forwarded-By"
@@ -45,16 +49,28 @@ type forwarder struct {
 }
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id, ok := f.forwardable(r)
-	if !ok || r.Header.Get(forwardedHeader) != "" {
+	if r.Header.Get(forwardedHeader) != "" {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	n, elsewhere, err := f.mgr.Owner(r.Context(), id)
+	var n store.Node
+	var elsewhere bool
+	var err error
+	if r.URL.Path == "/v1/sessions" && r.Method == http.MethodPost {
+		// A new session: to a node with room when this one is full
+		// (--max-sessions); one that finds every node full queues it.
+		n, elsewhere, err = f.mgr.PlaceNew(r.Context())
+		if err != nil {
+			f.log.Warn("placing a new session; creating it here", "err", err)
+		}
+	} else if id, ok := f.forwardable(r); ok {
+		n, elsewhere, err = f.mgr.Owner(r.Context(), id)
+	}
 	if err != nil || !elsewhere {
 		f.next.ServeHTTP(w, r)
 		return
 	}
+	id, _ := f.forwardable(r)
 	target, err := url.Parse(n.Addr)
 	if err != nil || target.Host == "" {
 		f.log.Warn("a node advertises an unusable address", "node", n.ID, "addr", n.Addr)
@@ -74,10 +90,19 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorInfo{Code: wire.CodeUnavailable,
-				Message: "session " + id + " runs on node " + n.ID + ", which does not answer; try again (its sessions are taken over once its lease runs out)"}})
+				Message: forwardFailed(id, n.ID)}})
 		},
 	}
 	p.ServeHTTP(w, r)
+}
+
+// forwardFailed is the message of a 503 for a forward that failed; id is
+// "" for a create.
+func forwardFailed(id, node string) string {
+	if id == "" {
+		return "this node is full (--max-sessions) and node " + node + ", which had room, does not answer; try again"
+	}
+	return "session " + id + " runs on node " + node + ", which does not answer; try again (its sessions are taken over once its lease runs out)"
 }
 
 // forwardTransport bounds how long a forwarded request waits for the
@@ -116,10 +141,16 @@ func (f *forwarder) forwardable(r *http.Request) (string, bool) {
 // or --advertise is given. listen is the address it listens on.
 func nodeConfig(f serveFlags, listen string) (*session.NodeConfig, error) {
 	if f.nodeID == "" && f.advertise == "" {
+		if f.maxSess != 0 {
+			return nil, errors.New("--max-sessions bounds one of several nodes: give --node-id or --advertise too (a lone server has no other node to place sessions on)")
+		}
 		return nil, nil
 	}
 	if !isPostgresURL(f.store) {
 		return nil, errors.New("--node-id/--advertise: several nodes share one PostgreSQL store: give --store postgres://…")
+	}
+	if f.maxSess < 0 {
+		return nil, fmt.Errorf("--max-sessions %d: give how many sessions this node runs at most (0: no bound)", f.maxSess)
 	}
 	if f.leaseTTL < time.Second {
 		return nil, fmt.Errorf("--lease-ttl %s: give at least 1s", f.leaseTTL)
@@ -137,7 +168,7 @@ func nodeConfig(f serveFlags, listen string) (*session.NodeConfig, error) {
 	}
 	var b [3]byte
 	rand.Read(b[:])
-	n := &session.NodeConfig{ID: name + "-" + hex.EncodeToString(b[:]), Addr: f.advertise, TTL: f.leaseTTL}
+	n := &session.NodeConfig{ID: name + "-" + hex.EncodeToString(b[:]), Addr: f.advertise, TTL: f.leaseTTL, Capacity: f.maxSess}
 	if n.Addr == "" {
 		n.Addr = "http://" + listen
 	}
@@ -151,6 +182,7 @@ func nodeConfig(f serveFlags, listen string) (*session.NodeConfig, error) {
 func addNodeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's name (default: the host name); a random suffix makes every start a new owner (see README: Running on several machines)")
 	fl.StringVar(&f.advertise, "advertise", "", "run as one of several nodes on one --store: the URL the other nodes forward this node's sessions' requests to (default http:// and the --listen address)")
+	fl.IntVar(&f.maxSess, "max-sessions", 0, "with several nodes: how many sessions this node runs at most (0: no bound); a new session goes to a node with room, and waits (queued) while every node is full")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", session.DefaultLeaseTTL, "with several nodes: how long a session's lease lasts without renewal, so how soon a dead node's sessions are taken over")
 }
 

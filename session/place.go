@@ -1,0 +1,156 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Placing sessions by capacity (several nodes, NodeConfig.Capacity > 0).
+//
+// A node runs at most Capacity sessions: the leases it holds (a suspended
+// session's lease is given up, so it takes no place). A new session is
+// placed thus:
+//
+//   - harvest serve forwards a create received by a full node to a live
+//     node with room (PlaceNew: the store's node list, with each node's
+//     capacity and lease count);
+//   - Create on a node with room takes the lease and runs the session, as
+//     without a bound;
+//   - Create on a full node (every node was full, or the list was stale)
+//     stores the session and queues it: it takes the lease only to journal
+//     the session's first events (its state, pending, with a reason saying
+//     it waits for a place, and its prompt queued), then releases it. The
+//     session is then one nobody owns, and the first node with room takes
+//     it over (takeover, oldest first) and starts it.
+//
+// A message sent to a session nobody owns (a queued one, a suspended one)
+// on a full node is stored the same way, and the session left to a node
+// with room. The takeover respects the bound too, for every session nobody owns (a
+// dead node's included), and a node scans at once when a place comes free
+// here (a runner gives its lease up, a session is deleted). A session is
+// never run by two nodes: whoever runs it holds its lease. Checking the
+// room and taking a lease are one step per node (nodeState.place), so a
+// node never takes more than Capacity; nodes do not reserve places on
+// each other, so a forwarded create that finds its target full queues.
+
+// capacity is this node's bound (0: none; always 0 with one node).
+func (m *Manager) capacity() int {
+	if m.node == nil {
+		return 0
+	}
+	return m.node.cfg.Capacity
+}
+
+// hasRoomLocked says whether this node may take one more session (under
+// Manager.mu).
+func (m *Manager) hasRoomLocked() bool {
+	c := m.capacity()
+	return c <= 0 || len(m.node.held) < c
+}
+
+// claimIfRoom is claim for a session this node is not bound to run (a
+// takeover): full, and nothing taken, when this node has no room.
+func (m *Manager) claimIfRoom(ctx context.Context, id string) (unlock func(), full bool, err error) {
+	if m.capacity() <= 0 {
+		unlock, err = m.claim(ctx, id)
+		return unlock, false, err
+	}
+	m.node.place.Lock()
+	defer m.node.place.Unlock()
+	m.mu.Lock()
+	room := m.hasRoomLocked()
+	m.mu.Unlock()
+	if !room {
+		return nil, true, nil
+	}
+	unlock, err = m.claim(ctx, id)
+	return unlock, false, err
+}
+
+// claimOrQueue is the claim of Create (its new session) and Send (a
+// session that may have no owner): queued when this node does not hold
+// the session and has no room. The lease is taken all the same, to
+// journal what the caller writes, and is given up by release instead of
+// running the session.
+func (m *Manager) claimOrQueue(ctx context.Context, id string) (unlock func(), queued bool, err error) {
+	if m.capacity() <= 0 {
+		unlock, err = m.claim(ctx, id)
+		return unlock, false, err
+	}
+	m.node.place.Lock()
+	defer m.node.place.Unlock()
+	m.mu.Lock()
+	queued = m.node.held[id] == nil && !m.hasRoomLocked()
+	m.mu.Unlock()
+	unlock, err = m.claim(ctx, id)
+	return unlock, queued, err
+}
+
+// queuedReason is the state reason of a session waiting for a place.
+func (m *Manager) queuedReason() string {
+	return fmt.Sprintf("queued: node %s runs its --max-sessions (%d) and no node had room; the first node with room starts it",
+		m.node.cfg.ID, m.node.cfg.Capacity)
+}
+
+// release gives up the lease of a session claimOrQueue queued (called
+// with the session's claim held, what was to be written under it
+// journaled).
+func (m *Manager) release(id string) {
+	m.mu.Lock()
+	h := m.node.held[id]
+	delete(m.node.held, id)
+	m.mu.Unlock()
+	if h != nil {
+		m.giveUp(h)
+	}
+	m.kickKeeper() // another queued session may be older
+}
+
+// kickKeeper asks the keeper for a takeover scan now: a place came free.
+func (m *Manager) kickKeeper() {
+	if m.capacity() <= 0 {
+		return
+	}
+	select {
+	case m.node.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PlaceNew is where a new session should be created, for a caller that
+// forwards creates (harvest serve): when this node is full, another live
+// node with room (ok true; the one with the most room, a node without a
+// bound first). Otherwise, or when every node is full, create it here (a
+// full node queues it).
+func (m *Manager) PlaceNew(ctx context.Context) (n store.Node, ok bool, err error) {
+	if m.capacity() <= 0 {
+		return store.Node{}, false, nil
+	}
+	m.mu.Lock()
+	room := m.hasRoomLocked()
+	m.mu.Unlock()
+	if room {
+		return store.Node{}, false, nil
+	}
+	nodes, err := m.st.ListNodes(ctx)
+	if err != nil {
+		return store.Node{}, false, fmt.Errorf("listing the nodes to place a new session: %w", err)
+	}
+	free := func(n store.Node) int {
+		if n.Capacity <= 0 {
+			return int(^uint(0) >> 1)
+		}
+		return n.Capacity - n.Leases
+	}
+	nodes = slices.DeleteFunc(nodes, func(n store.Node) bool {
+		return n.ID == m.node.cfg.ID || n.Addr == "" || free(n) <= 0
+	})
+	if len(nodes) == 0 {
+		return store.Node{}, false, nil
+	}
+	best := slices.MaxFunc(nodes, func(a, b store.Node) int { return free(a) - free(b) })
+	return best, true, nil
+}
