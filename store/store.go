@@ -408,6 +408,7 @@ var (
 	_ Secrets      = Store(nil)
 	_ Memory       = Store(nil)
 	_ Leases       = Store(nil)
+	_ Carry        = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -478,6 +479,7 @@ type Store interface {
 	Memory
 	WebSessions
 	Leases
+	Carry
 
 	Close() error
 }

@@ -230,6 +230,30 @@ CREATE TABLE session_leases (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX session_leases_node ON session_leases (node) WHERE node <> '';
 `},
+	// Workspaces carried between nodes (store/carry.go).
+	{"carry", `
+CREATE TABLE workspace_packs (
+	hash       TEXT PRIMARY KEY,            -- hex SHA-256 of data
+	data       BLOB NOT NULL,
+	created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE workspace_checkpoints (
+	session    TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+	instance   TEXT NOT NULL,
+	node       TEXT NOT NULL,
+	turn       TEXT NOT NULL,
+	manifest   BLOB NOT NULL,
+	bytes      INTEGER NOT NULL,
+	files      INTEGER NOT NULL,
+	created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE workspace_checkpoint_packs (
+	session TEXT NOT NULL REFERENCES workspace_checkpoints (session) ON DELETE CASCADE,
+	hash    TEXT NOT NULL REFERENCES workspace_packs (hash),
+	PRIMARY KEY (session, hash)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX workspace_checkpoint_packs_hash ON workspace_checkpoint_packs (hash);
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -55,5 +55,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("LeaseTakeover", func(t *testing.T) { testLeaseTakeover(t, open) })
 	t.Run("LeaseRace", func(t *testing.T) { testLeaseRace(t, open) })
 	t.Run("FenceRace", func(t *testing.T) { testFenceRace(t, open) })
+	t.Run("Carry", func(t *testing.T) { testCarry(t, open) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open) })
 }
