@@ -148,6 +148,10 @@ type Config struct {
 	// store: it runs only the sessions it holds a lease on (see "Several
 	// nodes" in the package doc). Nil: the only server of its store.
 	Node *NodeConfig
+	// CarryMax bounds the size of a session's workspace carried between
+	// nodes (carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
+	// and the nodes must share the data directory.
+	CarryMax int64
 }
 
 func (c *Config) cliPrefix() string {

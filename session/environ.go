@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/harvest-dev/harvest/environment"
@@ -89,6 +90,12 @@ func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool,
 	}
 	if e.State != store.EnvReady {
 		return false, fatal(fmt.Errorf("the session's environment %s is %s: start a new session", e.ID, e.State))
+	}
+	if _, err := os.Stat(envs.Home(e.ID)); err != nil {
+		// Prepared on another node, whose disk has its files: this box
+		// starts without them (the workspace, carried, has the rest).
+		r.log.Warn("the session's environment was prepared on another node and its files are not on this one: the box starts without its HOME layer", "environment", e.ID)
+		return false, nil
 	}
 	if spec.DiskDir != "" {
 		spec.HomeLayer = envs.Home(e.ID)

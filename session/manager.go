@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,9 @@ type Manager struct {
 
 	// node: several-node mode (Config.Node); nil on a lone server.
 	node *nodeState
+	// carry carries workspaces between nodes (carry.go); nil on a lone
+	// server.
+	carry *carrier
 
 	pmu       sync.Mutex
 	providers map[string]sandbox.Provider
@@ -72,13 +76,15 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Node != nil {
 		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}, kick: make(chan struct{}, 1)}
 	}
-	return &Manager{node: node,
+	m := &Manager{node: node,
 		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,
 		log:  cfg.Logger.With("component", "session"),
 		base: base, stopAll: stop, drained: make(chan struct{}),
 		runners: map[string]*runner{}, deleting: map[string]bool{},
 		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{}, proxies: map[string]*modelproxy.Proxy{},
-	}, nil
+	}
+	m.carry = newCarrier(m)
+	return m, nil
 }
 
 // Causes of a runner's or a turn's cancellation.
@@ -389,6 +395,16 @@ func (m *Manager) session(ctx context.Context, owner, id string) (*store.Session
 // than Create) the defaults, in memory.
 func (m *Manager) withDefaults(s *store.Session) *store.Session {
 	s.Limits, _ = m.cfg.limits(s.Limits)
+	// A session's repositories are where this node keeps them: with
+	// several nodes, the one that created it may have another data
+	// directory (its workspace is carried here: carry.go).
+	if s.Collab.Workflow == "" {
+		if dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: s.ID}); err == nil {
+			for i := range s.Repos {
+				s.Repos[i].Path = filepath.Join(dir, s.Repos[i].Name)
+			}
+		}
+	}
 	return s
 }
 
@@ -539,6 +555,7 @@ func (m *Manager) runnerGone(r *runner) {
 		return
 	}
 	defer m.node.claims.lock(r.id)()
+	m.carry.forget(r.id) // bounded memory: a suspended session's next snapshot reads everything
 	m.mu.Lock()
 	if m.runners[r.id] == r {
 		delete(m.runners, r.id)

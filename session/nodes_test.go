@@ -93,6 +93,13 @@ func TestNodesHandOver(t *testing.T) {
 // journal, closed when the test ends.
 func (e *env) openNode(id string, ttl time.Duration) (*Manager, *journal.Journal) {
 	e.T.Helper()
+	return e.openNodeAt(id, ttl, e.DataDir)
+}
+
+// openNodeAt is openNode with a data directory of its own (another
+// machine's disk).
+func (e *env) openNodeAt(id string, ttl time.Duration, dataDir string) (*Manager, *journal.Journal) {
+	e.T.Helper()
 	j := journal.New(e.st, journal.Options{Logger: e.Logger()})
 	e.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -102,7 +109,7 @@ func (e *env) openNode(id string, ttl time.Duration) (*Manager, *journal.Journal
 		}
 	})
 	m, err := NewManager(Config{
-		Store: e.st, Journal: j, Backends: e.Backends, DataDir: e.DataDir, Sources: e.Sources,
+		Store: e.st, Journal: j, Backends: e.Backends, DataDir: dataDir, Sources: e.Sources,
 		Models: e.Models(), DefaultModel: stacktest.Model, Disks: e.Disks, Clock: e.Clock,
 		Logger: e.Logger().With("node", id), Node: &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl},
 	})

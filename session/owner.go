@@ -256,6 +256,7 @@ func (m *Manager) keep() {
 			m.log.Warn("heartbeat", "err", err)
 		}
 		m.renewLeases(ctx)
+		m.carry.sweep(ctx)
 		if err := m.takeover(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("looking for sessions to take over", "err", err)
 		}

@@ -32,6 +32,13 @@ func (r *runner) provision() error {
 			return err
 		}
 	}
+	moved, err := r.d.carry.sync(r.ctx, r.fence, r.s)
+	if err != nil {
+		return err
+	}
+	if moved != "" {
+		r.append(r.event("", event.SessionState{State: string(r.s.State), Reason: moved}))
+	}
 	fresh, err := r.d.host.prepareWorkspaces(r.ctx, r.s)
 	if err != nil {
 		return err
@@ -50,6 +57,9 @@ func (r *runner) provision() error {
 	}
 	r.setBox(sb)
 	r.ag = ag
+	if len(fresh) > 0 {
+		r.d.carry.checkpoint(r.ctx, r.fence, r.s, "")
+	}
 	return nil
 }
 
@@ -129,6 +139,20 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 // attach gives a live session that has no box in hand (after a restart) its
 // box back: the persisted one if it still runs, else a new one.
 func (r *runner) attach() error {
+	if here, _, err := r.d.carry.here(r.ctx, r.s); err != nil {
+		return err
+	} else if !here && len(r.s.Sandbox) > 0 {
+		// The box is another node's, on its machine, with the copy of
+		// the workspace it was working on: this node restores the
+		// checkpoint instead (provision). It is destroyed if this
+		// machine can reach it, else forgotten.
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+		if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+			r.log.Info("the box the session had on another node cannot be destroyed from here (its machine is gone?); forgetting it", "err", err)
+		}
+		cancel()
+		return r.setState(r.ctx, store.StateProvisioning, "the session moved from another node; restoring its workspace here", func(s *store.Session) { s.Sandbox = nil })
+	}
 	if len(r.s.Sandbox) > 0 {
 		sb, ag, err := r.reattach()
 		if err == nil {

@@ -84,6 +84,9 @@ type runnerDeps struct {
 	clock Clock
 	cfg   *Config
 	host  runnerHost
+	// carry carries the session's workspace between nodes (nil on a
+	// lone server).
+	carry *carrier
 }
 
 // runnerHost is what a runner asks of its Manager: the services the
@@ -149,7 +152,7 @@ func (r *runner) append(ev event.Event) {
 func newRunner(m *Manager, id string) *runner {
 	ctx, cancel := context.WithCancelCause(m.base)
 	r := &runner{
-		d:  runnerDeps{st: m.st, j: m.j, clock: m.clock, cfg: &m.cfg, host: m},
+		d:  runnerDeps{st: m.st, j: m.j, clock: m.clock, cfg: &m.cfg, host: m, carry: m.carry},
 		id: id, log: m.log.With("session", id),
 		ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
@@ -449,6 +452,9 @@ func (r *runner) suspend() error {
 		r.setBox(nil)
 		r.setBoxID("")
 	}
+	// What a shell changed since the last turn, carried before the
+	// session may resume on another node.
+	r.d.carry.checkpoint(r.ctx, r.fence, r.s, lastTurn(r.s))
 	return r.setState(r.ctx, store.StateSuspended, fmt.Sprintf("idle for %s: the box was stopped; the workspace and the conversation are kept, and the next message resumes them", r.s.Limits.IdleTimeout), func(s *store.Session) {
 		s.Sandbox = nil
 	})
@@ -581,4 +587,12 @@ func decodeHandle(raw []byte) (sandbox.Handle, error) {
 		return h, fmt.Errorf("the stored sandbox handle is unreadable: %w", err)
 	}
 	return h, nil
+}
+
+// lastTurn is the id of s's last turn ("" before the first).
+func lastTurn(s *store.Session) string {
+	if s.Turns == 0 {
+		return ""
+	}
+	return turnID(s.Turns)
 }

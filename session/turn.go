@@ -100,14 +100,18 @@ func (r *runner) runTurn(msg *store.Message) error {
 	r.afterTurn(tid, out)
 	ctx, cancel := r.finalCtx()
 	defer cancel()
-	return r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
+	if err := r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
 		s.Usage = s.Usage.Add(sink.usage)
 		s.CostUSD += sink.cost
 		if serr == nil {
 			s.AgentState = st
 		}
 		s.ActiveAt = d.clock.Now().UTC()
-	})
+	}); err != nil {
+		return err
+	}
+	d.carry.checkpoint(r.ctx, r.fence, r.s, tid)
+	return nil
 }
 
 // dropLease releases the session lock, if the runner holds it.

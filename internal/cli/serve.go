@@ -77,6 +77,8 @@ type serveFlags struct {
 	advertise  string
 	leaseTTL   time.Duration
 	maxSess    int
+	sharedData bool
+	carryMax   string
 }
 
 func newServeCmd() *cobra.Command {
@@ -316,7 +318,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, fmt.Errorf("--listen %s: %w (is another harvest serve running? pick another address)", f.listen, err))
 	}
 	defer ln.Close()
-	node, err := nodeConfig(f, ln.Addr().String())
+	node, carryMax, err := nodeConfig(f, ln.Addr().String())
 	if err != nil {
 		j.Close(context.Background())
 		return exitCode(exitHarvestError, err)
@@ -353,7 +355,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
 		Disks: true, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
-		Node: node,
+		Node: node, CarryMax: carryMax,
 	})
 	if err != nil {
 		j.Close(context.Background())
