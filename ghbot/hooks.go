@@ -34,6 +34,8 @@ type HookStore interface {
 	GetSession(ctx context.Context, id string) (*store.Session, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
 	UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error)
+	// MessageByKey finds a message a delivery sent before (its key).
+	MessageByKey(ctx context.Context, session, owner, key string) (*store.Message, error)
 }
 
 // HookConfig configures what webhooks start.

@@ -366,6 +366,20 @@ func (h *Hooks) onCheckSuite(ctx context.Context, d *store.Delivery, e *github.C
 		return "ignored: the check suite failed with no failed run", nil
 	}
 	b.WriteString("\nFix what fails, commit on your branch and push.")
+	// An attempt is counted once its message is stored (here, or on the
+	// session's node), and only by the processing that stored it: a retry
+	// of this delivery (the send failed, or its node did not answer) or a
+	// second processing of it (a redelivery) counts nothing more. A crash
+	// between the send and the count leaves one attempt uncounted.
+	key := "github-" + d.ID
+	if _, err := h.st.MessageByKey(ctx, s.ID, Owner, key); err == nil {
+		return fmt.Sprintf("session %s has the failed checks already (sent before)", s.ID), nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: key, Sender: Owner}); err != nil {
+		return "", err
+	}
 	if _, err := h.st.UpdateSession(ctx, s.ID, func(st *store.Session) error {
 		if st.GitHub == nil {
 			st.GitHub = &store.GitHubLink{Repo: full}
@@ -373,10 +387,7 @@ func (h *Hooks) onCheckSuite(ctx context.Context, d *store.Delivery, e *github.C
 		st.GitHub.FixAttempts++
 		return nil
 	}); err != nil {
-		return "", err
-	}
-	if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: "github-" + d.ID, Sender: Owner}); err != nil {
-		return "", err
+		h.log.Warn("counting a fix attempt (its message was sent)", "session", s.ID, "delivery", d.ID, "err", err)
 	}
 	return fmt.Sprintf("sent %d failed checks to session %s", n, s.ID), nil
 }

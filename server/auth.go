@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -36,12 +38,75 @@ func HashToken(secret string) []byte {
 	return h[:]
 }
 
+// Node tokens. With several nodes on one store (harvest serve --node-id),
+// a request for a session another node owns is forwarded to that node
+// with the client's own token. A node that acts on such a session with no
+// client's request behind it (the GitHub app's follow-up messages, which
+// arrive as webhook deliveries on any node) sends the request to the owner
+// with a token of its own instead:
+//
+//   - made by the node at its start (NewNodeToken): an admin token named
+//     NodeTokenPrefix and the node's id, whose secret is kept only in the
+//     node's memory (the store keeps its SHA-256, as of any token);
+//   - accepted only while its node is live (Config.NodeLive: its heartbeat
+//     has not run out), so a dead node's token is worth nothing even
+//     before it is deleted;
+//   - accepted only on the routes a node sends (POST
+//     /v1/sessions/{id}/messages): 403 on any other, and it never signs in;
+//   - the only token that may name the sender an idempotency key belongs
+//     to (NodeSenderHeader), so that a message the GitHub app sends is
+//     keyed as the app's on whichever node stores it, and a retry from
+//     any node never stores it twice;
+//   - deleted when its node stops, and by any node once its node's
+//     heartbeat ran out (a node killed with SIGKILL).
+//
+// No API call or command makes one: names with the prefix are refused
+// (CheckTokenName).
+const NodeTokenPrefix = "node:"
+
+// NodeSenderHeader names, on a node's forwarded send, whose idempotency
+// key the message's Idempotency-Key is (the GitHub app's: "github"),
+// instead of the token's. Only a node token may give it.
+const NodeSenderHeader = "Harvest-Sender"
+
+// NewNodeToken makes the token of node (its id, as in the store's node
+// list): the secret to keep in memory, and the record to store.
+func NewNodeToken(node string, now time.Time) (secret string, t *store.Token) {
+	return NewToken(NodeTokenPrefix+node, true, now)
+}
+
+// NodeOf says whether t is a node's token (NewNodeToken), and whose.
+func NodeOf(t *store.Token) (node string, ok bool) {
+	node, ok = strings.CutPrefix(t.Name, NodeTokenPrefix)
+	return node, ok && node != ""
+}
+
+// CheckTokenName refuses the names a person's token may not have: those of
+// nodes' tokens.
+func CheckTokenName(name string) error {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(name)), NodeTokenPrefix) {
+		return fmt.Errorf("token names starting with %q are reserved for the tokens nodes make for themselves: choose another", NodeTokenPrefix)
+	}
+	return nil
+}
+
+// validSender is the shape of a NodeSenderHeader: a name like "github",
+// never a token's id (a node does not key messages as a person).
+var validSender = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// nodeRoute says whether a node's token may call rt.
+func nodeRoute(rt route) bool {
+	return rt.method == http.MethodPost && rt.path == "/v1/sessions/{id}/messages"
+}
+
 // caller is who made a request.
 type caller struct {
 	token *store.Token
 	// web is the sign-in cookie's secret when the request authenticated
 	// with it (websession.go), else "".
 	web string
+	// node is the node whose token this is (NewNodeToken), else "".
+	node string
 }
 
 // owner is the owner argument of the Manager's calls: "" (everything) for
@@ -76,5 +141,23 @@ func (s *Server) authenticate(r *http.Request) (caller, *apiError) {
 	case err != nil:
 		return caller{}, storeFailed("checking the token", err)
 	}
+	if node, ok := NodeOf(t); ok {
+		return s.nodeCaller(r, t, node)
+	}
 	return caller{token: t}, nil
+}
+
+// nodeCaller accepts node's token t while node is live.
+func (s *Server) nodeCaller(r *http.Request, t *store.Token, node string) (caller, *apiError) {
+	if s.cfg.NodeLive == nil {
+		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("token %s is node %s's, and this server is not one of several nodes (harvest serve --node-id): it takes no node's token", t.ID, node))
+	}
+	live, err := s.cfg.NodeLive(r.Context(), node)
+	if err != nil {
+		return caller{}, storeFailed("checking the node of token "+t.ID, err)
+	}
+	if !live {
+		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("token %s is node %s's, which is not live (its heartbeat ran out, or it left): a node's token is valid only while its node runs", t.ID, node))
+	}
+	return caller{token: t, node: node}, nil
 }

@@ -220,6 +220,9 @@ func decodeToken(contentType string, body []byte) (TokenRequest, *apiError) {
 	if strings.ContainsFunc(req.Name, isControl) {
 		p = append(p, `"name" has control characters: use printable ones`)
 	}
+	if err := CheckTokenName(req.Name); err != nil {
+		p = append(p, `"name": `+err.Error())
+	}
 	if len(p) > 0 {
 		return req, invalid(p)
 	}

@@ -45,6 +45,10 @@
 // an admin token sees all of them and manages tokens and locks. Secrets
 // (secrets.go): a user token manages its own (user:me), only an admin a
 // repository's or another token's; a value goes in and never comes out.
+// A node's token (several nodes; auth.go, "Node tokens") is an admin's
+// that is valid only while its node is live, only for POST
+// /v1/sessions/{id}/messages, and the only one that may name the sender
+// an idempotency key belongs to (Harvest-Sender).
 //
 // # Errors
 //

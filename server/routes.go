@@ -219,6 +219,17 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 		}
 		out.Key, out.Sender = keys[0], c.token.ID
 	}
+	if senders := r.Header.Values(NodeSenderHeader); len(senders) > 0 {
+		switch {
+		case c.node == "":
+			return errorf(http.StatusForbidden, CodeForbidden, "only a node of several may send "+NodeSenderHeader+" (it forwards a message sent on the server's behalf): leave the header out")
+		case out.Key == "":
+			return errorf(http.StatusBadRequest, CodeBadRequest, NodeSenderHeader+" names whose "+IdempotencyKeyHeader+" this is: give the key too")
+		case len(senders) > 1 || !validSender.MatchString(senders[0]) || strings.HasPrefix(senders[0], "tok-"):
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("%s %q: give one name of lower-case letters, digits and dashes (like github), not a token's id", NodeSenderHeader, clip(strings.Join(senders, ","), 80)))
+		}
+		out.Sender = senders[0]
+	}
 	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
 	if err != nil {
 		return fromManager(err)

@@ -105,6 +105,10 @@ type Config struct {
 	// serve --nats-follow); without it, harvest serve's several nodes
 	// forward a stream to the session's owner instead.
 	Follow func(ctx context.Context, session string, after int64) (EventStream, error)
+	// NodeLive, when set (harvest serve's several nodes), says whether a
+	// node is live (in the store's node list); a node's token (NewNodeToken)
+	// is accepted only while it is. Nil refuses every node's token.
+	NodeLive func(ctx context.Context, node string) (bool, error)
 	// Version is reported by /healthz.
 	Version string
 	// KeepAlive is how often an idle event stream gets a comment line, so
@@ -258,6 +262,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		var e *apiError
 		if c, e = s.authenticate(r); e != nil {
 			return e
+		}
+		if c.node != "" && !nodeRoute(rt) {
+			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %s is node %s's: it only sends messages to sessions between nodes (POST /v1/sessions/{id}/messages), not %s %s", c.token.ID, c.node, r.Method, rt.path))
 		}
 		if rt.access == admin && !c.token.Admin {
 			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("%s %s needs an admin token; token %s (%s) is not one", r.Method, rt.path, c.token.ID, c.token.Name))

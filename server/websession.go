@@ -113,6 +113,10 @@ func (s *Server) cookieCaller(r *http.Request, secret string) (caller, *apiError
 			return caller{}, errorf(http.StatusForbidden, CodeForbidden, "the "+CSRFHeader+" header is not this sign-in's CSRF token: reload the page (GET /v1/auth/session returns the current one)")
 		}
 	}
+	if _, ok := NodeOf(t); ok {
+		// Never made (signIn refuses them); refused all the same.
+		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "this sign-in is a node's token's: sign in again with a person's token")
+	}
 	return caller{token: t, web: secret}, nil
 }
 
@@ -144,6 +148,9 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ caller) *apiEr
 		return errorf(http.StatusUnauthorized, CodeUnauthorized, "unknown token: it was deleted or mistyped; use the one in DATA/admin-token or make one with harvest token create")
 	case err != nil:
 		return storeFailed("checking the token", err)
+	}
+	if node, ok := NodeOf(t); ok {
+		return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %s is node %s's: a node's token never signs in; sign in with a person's token", t.ID, node))
 	}
 	var key [32]byte
 	rand.Read(key[:])

@@ -426,21 +426,44 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, fmt.Errorf("recovering the sessions: %w", err))
 	}
 
+	if node != nil {
+		// Tokens of nodes that died (servenodetoken.go).
+		sctx, stopSweep := context.WithCancel(context.Background())
+		swept := make(chan struct{})
+		go func() { defer close(swept); sweepNodeTokensEvery(sctx, st, nodeTokenGrace, logger) }()
+		defer func() { stopSweep(); <-swept }()
+	}
 	var webhook http.Handler
 	if ghsvc != nil {
-		hooks := ghbot.NewHooks(ghsvc, st, mgr, f.github.hooks)
+		var sessions ghbot.Sessions = mgr
+		if node != nil {
+			// A delivery's message for a session another node owns is
+			// sent there, with this node's token (servenodetoken.go).
+			tok, err := newNodeToken(cmd.Context(), st, node.ID, logger.With("component", "node-token"))
+			if err != nil {
+				closeAll(hard)
+				return exitCode(exitHarvestError, err)
+			}
+			defer tok.remove()
+			sessions = &nodeSessions{Manager: mgr, token: tok, self: node.ID, log: logger.With("component", "forward")}
+		}
+		hooks := ghbot.NewHooks(ghsvc, st, sessions, f.github.hooks)
 		webhook = hooks
 		hctx, stopHooks := context.WithCancel(context.Background())
 		hooksDone := make(chan struct{})
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	var liveNodes func(ctx context.Context, node string) (bool, error)
+	if node != nil {
+		liveNodes = nodeLive(st) // other nodes' tokens are accepted
+	}
 	var follow func(ctx context.Context, session string, after int64) (server.EventStream, error)
 	if f.natsFollow {
 		follow = followBus(bus)
 	}
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow})
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

@@ -37,6 +37,9 @@ import (
 // --max-sessions, a create received by a full node is forwarded to a live
 // node with room (session.Manager.PlaceNew); when every node is full it
 // is created here and queued until a node has room (session/place.go).
+// Webhook deliveries have no client's request to forward: the node that
+// processes one sends a session's message to its owner itself, with a
+// token of its own (servenodetoken.go).
 
 // forwardedHeader marks a forwarded request, with the forwarding node.
 const forwardedHeader = "Harvest-Forwarded-By"

@@ -81,7 +81,7 @@ func newTokenCreateCmd(conn *connFlags) *cobra.Command {
 			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
 				return errors.New(`give the token a name, after who uses it, like: harvest token create ci`)
 			}
-			return nil
+			return server.CheckTokenName(args[0])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := conn.tokenAdmin()

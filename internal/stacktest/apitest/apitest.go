@@ -68,6 +68,7 @@ type config struct {
 	simHits   bool
 	stack     []stacktest.Option
 	logger    *slog.Logger
+	nodeLive  func(ctx context.Context, node string) (bool, error)
 }
 
 // Option changes what New builds.
@@ -89,6 +90,12 @@ func WithReceiveBuffer(n int) Option { return func(c *config) { c.rcvBuf = n } }
 // WithLogger gives the journal, the Manager and the server logger
 // (default: the stack's).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithNodeLive gives the server its Config.NodeLive (nodes' tokens are
+// accepted while it says their node is live).
+func WithNodeLive(f func(ctx context.Context, node string) (bool, error)) Option {
+	return func(c *config) { c.nodeLive = f }
+}
 
 // WithSimHits makes SimHits count the model requests.
 func WithSimHits(c *config) { c.simHits = true }
@@ -166,7 +173,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 		t.Fatal(err)
 	}
 	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
-		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory})
+		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive})
 	if err != nil {
 		t.Fatal(err)
 	}
