@@ -471,7 +471,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if host, _, _ := net.SplitHostPort(f.listen); !isLoopback(host) {
 		fmt.Fprintf(stderr, "harvest: WARNING: listening on %s, beyond this machine, over plain HTTP: tokens cross the network in clear; put a TLS proxy in front\n", f.listen)
 	}
-	hs := &http.Server{Handler: nodeHandler(api, mgr, node, f, logger, stderr), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: nodeHandler(api, mgr, st, node, f, logger, stderr), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -41,25 +42,47 @@ import (
 // processes one sends a session's message to its owner itself, with a
 // token of its own (servenodetoken.go).
 
+// An event stream served here comes from this node's journal, which has
+// only the events this node writes: it is complete only while no other
+// node writes the session's events. So a stream served here (its owner is
+// this node, nobody, or a node that died and whose lease has not run out
+// yet) ends as soon as another node takes the session's lease, and the
+// client, reconnecting with Last-Event-ID, is forwarded to that node
+// (watchStream). Without that, a client following a dead node's session
+// through a survivor, or a session that resumes on another node, or that
+// a node paused and resumed lost, would wait forever for events it is
+// never sent.
+
 // forwardedHeader marks a forwarded request, with the forwarding node.
 const forwardedHeader = "Harvest-Forwarded-By"
 
 type forwarder struct {
 	mgr    *session.Manager
+	st     store.Store
 	next   http.Handler
 	self   string
-	events bool // forward event streams too (not with --nats-follow)
+	events bool          // forward event streams too (not with --nats-follow)
+	every  time.Duration // how often a stream served here checks its session's lease
 	log    *slog.Logger
 }
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(forwardedHeader) != "" {
+		if id, ok := f.stream(r); ok {
+			// Ours only while no other node holds the lease.
+			f.watchStream(w, r, id, store.Lease{})
+			return
+		}
 		f.next.ServeHTTP(w, r)
 		return
 	}
 	var n store.Node
 	var elsewhere bool
 	var err error
+	var before store.Lease // an event stream's lease, before it is served
+	if id, ok := f.stream(r); ok {
+		before, _ = f.st.GetLease(r.Context(), id)
+	}
 	if r.URL.Path == "/v1/sessions" && r.Method == http.MethodPost {
 		// A new session: to a node with room when this one is full
 		// (--max-sessions); one that finds every node full queues it.
@@ -71,6 +94,10 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n, elsewhere, err = f.mgr.Owner(r.Context(), id)
 	}
 	if err != nil || !elsewhere {
+		if id, ok := f.stream(r); ok {
+			f.watchStream(w, r, id, before)
+			return
+		}
 		f.next.ServeHTTP(w, r)
 		return
 	}
@@ -120,6 +147,43 @@ var forwardTransport = func() *http.Transport {
 	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	return t
 }()
+
+// stream says whether r is a session's event stream that this node
+// would forward to the session's owner (not with --nats-follow: NATS
+// carries every node's events), and which session.
+func (f *forwarder) stream(r *http.Request) (string, bool) {
+	id, ok := f.forwardable(r)
+	return id, ok && f.events && strings.HasSuffix(r.URL.Path, "/events")
+}
+
+// watchStream serves an event stream of session id here, from this node's
+// journal, and ends it once another node has taken the session's lease
+// (every TTL/3 it reads the lease: held by another node, and not the lease
+// before, read before the stream was opened). The client reconnects with
+// Last-Event-ID, is forwarded to the new owner, and gets from its replay
+// what this stream missed.
+func (f *forwarder) watchStream(w http.ResponseWriter, r *http.Request, id string, before store.Lease) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		t := time.NewTicker(f.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			l, err := f.st.GetLease(ctx, id)
+			if err == nil && l.Node != "" && l.Node != f.self && (l.Node != before.Node || l.Epoch != before.Epoch) {
+				f.log.Info("ending an event stream served here: another node runs the session now", "session", id, "node", l.Node)
+				cancel()
+				return
+			}
+		}
+	}()
+	f.next.ServeHTTP(w, r.WithContext(ctx))
+}
 
 // forwardable says whether r acts on a running session, and which.
 func (f *forwarder) forwardable(r *http.Request) (string, bool) {
@@ -220,10 +284,10 @@ func addNodeFlags(fl *pflag.FlagSet, f *serveFlags) {
 }
 
 // nodeHandler is the API, behind the forwarder with several nodes.
-func nodeHandler(api http.Handler, mgr *session.Manager, node *session.NodeConfig, f serveFlags, logger *slog.Logger, stderr io.Writer) http.Handler {
+func nodeHandler(api http.Handler, mgr *session.Manager, st store.Store, node *session.NodeConfig, f serveFlags, logger *slog.Logger, stderr io.Writer) http.Handler {
 	if node == nil {
 		return api
 	}
 	fmt.Fprintf(stderr, "harvest: node %s of several on the store, advertised at %s\n", node.ID, node.Addr)
-	return &forwarder{mgr: mgr, next: api, self: node.ID, events: !f.natsFollow, log: logger.With("component", "forward")}
+	return &forwarder{mgr: mgr, st: st, next: api, self: node.ID, events: !f.natsFollow, every: node.TTL / 3, log: logger.With("component", "forward")}
 }
