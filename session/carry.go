@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -224,6 +224,15 @@ func (c *carrier) sync(ctx context.Context, f store.Fence, s *store.Session) (st
 	inst, err := c.newInstance(s)
 	if err != nil {
 		return "", err
+	}
+	// The session's repositories are here now (what its view shows).
+	if _, err := c.st.UpdateSessionFenced(ctx, f, func(st *store.Session) error {
+		for i := range st.Repos {
+			st.Repos[i].Path = filepath.Join(dir, st.Repos[i].Name)
+		}
+		return nil
+	}); err != nil {
+		return "", fmt.Errorf("recording where the restored workspace is: %w", err)
 	}
 	// The same checkpoint, now naming this copy: the node it came from
 	// must not take its own copy, which may be newer, for the current one.

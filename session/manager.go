@@ -388,11 +388,13 @@ func (m *Manager) session(ctx context.Context, owner, id string) (*store.Session
 	if owner != "" && s.Owner != owner {
 		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
-	return m.withDefaults(s), nil
+	s.Limits, _ = m.cfg.limits(s.Limits)
+	return s, nil
 }
 
 // withDefaults gives the zero limits of s (a row written by someone else
-// than Create) the defaults, in memory.
+// than Create) the defaults, in memory, and its repositories' paths on
+// this node: a runner's view of its session.
 func (m *Manager) withDefaults(s *store.Session) *store.Session {
 	s.Limits, _ = m.cfg.limits(s.Limits)
 	// A session's repositories are where this node keeps them: with

@@ -550,7 +550,10 @@ func (r *runner) dropQueue() error {
 }
 
 // release lets go of the box when the runner ends: left running (its
-// handle is persisted) on shutdown, destroyed on delete.
+// handle is persisted) on shutdown, destroyed on delete, and on a lost
+// lease or at a node's shutdown left for the next owner when the nodes
+// share the data directory, else destroyed (the next owner restores the
+// workspace it carried on its own disk: carry.go).
 func (r *runner) release() {
 	r.dropLease()
 	if r.ag == nil && r.box == nil {
@@ -571,11 +574,21 @@ func (r *runner) release() {
 	if r.box == nil {
 		return
 	}
-	if errors.Is(context.Cause(r.ctx), errDeleted) {
+	lost := errors.Is(context.Cause(r.ctx), errLeaseLost)
+	switch {
+	case errors.Is(context.Cause(r.ctx), errDeleted):
 		if err := r.box.Destroy(ctx); err != nil {
 			r.log.Warn("destroying the box of a deleted session", "box", r.box.ID(), "err", err)
 		}
-	} else {
+	case (lost || errors.Is(context.Cause(r.ctx), errShutdown)) && r.d.carry != nil:
+		// Nodes that do not share the data directory: the lease is lost,
+		// or given up at shutdown, and the next owner restores the
+		// carried workspace on its own disk; it never uses this box,
+		// whose tools would run on for nothing.
+		if err := r.box.Destroy(ctx); err != nil {
+			r.log.Warn("destroying the box of a session another node took over", "box", r.box.ID(), "err", err)
+		}
+	default:
 		r.box.Close()
 	}
 	r.setBox(nil)

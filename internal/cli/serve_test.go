@@ -58,6 +58,8 @@ type serveEnv struct {
 	sim     *stacktest.Sim
 	slowReq chan struct{} // a value per "slow" model request received
 	store   string        // with onPostgres: the PostgreSQL database's URL
+	// dataDirs are the nodes' own data directories (dataDir), beside home.
+	dataDirs []string
 }
 
 func newServeEnv(t testing.TB) *serveEnv {
@@ -90,8 +92,10 @@ func newServeEnvWith(t testing.TB, script string) *serveEnv {
 		p := e.provider()
 		defer p.Close()
 		stacktest.DestroyAll(t, p)
-		if _, err := disk.UnmountUnder(e.home); err != nil { // the sessions' disks
-			t.Error(err)
+		for _, dir := range append([]string{e.home}, e.dataDirs...) {
+			if _, err := disk.UnmountUnder(dir); err != nil { // the sessions' disks
+				t.Error(err)
+			}
 		}
 	})
 	return e
@@ -107,6 +111,18 @@ func (e *serveEnv) boxes() []string {
 	p := e.provider()
 	defer p.Close()
 	return stacktest.BoxIDs(e.t, p)
+}
+
+// dataDir is a data directory of its own for a node (another machine's
+// disk): its sessions' disks are unmounted when the test ends.
+func (e *serveEnv) dataDir() string {
+	e.t.Helper()
+	dir := testbin.TempDir(e.t)
+	if err := os.Chmod(dir, 0o711); err != nil { // the box user reaches the workspaces below it
+		e.t.Fatal(err)
+	}
+	e.dataDirs = append(e.dataDirs, dir)
+	return dir
 }
 
 // serveProc is one `harvest serve` process.

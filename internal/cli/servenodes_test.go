@@ -57,7 +57,8 @@ rules:
 // perNode is how many sessions TestServeNodes creates on each node.
 const perNode = 10
 
-// TestServeNodes runs three `harvest serve` nodes, A, B and C, on one
+// TestServeNodes runs three `harvest serve` nodes, A, B and C, each with
+// a data directory of its own (three machines' disks), on one
 // PostgreSQL store and one NATS server (JetStream; every node publishes
 // its events there; C serves its event streams from NATS, --nats-follow,
 // while A and B forward a stream to the session's owner). 30 sessions, 10
@@ -73,8 +74,9 @@ const perNode = 10
 // stops answering, the client resumes on B or C with the last seq it
 // got); and each of B's 10 sessions on C and on B.
 //
-// B and C take A's sessions over within 3×TTL of the kill, mark their
-// turns interrupted and deliver the queued messages; C's sessions and two
+// B and C take A's sessions over within 3×TTL of the kill, restore their
+// workspaces from what A carried to the store, mark their turns
+// interrupted and deliver the queued messages; C's sessions and two
 // of B's, then released, finish their turns and deliver theirs. Each
 // follower of A's sessions has seen every seq 1..N once, in order, equal
 // to the stored log.
@@ -101,7 +103,10 @@ func TestServeNodes(t *testing.T) {
 	node := func(name string, more ...string) *serveProc {
 		return e.start(append([]string{"--node-id", name, "--lease-ttl=" + nodeTTL.String(), "--pool", "0", "--nats", ns.url()}, more...)...)
 	}
-	a, b, c := node("a"), node("b"), node("c", "--nats-follow")
+	// Three machines: each node has a data directory of its own, so a
+	// session another node takes over has its workspace carried through
+	// the store (not reattached: the box was on the dead node's machine).
+	a, b, c := node("a"), node("b", "--data", e.dataDir()), node("c", "--nats-follow", "--data", e.dataDir())
 	ca, cb, cc := e.client(a), e.client(b), e.client(c)
 	waitNodes(t, ctx, st, 3)
 	defer func() {
@@ -230,6 +235,11 @@ func TestServeNodes(t *testing.T) {
 	}
 	for _, s := range slices.Concat(of("a"), of("c"), idleB) {
 		checkDelivered(t, ctx, cc, s.id, s.queued, "t3", s.interrupted)
+	}
+	// A's sessions run on their new owner's disk, restored from what A
+	// carried at the end of provisioning (t1 never ended there).
+	for _, s := range of("a") {
+		checkMoved(t, ctx, cc, s.id, "a")
 	}
 	ofB := func(f *liveFollower) bool {
 		return slices.ContainsFunc(of("b"), func(s *nodeSession) bool { return s.id == f.session })
@@ -572,4 +582,20 @@ func clipLog(b []byte) string {
 		return string(b[:300]) + "…"
 	}
 	return string(b)
+}
+
+// checkMoved checks that session's log says its workspace was restored
+// on another node from node from's checkpoint.
+func checkMoved(t *testing.T, ctx context.Context, c *client.Client, session, from string) {
+	t.Helper()
+	p, err := c.EventLog(ctx, session, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range p.Events {
+		if st, ok := ev.Data.(event.SessionState); ok && strings.Contains(st.Reason, "moved from node "+from+"-") && strings.Contains(st.Reason, "workspace was restored") {
+			return
+		}
+	}
+	t.Errorf("session %s: no session.state event says its workspace was restored from node %s's checkpoint", session, from)
 }
