@@ -112,6 +112,7 @@ type env struct {
 	egress *egress.Proxy
 	mcp    []agent.MCPServer
 	node   *NodeConfig
+	shared bool // withSharedData
 	st     store.Store
 	j      *journal.Journal
 	m      *Manager
@@ -124,7 +125,12 @@ type envConfig struct {
 	envs   func(e *env) Environments
 	mcp    []agent.MCPServer
 	node   *NodeConfig
+	shared bool
 }
+
+// withSharedData: the nodes share the data directory (Config.CarryMax -1:
+// no workspace is carried, another node's box is reattached).
+func withSharedData() envOpt { return func(c *envConfig) { c.shared = true } }
 
 // withNode makes the Manager a node of several (Config.Node).
 func withNode(id string, ttl time.Duration) envOpt {
@@ -189,7 +195,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, node: c.node}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, node: c.node, shared: c.shared}
 	if !c.noOpen {
 		e.open()
 	}
@@ -218,6 +224,7 @@ func (e *env) open() {
 		Logger:       e.Logger(),
 		MCP:          e.mcp,
 		Node:         e.node,
+		CarryMax:     carryMax(e.shared),
 	})
 	if err != nil {
 		e.T.Fatal(err)
@@ -304,4 +311,12 @@ func release(t testing.TB, v *View) {
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
+}
+
+// carryMax is Config.CarryMax for nodes that share the data directory or not.
+func carryMax(shared bool) int64 {
+	if shared {
+		return -1
+	}
+	return 0
 }

@@ -26,7 +26,7 @@ const nodeTTL = 900 * time.Millisecond
 // reattaches its box, and runs the next message. The session's seqs
 // have no gap, and each message is delivered once.
 func TestNodesHandOver(t *testing.T) {
-	e := newEnv(t, withNode("a", nodeTTL))
+	e := newEnv(t, withNode("a", nodeTTL), withSharedData())
 	ctx := testbin.Context(t)
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -112,6 +112,7 @@ func (e *env) openNodeAt(id string, ttl time.Duration, dataDir string) (*Manager
 		Store: e.st, Journal: j, Backends: e.Backends, DataDir: dataDir, Sources: e.Sources,
 		Models: e.Models(), DefaultModel: stacktest.Model, Disks: e.Disks, Clock: e.Clock,
 		Logger: e.Logger().With("node", id), Node: &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl},
+		CarryMax: carryMax(dataDir == e.DataDir && e.shared),
 	})
 	if err != nil {
 		e.T.Fatal(err)

@@ -88,7 +88,7 @@ const perNode = 10
 // The followers of B's sessions, on C and on B (whose streams end when C
 // takes the sessions: they reconnect and are forwarded to C), have seen
 // every seq once, in order. B's two idle sessions, moved to C with their
-// boxes, answer a message, a cancel and a delete sent through B. At the
+// workspaces, answer a message, a cancel and a delete sent through B. At the
 // end every session's log is gapless, every acknowledged message was
 // delivered exactly once, in order, and only the turns running on the
 // killed and the paused node say they were interrupted.
@@ -294,7 +294,7 @@ func TestServeNodes(t *testing.T) {
 		}
 	}
 
-	// B's idle sessions moved to C with their boxes: they still answer,
+	// B's idle sessions moved to C with their workspaces: they still answer,
 	// through B, which forwards to C.
 	for _, s := range idleB {
 		m, err := cb.Send(ctx, s.id, "msg once more", "")
