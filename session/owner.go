@@ -311,28 +311,47 @@ func (m *Manager) renewLeases(ctx context.Context) {
 		hs = append(hs, *h)
 	}
 	m.mu.Unlock()
+	if len(hs) == 0 {
+		return
+	}
+	// All at once: one round trip, however many sessions this node runs
+	// (a busy node renewing one by one could run out of time).
+	ls := make([]store.Lease, len(hs))
+	for i, h := range hs {
+		ls[i] = h.lease
+	}
+	sent := time.Now()
+	renewed, err := m.st.RenewLeases(ctx, ls, ttl)
+	if err != nil {
+		for _, h := range hs {
+			if time.Since(h.sent) > ttl-ttl/6 {
+				m.leaseLost(h.lease, fmt.Errorf("the lease could not be renewed before it may run out: %w", err))
+			}
+		}
+		m.log.Warn("renewing the leases; retrying", "leases", len(hs), "err", err)
+		return
+	}
+	ok := make(map[string]store.Lease, len(renewed))
+	for _, l := range renewed {
+		ok[l.Session] = l
+	}
 	for _, h := range hs {
-		sent := time.Now()
-		l, err := m.st.RenewLease(ctx, h.lease, ttl)
-		switch {
-		case err == nil:
+		l, done := ok[h.lease.Session]
+		m.mu.Lock()
+		cur := m.node.held[h.lease.Session]
+		m.mu.Unlock()
+		if cur == nil || cur.lease.Epoch != h.lease.Epoch {
+			continue // released or replaced meanwhile
+		}
+		if done {
 			m.mu.Lock()
 			if cur := m.node.held[l.Session]; cur != nil && cur.lease.Epoch == l.Epoch {
 				cur.lease, cur.sent = l, sent
 			}
 			m.mu.Unlock()
-		case errors.Is(err, store.ErrLeaseLost):
-			m.mu.Lock()
-			cur := m.node.held[h.lease.Session]
-			m.mu.Unlock()
-			if cur != nil && cur.lease.Epoch == h.lease.Epoch {
-				m.leaseLost(h.lease, err)
-			} // else: released or replaced meanwhile
-		case time.Since(h.sent) > ttl-ttl/6:
-			m.leaseLost(h.lease, fmt.Errorf("the lease could not be renewed before it may run out: %w", err))
-		default:
-			m.log.Warn("renewing a lease; retrying", "session", h.lease.Session, "err", err)
+			continue
 		}
+		m.leaseLost(h.lease, fmt.Errorf("the renewal found the lease taken over or released: %w", store.ErrLeaseLost))
 	}
 }
 

@@ -206,6 +206,11 @@ type Leases interface {
 	// session's lease is still l's (same node and epoch, not released),
 	// expired or not; otherwise it fails with ErrLeaseLost.
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// RenewLeases is RenewLease of every lease in ls, in one transaction
+	// (a node renews all it holds at once, in one round trip): it returns
+	// the leases renewed, in the order of ls; one missing from the result
+	// was lost (as RenewLease's ErrLeaseLost). An error renews none.
+	RenewLeases(ctx context.Context, ls []Lease, ttl time.Duration) ([]Lease, error)
 	// ReleaseLease gives the session up if its lease is still l's: it may
 	// be taken at once, with the next epoch. A lease no longer l's is left
 	// alone (no error).

@@ -141,6 +141,56 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 	return out, nil
 }
 
+// RenewLeases renews the leases of ls still held as they are, in one
+// statement.
+func (s *Store) RenewLeases(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	sessions, nodes, epochs := make([]string, len(ls)), make([]string, len(ls)), make([]int64, len(ls))
+	for i, l := range ls {
+		if l.Session == "" || l.Node == "" || l.Epoch <= 0 {
+			return nil, fmt.Errorf("postgres: renew lease %+v: want a session, a node and an epoch > 0", l)
+		}
+		sessions[i], nodes[i], epochs[i] = l.Session, l.Node, l.Epoch
+	}
+	renewed := map[string]time.Time{}
+	err := s.write(ctx, "renew leases", func(tx pgx.Tx) error {
+		clear(renewed)
+		rows, err := tx.Query(ctx, `UPDATE session_leases l SET expires = statement_timestamp() + $4 * interval '1 microsecond'
+	FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(session, node, epoch)
+	WHERE l.session = r.session AND l.node = r.node AND l.epoch = r.epoch AND l.node <> ''
+	RETURNING l.session, l.expires`, sessions, nodes, epochs, ttlArg(ttl))
+		if err != nil {
+			return fmt.Errorf("postgres: renew leases: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var exp time.Time
+			if err := rows.Scan(&id, &exp); err != nil {
+				return fmt.Errorf("postgres: renew leases: %w", err)
+			}
+			renewed[id] = exp.UTC()
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("postgres: renew leases: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Lease, 0, len(renewed))
+	for _, l := range ls {
+		if exp, ok := renewed[l.Session]; ok {
+			l.Expires = exp
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
 // ReleaseLease gives the session up if its lease is still l's; the epoch
 // is kept, so the next owner's is higher.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {

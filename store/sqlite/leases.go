@@ -167,6 +167,40 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 	return out, nil
 }
 
+// RenewLeases renews the leases of ls still held as they are, in one
+// transaction.
+func (s *Store) RenewLeases(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	for _, l := range ls {
+		if l.Session == "" || l.Node == "" || l.Epoch <= 0 {
+			return nil, fmt.Errorf("sqlite: renew lease %+v: want a session, a node and an epoch > 0", l)
+		}
+	}
+	var out []store.Lease
+	err := s.write(ctx, "sqlite: renew leases", func(tx *sql.Tx) error {
+		out = out[:0]
+		exp := s.now().UTC().Add(ttl)
+		for _, l := range ls {
+			res, err := tx.ExecContext(ctx, `UPDATE session_leases SET expires = ? WHERE session = ? AND node = ? AND epoch = ? AND node <> ''`,
+				ts(exp), l.Session, l.Node, l.Epoch)
+			if err != nil {
+				return fmt.Errorf("sqlite: renew lease of session %s: %w", l.Session, err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				l.Expires = exp
+				out = append(out, l)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReleaseLease gives the session up if its lease is still l's; the epoch
 // is kept, so the next owner's is higher.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {

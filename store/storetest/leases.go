@@ -361,3 +361,51 @@ func testLeaseTakeover(t *testing.T, open func(*testing.T) store.Store) {
 		t.Errorf("AppendEventsFenced of a missing session: %v, want ErrNotFound", err)
 	}
 }
+
+func testRenewLeases(t *testing.T, open func(*testing.T) store.Store) {
+	st := open(t)
+	ctx := context.Background()
+	if got, err := st.RenewLeases(ctx, nil, time.Hour); err != nil || len(got) != 0 {
+		t.Errorf("RenewLeases(none) = %v, %v; want none", got, err)
+	}
+	for _, id := range []string{"s1", "s2", "s3", "s4"} {
+		mustCreate(t, st, &store.Session{ID: id, Owner: "o", State: store.StateIdle, CreatedAt: base, UpdatedAt: base})
+	}
+	l1 := mustAcquire(t, st, "s1", "node-a", time.Hour)
+	l2 := expire(t, st, mustAcquire(t, st, "s2", "node-a", time.Hour)) // expired, nobody took it: still renewable
+	l3 := mustAcquire(t, st, "s3", "node-a", time.Hour)
+	l4 := mustAcquire(t, st, "s4", "node-a", time.Hour)
+	// s3 is taken over by node-b; s4 is released.
+	expire(t, st, l3)
+	mustAcquire(t, st, "s3", "node-b", time.Hour)
+	if err := st.ReleaseLease(ctx, l4); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	got, err := st.RenewLeases(ctx, []store.Lease{l1, l2, l3, l4}, 2*time.Hour)
+	if err != nil {
+		t.Fatalf("RenewLeases: %v", err)
+	}
+	if len(got) != 2 || got[0].Session != "s1" || got[1].Session != "s2" {
+		t.Fatalf("RenewLeases = %+v, want s1 and s2 renewed (s3 taken over, s4 released)", got)
+	}
+	for i, want := range []store.Lease{l1, l2} {
+		if got[i].Node != "node-a" || got[i].Epoch != want.Epoch || !near(got[i].Expires, before.Add(2*time.Hour)) {
+			t.Errorf("renewed %+v, want %s at epoch %d until about 2 h from now", got[i], want.Session, want.Epoch)
+		}
+		if cur, err := st.GetLease(ctx, want.Session); err != nil || !cur.Expires.Equal(got[i].Expires) {
+			t.Errorf("GetLease(%s) after RenewLeases = %+v, %v; want it to expire at %v", want.Session, cur, err, got[i].Expires)
+		}
+	}
+	// A renewed lease still fences the old owner's writes off nothing:
+	// s2's holder writes under its epoch.
+	if _, err := st.UpdateSessionFenced(ctx, l2.Fence(), func(*store.Session) error { return nil }); err != nil {
+		t.Errorf("a fenced write under the renewed lease of s2: %v", err)
+	}
+	if cur, err := st.GetLease(ctx, "s3"); err != nil || cur.Node != "node-b" {
+		t.Errorf("s3's lease after node-a's renewal: %+v, %v; want node-b's", cur, err)
+	}
+	if _, err := st.RenewLeases(ctx, []store.Lease{{Session: "s1", Node: "", Epoch: 1}}, time.Hour); err == nil {
+		t.Error("RenewLeases of a lease without a node succeeded")
+	}
+}

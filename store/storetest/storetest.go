@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("WebSessions", func(t *testing.T) { testWebSessions(t, open) })
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
+	t.Run("RenewLeases", func(t *testing.T) { testRenewLeases(t, open) })
 	t.Run("LeaseTakeover", func(t *testing.T) { testLeaseTakeover(t, open) })
 	t.Run("LeaseRace", func(t *testing.T) { testLeaseRace(t, open) })
 	t.Run("FenceRace", func(t *testing.T) { testFenceRace(t, open) })
