@@ -197,13 +197,14 @@
 // keyed send's key lock, the session's claim, Manager.mu. With
 // NodeConfig.Capacity a node runs at most that many sessions: a new
 // session on a full node is queued (stored, nobody owning it) and the
-// takeover of a node with room starts it, oldest first (place.go). Not
-// done yet: reaping orphaned boxes with several nodes (a crash between
-// starting a box and storing its handle leaks that box until its
-// deadline), and moving workspaces: the nodes must share the
-// data directory's workspaces (one machine, or a shared filesystem), for a
-// new owner that cannot see a session's workspace fails the session as a
-// lone server does when it is gone.
+// takeover of a node with room starts it, oldest first (place.go).
+//
+// Nodes need not share a disk: the owner carries a session's workspace
+// to the store at every turn's end, and a new owner without the current
+// copy restores it (carry.go; Config.CarryMax -1 turns that off for nodes
+// that share the data directory). Not done yet: reaping orphaned boxes
+// with several nodes (a crash between starting a box and storing its
+// handle leaks that box until its deadline).
 //
 // # Workspaces
 //
