@@ -120,7 +120,7 @@ func testInterrupt(t *testing.T, opts ...envOpt) {
 	v := e.create("long task")
 	w := e.watch(v.ID)
 	stacktest.Typed[event.ToolStarted](w, "t1", nil)
-	testbin.WaitFor(t, 10*time.Second, "the long task's loop runs", func() bool { return len(testbin.ProcsWithArgs("sleep", "0.01")) > 0 })
+	testbin.WaitFor(t, time.Minute, "the long task's loop runs", func() bool { return len(testbin.ProcsWithArgs("sleep", "0.01")) > 0 })
 
 	queued := e.send(v.ID, "msg queued", ModeQueue)
 	urgent := e.send(v.ID, "msg urgent", ModeInterrupt)
