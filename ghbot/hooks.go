@@ -2,10 +2,13 @@ package ghbot
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -36,7 +39,15 @@ type HookStore interface {
 	UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error)
 	// MessageByKey finds a message a delivery sent before (its key).
 	MessageByKey(ctx context.Context, session, owner, key string) (*store.Message, error)
+	// AcquireLock and ReleaseLock claim a delivery while it is processed:
+	// several servers (nodes) on one store process the same queue.
+	AcquireLock(ctx context.Context, key, holder string, ttl time.Duration) (store.Lock, error)
+	ReleaseLock(ctx context.Context, key, holder string) error
 }
+
+// deliveryClaim bounds how long a server that died processing a delivery
+// holds it: another one takes it up after that.
+const deliveryClaim = 2 * time.Minute
 
 // HookConfig configures what webhooks start.
 type HookConfig struct {
@@ -92,6 +103,8 @@ type Hooks struct {
 	now      func() time.Time
 
 	wake chan struct{}
+	// holder names this process in the deliveries' claims.
+	holder string
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // a failed delivery's next attempt
@@ -109,7 +122,7 @@ func NewHooks(svc *Service, st HookStore, sessions Sessions, cfg HookConfig) *Ho
 		cfg.MaxAttempts = 8
 	}
 	return &Hooks{svc: svc, st: st, sessions: sessions, cfg: cfg, log: svc.log, now: svc.cfg.Now,
-		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}}
+		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, holder: newHolder()}
 }
 
 // ServeHTTP receives a delivery: 401 for a bad signature, 400 for a
@@ -219,6 +232,28 @@ func (h *Hooks) drain(ctx context.Context) time.Time {
 
 // processOne runs a delivery's attempt and records its end.
 func (h *Hooks) processOne(ctx context.Context, id string) {
+	// Claimed first: two servers sharing the store never process one
+	// delivery at once (its effects are idempotent, but two progress
+	// comments posted in the same instant would both be made).
+	key := "delivery:" + id
+	if _, err := h.st.AcquireLock(ctx, key, h.holder, deliveryClaim); err != nil {
+		if !errors.Is(err, store.ErrLocked) && ctx.Err() == nil {
+			h.log.Error("claiming a webhook delivery", "delivery", id, "err", err)
+		}
+		// Another server processes it (or the store failed): look again
+		// later, after the others.
+		h.mu.Lock()
+		h.notBefore[id] = h.now().Add(h.cfg.Retry)
+		h.mu.Unlock()
+		return
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := h.st.ReleaseLock(rctx, key, h.holder); err != nil {
+			h.log.Warn("releasing the claim of a webhook delivery (it runs out by itself)", "delivery", id, "err", err)
+		}
+	}()
 	d, err := h.st.BeginDelivery(ctx, id)
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
@@ -264,4 +299,12 @@ func (p permanent) Unwrap() error { return p.error }
 func isPermanent(err error) bool {
 	var p permanent
 	return errors.As(err, &p) || session.IsInput(err)
+}
+
+// newHolder names a process in the deliveries' claims.
+func newHolder() string {
+	var b [8]byte
+	rand.Read(b[:])
+	host, _ := os.Hostname()
+	return "ghbot:" + host + ":" + hex.EncodeToString(b[:])
 }
