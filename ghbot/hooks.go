@@ -77,7 +77,9 @@ type HookConfig struct {
 // A delivery is stored (keyed by X-GitHub-Delivery) before the 202 that
 // acknowledges it, so one GitHub sees acknowledged is never lost, and a
 // redelivery of it is recognised and not processed again. Run processes
-// stored deliveries oldest first, one at a time, and marks each done;
+// stored deliveries oldest first, one at a time, and marks each done
+// (servers sharing the store claim a delivery, a store lock, before they
+// process it, so two never process one at once);
 // after a crash it processes what was left pending. Processing a delivery
 // twice (a crash after its effects and before it was marked done) has the
 // effects of once: the session it starts has an id derived from the
