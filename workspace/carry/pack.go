@@ -50,8 +50,10 @@ func newPackWriter(ctx context.Context, packs Packs, size int) *packWriter {
 		free:   make(chan []byte, 2),
 		hashes: map[int]string{},
 	}
-	p.free <- make([]byte, 0, size)
-	p.free <- make([]byte, 0, size)
+	// The buffers grow as packs fill (space): a small workspace's
+	// snapshot never holds two whole packs' worth of memory.
+	p.free <- nil
+	p.free <- nil
 	p.buf = <-p.free
 	p.wg.Add(1)
 	go func() {
@@ -99,7 +101,12 @@ func (p *packWriter) space() ([]byte, error) {
 			return nil, err
 		}
 	}
-	return p.buf[len(p.buf):p.size], nil
+	if len(p.buf) == cap(p.buf) {
+		b := make([]byte, len(p.buf), min(p.size, max(2*cap(p.buf), 64<<10)))
+		copy(b, p.buf)
+		p.buf = b
+	}
+	return p.buf[len(p.buf):cap(p.buf)], nil
 }
 
 // commit appends the n bytes just written into space and returns where
