@@ -26,7 +26,7 @@ func TestDeliveryClaim(t *testing.T) {
 	if err := st.AddDelivery(ctx, &store.Delivery{ID: "d1", Event: "x-nothing", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	h := &Hooks{st: st, cfg: HookConfig{Retry: time.Second, MaxAttempts: 3}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	h := &Hooks{st: st, cfg: HookConfig{Retry: time.Second, MaxAttempts: 3, Shared: true}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		now: time.Now, wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, holder: newHolder()}
 	if _, err := st.AcquireLock(ctx, "delivery:d1", "ghbot:other-node", time.Hour); err != nil {
 		t.Fatal(err)

@@ -46,8 +46,9 @@ type HookStore interface {
 }
 
 // deliveryClaim bounds how long a server that died processing a delivery
-// holds it: another one takes it up after that.
-const deliveryClaim = 2 * time.Minute
+// holds it: another one takes it up after that. A live one renews its
+// claim every third of it.
+const deliveryClaim = 30 * time.Second
 
 // HookConfig configures what webhooks start.
 type HookConfig struct {
@@ -67,6 +68,11 @@ type HookConfig struct {
 	// MaxAttempts (default 8) attempts fail it for good.
 	Retry       time.Duration
 	MaxAttempts int
+	// Shared: several servers (nodes) process this store's deliveries,
+	// so each claims a delivery before it processes it. A lone server
+	// does not: a claim it left when it was killed would hold the
+	// delivery up after its restart.
+	Shared bool
 }
 
 // Hooks receives GitHub's webhook deliveries (ServeHTTP) and processes
@@ -237,6 +243,19 @@ func (h *Hooks) processOne(ctx context.Context, id string) {
 	// Claimed first: two servers sharing the store never process one
 	// delivery at once (its effects are idempotent, but two progress
 	// comments posted in the same instant would both be made).
+	if h.cfg.Shared {
+		release, ok := h.claim(ctx, id)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	h.processClaimed(ctx, id)
+}
+
+// claim takes the delivery's claim, renewed until release; false: another
+// server holds it (it is put off here).
+func (h *Hooks) claim(ctx context.Context, id string) (release func(), ok bool) {
 	key := "delivery:" + id
 	if _, err := h.st.AcquireLock(ctx, key, h.holder, deliveryClaim); err != nil {
 		if !errors.Is(err, store.ErrLocked) && ctx.Err() == nil {
@@ -247,15 +266,38 @@ func (h *Hooks) processOne(ctx context.Context, id string) {
 		h.mu.Lock()
 		h.notBefore[id] = h.now().Add(h.cfg.Retry)
 		h.mu.Unlock()
-		return
+		return nil, false
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := h.st.ReleaseLock(rctx, key, h.holder); err != nil {
-			h.log.Warn("releasing the claim of a webhook delivery (it runs out by itself)", "delivery", id, "err", err)
+	rctx, stop := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(deliveryClaim / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if _, err := h.st.AcquireLock(rctx, key, h.holder, deliveryClaim); err != nil && rctx.Err() == nil {
+					h.log.Warn("renewing the claim of a webhook delivery", "delivery", id, "err", err)
+				}
+			}
 		}
 	}()
+	return func() {
+		stop()
+		<-renewed
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := h.st.ReleaseLock(fctx, key, h.holder); err != nil {
+			h.log.Warn("releasing the claim of a webhook delivery (it runs out by itself)", "delivery", id, "err", err)
+		}
+	}, true
+}
+
+// processClaimed runs a delivery's attempt and records its end.
+func (h *Hooks) processClaimed(ctx context.Context, id string) {
 	d, err := h.st.BeginDelivery(ctx, id)
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {

@@ -442,7 +442,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			defer tok.remove()
 			sessions = &nodeSessions{Manager: mgr, token: tok, self: node.ID, log: logger.With("component", "forward")}
 		}
-		hooks := ghbot.NewHooks(ghsvc, st, sessions, f.github.hooks)
+		hcfg := f.github.hooks
+		hcfg.Shared = node != nil
+		hooks := ghbot.NewHooks(ghsvc, st, sessions, hcfg)
 		webhook = hooks
 		hctx, stopHooks := context.WithCancel(context.Background())
 		hooksDone := make(chan struct{})
