@@ -345,18 +345,7 @@ func testServeKill9(t *testing.T, e *serveEnv) {
 			t.Errorf("session %s: turn t3 ended with %s", s.id, ev.Type())
 		}
 		// Seqs: 1, 2, 3, ... with nothing missing across the crash.
-		var all []event.Event
-		for after := int64(0); ; {
-			p, err := c.EventLog(ctx, s.id, after, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, p.Events...)
-			if len(p.Events) == 0 || p.Events[len(p.Events)-1].Seq >= p.LastSeq {
-				break
-			}
-			after = p.Events[len(p.Events)-1].Seq
-		}
+		all := storedLog(t, ctx, c, s.id)
 		for i, ev := range all {
 			if ev.Seq != int64(i+1) {
 				t.Fatalf("session %s: event %d has seq %d", s.id, i+1, ev.Seq)

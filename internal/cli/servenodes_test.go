@@ -588,11 +588,7 @@ func clipLog(b []byte) string {
 // on another node from node from's checkpoint.
 func checkMoved(t *testing.T, ctx context.Context, c *client.Client, session, from string) {
 	t.Helper()
-	p, err := c.EventLog(ctx, session, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range p.Events {
+	for _, ev := range storedLog(t, ctx, c, session) {
 		if st, ok := ev.Data.(event.SessionState); ok && strings.Contains(st.Reason, "moved from node "+from+"-") && strings.Contains(st.Reason, "workspace was restored") {
 			return
 		}

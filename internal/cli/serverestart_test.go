@@ -165,18 +165,7 @@ func TestServeRestartDependencies(t *testing.T) {
 	if len(delivered) != 4 {
 		t.Errorf("delivered %v: want the 4 messages (2 prompts, 2 sent during the outages)", delivered)
 	}
-	var all []event.Event
-	for after := int64(0); ; {
-		p, err := c.EventLog(ctx, id, after, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, p.Events...)
-		if len(p.Events) == 0 || p.Events[len(p.Events)-1].Seq >= p.LastSeq {
-			break
-		}
-		after = p.Events[len(p.Events)-1].Seq
-	}
+	all := storedLog(t, ctx, c, id)
 	for i, ev := range all {
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("the store's log: event %d has seq %d", i+1, ev.Seq)
