@@ -42,7 +42,10 @@
 // replays the ring. OutputLimit switches a pump to read-and-drop. After the
 // process exits, pumps drain what is buffered and stop waiting after a short
 // linger, so a background grandchild holding the pipe cannot hold back the exit
-// status; they keep draining (and dropping) in the background until EOF.
+// status; they keep draining (and dropping) in the background until EOF. The
+// linger ends only on an empty pipe: a read whose deadline expired before the
+// pump got to it (a loaded machine) says nothing about the pipe, so the pump
+// then reads what is buffered without waiting, and delivers it.
 //
 // # Concurrency rules
 //

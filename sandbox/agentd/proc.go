@@ -3,6 +3,7 @@ package agentd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,16 +13,20 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/sandbox/proto"
+	"golang.org/x/sys/unix"
 )
 
-const (
-	// ringSize bounds output kept per fd while no host is attached.
-	ringSize = 64 << 10
-	// exitLinger is how long pumps wait for more output after the process
-	// exited before the exit status is sent anyway (a background grandchild may
-	// hold the pipe open forever).
-	exitLinger = 50 * time.Millisecond
-)
+// ringSize bounds output kept per fd while no host is attached.
+const ringSize = 64 << 10
+
+// exitLinger is how long pumps wait for more output after the process
+// exited before the exit status is sent anyway (a background grandchild may
+// hold the pipe open forever). A variable only so a test can make every
+// deadline an expired one (pump_test.go); nothing else writes it.
+var exitLinger = 50 * time.Millisecond
+
+// testHookBeforeRead, when set by a test, runs before each read of a pump.
+var testHookBeforeRead func(*proc)
 
 // proc is one command the agent started.
 type proc struct {
@@ -451,6 +456,9 @@ func (o *pump) run() {
 			_ = o.f.SetReadDeadline(time.Now().Add(exitLinger))
 		}
 
+		if testHookBeforeRead != nil {
+			testHookBeforeRead(p)
+		}
 		k, err := o.f.Read(buf[:n])
 		if k > 0 {
 			o.deliver(buf[:k])
@@ -459,6 +467,21 @@ func (o *pump) run() {
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && !lingered {
+			// An expired deadline fails a Read before it looks at the pipe
+			// (internal/poll checks the deadline first), so what the process
+			// wrote before it exited may still be buffered: a pump that was
+			// not scheduled within exitLinger of the exit (a loaded machine,
+			// gVisor) would otherwise report EOF and then drop the command's
+			// whole output. Take what is there without waiting; only an empty
+			// pipe ends the linger.
+			k, rerr := o.readNow(buf[:n])
+			if k > 0 {
+				o.deliver(buf[:k])
+				continue // the loop re-arms the linger for the next read
+			}
+			if rerr != nil {
+				break // EOF, EIO (pty hangup) or closed
+			}
 			// The process exited and nothing more arrived within exitLinger:
 			// report EOF to the host, then keep draining (and dropping) until
 			// whoever still holds the pipe lets go.
@@ -471,6 +494,38 @@ func (o *pump) run() {
 	}
 	o.markHostDone()
 	o.f.Close()
+}
+
+// readNow reads what the pipe holds without waiting and without looking at
+// the read deadline: (0, nil) when it is empty, io.EOF when every writer
+// has closed it. The pump's fd is non-blocking (it is in the poller, which
+// SetReadDeadline needs).
+func (o *pump) readNow(b []byte) (int, error) {
+	rc, err := o.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			n, rerr = unix.Read(int(fd), b)
+			if rerr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	switch {
+	case rerr == unix.EAGAIN:
+		return 0, nil
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 func (o *pump) overLimit() bool { return o.p.limit > 0 && o.delivered >= o.p.limit }
