@@ -41,31 +41,53 @@ func TestSourcePolicy(t *testing.T) {
 	before := workspaceDirs(t, e.DataDir)
 	outside := testbin.TempDir(t) // a sibling of the root
 
+	// Every directory a user may not copy gets the same answer, whatever
+	// is there (see workspace.Policy): no oracle on the host's files.
+	refused := "is not a directory this server copies for you: give an existing repository directory under " + e.RepoRoot
 	bad := map[string]string{
-		"/etc":                                "outside the directories this server copies from",
-		"/":                                   "which sessions may never copy",
-		"/dev":                                "inside /dev",
-		"/proc/self":                          "inside /proc",
-		e.DataDir:                             "inside " + e.DataDir,
-		otherWS:                               "inside " + e.DataDir,
-		filepath.Join(e.RepoRoot, "to-etc"):   "(which is /etc) is outside",
-		filepath.Join(e.RepoRoot, "to-root"):  "may never copy",
-		filepath.Join(e.RepoRoot, "to-dev"):   "inside /dev",
-		filepath.Join(e.RepoRoot, "to-proc"):  "inside /proc",
-		filepath.Join(e.RepoRoot, "to-data"):  "inside " + e.DataDir,
-		filepath.Join(e.RepoRoot, "to-other"): "inside " + e.DataDir,
+		"/etc":                                refused,
+		"/":                                   refused,
+		"/dev":                                refused,
+		"/proc/self":                          refused,
+		"/proc/self/exe":                      refused,
+		"/root":                               refused,
+		"/root/nothere":                       refused,
+		"/etc/shadow":                         refused,
+		e.DataDir:                             refused,
+		filepath.Join(e.DataDir, "nothere"):   refused,
+		otherWS:                               refused,
+		filepath.Join(e.RepoRoot, "to-etc"):   refused,
+		filepath.Join(e.RepoRoot, "to-root"):  refused,
+		filepath.Join(e.RepoRoot, "to-dev"):   refused,
+		filepath.Join(e.RepoRoot, "to-proc"):  refused,
+		filepath.Join(e.RepoRoot, "to-data"):  refused,
+		filepath.Join(e.RepoRoot, "to-other"): refused,
 		"../":                                 "relative path",
-		filepath.Join(e.RepoRoot, "..", filepath.Base(outside)): "is outside",
-		filepath.Join(e.RepoRoot, "missing"):                    "does not exist on the server",
+		filepath.Join(e.RepoRoot, "..", filepath.Base(outside)): refused,
+		filepath.Join(e.RepoRoot, "missing"):                    refused,
 		"https://git.example.com/acme/app.git":                  "no --git-host",
+		"https://git.example.com/x.git --upload-pack=touch":     "contains whitespace",
+		"https://git.example.com/x.git\n":                       "control character",
+		e.Repo + "\t":                                           "control character",
 		"file:///etc":                                           "file:// URLs are not accepted",
 	}
+	answers := map[string][]string{}
 	for src, want := range bad {
 		body, _ := json.Marshal(wire.CreateRequest{Repos: []wire.RepoSpec{{Source: src}}, Prompt: "msg hi"})
 		code, info, _ := e.doRaw("POST", "/v1/sessions", "Bearer "+e.Alice, "application/json", body)
 		if code != 400 || !strings.Contains(info.Message, want) || !strings.Contains(info.Message, "repos[0].source") {
 			t.Errorf("a user's %q: %d %+v, want 400 saying %q", src, code, info, want)
 		}
+		if want == refused {
+			msg := strings.Replace(info.Message, src, "SRC", 1)
+			answers[msg] = append(answers[msg], src)
+			if strings.Contains(msg, e.DataDir) || strings.Contains(msg, "which is") {
+				t.Errorf("a user's %q: the answer gives away a host path: %s", src, info.Message)
+			}
+		}
+	}
+	if len(answers) != 1 {
+		t.Errorf("a user can tell refused directories apart: %d different answers: %q", len(answers), answers)
 	}
 	// The admin may copy directories outside the roots, but never these.
 	for _, src := range []string{"/", "/proc/self", "/dev", e.DataDir, otherWS, filepath.Join(e.RepoRoot, "to-other"), filepath.Join(e.RepoRoot, "to-data")} {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Which sources a server's sessions may name is the server's policy, never
@@ -39,10 +41,28 @@ import (
 // switch to another.
 //
 // A path is checked when a session is created (a 400 at once) and again
-// just before it is copied (CheckCopy), since the copy comes later.
+// just before it is copied (CheckCopy), since the copy happens after the
+// create returns.
+//
+// A refusal tells a user token nothing about the host: whether a path
+// outside the roots exists, is a file, or where a symlink points would be
+// an oracle on the server's file system (is there a /root/.ssh? where does
+// /proc/self/exe lead?). So every directory a user may not copy — outside
+// the roots, missing, not a directory, a symlink leading out of the roots
+// or into a never-copy directory — gets one answer, which echoes only what
+// the caller sent and names only the roots. The admin gets the detailed
+// reasons.
+//
+// A source is a single token: control characters (a newline, a tab, a
+// NUL) are refused everywhere, and a URL may hold no whitespace at all
+// (`https://h/x.git --upload-pack=...` is an attempt at an option, not a
+// URL). A path may contain spaces (directories do), not at its ends.
 type Policy struct {
 	// Roots are the directories user tokens may copy from (resolved).
 	Roots []string
+	// given are Roots as the operator named them (cleaned, not
+	// resolved): a user's path under either is looked at.
+	given []string
 	// GitHosts are the hosts user tokens may clone from: names, compared
 	// case-insensitively, or "*.example.com" for its subdomains.
 	GitHosts []string
@@ -70,6 +90,7 @@ func NewPolicy(roots, gitHosts, never []string) (*Policy, error) {
 			return nil, fmt.Errorf("repository root %s is not a directory", r)
 		}
 		p.Roots = append(p.Roots, res)
+		p.given = append(p.given, filepath.Clean(r))
 	}
 	for _, n := range never {
 		res, err := filepath.EvalSymlinks(n)
@@ -103,6 +124,9 @@ func (p *Policy) Resolve(arg string, trusted bool) (Source, error) {
 	if strings.TrimSpace(arg) == "" {
 		return Source{}, errors.New("empty: give a directory on the server or a git URL (or, instead of source, github: owner/name)")
 	}
+	if err := checkToken(arg); err != nil {
+		return Source{}, err
+	}
 	if urlPattern.MatchString(arg) {
 		return p.resolveURL(arg, trusted)
 	}
@@ -112,25 +136,52 @@ func (p *Policy) Resolve(arg string, trusted bool) (Source, error) {
 	if !trusted && len(p.Roots) == 0 {
 		return Source{}, errors.New("this server takes no directories from user tokens (it has no --repo-root): give a git URL, or ask its admin for a repository root")
 	}
+	if !trusted {
+		// Nothing is looked at outside the roots, and every refusal is
+		// the same (see the package doc): the answer depends on the
+		// argument and the roots only.
+		refused := fmt.Errorf("%s is not a directory this server copies for you: give an existing repository directory under %s", arg, strings.Join(p.Roots, " or "))
+		if clean := filepath.Clean(arg); !p.inRoots(clean) && !slices.ContainsFunc(p.given, func(r string) bool { return within(clean, r) }) {
+			return Source{}, refused
+		}
+		res, err := p.resolvePath(arg)
+		if err != nil || !p.inRoots(res) {
+			return Source{}, refused
+		}
+		return Source{Path: res}, nil
+	}
 	res, err := p.resolvePath(arg)
 	if err != nil {
 		return Source{}, err
 	}
-	if !trusted && !p.inRoots(res) {
-		return Source{}, fmt.Errorf("%s is outside the directories this server copies from (%s): give a directory under one of them", describeResolved(arg, res), strings.Join(p.Roots, ", "))
-	}
 	return Source{Path: res}, nil
+}
+
+// checkToken refuses a source that is not one token: control characters
+// anywhere, whitespace in a URL or at a path's ends.
+func checkToken(arg string) error {
+	for _, r := range arg {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return fmt.Errorf("%q contains a control character or invalid UTF-8: give one directory or URL, nothing around it", arg)
+		}
+	}
+	if strings.TrimSpace(arg) != arg {
+		return fmt.Errorf("%q begins or ends with whitespace: give the directory or URL alone", arg)
+	}
+	if urlPattern.MatchString(arg) && strings.IndexFunc(arg, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("%q contains whitespace, which a git URL never holds (percent-encode a space as %%20): give the URL alone, with no options after it", arg)
+	}
+	return nil
 }
 
 // CheckCopy checks, just before a copy, that path (a Source.Path Resolve
 // returned) still resolves to itself and is copyable.
 func (p *Policy) CheckCopy(path string) error {
 	res, err := p.resolvePath(path)
-	if err != nil {
-		return err
-	}
-	if res != path {
-		return fmt.Errorf("%s now resolves to %s (a symlink changed since the session was created): create the session again", path, res)
+	if err != nil || res != path {
+		// Said without where it leads now: the session's owner may be a
+		// user token (see the package doc).
+		return fmt.Errorf("%s is no longer the directory the session was created on (it was removed, or a symlink on its path changed): create the session again", path)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ func TestPolicyResolve(t *testing.T) {
 	root := filepath.Join(tmp, "repos")
 	data := filepath.Join(tmp, "data")
 	other := filepath.Join(data, "workspaces", "session", "s-other", "app")
-	for _, d := range []string{filepath.Join(root, "app", "sub"), other, filepath.Join(tmp, "outside")} {
+	for _, d := range []string{filepath.Join(root, "app", "sub"), filepath.Join(root, "with space"), other, filepath.Join(tmp, "outside")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -27,6 +27,7 @@ func TestPolicyResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	refused := "is not a directory this server copies for you: give an existing repository directory under " + root
 	for _, tc := range []struct {
 		src     string
 		admin   bool
@@ -37,23 +38,33 @@ func TestPolicyResolve(t *testing.T) {
 		{src: filepath.Join(root, "app"), want: filepath.Join(root, "app")},
 		{src: filepath.Join(root, "app", "sub", ".."), want: filepath.Join(root, "app")},
 		{src: filepath.Join(root, "to-app"), want: filepath.Join(root, "app")},
-		{src: "/etc", problem: "outside the directories this server copies from (" + root + ")"},
-		{src: "/", problem: "contains /proc, which sessions may never copy"},
-		{src: "/dev", problem: "inside /dev"},
-		{src: "/proc/self", problem: "inside /proc"},
-		{src: "/sys/kernel", problem: "inside /sys"},
-		{src: data, problem: "inside " + data},
-		{src: other, problem: "inside " + data},
-		{src: filepath.Join(root, "to-etc"), problem: "(which is /etc) is outside"},
-		{src: filepath.Join(root, "to-data"), problem: "inside " + data},
-		{src: filepath.Join(root, "to-other"), problem: "inside " + data},
-		{src: filepath.Join(root, "to-proc"), problem: "inside /proc"},
-		{src: filepath.Join(root, "to-outside"), problem: "is outside"},
-		{src: filepath.Join(root, "..", "outside"), problem: "is outside"},
+		{src: "/etc", problem: "/etc " + refused},
+		{src: "/", problem: refused},
+		{src: "/dev", problem: refused},
+		{src: "/proc/self", problem: refused},
+		{src: "/sys/kernel", problem: refused},
+		{src: data, problem: refused},
+		{src: other, problem: refused},
+		{src: filepath.Join(root, "to-etc"), problem: refused},
+		{src: filepath.Join(root, "to-data"), problem: refused},
+		{src: filepath.Join(root, "to-other"), problem: refused},
+		{src: filepath.Join(root, "to-proc"), problem: refused},
+		{src: filepath.Join(root, "to-outside"), problem: refused},
+		{src: filepath.Join(root, "..", "outside"), problem: refused},
 		{src: "../", problem: "relative path: give an absolute path under " + root},
 		{src: "app", problem: "relative path"},
-		{src: filepath.Join(root, "missing"), problem: "does not exist on the server"},
-		{src: filepath.Join(root, "file"), problem: "is not a directory"},
+		{src: filepath.Join(root, "missing"), problem: refused},
+		{src: filepath.Join(root, "missing"), admin: true, problem: "does not exist on the server"},
+		{src: filepath.Join(root, "file"), problem: refused},
+		{src: filepath.Join(root, "file"), admin: true, problem: "is not a directory: give a repository's directory"},
+		{src: filepath.Join(root, "to-etc"), admin: true, want: "/etc"},
+		// One token: no control characters; no whitespace in a URL.
+		{src: "https://git.example.com/x.git --upload-pack=touch", problem: "contains whitespace"},
+		{src: "https://git.example.com/x.git\t", problem: "control character"},
+		{src: "https://git.example.com/x.git --upload-pack=touch", admin: true, problem: "contains whitespace"},
+		{src: filepath.Join(root, "app") + "\n", problem: "control character"},
+		{src: " " + filepath.Join(root, "app"), problem: "begins or ends with whitespace"},
+		{src: filepath.Join(root, "with space"), want: filepath.Join(root, "with space")},
 		{src: "  ", problem: "empty"},
 		// The admin: any directory but the never-copyable ones.
 		{src: "/etc", admin: true, want: "/etc"},
@@ -122,8 +133,53 @@ func TestPolicyResolve(t *testing.T) {
 	}
 	os.RemoveAll(filepath.Join(root, "app"))
 	os.Symlink(data, filepath.Join(root, "app"))
-	if err := p.CheckCopy(src.Path); err == nil || !strings.Contains(err.Error(), "may never copy") {
+	if err := p.CheckCopy(src.Path); err == nil || !strings.Contains(err.Error(), "is no longer the directory the session was created on") || strings.Contains(err.Error(), data) {
 		t.Fatalf("CheckCopy after a swap to the data dir: %v", err)
+	}
+}
+
+// TestPolicyNoOracle: a user token learns nothing of the host from a
+// refused directory: whether it exists, is a file or a symlink, where a
+// link leads, or where the data directory is. Every refusal, the argument
+// taken out, is one sentence.
+func TestPolicyNoOracle(t *testing.T) {
+	tmp := t.TempDir()
+	root := filepath.Join(tmp, "repos")
+	data := filepath.Join(tmp, "data")
+	for _, d := range []string{filepath.Join(root, "app"), filepath.Join(data, "workspaces", "s-1", "app")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(root, "file"), []byte("x"), 0o644)
+	os.Symlink("/etc", filepath.Join(root, "to-etc"))
+	os.Symlink("/no/such/place", filepath.Join(root, "to-nowhere"))
+	os.Symlink(data, filepath.Join(root, "to-data"))
+	p, err := NewPolicy([]string{root}, nil, []string{data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string][]string{}
+	for _, src := range []string{
+		"/root", "/root/nothere", "/etc/shadow", "/proc/self/exe", "/proc/self/cwd", "/",
+		data, filepath.Join(data, "workspaces", "s-1", "app"), filepath.Join(data, "nothere"),
+		filepath.Join(root, "to-etc"), filepath.Join(root, "to-nowhere"), filepath.Join(root, "to-data"),
+		filepath.Join(root, "missing"), filepath.Join(root, "file"), filepath.Join(root, "..", "repos2"),
+	} {
+		_, err := p.Resolve(src, false)
+		if err == nil {
+			t.Fatalf("%s: accepted", src)
+		}
+		msg := strings.Replace(err.Error(), src, "SRC", 1)
+		answers[msg] = append(answers[msg], src)
+		for _, leak := range []string{data, "harvest", "/etc/", "which is"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("%s: the answer %q gives away %q", src, err, leak)
+			}
+		}
+	}
+	if len(answers) != 1 {
+		t.Errorf("refusals can be told apart: %d different answers: %q", len(answers), answers)
 	}
 }
 
