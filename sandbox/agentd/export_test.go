@@ -10,4 +10,3 @@ func ForceExpiredLinger() (undo func()) {
 	testHookBeforeRead = func(p *proc) { <-p.exitCh }
 	return func() { exitLinger, testHookBeforeRead = linger, hook }
 }
-
