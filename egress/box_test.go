@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 )
@@ -146,10 +147,7 @@ func startBox(t *testing.T, ws string) *sandbox.Sandbox {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
+		testreq.Unavailable(t, testreq.Local, "the local sandbox backend is not available: %v", err)
 	}
 	sb, err := p.Start(ctx, sandbox.Spec{
 		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},

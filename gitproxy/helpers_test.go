@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // The tests run the real thing on loopback: git http-backend (through
@@ -163,7 +164,7 @@ type harness struct {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		testreq.Unavailable(t, testreq.Git, "git is not installed")
 	}
 	h := &harness{t: t, home: t.TempDir()}
 	h.up = newUpstream(t, h.home)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/journal"
 )
 
@@ -21,15 +22,10 @@ import (
 // and retries, producers feel it only as back-pressure, and once space is
 // freed everything is stored and delivered, in order, none twice.
 func TestFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
+	testreq.NeedRoot(t, "mounts a small tmpfs")
 	dir := t.TempDir()
 	if err := syscall.Mount("harvest-test", dir, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mounting a tmpfs: %v", err)
-		}
-		t.Skipf("mounting a tmpfs: %v", err)
+		testreq.Unavailable(t, testreq.Mounts, "mounting a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	st := openStore(t, filepath.Join(dir, "harvest.db"), "s")

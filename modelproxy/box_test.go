@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 )
@@ -31,10 +32,7 @@ func startBox(t *testing.T, ws string, mounts ...sandbox.Mount) *sandbox.Sandbox
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
+		testreq.Unavailable(t, testreq.Local, "the local sandbox backend is not available: %v", err)
 	}
 	sb, err := p.Start(ctx, sandbox.Spec{
 		Workspaces: []sandbox.Workspace{{Name: "repo", HostPath: ws}},
@@ -172,7 +170,7 @@ func TestBoxCurl(t *testing.T) {
 func TestBoxClaudeCode(t *testing.T) {
 	claude := testbin.Claude(t)
 	if !strings.HasPrefix(claude, testbin.NPMPrefix+"/") {
-		t.Skipf("Claude Code at %s: the box mounts %s only", claude, testbin.NPMPrefix)
+		testreq.Unavailable(t, testreq.CLIs, "Claude Code at %s: the box mounts %s only", claude, testbin.NPMPrefix)
 	}
 	cmd, _ := json.Marshal("{" + scanScript + "} > /workspace/repo/harvest-scan.txt 2>&1; echo scanned")
 	script := fmt.Sprintf(`

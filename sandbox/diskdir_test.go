@@ -4,14 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // A new box on a disk starts with an empty /tmp and the HOME the last one
 // left, owned by the box user.
 func TestPrepareDiskDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chowns HOME to the box user: needs root")
-	}
+	testreq.NeedRoot(t, "chowns HOME to the box user")
 	s := Spec{DiskDir: t.TempDir()}.WithDefaults()
 	tmp, home, err := PrepareDiskDir(s)
 	if err != nil {

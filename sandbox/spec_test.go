@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 func TestValidate(t *testing.T) {
@@ -48,21 +50,23 @@ func TestValidate(t *testing.T) {
 		"timeout":          {Spec{Timeout: -time.Second}, "timeout -1s"},
 		"relative workdir": {Spec{Workdir: "x"}, "workdir"},
 	}
-	if os.Geteuid() != 0 {
-		delete(cases, "not writable")
-	}
 	for name, c := range cases {
-		err := c.spec.WithDefaults().Validate()
-		if c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
+		t.Run(name, func(t *testing.T) {
+			if name == "not writable" {
+				testreq.NeedRoot(t, "a workspace owned by root")
 			}
-			continue
-		}
-		var se *SpecError
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error containing %q", name, err, c.want)
-		}
+			err := c.spec.WithDefaults().Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			var se *SpecError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
 	}
 	// Several problems are reported together.
 	err := Spec{User: User{UID: 0, GID: 0}, Network: "x", Limits: Limits{Pids: 1}}.Validate()

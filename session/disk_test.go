@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sim"
 	"github.com/harvest-dev/harvest/store"
@@ -37,7 +38,7 @@ rules:
 func needDisks(t testing.TB) {
 	t.Helper()
 	if err := disk.Check(context.Background(), ""); err != nil {
-		t.Skipf("disks unavailable here: %v", err)
+		testreq.Unavailable(t, testreq.Disks, "disks unavailable here: %v", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -75,10 +76,7 @@ func dockerProvider(t *testing.T) sandbox.Provider {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := exec.CommandContext(ctx, "docker", "info").Run(); err != nil {
-		if testbin.DockerRequired() {
-			t.Fatalf("the docker backend is required here: docker info: %v", err)
-		}
-		t.Skipf("no docker: %v", err)
+		testreq.Unavailable(t, testreq.Docker, "no docker: docker info: %v", err)
 	}
 	p := docker.New(docker.Config{Image: testbin.DockerImage(), RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
 	t.Cleanup(func() { p.Close() })

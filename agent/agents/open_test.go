@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/claudecode"
 	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/docker"
@@ -25,18 +26,13 @@ import (
 // what to use instead, before any bridge or CLI starts — not left to a
 // bare "no such file or directory" from the exec.
 func TestOpenRefusesAnImageWithoutTheLoader(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (docker)")
-	}
+	testreq.NeedRoot(t, "docker")
 	claude := testbin.Claude(t)
 	prefix := strings.TrimSuffix(claude, "/node_modules/.bin/claude")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := exec.CommandContext(ctx, "docker", "info").Run(); err != nil {
-		if testbin.DockerRequired() {
-			t.Fatalf("the docker backend is required here: docker info: %v", err)
-		}
-		t.Skipf("no docker: %v", err)
+		testreq.Unavailable(t, testreq.Docker, "no docker: docker info: %v", err)
 	}
 
 	// A glibc-less image: the directories the docker backend binds into, and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
@@ -20,7 +21,7 @@ import (
 
 // Provider is a local sandbox provider with a run dir of the test's own,
 // closed when the test ends. Where the local backend cannot run, the test
-// is skipped, or fails where it is required (testbin.LocalRequired).
+// is skipped, or fails where it is required (testreq.Local).
 func Provider(t testing.TB) *local.Provider {
 	t.Helper()
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
@@ -28,10 +29,7 @@ func Provider(t testing.TB) *local.Provider {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
+		testreq.Unavailable(t, testreq.Local, "the local sandbox backend is not available: %v", err)
 	}
 	return p
 }

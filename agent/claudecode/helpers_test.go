@@ -16,6 +16,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
@@ -46,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	claude := testbin.Claude(t)
 	if !strings.HasPrefix(claude, testbin.NPMPrefix+"/") {
-		t.Skipf("claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
+		testreq.Unavailable(t, testreq.CLIs, "claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
 	}
 	e := &env{t: t, claude: claude, prov: agenttest.Provider(t)}
 	script, err := sim.LoadScript(filepath.Join("testdata", "script.yaml"))

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
@@ -42,7 +43,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	oc := testbin.OpenCode(t)
 	if !strings.HasPrefix(oc, testbin.NPMPrefix+"/") {
-		t.Skipf("opencode is at %s; these tests mount %s into the box and need the CLI under it", oc, testbin.NPMPrefix)
+		testreq.Unavailable(t, testreq.CLIs, "opencode is at %s; these tests mount %s into the box and need the CLI under it", oc, testbin.NPMPrefix)
 	}
 	e := &env{t: t, opencode: oc, prov: agenttest.Provider(t)}
 	script, err := sim.LoadScript(filepath.Join("testdata", "script.yaml"))

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/agenttest"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sim"
@@ -37,7 +38,7 @@ func newClaudeEnv(t *testing.T) *claudeEnv {
 	t.Helper()
 	claude := testbin.Claude(t)
 	if !strings.HasPrefix(claude, testbin.NPMPrefix+"/") {
-		t.Skipf("claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
+		testreq.Unavailable(t, testreq.CLIs, "claude is at %s; these tests mount %s into the box and need the CLI under it", claude, testbin.NPMPrefix)
 	}
 	e := &claudeEnv{t: t, claude: claude, prov: agenttest.Provider(t)}
 	script, err := sim.LoadScript(filepath.Join("testdata", "claude.yaml"))

@@ -17,5 +17,6 @@
 //
 // The CLIs are installed by scripts/setup under /opt/harvest/npm (or found
 // through $HARVEST_CLAUDE_BIN / $HARVEST_OPENCODE_BIN). Without them the tests
-// skip, saying why; with CI=true or HARVEST_REQUIRE_CLIS=1 they fail.
+// skip, saying why; where the CLIs are required they fail (internal/testreq:
+// CI=true, HARVEST_REQUIRE=clis, or HARVEST_REQUIRE_CLIS=1).
 package clis

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -62,9 +63,7 @@ func TestBadInput(t *testing.T) {
 
 // TestBinary runs the real harvest binary end to end on the default backend.
 func TestBinary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the local backend needs root")
-	}
+	needRoot(t)
 	bin := testbin.Harvest(t)
 	agent := testbin.Agent(t)
 	// Its own run dir: "sandbox ls" must see this test's boxes only, not
@@ -117,7 +116,7 @@ func TestBinary(t *testing.T) {
 		switch {
 		case a.Available && a.Version == "":
 			t.Errorf("doctor: %s available without a version", a.Agent)
-		case !a.Available && (a.Reason == "" || testbin.RequireCLIs()):
+		case !a.Available && (a.Reason == "" || testreq.Required(testreq.CLIs)):
 			t.Errorf("doctor: %s unavailable: %q", a.Agent, a.Reason)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestRunDisk(t *testing.T) {
 	needRoot(t)
 	if err := disk.Check(context.Background(), ""); err != nil {
-		t.Skipf("disks unavailable here: %v", err)
+		testreq.Unavailable(t, testreq.Disks, "disks unavailable here: %v", err)
 	}
 	env, home := runEnv(t)
 	t.Cleanup(func() { // before home is removed

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // runEnv is an environment for the real harvest binary with no model key,
@@ -60,12 +61,8 @@ func runBinary(t *testing.T, bin string, env []string, stdin string, args ...str
 }
 
 func needRoot(t testing.TB) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs the tests as root: the local backend needs it")
-		}
-		t.Skip("the local backend needs root")
-	}
+	t.Helper()
+	testreq.NeedRoot(t, "the local backend")
 }
 
 // TestRunDemo is the README's first command: on a machine with no model key,
@@ -285,10 +282,7 @@ func TestRunExternalAgentsDocker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "docker", "image", "inspect", testbin.DockerImage()).CombinedOutput(); err != nil {
-		if testbin.DockerRequired() {
-			t.Fatalf("the docker backend is required here, and its image %s is not there: %v\n%s", testbin.DockerImage(), err, out)
-		}
-		t.Skipf("no docker image %s: %v", testbin.DockerImage(), err)
+		testreq.Unavailable(t, testreq.Docker, "no docker image %s: %v\n%s", testbin.DockerImage(), err, out)
 	}
 	for _, kind := range []string{"claudecode", "terminal", "opencode"} {
 		t.Run(kind, func(t *testing.T) { testRunExternal(t, kind, "--backend", "docker", "--image", testbin.DockerImage()) })

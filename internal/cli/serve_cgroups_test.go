@@ -9,6 +9,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
@@ -26,9 +27,7 @@ func TestServeKill9Cgroups(t *testing.T) {
 	os.Mkdir(repo, 0o755)
 	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# a repository\n"), 0o644)
 	mgr, err := cgroups.Detect(e.provider().CgroupParent())
-	if err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Cgroups, err)
 	var parents []string
 	for _, root := range mgr.Roots {
 		parents = append(parents, filepath.Join(root, mgr.Parent))

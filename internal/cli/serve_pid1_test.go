@@ -14,6 +14,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 )
@@ -31,7 +32,7 @@ func TestServeAsPID1(t *testing.T) {
 	needRoot(t)
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("needs unshare (util-linux)")
+		testreq.Unavailable(t, testreq.Unshare, "no unshare on PATH: %v", err)
 	}
 	env, home := runEnv(t)
 	// No model key: serve runs the bundled demo; sessions with no prompt

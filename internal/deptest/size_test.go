@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // maxLines bounds a non-test Go file: past it, a file holds more than one
@@ -16,7 +18,7 @@ const maxLines = 700
 func TestFileSizes(t *testing.T) {
 	out, err := exec.Command("git", "-C", "../..", "ls-files", "*.go").Output()
 	if err != nil {
-		t.Skipf("not a git checkout: %v", err)
+		testreq.Unavailable(t, testreq.Git, "not a git checkout: git ls-files: %v", err)
 	}
 	for _, f := range strings.Fields(string(out)) {
 		if strings.HasSuffix(f, "_test.go") {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
@@ -83,7 +84,7 @@ func WithKey(k string) Option { return func(c *config) { c.key = k } }
 
 // WithDocker adds the docker backend (its base image, a run dir of the
 // test's own). Where docker is absent the test fails if docker is required
-// (testbin.DockerRequired) and is skipped otherwise.
+// (testreq.Docker) and is skipped otherwise.
 func WithDocker(c *config) { c.docker = true }
 
 // WithDisks turns sessions' disks on; the stack unmounts what is left of
@@ -165,10 +166,7 @@ func New(t testing.TB, script string, opts ...Option) *Stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Local.Available(ctx); err != nil {
-		if testbin.LocalRequired() {
-			t.Fatalf("the local sandbox backend is required here: %v", err)
-		}
-		t.Skipf("the local sandbox backend is not available: %v", err)
+		testreq.Unavailable(t, testreq.Local, "the local sandbox backend is not available: %v", err)
 	}
 	// Runs after the Manager and the journal are closed: no box of this
 	// test survives it.
@@ -181,10 +179,7 @@ func (s *Stack) addDocker() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if testbin.DockerRequired() {
-			s.T.Fatalf("the docker backend is required here: %v", err)
-		}
-		s.T.Skipf("the docker backend is not available: %v", err)
+		testreq.Unavailable(s.T, testreq.Docker, "the docker backend is not available: %v", err)
 	}
 	s.Docker = p
 	s.T.Cleanup(func() {

@@ -4,9 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // The agent CLIs the end-to-end tests run, pinned: scripts/setup installs
@@ -24,14 +25,12 @@ const (
 )
 
 // RequireCLIs reports whether a missing agent CLI fails the tests rather
-// than skipping them: in CI (CI=true) or with HARVEST_REQUIRE_CLIS=1.
-func RequireCLIs() bool {
-	return os.Getenv("CI") == "true" || os.Getenv("HARVEST_REQUIRE_CLIS") == "1"
-}
+// than skipping them: testreq.Required(testreq.CLIs).
+func RequireCLIs() bool { return testreq.Required(testreq.CLIs) }
 
 // Claude returns the path of the Claude Code CLI: $HARVEST_CLAUDE_BIN, else
 // the one scripts/setup installs, else claude on PATH. When none is found
-// the test is skipped, or fails under RequireCLIs.
+// the test is skipped, or fails where testreq.CLIs is required.
 func Claude(t testing.TB) string {
 	t.Helper()
 	return findCLI(t, "HARVEST_CLAUDE_BIN", "claude", ClaudeCodePackage, ClaudeCodeVersion)
@@ -51,7 +50,7 @@ func findCLI(t testing.TB, env, name, pkg, version string) string {
 		if isExecutable(p) {
 			return checkVersion(t, p, version)
 		}
-		missing(t, "$%s=%s is not an executable file", env, p)
+		testreq.Unavailable(t, testreq.CLIs, "$%s=%s is not an executable file", env, p)
 	}
 	p := filepath.Join(NPMPrefix, "node_modules", ".bin", name)
 	if isExecutable(p) {
@@ -62,17 +61,9 @@ func findCLI(t testing.TB, env, name, pkg, version string) string {
 		return checkVersion(t, p, version)
 	}
 	tried = append(tried, name+" on $PATH")
-	missing(t, "%s is not installed (tried %s): run scripts/setup, or npm install --prefix %s %s@%s, or set $%s",
+	testreq.Unavailable(t, testreq.CLIs, "%s is not installed (tried %s): run scripts/setup, or npm install --prefix %s %s@%s, or set $%s",
 		name, strings.Join(tried, ", "), NPMPrefix, pkg, version, env)
 	return ""
-}
-
-func missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if RequireCLIs() {
-		t.Fatalf(format+" (required: CI=true or HARVEST_REQUIRE_CLIS=1)", args...)
-	}
-	t.Skipf(format, args...)
 }
 
 func isExecutable(p string) bool {
@@ -98,20 +89,14 @@ func checkVersion(t testing.TB, p, want string) string {
 }
 
 // LocalRequired reports whether a machine without the local sandbox
-// backend fails the tests instead of skipping them: in CI (CI set), or
-// when $HARVEST_REQUIRE_BACKENDS names local.
-func LocalRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "local")
-}
+// backend fails the tests instead of skipping them:
+// testreq.Required(testreq.Local).
+func LocalRequired() bool { return testreq.Required(testreq.Local) }
 
 // DockerRequired reports whether a machine without a working docker
-// backend fails the tests instead of skipping them: in CI (CI set), or when
-// $HARVEST_REQUIRE_BACKENDS names docker.
-func DockerRequired() bool {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	return os.Getenv("CI") != "" || slices.Contains(strings.Split(v, ","), "docker")
-}
+// backend fails the tests instead of skipping them:
+// testreq.Required(testreq.Docker).
+func DockerRequired() bool { return testreq.Required(testreq.Docker) }
 
 // DockerImage is the image docker-backend tests use:
 // $HARVEST_TEST_DOCKER_IMAGE, else the base image scripts/setup builds.

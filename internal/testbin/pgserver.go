@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // PGServer is a PostgreSQL server of one test, which the test may stop
@@ -25,12 +27,12 @@ type PGServer struct {
 // PostgresServer starts a PostgreSQL server for t alone, made and run as
 // Postgres makes and runs the shared one, and stops it and removes its
 // directory when the test ends. When PostgreSQL is not installed the test
-// is skipped, or fails in CI (ToolchainMissing).
+// is skipped, or fails where testreq.Postgres is required (in CI).
 func PostgresServer(t testing.TB) *PGServer {
 	t.Helper()
 	c, missing, err := newCluster()
 	if missing != "" {
-		ToolchainMissing(t, "%s", missing)
+		testreq.Unavailable(t, testreq.Postgres, "%s", missing)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // PostgresBin is where Debian's postgresql-15 package (scripts/setup
@@ -54,13 +56,13 @@ type pgServer struct {
 // socket in that directory, with fsync off (the tests do not cut power).
 // The package's TestMain must call StopPostgres after m.Run.
 //
-// When PostgreSQL is not installed the test is skipped, or fails in CI
-// (ToolchainMissing).
+// When PostgreSQL is not installed the test is skipped, or fails where
+// testreq.Postgres is required (in CI).
 func Postgres(t testing.TB) string {
 	t.Helper()
 	pg.once.Do(func() { pg.srv, pg.missing, pg.err = startPostgres() })
 	if pg.missing != "" {
-		ToolchainMissing(t, "%s", pg.missing)
+		testreq.Unavailable(t, testreq.Postgres, "%s", pg.missing)
 	}
 	if pg.err != nil {
 		t.Fatal(pg.err)

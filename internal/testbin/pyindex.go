@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 const (
@@ -30,12 +32,12 @@ const (
 	DebianPython = "/usr/bin/python3"
 )
 
-// Python3 returns DebianPython, or skips the test when it is missing (or
-// fails it in CI; see ToolchainMissing).
+// Python3 returns DebianPython. When it is missing the test is skipped, or
+// fails where testreq.Toolchains is required (in CI).
 func Python3(t testing.TB) string {
 	t.Helper()
 	if _, err := os.Stat(DebianPython); err != nil {
-		ToolchainMissing(t, "%s is missing (scripts/setup installs python3)", DebianPython)
+		testreq.Unavailable(t, testreq.Toolchains, "%s is missing (scripts/setup installs python3)", DebianPython)
 	}
 	return DebianPython
 }
@@ -51,8 +53,8 @@ func Python3(t testing.TB) string {
 // top-level directory, as PyPI serves sdists), built at test time by
 // python's pip (a venv's python made from Python3) in an isolated build
 // environment that it installs from this same index, without a cache. When python or
-// Debian's wheels are missing the test is skipped (or fails in CI; see
-// ToolchainMissing). The server stops when the test ends.
+// Debian's wheels are missing the test is skipped (or fails where
+// testreq.Toolchains is required, in CI). The server stops when the test ends.
 func PyIndex(t testing.TB, python string, sdists ...string) string {
 	t.Helper()
 	return PyIndexAt(t, "127.0.0.1:0", python, sdists...)
@@ -66,7 +68,7 @@ func PyIndexAt(t testing.TB, addr, python string, sdists ...string) string {
 	for _, prefix := range []string{"setuptools-", "wheel-"} {
 		found, _ := filepath.Glob(filepath.Join(DebianWheels, prefix+"*.whl"))
 		if len(found) == 0 {
-			ToolchainMissing(t, "no %s*.whl in %s (scripts/setup installs python3-venv and python3-wheel-whl)", prefix, DebianWheels)
+			testreq.Unavailable(t, testreq.Toolchains, "no %s*.whl in %s (scripts/setup installs python3-venv and python3-wheel-whl)", prefix, DebianWheels)
 		}
 		for _, f := range found {
 			copyFile(t, f, filepath.Join(files, filepath.Base(f)))

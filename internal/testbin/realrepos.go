@@ -1,12 +1,12 @@
 package testbin
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // A RealRepoSpec is one public repository kept as test data: a git bundle
@@ -90,23 +90,21 @@ func RealRepo(t testing.TB, name string) string {
 }
 
 // Toolchain returns the path of the program name (go, npm, python3) on
-// PATH. When it is missing the test is skipped, except in CI (CI=true),
-// where it fails: CI must run the real repositories' suites.
+// PATH. When it is missing the test is skipped, or fails where
+// testreq.Toolchains is required (in CI): CI must run the real
+// repositories' suites.
 func Toolchain(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		ToolchainMissing(t, "%s is not on PATH (scripts/setup installs it)", name)
+		testreq.Unavailable(t, testreq.Toolchains, "%s is not on PATH (scripts/setup installs it)", name)
 	}
 	return p
 }
 
-// ToolchainMissing skips the test, or fails it in CI (CI=true).
+// ToolchainMissing ends the test as testreq.Unavailable(testreq.Toolchains):
+// skipped, or failed where the toolchains are required (in CI).
 func ToolchainMissing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testreq.Unavailable(t, testreq.Toolchains, format, args...)
 }

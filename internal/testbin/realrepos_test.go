@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // The real repositories' own suites pass on the host: the baseline the
@@ -62,7 +64,7 @@ func TestRealRepoPython(t *testing.T) {
 		venv := filepath.Join(t.TempDir(), "venv")
 		start := time.Now()
 		if out, err := exec.Command(python, "-m", "venv", venv).CombinedOutput(); err != nil {
-			ToolchainMissing(t, "%s -m venv: %v (scripts/setup installs python3-venv)\n%s", python, err, out)
+			testreq.Unavailable(t, testreq.Toolchains, "%s -m venv: %v (scripts/setup installs python3-venv)\n%s", python, err, out)
 		}
 		mkvenv := time.Since(start)
 		if url == "" {

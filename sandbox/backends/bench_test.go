@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
@@ -28,6 +29,7 @@ import (
 func benchProvider(b *testing.B, name string) sandbox.Provider {
 	b.Helper()
 	o := options(b, testbin.TempDir(b))
+	variant := name
 	switch name {
 	case "local+pool":
 		name, o.LocalPool = "local", 4
@@ -39,7 +41,11 @@ func benchProvider(b *testing.B, name string) sandbox.Provider {
 		b.Fatal(err)
 	}
 	if err := p.Available(context.Background()); err != nil {
-		b.Skipf("%s unavailable: %v", name, err)
+		req, ok := backendReqs[variant]
+		if !ok {
+			b.Fatalf("%s unavailable: %v", variant, err)
+		}
+		testreq.Unavailable(b, req, "%s unavailable: %v", variant, err)
 	}
 	if c, ok := p.(interface{ Close() error }); ok {
 		b.Cleanup(func() { c.Close() })
@@ -127,9 +133,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 // with its disk, and of making the disk alone. Destroying the boxes and
 // removing the disk are not timed.
 func BenchmarkCreateWithDisk(b *testing.B) {
-	if err := disk.Check(context.Background(), ""); err != nil {
-		b.Skip(err)
-	}
+	testreq.Check(b, testreq.Disks, disk.Check(context.Background(), ""))
 	for _, name := range []string{"local", "local+pool", "docker"} {
 		b.Run(name, func(b *testing.B) {
 			p := benchProvider(b, name)

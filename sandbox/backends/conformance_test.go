@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/docker"
@@ -18,18 +19,15 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/sandboxtest"
 )
 
-// requiredBackends must be available in CI: there, a backend doctor rejects is a
-// failure, not a skip. .ci/run sets HARVEST_REQUIRE_BACKENDS=local,docker,docker+runsc
-// (a backend, or docker+RUNTIME for docker with an OCI runtime).
-func requiredBackends() []string {
-	v := os.Getenv("HARVEST_REQUIRE_BACKENDS")
-	if v == "" && os.Getenv("CI") != "" {
-		v = "local,docker,docker+runsc"
-	}
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
+// backendReqs are the requirements the backends' variants stand for: where
+// one is required (in CI, or named by HARVEST_REQUIRE), a backend doctor
+// rejects is a failure, not a skip. The host backend needs nothing a
+// machine may lack: unavailable, it fails.
+var backendReqs = map[string]testreq.Req{
+	"local":        testreq.Local,
+	"local+pool":   testreq.Local,
+	"docker":       testreq.Docker,
+	"docker+runsc": testreq.DockerRunsc,
 }
 
 func dockerImage() string {
@@ -102,6 +100,12 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 // for a required backend that is not. The local backend runs twice: cold, and
 // with a pool of warm boxes (how a server runs it).
 func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend)) {
+	forEachVariant(t, nil, f)
+}
+
+// forEachVariant is forEachAvailable for the variants only names (all when
+// nil).
+func forEachVariant(t *testing.T, only []string, f func(t *testing.T, b sandboxtest.Backend)) {
 	reports := backends.Doctor(context.Background(), options(t, testbin.TempDir(t)))
 	for _, r := range reports {
 		variants := []string{r.Backend}
@@ -112,7 +116,9 @@ func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend))
 			variants = []string{r.Backend + "+" + r.Runtime}
 		}
 		for _, variant := range variants {
-			runVariant(t, r, variant, f)
+			if only == nil || slices.Contains(only, variant) {
+				runVariant(t, r, variant, f)
+			}
 		}
 	}
 }
@@ -126,10 +132,11 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 	{
 		t.Run(variant, func(t *testing.T) {
 			if !r.Available {
-				if slices.Contains(requiredBackends(), variant) {
-					t.Fatalf("backend %s is required here but unavailable: %s (%s)", name, r.Reason, r.Fix)
+				req, ok := backendReqs[variant]
+				if !ok {
+					t.Fatalf("backend %s unavailable: %s (%s)", variant, r.Reason, r.Fix)
 				}
-				t.Skipf("backend %s unavailable: %s", name, r.Reason)
+				testreq.Unavailable(t, req, "backend %s unavailable: %s (%s)", variant, r.Reason, r.Fix)
 			}
 			b := sandboxtest.Backend{
 				Name:     name,
@@ -178,10 +185,7 @@ func TestLocalCycles(t *testing.T) {
 	if testing.Short() {
 		n = 100
 	}
-	forEachAvailable(t, func(t *testing.T, b sandboxtest.Backend) {
-		if b.Name != "local" {
-			t.Skip("the cycle test is for the local backend")
-		}
+	forEachVariant(t, []string{"local", "local+pool"}, func(t *testing.T, b sandboxtest.Backend) {
 		if testing.Short() && b.Pool {
 			t.Skip("-short: cycles run once, without the pool")
 		}

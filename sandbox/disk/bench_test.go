@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 )
 
@@ -17,9 +18,7 @@ import (
 // default size (20 GiB, 1.3M inodes) and a small one; Remove is the lazy
 // unmount and the image's deletion.
 func BenchmarkCreate(b *testing.B) {
-	if err := disk.Check(context.Background(), ""); err != nil {
-		b.Skip(err)
-	}
+	testreq.Check(b, testreq.Disks, disk.Check(context.Background(), ""))
 	for _, size := range []disk.Size{{}, {Bytes: 64 << 20}} {
 		name := "20GiB"
 		if size.Bytes != 0 {
@@ -48,9 +47,7 @@ func BenchmarkCreate(b *testing.B) {
 }
 
 func BenchmarkRemove(b *testing.B) {
-	if err := disk.Check(context.Background(), ""); err != nil {
-		b.Skip(err)
-	}
+	testreq.Check(b, testreq.Disks, disk.Check(context.Background(), ""))
 	dir := b.TempDir()
 	i := 0
 	for b.Loop() {

@@ -11,14 +11,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 )
 
 func needDisks(t *testing.T) {
 	t.Helper()
-	if err := disk.Check(context.Background(), ""); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Disks, disk.Check(context.Background(), ""))
 }
 
 func newDisk(t *testing.T, size disk.Size) disk.Disk {

@@ -23,13 +23,14 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/docker"
 )
 
 // These tests run real containers on the real dockerd. Without one (or without
-// the image) they skip, except in CI (env CI set) or with
-// HARVEST_REQUIRE_BACKENDS naming docker, where they fail.
+// the image) they skip, except where testreq.Docker is required (in CI, or
+// named by HARVEST_REQUIRE or HARVEST_REQUIRE_BACKENDS), where they fail.
 
 func testImage() string {
 	return cmp.Or(os.Getenv("HARVEST_TEST_DOCKER_IMAGE"), docker.DefaultImage)
@@ -50,10 +51,7 @@ func newProviderFor(t *testing.T, image string) (*docker.Provider, docker.Config
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {
-		if testbin.DockerRequired() {
-			t.Fatalf("the docker backend must be available (CI or HARVEST_REQUIRE_BACKENDS): %v", err)
-		}
-		t.Skip(err)
+		testreq.Unavailable(t, testreq.Docker, "the docker backend is unavailable: %v", err)
 	}
 	return p, cfg
 }

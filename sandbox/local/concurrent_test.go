@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 )
@@ -15,9 +16,7 @@ import (
 // TestConcurrentCreates starts 50 boxes at once, as a busy server would.
 func TestConcurrentCreates(t *testing.T) {
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
-	if err := p.Available(context.Background()); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Local, p.Available(context.Background()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 50

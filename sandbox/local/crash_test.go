@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 )
@@ -22,9 +23,7 @@ import (
 // later clean stop.
 func TestStartAfterCrash(t *testing.T) {
 	cfg := local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)}
-	if err := local.New(cfg).Available(context.Background()); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Local, local.New(cfg).Available(context.Background()))
 	mgr, err := cgroups.Detect(local.New(cfg).CgroupParent())
 	if err != nil {
 		t.Fatal(err)

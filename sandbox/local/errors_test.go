@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 )
@@ -15,9 +16,7 @@ import (
 // TestMissingBwrap: one clear error that says how to install it, from both
 // Available and Start, and nothing created.
 func TestMissingBwrap(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the local backend checks root first")
-	}
+	testreq.NeedRoot(t, "the local backend checks root first")
 	runDir := testbin.TempDir(t)
 	p := local.New(local.Config{RunDir: runDir, AgentBinary: testbin.Agent(t), Bwrap: "/nonexistent/bwrap"})
 	for name, err := range map[string]error{
@@ -44,9 +43,7 @@ func startErr(p sandbox.Provider) error {
 
 // TestMissingAgentBinary: the same for the in-box agent binary.
 func TestMissingAgentBinary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the local backend checks root first")
-	}
+	testreq.NeedRoot(t, "the local backend checks root first")
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: "/nonexistent/harvest-agent"})
 	err := p.Available(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/harvest-agent") || !strings.Contains(err.Error(), "go install") {

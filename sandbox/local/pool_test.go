@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
@@ -18,9 +19,7 @@ import (
 // leaves no shim and no cgroup behind.
 func TestPool(t *testing.T) {
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t), PoolSize: 2})
-	if err := p.Available(context.Background()); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Local, p.Available(context.Background()))
 	ctx := context.Background()
 	mgr, err := cgroups.Detect(p.CgroupParent())
 	if err != nil {

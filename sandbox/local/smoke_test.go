@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 )
@@ -74,9 +75,7 @@ func TestSmoke(t *testing.T) {
 func TestFullBinaryAsAgent(t *testing.T) {
 	full := testbin.Harvest(t)
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: full})
-	if err := p.Available(context.Background()); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Local, p.Available(context.Background()))
 	want, err := os.Stat(full)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local"
 )
@@ -23,11 +24,9 @@ import (
 // for `harvest serve` as PID 1 of a container, which reaps no orphan.
 func TestNoZombies(t *testing.T) {
 	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t), PoolSize: 1})
-	if err := p.Available(context.Background()); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, testreq.Local, p.Available(context.Background()))
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Skip("cannot become a child subreaper:", err)
+		testreq.Unavailable(t, testreq.Subreaper, "cannot become a child subreaper: %v", err)
 	}
 	t.Cleanup(func() {
 		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 )
@@ -27,7 +28,7 @@ const (
 
 func (s *suite) testDiskFull(t *testing.T) {
 	if err := disk.Check(context.Background(), ""); err != nil {
-		t.Skipf("disk limits unavailable here: %v", err)
+		testreq.Unavailable(t, testreq.Disks, "disk limits unavailable here: %v", err)
 	}
 	base := testbin.TempDir(t)
 	// The image goes on a filesystem of its own, so the free space this

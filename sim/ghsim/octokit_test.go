@@ -7,23 +7,21 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sim/ghsim"
 )
 
 // octokitVersion pins the official JavaScript client the second check uses.
 const octokitVersion = "22.0.1"
 
-// needNode returns node and npm, or skips (fails when CI=true: CI must run
-// the check).
+// needNode returns node and npm, or skips (fails where testreq.NPM is
+// required, as in CI: CI must run the check).
 func needNode(t *testing.T) (node, npm string) {
 	t.Helper()
 	node, err1 := exec.LookPath("node")
 	npm, err2 := exec.LookPath("npm")
 	if err1 != nil || err2 != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but node or npm is missing: %v %v", err1, err2)
-		}
-		t.Skip("node and npm are needed to run @octokit/rest against the stand-in; install them (CI=true makes this a failure)")
+		testreq.Unavailable(t, testreq.NPM, "node and npm are needed to run @octokit/rest against the stand-in: %v %v", err1, err2)
 	}
 	return node, npm
 }
@@ -35,10 +33,7 @@ func TestOctokit(t *testing.T) {
 	dir := t.TempDir()
 	install := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--silent", "@octokit/rest@"+octokitVersion)
 	if out, err := install.CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "true" {
-			t.Skipf("npm install @octokit/rest@%s failed (no registry?): %v\n%s", octokitVersion, err, out)
-		}
-		t.Fatalf("npm install @octokit/rest@%s: %v\n%s", octokitVersion, err, out)
+		testreq.Unavailable(t, testreq.NPM, "npm install @octokit/rest@%s failed (no registry?): %v\n%s", octokitVersion, err, out)
 	}
 	w := newWorld(t, ghsim.Options{})
 	if _, err := w.srv.OpenIssue(ghsim.IssueSpec{Login: "alice", Repo: "acme/widget", Title: "Bug"}); err != nil {

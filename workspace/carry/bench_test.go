@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // benchTree writes a tree like a small repository: 2000 files, about 50 MB,
@@ -92,9 +94,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	})
 	b.Run("restore", func(b *testing.B) {
-		if os.Geteuid() != 0 {
-			b.Skip("restoring owners needs root")
-		}
+		testreq.NeedRoot(b, "restoring owners")
 		packs := newMemPacks()
 		m, err := Snapshot(ctx, root, nil, packs, Options{})
 		if err != nil {

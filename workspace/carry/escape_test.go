@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 // canaryDir makes a directory outside the snapshot root holding a file
@@ -178,7 +180,7 @@ func TestMountsNotEntered(t *testing.T) {
 	must(t, os.Mkdir(tmp, 0o755))
 	must(t, os.Mkdir(bind, 0o755))
 	if err := unix.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("can not mount tmpfs here (%v)", err)
+		testreq.Unavailable(t, testreq.Mounts, "can not mount tmpfs here: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(tmp, unix.MNT_DETACH) })
 	writeFile(t, filepath.Join(tmp, "canary-in-tmpfs"), canary, 0o644)

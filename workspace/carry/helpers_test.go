@@ -17,6 +17,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 func TestMain(m *testing.M) {
@@ -103,9 +105,7 @@ func (p *memPacks) hashes() []string {
 
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: owners, device nodes, trusted.* xattrs and mounts")
-	}
+	testreq.NeedRoot(t, "owners, device nodes, trusted.* xattrs and mounts")
 }
 
 func must(t testing.TB, err error) {

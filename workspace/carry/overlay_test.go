@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/harvest-dev/harvest/internal/testreq"
 )
 
 func mountOverlay(t *testing.T, lower, upper, work, merged string) {
@@ -14,7 +16,7 @@ func mountOverlay(t *testing.T, lower, upper, work, merged string) {
 	must(t, os.MkdirAll(merged, 0o755))
 	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
-		t.Skipf("can not mount overlayfs here (%v); the test needs it", err)
+		testreq.Unavailable(t, testreq.Mounts, "can not mount overlayfs here: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(merged, unix.MNT_DETACH) })
 }
