@@ -26,6 +26,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -164,8 +165,12 @@ type Deps struct {
 	// one is the registry's bridge in the box (URL, and Headers holding the
 	// session's token, never a real credential); for one whose loop runs
 	// on the host, it is a Handler on the host that adds the credentials.
-	MCP    []MCPServer
-	Logger *slog.Logger
+	MCP []MCPServer
+	// MCPGuard checks and dials the remote MCP servers that are not the
+	// operator's (MCPServer.Operator) when the kind reaches one itself;
+	// nil is netguard's default policy.
+	MCPGuard *netguard.Guard
+	Logger   *slog.Logger
 }
 
 // Model is how an agent reaches its model.

@@ -44,6 +44,13 @@ type MCPServer struct {
 	// Source says where the server was listed ("the session", "the
 	// server's --mcp-config", ".mcp.json of REPO"), for errors.
 	Source string `json:"-"`
+	// Operator: the server's operator listed this remote server (harvest
+	// serve --mcp-config; agents.LoadMCPConfig sets it), so it is dialed
+	// as given. Every other remote server (a session's, a repository's
+	// .mcp.json) is dialed only through the address policy (package
+	// netguard: no loopback, private, link-local or metadata addresses
+	// unless the operator allows them). Never set from a request.
+	Operator bool `json:"-"`
 }
 
 // Kinds of MCP server, as MCPServer.Kind reports them.

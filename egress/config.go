@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/harvest-dev/harvest/netguard"
 )
 
 // DefaultRegistries are the hosts the common package managers fetch from:
@@ -58,9 +60,7 @@ const (
 var DefaultPorts = []int{443, 80}
 
 // Resolver looks names up; *net.Resolver is one.
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+type Resolver = netguard.Resolver
 
 // Config configures a Proxy. Only Allow is required.
 type Config struct {
@@ -210,45 +210,6 @@ func checkName(name string, wild bool) error {
 	return nil
 }
 
-// forbidden are the networks an allowlisted name must not lead to: the
-// host's own and its neighbours', the metadata service's (link-local),
-// and addresses no registry has.
-var forbidden = func() []netip.Prefix {
-	var ps []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8",      // this network
-		"10.0.0.0/8",     // private
-		"100.64.0.0/10",  // shared (carrier NAT, tailnets)
-		"127.0.0.0/8",    // loopback
-		"169.254.0.0/16", // link-local, the metadata service
-		"172.16.0.0/12",  // private
-		"192.0.0.0/24",   // IETF protocol assignments
-		"192.168.0.0/16", // private
-		"198.18.0.0/15",  // benchmarking
-		"224.0.0.0/4",    // multicast
-		"240.0.0.0/4",    // reserved, broadcast
-		"::/128",         // unspecified
-		"::1/128",        // loopback
-		"fc00::/7",       // unique local (ULA)
-		"fe80::/10",      // link-local
-		"fec0::/10",      // site-local (deprecated)
-		"ff00::/8",       // multicast
-		"fd00:ec2::/32",  // in fc00::/7 already; named for the EC2 metadata service
-		"64:ff9b:1::/48", // local-use NAT64
-		"2001:db8::/32",  // documentation
-		"100::/64",       // discard
-		"::ffff:0:0/96",  // IPv4-mapped: checked after Unmap, listed for safety
-		"2002:a00::/24",  // 6to4 of 10/8
-		"2002:7f00::/24", // 6to4 of 127/8
-		"2002:a9fe::/32", // 6to4 of 169.254/16
-		"2002:ac10::/28", // 6to4 of 172.16/12
-		"2002:c0a8::/32", // 6to4 of 192.168/16
-	} {
-		ps = append(ps, netip.MustParsePrefix(s))
-	}
-	return ps
-}()
-
 // parseInternal checks Config.Internal's pins.
 func parseInternal(pins map[string]netip.AddrPort) (map[string]netip.AddrPort, error) {
 	out := map[string]netip.AddrPort{}
@@ -291,16 +252,6 @@ func ParseInternal(s string) (string, netip.AddrPort, error) {
 	return name, ap, nil
 }
 
-// publicAddr reports whether a target may be dialed.
-func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.Zone() != "" {
-		return false
-	}
-	for _, p := range forbidden {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
+// publicAddr reports whether a target may be dialed: netguard's policy,
+// the one every connection Harvest makes for someone else follows.
+func publicAddr(a netip.Addr) bool { return netguard.Public(a) }

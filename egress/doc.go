@@ -38,8 +38,12 @@
 // The proxy resolves the name itself (Config.Resolver) and drops every
 // address that is loopback, private (RFC 1918, ULA), link-local (which
 // holds the metadata service, 169.254.169.254), shared (100.64/10),
-// multicast, unspecified or reserved; if none is left the request is
-// refused (403). It then dials one of the addresses it checked, never the
+// multicast, unspecified or reserved (package netguard's list, the one
+// the MCP servers' connections follow too); if none is left the request
+// is refused (403). Unlike netguard's Guard, which refuses a name with any
+// such address, the proxy keeps the public ones of a mixed answer: it
+// fetches packages from CDNs, where one odd record must not break an
+// install, and it dials only the allowlisted names. It then dials one of the addresses it checked, never the
 // name, so a second DNS answer (rebinding) cannot swap in another. The
 // plain-HTTP path dials the same way.
 //

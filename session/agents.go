@@ -174,6 +174,7 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		Client: r.d.host.client, Proxy: r.d.host.proxy, CLIPrefix: r.d.cfg.cliPrefix(),
 		Limits:    agent.Limits{MaxSteps: s.Limits.MaxSteps, BudgetUSD: s.Limits.BudgetUSD},
 		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
+		MCPGuard: r.d.cfg.MCPGuard,
 	}
 	mcpSecrets, err := r.mcpServers(ctx, &req)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/memory"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
@@ -137,6 +138,16 @@ type Config struct {
 	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are
 	// added on the host, never seen in the box. Nil: there are none.
 	MCPSecrets func(ctx context.Context, repo, owner string) ([]string, error)
+	// MCPGuard is the address policy of every remote MCP server but
+	// MCP's (the operator's): a request's is refused at create (a 400)
+	// when its host is, or resolves to, a loopback, private, link-local
+	// or reserved address the guard does not allow, and every such
+	// server, a repository's .mcp.json ones too, is checked again at
+	// each dial (agents.Request.MCPGuard). Nil is netguard's default
+	// policy, with no allowances; harvest serve's --mcp-allow adds some.
+	// The admin token's requests are not exempt: an operator allows an
+	// address for everyone, or lists the server in --mcp-config.
+	MCPGuard *netguard.Guard
 	// Memory, when set, is the repositories' memory: every session's
 	// agent gets its first repository's as the MCP server "memory"
 	// (bridged into the box like any host server), a digest of it in its

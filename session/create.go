@@ -35,9 +35,19 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 			return nil, fmt.Errorf("creating a session: reading workflow %s: %w", req.Workflow, err)
 		}
 	}
-	s, first, err := m.newSession(owner, req, others)
+	addrProblems, err := m.checkMCPAddrs(ctx, owner, req.MCPServers)
 	if err != nil {
 		return nil, err
+	}
+	s, first, err := m.newSession(owner, req, others)
+	if ie, ok := errors.AsType[*InputError](err); ok {
+		ie.Problems = append(ie.Problems, addrProblems...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(addrProblems) > 0 {
+		return nil, &InputError{Problems: addrProblems}
 	}
 	if err := m.checkMCPSecrets(ctx, s); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -111,6 +112,7 @@ type env struct {
 	envs   func(e *env) Environments
 	egress *egress.Proxy
 	mcp    []agent.MCPServer
+	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool // withSharedData
 	st     store.Store
@@ -124,6 +126,7 @@ type envConfig struct {
 	noOpen bool
 	envs   func(e *env) Environments
 	mcp    []agent.MCPServer
+	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool
 }
@@ -184,6 +187,10 @@ func withoutManager(c *envConfig) { c.noOpen = true }
 // withMCP gives the Manager the server's MCP servers (Config.MCP).
 func withMCP(s ...agent.MCPServer) envOpt { return func(c *envConfig) { c.mcp = s } }
 
+// withMCPGuard gives the Manager its Config.MCPGuard (the operator's
+// allowances, a resolver).
+func withMCPGuard(g *netguard.Guard) envOpt { return func(c *envConfig) { c.guard = g } }
+
 // The tests' repositories are temporary directories, as are their data
 // directories (never copyable all the same): the one source root is the
 // temporary directory.
@@ -195,7 +202,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, node: c.node, shared: c.shared}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared}
 	if !c.noOpen {
 		e.open()
 	}
@@ -223,6 +230,7 @@ func (e *env) open() {
 		Clock:        e.Clock,
 		Logger:       e.Logger(),
 		MCP:          e.mcp,
+		MCPGuard:     e.guard,
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
 	})

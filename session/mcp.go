@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -29,6 +32,15 @@ import (
 // owner, resolved on the host when the agent starts (Config.MCPSecrets,
 // agents.ExpandMCPSecrets), added by the bridge, and masked in the
 // session's events like its environment's secrets.
+
+// A request's remote server is dialed from the host, so its URL follows
+// the address policy (Config.MCPGuard, package netguard): a host that is,
+// or resolves to, a loopback, private, link-local or reserved address, or
+// that does not resolve, is a 400 at create, before anything is stored or
+// dialed (the lookup is all that happens); the bridge checks again at
+// every dial, so a name that changes its answer later gets nowhere. The
+// 400 names an IP literal's class but not what a name resolves to (that
+// would map the host's network for the requester); the log has it.
 
 // sessionMCPSource names a session's own servers in errors.
 const sessionMCPSource = "the session's mcp_servers"
@@ -84,6 +96,37 @@ func (m *Manager) checkMCP(servers []store.MCPServer) []string {
 		}
 	}
 	return problems
+}
+
+// checkMCPAddrs checks the hosts of a request's remote servers against
+// the address policy (all at once: each is a DNS lookup), returning a
+// problem for each it refuses. A URL CheckMCP refuses is left to it.
+func (m *Manager) checkMCPAddrs(ctx context.Context, owner string, servers []store.MCPServer) ([]string, error) {
+	problems := make([]string, len(servers))
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		if s.URL == "" || len(s.Command) > 0 {
+			continue
+		}
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			continue
+		}
+		wg.Go(func() {
+			err := m.cfg.MCPGuard.CheckURL(ctx, s.URL)
+			if _, refused := errors.AsType[*netguard.RefusedError](err); refused {
+				m.log.Info("a session's MCP server refused: its address is not one Harvest dials", "owner", owner, "name", s.Name, "url", s.URL, "why", netguard.Detail(err))
+				problems[i] = fmt.Sprintf("mcp_servers[%d] (%q): url %s: %v", i, s.Name, s.URL, err)
+			} else if err != nil {
+				errs[i] = fmt.Errorf("checking the address of mcp_servers[%d] (%q): %w", i, s.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(problems, func(p string) bool { return p == "" }), nil
 }
 
 // checkMCPSecrets refuses a request whose headers name a secret the

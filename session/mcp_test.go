@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,6 +25,7 @@ import (
 	"github.com/harvest-dev/harvest/agent/terminal"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/sim"
@@ -192,10 +197,14 @@ func testMCPAgent(t *testing.T, kind string) {
 	}
 	remote, calls := remoteMCP(t, "Bearer "+mcpCanary, "remote-fact-7781", false)
 	team, teamCalls := remoteMCP(t, "Bearer "+teamCanary, "team-fact-5521", true)
+	// The session's server is on loopback: the operator allows its
+	// address and port (harvest serve --mcp-allow); the config's is the
+	// operator's own, dialed as given.
 	e := newEnv(t, withKey(canaryKey), withDisks, withMCP(agent.MCPServer{
 		Name: "remote", URL: remote.URL, Headers: map[string]string{"Authorization": "Bearer ${secret:MCP_TOKEN}"},
-		Source: "the server's --mcp-config",
-	}, agent.MCPServer{Name: "notes", Handler: notesMCP(t), Source: "Harvest"}))
+		Source: "the server's --mcp-config", Operator: true,
+	}, agent.MCPServer{Name: "notes", Handler: notesMCP(t), Source: "Harvest"}),
+		withMCPGuard(mcpGuard(t, nil, team.Listener.Addr().String())))
 	const owner = "tok-aaaaaaaaaaaa"
 	e.m.cfg.MCPSecrets = ownerSecrets(t, e, owner, map[string]string{"MCP_TOKEN": mcpCanary, "TEAM_MCP": "Bearer " + teamCanary})
 	s, err := sim.ParseScript("mcp.yaml", []byte(mcpScript))
@@ -296,7 +305,8 @@ func closeSessions(srv *mcp.Server) {
 // header that is not exactly ${secret:NAME}; then a secret the owner does
 // not have. A valid list is stored with the session.
 func TestCreateMCPServers(t *testing.T) {
-	e := newEnv(t, withMCP(agent.MCPServer{Name: "docs", Command: []string{"true"}, Source: "--mcp-config /etc/harvest/mcp.yaml"}))
+	e := newEnv(t, withMCP(agent.MCPServer{Name: "docs", Command: []string{"true"}, Source: "--mcp-config /etc/harvest/mcp.yaml"}),
+		withMCPGuard(mcpGuard(t, &resolver{names: map[string][]string{"h": {"203.0.113.7"}}})))
 	const owner = "tok-bbbbbbbbbbbb"
 	e.m.cfg.MCPSecrets = ownerSecrets(t, e, owner, map[string]string{"GH_MCP": "Bearer gh-1"})
 	ctx := testbin.Context(t)
@@ -347,5 +357,143 @@ func TestCreateMCPServers(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.MCPServers, want) {
 		t.Fatalf("stored %+v, want %+v", got.MCPServers, want)
+	}
+}
+
+// mcpGuard is a guard with the operator's allowances allow, resolving
+// with res (nil: the system's).
+func mcpGuard(t *testing.T, res *resolver, allow ...string) *netguard.Guard {
+	t.Helper()
+	cfg := netguard.Config{Allow: allow}
+	if res != nil {
+		cfg.Resolver = res
+	}
+	g, err := netguard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// resolver answers from names, counting lookups; a name in flips
+// resolves to its ips from its lookup number from on (DNS rebinding).
+type resolver struct {
+	mu    sync.Mutex
+	names map[string][]string
+	flips map[string]flip
+	calls map[string]int
+}
+
+type flip struct {
+	from int
+	ips  []string
+}
+
+func (r *resolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls == nil {
+		r.calls = map[string]int{}
+	}
+	r.calls[host]++
+	ips := r.names[host]
+	if f, ok := r.flips[host]; ok && r.calls[host] >= f.from {
+		ips = f.ips
+	}
+	if len(ips) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []netip.Addr
+	for _, s := range ips {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out, nil
+}
+
+func (r *resolver) lookups(host string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[host]
+}
+
+// A request's remote server whose host is, or resolves to, an address of
+// the host's network is a 400 at create, with the request's other
+// problems, and nothing is stored or dialed; the 400 does not say what a
+// name resolved to. A name that passed at create and resolves to loopback
+// when the agent starts, or only when the bridge dials it (rebinding), is
+// refused there: the session fails, and the listener saw nothing.
+func TestCreateMCPAddresses(t *testing.T) {
+	wire := testbin.NewTripwire(t)
+	port := strconv.Itoa(wire.Port())
+	res := &resolver{
+		names: map[string][]string{"localhost": {"127.0.0.1", "::1"}, "db.internal": {"10.0.0.7"}, "flip.test": {"203.0.113.9"}, "late.test": {"203.0.113.9"}},
+		flips: map[string]flip{
+			"flip.test": {2, []string{"127.0.0.1"}}, // create passes; the agent's start refuses
+			"late.test": {3, []string{"127.0.0.1"}}, // create and the start pass; the bridge's dial refuses
+		},
+	}
+	e := newEnv(t, withMCPGuard(mcpGuard(t, res, "192.168.7.7")))
+	ctx := testbin.Context(t)
+	const owner = "tok-cccccccccccc"
+	_, err := e.m.Create(ctx, owner, CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg hi", MCPServers: []store.MCPServer{
+		{Name: "lo", URL: "http://127.0.0.1:" + port + "/mcp"},
+		{Name: "named", URL: "http://localhost:" + port + "/mcp"},
+		{Name: "meta", URL: "http://169.254.169.254/latest/meta-data/"},
+		{Name: "private", URL: "https://10.1.2.3/mcp"},
+		{Name: "internal", URL: "https://db.internal/mcp"},
+		{Name: "nowhere", URL: "https://nowhere.test/mcp"},
+		{Name: "allowed", URL: "http://192.168.7.7:8080/mcp"},
+		{Name: "Bad Name", Command: []string{"x"}},
+	}})
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("got %v, want an InputError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`mcp_servers[0] ("lo"): url http://127.0.0.1:` + port + `/mcp: 127.0.0.1 is a loopback address, which Harvest does not dial`,
+		"harvest serve --mcp-allow 127.0.0.1:" + port,
+		`mcp_servers[1] ("named"): url http://localhost:` + port + `/mcp: localhost does not resolve to public addresses only`,
+		`mcp_servers[2] ("meta")`, "169.254.169.254 is a link-local address",
+		`mcp_servers[3] ("private")`, "10.1.2.3 is a private address",
+		`mcp_servers[4] ("internal")`, "db.internal does not resolve to public addresses only",
+		`mcp_servers[5] ("nowhere")`, "nowhere.test does not resolve to public addresses only",
+		`MCP server "Bad Name" (the session's mcp_servers): the name must be`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the 400 lacks %q:\n%s", want, msg)
+		}
+	}
+	if len(ie.Problems) != 7 || strings.Contains(msg, `"allowed"`) || strings.Contains(msg, "10.0.0.7") {
+		t.Errorf("%d problems, want 6 addresses and the name (not the allowed one, nor what db.internal resolves to): %q", len(ie.Problems), ie.Problems)
+	}
+	if list, err := e.st.ListSessions(ctx, store.SessionFilter{Owner: owner}); err != nil || len(list) != 0 {
+		t.Fatalf("stored %d sessions (%v), want none", len(list), err)
+	}
+	if n := wire.Conns(t); n != 0 {
+		t.Fatalf("the refused server's listener saw %d connections", n)
+	}
+
+	for _, c := range []struct{ host, says string }{
+		{"flip.test", "flip.test does not resolve to public addresses only"},
+		{"late.test", "Bad Gateway"}, // the bridge's 502 (its log says why)
+	} {
+		v, err := e.m.Create(ctx, owner, CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg hi", MCPServers: []store.MCPServer{
+			{Name: "rebound", URL: "http://" + c.host + ":" + port + "/mcp"},
+		}})
+		if err != nil {
+			t.Fatalf("%s, public at create: %v", c.host, err)
+		}
+		e.watch(v.ID).State(store.StateFailed)
+		got := e.get(v.ID).Error
+		if !strings.Contains(got, `MCP server "rebound"`) || !strings.Contains(got, c.says) {
+			t.Errorf("%s: the session failed with %q, want it to say %q", c.host, got, c.says)
+		}
+		if n, want := res.lookups(c.host), res.flips[c.host].from; n < want {
+			t.Errorf("%s was looked up %d times, want %d or more (create, the start, the dials)", c.host, n, want)
+		}
+		if n := wire.Conns(t); n != 0 {
+			t.Fatalf("%s: the rebound name was dialed: %d connections", c.host, n)
+		}
 	}
 }

@@ -166,7 +166,11 @@ type MCPServer struct {
 	Env     map[string]string `json:"env,omitempty"`
 	// Dir is the stdio server's working directory in the box (default:
 	// the first workspace).
-	Dir     string            `json:"dir,omitempty"`
+	Dir string `json:"dir,omitempty"`
+	// URL is a remote server's, dialed from the host at public addresses
+	// only: one that is, or resolves to, a loopback, private, link-local
+	// or reserved address is a 400 unless the operator allows it
+	// (harvest serve --mcp-allow).
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 }

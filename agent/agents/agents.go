@@ -30,7 +30,10 @@
 //   - the MCP servers (agent.MCPServer): the caller's and the
 //     workspaces' .mcp.json ones (RepoMCP), validated together; stdio
 //     ones run in the box, remote and host ones behind one bridge per
-//     agent (mcp.go) that adds their credentials on the host;
+//     agent (mcp.go) that adds their credentials on the host and dials
+//     every remote one but the operator's through the address policy
+//     (Request.MCPGuard, package netguard): a repository's server it
+//     refuses is left out, a session's fails the agent;
 //
 //   - the CLI, checked to be runnable in the box before anything starts;
 //

@@ -16,6 +16,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/internal/boxhttp"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -32,13 +33,24 @@ import (
 // server's SSE flushes through as it comes). An agent whose loop runs on
 // the host (the builtin one) gets the same host side as a Handler per
 // server, called in-process: nothing is listened on in the box for it.
+//
+// The bridge dials a remote server the operator listed (--mcp-config,
+// agent.MCPServer.Operator) as given; every other one (a session's, a
+// repository's) only through the guard (package netguard), at every
+// connection: no loopback, private, link-local or metadata address unless
+// the operator allows it, the checked address the one dialed, and no
+// proxy from the environment. The reverse proxy follows no redirect: a
+// redirect goes back to the agent, whose next request comes to the
+// bridge and is sent to the server's URL again.
 
 // mcpBridge serves an agent's remote and host MCP servers.
 type mcpBridge struct {
 	token   string
 	servers map[string]http.Handler
 	names   []string
-	tr      *http.Transport
+	// operator dials the operator's servers, guarded every other remote
+	// one; each made when first needed.
+	operator, guarded *http.Transport
 
 	// Set once served in a box.
 	ln     *sandbox.Listener
@@ -47,18 +59,27 @@ type mcpBridge struct {
 }
 
 // newMCPBridge makes the host side of the bridge for servers' remote and
-// host ones; nil when there are none.
-func newMCPBridge(servers []agent.MCPServer, log *slog.Logger) (*mcpBridge, error) {
+// host ones; nil when there are none. guard dials the remote servers that
+// are not the operator's (nil: netguard's default policy).
+func newMCPBridge(servers []agent.MCPServer, guard *netguard.Guard, log *slog.Logger) (*mcpBridge, error) {
 	b := &mcpBridge{servers: map[string]http.Handler{}}
 	for _, s := range servers {
 		switch s.Kind() {
 		case agent.MCPHost:
 			b.servers[s.Name] = s.Handler
 		case agent.MCPRemote:
-			if b.tr == nil {
-				b.tr = http.DefaultTransport.(*http.Transport).Clone()
+			if s.Operator && b.operator == nil {
+				// The operator's environment's proxy, if any, applies.
+				b.operator = http.DefaultTransport.(*http.Transport).Clone()
 			}
-			h, err := b.proxyTo(s, log)
+			if !s.Operator && b.guarded == nil {
+				b.guarded = guard.Transport()
+			}
+			tr := b.guarded
+			if s.Operator {
+				tr = b.operator
+			}
+			h, err := b.proxyTo(s, tr, log)
 			if err != nil {
 				return nil, err
 			}
@@ -82,7 +103,7 @@ func newMCPBridge(servers []agent.MCPServer, log *slog.Logger) (*mcpBridge, erro
 
 // proxyTo is a reverse proxy to s.URL that adds s.Headers; the request
 // reaches exactly s.URL (plus the box's query), whatever path it came on.
-func (b *mcpBridge) proxyTo(s agent.MCPServer, log *slog.Logger) (http.Handler, error) {
+func (b *mcpBridge) proxyTo(s agent.MCPServer, tr *http.Transport, log *slog.Logger) (http.Handler, error) {
 	target, err := url.Parse(s.URL)
 	if err != nil {
 		return nil, fmt.Errorf("MCP server %q: url: %w", s.Name, err)
@@ -103,10 +124,10 @@ func (b *mcpBridge) proxyTo(s agent.MCPServer, log *slog.Logger) (http.Handler, 
 				pr.Out.Header[k] = slices.Clone(v)
 			}
 		},
-		Transport:     b.tr,
+		Transport:     tr,
 		FlushInterval: -1, // streamed responses (SSE) flow as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			log.Warn("the MCP bridge could not reach a server", "server", name, "err", err)
+			log.Warn("the MCP bridge could not reach a server", "server", name, "err", netguard.Detail(err))
 			http.Error(w, fmt.Sprintf("Harvest's MCP bridge could not reach MCP server %q: %v", name, err), http.StatusBadGateway)
 		},
 	}, nil
@@ -176,7 +197,9 @@ func (b *mcpBridge) stop() {
 		b.ln.Close()
 		<-b.served
 	}
-	if b.tr != nil {
-		b.tr.CloseIdleConnections()
+	for _, tr := range []*http.Transport{b.operator, b.guarded} {
+		if tr != nil {
+			tr.CloseIdleConnections()
+		}
 	}
 }

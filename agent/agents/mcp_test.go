@@ -46,7 +46,9 @@ func TestMCPBridge(t *testing.T) {
 		fmt.Fprint(w, "data: two\n\n")
 	}))
 	defer upstream.Close()
-	b, err := newMCPBridge([]agent.MCPServer{{Name: "up", URL: upstream.URL + "/v1/mcp", Headers: map[string]string{"Authorization": real}}}, slog.New(slog.DiscardHandler))
+	// The upstream is on loopback: the operator allows it (its port only).
+	b, err := newMCPBridge([]agent.MCPServer{{Name: "up", URL: upstream.URL + "/v1/mcp", Headers: map[string]string{"Authorization": real}}},
+		allowing(t, upstream.Listener.Addr().String()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestMCPBridgeHandler(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hi from the host"}}}, nil, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	b, err := newMCPBridge([]agent.MCPServer{{Name: "notes", Handler: h}}, slog.New(slog.DiscardHandler))
+	b, err := newMCPBridge([]agent.MCPServer{{Name: "notes", Handler: h}}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func TestParseMCPJSON(t *testing.T) {
 	if len(servers) != 2 || servers[0].Name != "api" || servers[1].Name != "docs" {
 		t.Fatalf("servers %+v", servers)
 	}
-	if api := servers[0]; api.URL != "https://api.example.com/mcp" || api.Headers["X-Team"] != "a" || api.Headers["Authorization"] != "" || api.Source != ".mcp.json of repo" {
+	if api := servers[0]; api.URL != "https://api.example.com/mcp" || api.Headers["X-Team"] != "a" || api.Headers["Authorization"] != "" || api.Source != ".mcp.json of repo" || api.Operator {
 		t.Errorf("api %+v", api)
 	}
 	if docs := servers[1]; strings.Join(docs.Command, " ") != "python3 d.py" || docs.Dir != "/workspace/repo" || docs.Env["K"] != "v" {
@@ -212,7 +214,7 @@ func TestLoadMCPConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(servers) != 2 || servers[0].Name != "docs" || servers[1].Headers["X-File"] != "file-token" || !strings.HasPrefix(servers[1].Source, "--mcp-config ") {
+	if len(servers) != 2 || servers[0].Name != "docs" || servers[1].Headers["X-File"] != "file-token" || !strings.HasPrefix(servers[1].Source, "--mcp-config ") || !servers[1].Operator {
 		t.Fatalf("servers %+v", servers)
 	}
 	got, used, err := ExpandMCPSecrets(servers, []string{"OTHER=x", "GH_MCP=s3cret"})

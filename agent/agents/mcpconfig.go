@@ -33,6 +33,11 @@ import (
 // ${secret:NAME}, looked up for each session among its repository's and
 // owner's secrets (ExpandMCPSecrets): the value is added on the host by
 // the bridge, so a secret not marked for sessions stays out of the box.
+//
+// The file is the operator's: its remote servers are dialed as given
+// (agent.MCPServer.Operator), an internal address included, where a
+// session's or a repository's go through the address policy (package
+// netguard, harvest serve --mcp-allow).
 
 // mcpFileServer is a server in an MCP config file.
 type mcpFileServer struct {
@@ -77,7 +82,7 @@ func LoadMCPConfig(file string) ([]agent.MCPServer, error) {
 	var errs []error
 	for _, n := range names {
 		c := f.Servers[n]
-		s := agent.MCPServer{Name: n, Command: c.Command, Env: c.Env, Dir: c.Dir, URL: c.URL, Source: source}
+		s := agent.MCPServer{Name: n, Command: c.Command, Env: c.Env, Dir: c.Dir, URL: c.URL, Source: source, Operator: true}
 		for k, v := range c.Headers {
 			v, err := expandFiles(v)
 			if err != nil {

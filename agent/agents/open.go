@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/modelproxy"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -70,8 +71,13 @@ type Request struct {
 	// these is left out (the caller's win); a name listed twice among
 	// the caller's, or among a repository's, is an error naming both
 	// places.
-	MCP    []agent.MCPServer
-	Logger *slog.Logger
+	MCP []agent.MCPServer
+	// MCPGuard checks and dials every remote MCP server but the
+	// operator's (agent.MCPServer.Operator): a session's, a repository's
+	// .mcp.json (one it refuses is left out, said in the log). Nil is
+	// netguard's default policy: no allowances.
+	MCPGuard *netguard.Guard
+	Logger   *slog.Logger
 }
 
 // Open builds the agent req asks for, with everything wired (see the
@@ -101,7 +107,7 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 		Box: req.Box, Workspaces: req.Workspaces, Limits: req.Limits,
 		Definition: req.Definition, AgentsDir: req.AgentsDir, Terminal: req.Terminal,
 		Instructions: req.Instructions, Audit: req.Audit, SessionID: req.SessionID,
-		State: req.State, Logger: req.Logger,
+		State: req.State, Logger: req.Logger, MCPGuard: req.MCPGuard,
 	}
 	if d.Instructions == "" {
 		if d.Instructions, err = agent.ComposeInstructions(ctx, req.Box, req.Workspaces); err != nil {
@@ -174,6 +180,28 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 	return w, nil
 }
 
+// checkCallerMCP refuses the agent when a caller's remote server that is
+// not the operator's (a session's) leads to an address the policy
+// refuses, saying which and why, rather than leaving the agent a server
+// that answers only 502. A name that does not resolve now is left to the
+// dial (it may be back by then); the bridge checks every dial anyway.
+func checkCallerMCP(ctx context.Context, req Request) error {
+	for _, s := range req.MCP {
+		if s.Kind() != agent.MCPRemote || s.Operator {
+			continue
+		}
+		err := req.MCPGuard.CheckURL(ctx, s.URL)
+		if re, ok := errors.AsType[*netguard.RefusedError](err); ok && re.Lookup == nil {
+			req.Logger.Warn("a session's MCP server leads to an address Harvest does not dial", "name", s.Name, "url", s.URL, "why", re.Detail())
+			return fmt.Errorf("MCP server %q (%s): url %s: %w", s.Name, s.Source, s.URL, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 func (req *Request) proxy() (*modelproxy.Proxy, error) {
 	if req.Proxy != nil {
 		return req.Proxy(req.Model)
@@ -198,15 +226,31 @@ func wireMCP(ctx context.Context, req Request, k agent.Kind) (*mcpBridge, []agen
 			req.Logger.Warn("an MCP server of the repository is left out: the server's has its name", "name", r.Name, "source", r.Source)
 			continue
 		}
+		// A repository's remote server the address policy refuses (many
+		// list a dev server on localhost) is left out, not the session
+		// failed; the bridge checks the others again at every dial.
+		if r.Kind() == agent.MCPRemote {
+			if err := req.MCPGuard.CheckURL(ctx, r.URL); err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, ctx.Err()
+				}
+				req.Logger.Warn("an MCP server of the repository is left out: Harvest does not dial its address (to dial it all the same, allow it with --mcp-allow)",
+					"name", r.Name, "source", r.Source, "url", r.URL, "why", netguard.Detail(err))
+				continue
+			}
+		}
 		all = append(all, r)
 	}
 	if len(all) == 0 {
 		return nil, nil, nil
 	}
+	if err := checkCallerMCP(ctx, req); err != nil {
+		return nil, nil, err
+	}
 	if err := agent.CheckMCP(all); err != nil {
 		return nil, nil, fmt.Errorf("MCP servers: %w", err)
 	}
-	b, err := newMCPBridge(all, req.Logger)
+	b, err := newMCPBridge(all, req.MCPGuard, req.Logger)
 	if err != nil || b == nil {
 		return nil, all, err
 	}

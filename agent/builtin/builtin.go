@@ -12,6 +12,7 @@ import (
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/tools"
 	"github.com/harvest-dev/harvest/llm"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	// MCP are the agent's MCP servers (see mcp.go): their tools are
 	// offered next to the registry's.
 	MCP []agent.MCPServer
+	// MCPGuard checks and dials the remote MCP servers that are not the
+	// operator's (agent.MCPServer.Operator); nil is netguard's default.
+	MCPGuard *netguard.Guard
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
@@ -191,7 +195,7 @@ func New(ctx context.Context, cfg Config, saved []byte) (*Agent, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	if a.mcp, err = connectMCP(ctx, cfg.Box, withDefinitionMCP(cfg.MCP, def, a.log), workdir, cfg.CommandEnv, a.log); err != nil {
+	if a.mcp, err = connectMCP(ctx, cfg.Box, withDefinitionMCP(cfg.MCP, def, a.log), cfg.MCPGuard, workdir, cfg.CommandEnv, a.log); err != nil {
 		env.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("builtin agent: %w", err)
 	}

@@ -52,7 +52,7 @@ func open(ctx context.Context, d agent.Deps) (agent.Agent, error) {
 	cfg := Config{
 		Client: client, Box: d.Box, Definition: def, Workspaces: d.Workspaces,
 		SessionID: d.SessionID, CommandEnv: d.CommandEnv, Logger: d.Logger, Instructions: d.Instructions,
-		MCP: d.MCP,
+		MCP: d.MCP, MCPGuard: d.MCPGuard,
 	}
 	if d.Audit != nil {
 		cfg.Hooks = append(cfg.Hooks, AuditHook(d.Audit, d.SessionID))

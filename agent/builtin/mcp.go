@@ -17,6 +17,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/tools"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
@@ -32,7 +33,11 @@ import (
 // one is an http.Handler on the host (the registry's bridge, which adds
 // the credentials there), called in-process (handlerTransport), or a URL
 // with Headers reached from the host: the loop runs on the host, so the
-// credentials never enter the box.
+// credentials never enter the box. Such a URL is dialed through the
+// guard (netguard: no loopback, private or metadata addresses, checked
+// at every connection) unless the operator listed it
+// (agent.MCPServer.Operator); a redirect to another origin is not
+// followed, and the Headers go to the server's origin only (mcphttp.go).
 
 // maxMCPOutput bounds what the model gets of one MCP tool call.
 const maxMCPOutput = 100 << 10
@@ -52,8 +57,10 @@ type mcpConn struct {
 	// stdio: the process in the box and the goroutine that waits for it.
 	proc   *sandbox.Process
 	exited chan struct{}
-	// http: in-process requests to a Handler.
+	// http: in-process requests to a Handler, or a remote server's
+	// connections.
 	ht *handlerTransport
+	rt *http.Transport
 }
 
 // withDefinitionMCP is the caller's servers and the definition's; the
@@ -75,7 +82,7 @@ func withDefinitionMCP(caller []agent.MCPServer, def *Definition, log *slog.Logg
 
 // connectMCP starts or reaches every server and lists its tools. On error
 // what was started is closed.
-func connectMCP(ctx context.Context, box *sandbox.Sandbox, servers []agent.MCPServer, workdir string, env []string, log *slog.Logger) (*mcpServers, error) {
+func connectMCP(ctx context.Context, box *sandbox.Sandbox, servers []agent.MCPServer, guard *netguard.Guard, workdir string, env []string, log *slog.Logger) (*mcpServers, error) {
 	m := &mcpServers{}
 	if len(servers) == 0 {
 		return m, nil
@@ -86,7 +93,7 @@ func connectMCP(ctx context.Context, box *sandbox.Sandbox, servers []agent.MCPSe
 	ctx, cancel := context.WithTimeout(ctx, mcpConnectTimeout)
 	defer cancel()
 	for _, s := range servers {
-		c, err := connectOne(ctx, box, s, workdir, env, log)
+		c, err := connectOne(ctx, box, s, guard, workdir, env, log)
 		if err != nil {
 			m.close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("MCP server %q (%s): %w", s.Name, s.Source, err)
@@ -109,7 +116,7 @@ func connectMCP(ctx context.Context, box *sandbox.Sandbox, servers []agent.MCPSe
 	return m, nil
 }
 
-func connectOne(ctx context.Context, box *sandbox.Sandbox, s agent.MCPServer, workdir string, env []string, log *slog.Logger) (*mcpConn, error) {
+func connectOne(ctx context.Context, box *sandbox.Sandbox, s agent.MCPServer, guard *netguard.Guard, workdir string, env []string, log *slog.Logger) (*mcpConn, error) {
 	c := &mcpConn{name: s.Name}
 	var tr mcp.Transport
 	switch s.Kind() {
@@ -137,8 +144,16 @@ func connectOne(ctx context.Context, box *sandbox.Sandbox, s agent.MCPServer, wo
 		tr = &mcp.StreamableClientTransport{Endpoint: "http://harvest-mcp.invalid/mcp/" + s.Name,
 			HTTPClient: &http.Client{Transport: c.ht}, MaxRetries: -1}
 	default:
-		tr = &mcp.StreamableClientTransport{Endpoint: s.URL,
-			HTTPClient: &http.Client{Transport: headerTransport(s.Headers)}, MaxRetries: -1}
+		if s.Operator {
+			c.rt = http.DefaultTransport.(*http.Transport).Clone() // the operator's environment's proxy, if any
+		} else {
+			c.rt = guard.Transport()
+		}
+		hc, err := remoteClient(s, c.rt)
+		if err != nil {
+			return nil, err
+		}
+		tr = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "harvest", Version: "1"}, nil)
 	sess, err := cl.Connect(ctx, tr, nil)
@@ -171,6 +186,9 @@ func (c *mcpConn) close(ctx context.Context) error {
 	}
 	if c.ht != nil {
 		c.ht.close()
+	}
+	if c.rt != nil {
+		c.rt.CloseIdleConnections()
 	}
 	return err
 }

@@ -4,22 +4,73 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
+
+	"github.com/harvest-dev/harvest/agent"
 )
 
+// maxMCPRedirects bounds the redirects a remote server's requests follow.
+const maxMCPRedirects = 10
+
+// remoteClient is the HTTP client of a remote server s, over base: it
+// adds s.Headers (its credentials) on the host, to requests to s's origin
+// only, and follows a redirect only within that origin (each hop is
+// dialed, and so checked, by base like the first). A redirect elsewhere
+// is an error saying so: its Headers are the server's, and another host
+// gets neither them nor a request made on the server's behalf.
+func remoteClient(s agent.MCPServer, base http.RoundTripper) (*http.Client, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	origin := originOf(u)
+	return &http.Client{
+		Transport: headerTransport(origin, s.Headers, base),
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if o := originOf(req.URL); o != origin {
+				return fmt.Errorf("MCP server %q redirects to %s, another origin than its own (%s): not followed", s.Name, o, origin)
+			}
+			if len(via) >= maxMCPRedirects {
+				return fmt.Errorf("MCP server %q: stopped after %d redirects", s.Name, maxMCPRedirects)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// originOf is u's scheme, host and port (the scheme's when u gives none).
+func originOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // headerTransport adds a remote server's headers (its credentials) to
-// every request, on the host.
-func headerTransport(headers map[string]string) http.RoundTripper {
+// every request to origin, on the host, and sends them nowhere else.
+func headerTransport(origin string, headers map[string]string, base http.RoundTripper) http.RoundTripper {
 	if len(headers) == 0 {
-		return http.DefaultTransport
+		return base
 	}
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if originOf(r.URL) != origin {
+			return nil, fmt.Errorf("a request to %s, not the MCP server's origin %s: its headers are not sent there", originOf(r.URL), origin)
+		}
 		r = r.Clone(r.Context())
 		for k, v := range headers {
 			r.Header.Set(k, v)
 		}
-		return http.DefaultTransport.RoundTrip(r)
+		return base.RoundTrip(r)
 	})
 }
 

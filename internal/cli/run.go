@@ -27,6 +27,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/demo"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
@@ -61,6 +62,7 @@ type agentRunFlags struct {
 	dataDir    string
 	terminal   terminalFlags
 	egress     string
+	mcpAllow   []string
 	cold       bool
 }
 
@@ -136,6 +138,7 @@ stuck, a model error), 130 cancelled, 125 Harvest could not run, 2 bad usage.`,
 	fl.StringVar(&f.prices, "prices", "", "YAML or JSON file of model prices (USD per million tokens) to add to the built-in table")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: the agent's tools run on this machine with NO isolation")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
+	fl.StringArrayVar(&f.mcpAllow, "mcp-allow", nil, "let the repositories' .mcp.json remote servers be dialed at this internal address, which is otherwise refused (left out with a warning): a host name, an IP, or a CIDR network, each optionally with :PORT (localhost:3000, 10.0.0.0/8; repeatable)")
 	fl.BoolVar(&f.cold, "cold", false, "do not start from the repository's prepared environment (harvest prepare), even when the local server has one")
 	fl.StringVar(&f.dataDir, "data-dir", "", "where run workspaces are kept (default $HARVEST_HOME, else ~/.local/share/harvest)")
 	f.terminal.add(cmd)
@@ -161,8 +164,21 @@ func (f agentRunFlags) validate() error {
 	if _, err := openEgress(f.egress, nil, nil); err != nil { // checks the list; serves nothing yet
 		return err
 	}
+	if _, err := f.mcpGuard(); err != nil {
+		return err
+	}
 	_, err := f.terminal.spec(f.agentName)
 	return err
+}
+
+// mcpGuard is the address policy of the repositories' remote MCP
+// servers, with --mcp-allow's allowances.
+func (f agentRunFlags) mcpGuard() (*netguard.Guard, error) {
+	g, err := netguard.New(netguard.Config{Allow: f.mcpAllow, AllowHint: "harvest run --mcp-allow"})
+	if err != nil {
+		return nil, fmt.Errorf("--mcp-allow: %w", err)
+	}
+	return g, nil
 }
 
 // dataDir is where harvest keeps run workspaces.

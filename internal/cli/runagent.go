@@ -78,6 +78,10 @@ func openAgent(ctx context.Context, f agentRunFlags, kind agent.Kind, model *mod
 		Limits:     agent.Limits{MaxSteps: f.maxSteps, MaxOutputTokens: f.maxOutput, Timeout: f.timeout, BudgetUSD: f.budget},
 		Definition: def, AgentsDir: agentsDir(), Audit: audit, SessionID: runID,
 	}
+	var err error
+	if req.MCPGuard, err = f.mcpGuard(); err != nil { // validated with the flags
+		return nil, err
+	}
 	if f.egress != "" {
 		eg, err := openEgress(f.egress, nil, nil)
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/memory"
+	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/server"
@@ -65,6 +66,7 @@ type serveFlags struct {
 	repoConfig string
 	store      string
 	mcpConfig  string
+	mcpAllow   []string
 	memoryHook string
 	nats       string
 	natsFollow bool
@@ -113,7 +115,20 @@ http://) URLs of a --git-host; without them, user tokens can name no
 directory and no URL.
 
 Models: like harvest run (--model, $HARVEST_MODEL, the API keys in the
-environment; with no key, the bundled demo on harvest sim, said so).`,
+environment; with no key, the bundled demo on harvest sim, said so).
+
+MCP servers: a session's remote MCP servers (its request's mcp_servers,
+its repositories' .mcp.json) are reached from this machine, so Harvest
+dials them only at public addresses: a URL whose host is, or resolves to, a
+loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), shared
+(100.64/10), link-local (169.254/16, the cloud metadata service, fe80::/10)
+or reserved address, or does not resolve, is refused (a 400 for a request,
+left out with a warning for a .mcp.json), for every token, the admin
+token's included. The address is checked again at every connection, and
+the checked address is the one dialed. To allow an internal server, give
+--mcp-allow (a host name, an IP or a CIDR network, each optionally with
+:PORT); the servers of --mcp-config are the operator's and are not
+checked.`,
 		Example: `  harvest serve
   harvest serve --listen 127.0.0.1:8080 --data /srv/harvest
   HARVEST_HOME=/tmp/h harvest serve --sim-script task.yaml`,
@@ -140,6 +155,7 @@ environment; with no key, the bundled demo on harvest sim, said so).`,
 	f.github.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see README: MCP servers)")
+	fl.StringArrayVar(&f.mcpAllow, "mcp-allow", nil, mcpAllowHelp)
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
@@ -190,6 +206,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		if mcpServers, err = agents.LoadMCPConfig(f.mcpConfig); err != nil {
 			return exitCode(2, err)
 		}
+	}
+	mcpGuard, err := netguard.New(netguard.Config{Allow: f.mcpAllow})
+	if err != nil {
+		return exitCode(2, fmt.Errorf("--mcp-allow: %w", err))
 	}
 	if f.grace < 0 {
 		return exitCode(2, fmt.Errorf("--shutdown-grace %s: must be 0 or more", f.grace))
@@ -334,7 +354,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
 		},
-		MCP: mcpServers, Memory: mem,
+		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem,
 		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
 			if !strings.HasPrefix(owner, "tok-") {
 				owner = ""
@@ -580,6 +600,8 @@ func ensureAdminToken(ctx context.Context, st store.Store, data string) (path st
 	}
 	return path, true, nil
 }
+
+const mcpAllowHelp = "let sessions' and repositories' remote MCP servers be dialed at this internal address, which is otherwise refused: a host name, an IP, or a CIDR network, each optionally with :PORT (mcp.internal, 127.0.0.1:3000, 10.0.0.0/8, [fd00::5]:8080; repeatable)"
 
 const egressHelp = "let the agents' commands reach these hosts through an allowlisting proxy: a comma-separated list of names and *.suffix wildcards, \"registries\" for the common package registries (default: no way out of the box)"
 

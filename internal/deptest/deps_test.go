@@ -42,6 +42,12 @@ var rules = []rule{
 		allow: []string{module + "/client", module + "/wire", module + "/event"},
 	},
 	{
+		// The address policy: the standard library only, so anything
+		// that dials for someone else (egress, the MCP bridge) can use it.
+		pkg:   module + "/netguard",
+		allow: []string{module + "/netguard"},
+	},
+	{
 		// The wire types themselves.
 		pkg:   module + "/wire",
 		allow: []string{module + "/wire", module + "/event"},
