@@ -15,12 +15,14 @@ import (
 )
 
 // DefaultRegistries are the hosts the common package managers fetch from:
-// npm, PyPI, the Go module proxy and checksum database, crates.io, and
-// Debian's mirrors. Git hosts are deliberately not here: a git host is
-// also a place to push to.
+// npm (and Yarn's mirror of it, and repo.yarnpkg.com, where corepack gets
+// Yarn 2 and later), PyPI, the Go module proxy and checksum database,
+// crates.io, RubyGems, and Debian's mirrors. Git hosts are deliberately
+// not here: a git host is also a place to push to.
 var DefaultRegistries = []string{
 	"registry.npmjs.org",
 	"registry.yarnpkg.com",
+	"repo.yarnpkg.com",
 	"pypi.org",
 	"files.pythonhosted.org",
 	"proxy.golang.org",
@@ -28,6 +30,8 @@ var DefaultRegistries = []string{
 	"crates.io",
 	"static.crates.io",
 	"index.crates.io",
+	"rubygems.org",
+	"index.rubygems.org",
 	"deb.debian.org",
 	"security.debian.org",
 }

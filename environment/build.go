@@ -271,7 +271,18 @@ func (p *Pending) Run(ctx context.Context) (*store.Environment, error) {
 	}
 	switch {
 	case plan.Setup == "":
-		fmt.Fprintf(out, "harvest: %s has no %s and nothing Harvest knows how to set up: the environment is its checkout\n", req.Repo, SetupScript)
+		// Nothing runs, but the environment is one a box can start from
+		// like any other: its HOME is the empty one a setup's box would
+		// have begun with (sessions and `harvest run` layer theirs on it).
+		if _, _, err := sandbox.PrepareDiskDir(sandbox.Spec{DiskDir: dir, User: b.cfg.User}); err != nil {
+			return b.finish(env, fmt.Errorf("making the environment's HOME: %w", err))
+		}
+		start := ""
+		if plan.Start != "" {
+			start = " (its start script runs at every box start)"
+		}
+		fmt.Fprintf(out, "harvest: nothing to install for %s at %s: it has no %s and none of the files Harvest sets up from (%s); "+
+			"the environment is its checkout and an empty HOME%s\n", req.Repo, shortSHA(env.Commit), SetupScript, strings.Join(DetectedFiles, ", "), start)
 	default:
 		fmt.Fprintf(out, "harvest: building %s for %s at %s: %s\n", id, req.Repo, shortSHA(env.Commit), strings.Join(plan.Detected, "; "))
 		if err := b.setup(ctx, env, dir, ws, plan, req, out); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/harvest-dev/harvest/environment"
@@ -172,7 +173,7 @@ func TestDetect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"go.mod: go mod download and a build of the test binaries", "package-lock.json: npm ci",
+	want := []string{"go.mod: go mod download and a build of the test binaries", "package-lock.json: npm ci, devDependencies included",
 		"requirements.txt: a virtualenv in .venv with requirements.txt installed"}
 	if strings.Join(p.Detected, "|") != strings.Join(want, "|") || !strings.Contains(p.Setup, "npm ci") {
 		t.Fatalf("detected %q\nsetup %q", p.Detected, p.Setup)
@@ -275,5 +276,44 @@ func TestRepoDefaults(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(b.Home(e.ID), "own.txt")); err != nil || e.Detected[0] != environment.SetupScript {
 		t.Fatalf("the repository's own setup did not win: %v, %v", err, e.Detected)
+	}
+}
+
+// TestBuildNothingToSetUp: a repository with nothing to install is
+// ready at once, says what it found, and has the empty HOME a box starts
+// from (a box's HOME layer must exist: without it `harvest run` failed to
+// start its box).
+func TestBuildNothingToSetUp(t *testing.T) {
+	b, _, _ := newBuilder(t)
+	src := repo(t, map[string]string{"README.md": "# plain\n", ".harvest/start.sh": "echo started\n"})
+	var log bytes.Buffer
+	e, err := b.Build(context.Background(), environment.Request{Repo: "test:plain", Name: "plain", Backend: "local", Checkout: checkoutOf(t, src), Log: &log})
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, log.String())
+	}
+	if e.State != store.EnvReady || len(e.Detected) != 0 {
+		t.Fatalf("environment: %+v", e)
+	}
+	for _, want := range []string{"nothing to install for test:plain at " + e.Commit[:12], "none of the files Harvest sets up from (go.work, go.mod,",
+		"Gemfile.lock); the environment is its checkout and an empty HOME (its start script runs at every box start)"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the build's log lacks %q:\n%s", want, log.String())
+		}
+	}
+	fi, err := os.Lstat(b.Home(e.ID))
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the environment's HOME: %v, %v", fi, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != sandbox.DefaultUID || st.Gid != sandbox.DefaultGID {
+		t.Fatalf("the environment's HOME is owned by %d:%d, not the box user", st.Uid, st.Gid)
+	}
+	if entries, _ := os.ReadDir(b.Home(e.ID)); len(entries) != 0 {
+		t.Fatalf("the environment's HOME is not empty: %v", entries)
+	}
+	if _, err := os.Stat(b.Artifacts(e.ID)); err == nil {
+		t.Fatal("an environment whose setup did not run has artifacts")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(b.Home(e.ID))); len(entries) != 2 { // home, build.log
+		t.Fatalf("the environment's directory: %v", entries)
 	}
 }

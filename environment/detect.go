@@ -51,34 +51,15 @@ func (p Plan) Hash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// detector is a kind of repository Detect knows.
-type detector struct {
-	file, does, script string
-}
-
-// detectors, in the order their scripts run. Each script runs from the
-// repository's root with `set -e`; tools it needs (go, npm, python3,
-// cargo) must be in the box (the docker image carries them; the local
-// backend sees the host's).
-var detectors = []detector{
-	{"go.mod", "go mod download and a build of the test binaries",
-		"go mod download\ngo test -count=1 -run '^$' ./... >/dev/null\n"},
-	{"package-lock.json", "npm ci", "npm ci --no-audit --no-fund\n"},
-	{"requirements.txt", "a virtualenv in .venv with requirements.txt installed",
-		"python3 -m venv .venv\n.venv/bin/pip install --disable-pip-version-check -r requirements.txt\n"},
-	{"pyproject.toml", "a virtualenv in .venv with the package installed",
-		"[ -d .venv ] || python3 -m venv .venv\n.venv/bin/pip install --disable-pip-version-check .\n"},
-	{"Cargo.lock", "cargo fetch", "cargo fetch\n"},
-}
-
 // Detect reads a repository checkout Harvest made (never one an agent has
 // written: it reads files only, never runs anything, and follows no
-// symlink for its scripts) and returns its plan. With .harvest/setup.sh,
-// that script is the setup; without, the common kinds of repository are
-// detected from their files (go.mod, package-lock.json, requirements.txt,
-// pyproject.toml, Cargo.lock) and their usual install commands become
-// the setup, said in Detected. A repository with neither has an empty
-// setup.
+// symlink) and returns its plan. With .harvest/setup.sh, that script is
+// the setup; without, the common kinds of repository are detected from
+// their top-level files (detectors.go: go.work or go.mod; a JavaScript
+// lockfile or package.json; uv.lock, poetry.lock, requirements.txt or
+// pyproject.toml; Cargo.lock; Gemfile.lock) and their usual install
+// commands become the setup, said in Detected. A repository with neither
+// has an empty setup: nothing needs installing.
 func Detect(dir string) (Plan, error) {
 	var p Plan
 	setup, err := readScript(dir, SetupScript)
@@ -94,16 +75,11 @@ func Detect(dir string) (Plan, error) {
 		return p, nil
 	}
 	var b strings.Builder
-	for _, d := range detectors {
-		fi, err := os.Lstat(filepath.Join(dir, d.file))
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
+	for _, detect := range detectors {
+		if s, ok := detect(checkout(dir)); ok {
+			p.Detected = append(p.Detected, s.detected)
+			b.WriteString(s.script)
 		}
-		if d.file == "pyproject.toml" && contains(p.Detected, "requirements.txt") {
-			continue // one virtualenv: requirements.txt says what goes in it
-		}
-		p.Detected = append(p.Detected, d.file+": "+d.does)
-		b.WriteString(d.script)
 	}
 	p.Setup = b.String()
 	return p, nil

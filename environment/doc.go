@@ -1,12 +1,21 @@
 // Package environment prepares repositories so sessions start warm: a
 // repository's setup (its .harvest/setup.sh, or the usual install
-// commands of what it is: go.mod, package-lock.json, requirements.txt,
-// pyproject.toml, Cargo.lock) runs once, in a box with egress to the
+// commands of what it is — go.work or go.mod; package.json with or
+// without a lockfile, npm's, pnpm's or yarn's; uv.lock, poetry.lock,
+// requirements.txt or pyproject.toml; Cargo.lock; Gemfile.lock:
+// detectors.go has the rules) runs once, in a box with egress to the
 // package registries and the repository's setup secrets, and what it
 // leaves — the checkout with its installed dependencies (node_modules,
-// .venv, target/) and HOME with its caches (Go's module and build caches,
-// npm's, pip's) — is kept as the repository's environment, keyed by a
-// fingerprint of everything that decides it.
+// .venv, vendor/bundle) and HOME with its caches (Go's module and build
+// caches, npm's, pip's, corepack's package managers) — is kept as the
+// repository's environment, keyed by a fingerprint of everything that
+// decides it.
+//
+// A repository with nothing to install gets an environment all the same:
+// no box runs, and its HOME is the empty directory a setup's box would
+// have started with, so that a session or `harvest run` starts from it
+// like from any other (a box's HOME layer must exist). Its build log says
+// which files Harvest looked for.
 //
 //	Build: checkout (Harvest's) → Detect (reads files, runs nothing on the host)
 //	       → fingerprint → ready one with it? done

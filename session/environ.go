@@ -92,9 +92,11 @@ func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool,
 		return false, fatal(fmt.Errorf("the session's environment %s is %s: start a new session", e.ID, e.State))
 	}
 	if _, err := os.Stat(envs.Home(e.ID)); err != nil {
-		// Prepared on another node, whose disk has its files: this box
-		// starts without them (the workspace, carried, has the rest).
-		r.log.Warn("the session's environment was prepared on another node and its files are not on this one: the box starts without its HOME layer", "environment", e.ID)
+		// Prepared on another node, whose disk has its files (or
+		// recorded without a HOME by an older Harvest, when nothing
+		// needed installing): this box starts without them (the
+		// workspace, carried, has the rest).
+		r.log.Warn("the session's environment has no files on this node (prepared on another one, or recorded without a HOME by an older Harvest): the box starts without its HOME layer", "environment", e.ID)
 		return false, nil
 	}
 	if spec.DiskDir != "" {

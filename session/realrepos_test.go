@@ -34,6 +34,9 @@ rules:
   - name: cold-pump
     when: {last_user: "cold pump"}
     reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; { npm ci --no-audit --no-fund && npm test; } 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
+  - name: cold-dequal
+    when: {last_user: "cold dequal"}
+    reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; { npm install --no-package-lock --no-audit --no-fund && npm test; } 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
   - name: cold-slugify
     when: {last_user: "cold python-slugify"}
     reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; { python3 -m venv .venv && PIP_INDEX_URL=http://pypi.harvest.test/simple PIP_TRUSTED_HOST=pypi.harvest.test .venv/bin/pip install -q . && .venv/bin/python test.py; } 2>&1 | tail -3; echo EXIT=$?", timeout: 600000}}]}
@@ -55,18 +58,22 @@ rules:
   - name: pump
     when: {last_user: "test pump"}
     reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; npm test 2>&1 | tail -5; echo EXIT=$?", timeout: 600000}}]}
+  - name: dequal
+    when: {last_user: "test dequal"}
+    reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; npm test 2>&1 | tail -5; echo EXIT=$?", timeout: 600000}}]}
   - name: slugify
     when: {last_user: "test python-slugify"}
     reply: {tool_calls: [{name: bash, input: {command: "set -o pipefail; .venv/bin/python test.py 2>&1 | tail -5; echo EXIT=$?", timeout: 600000}}]}
 `
 
-// TestRealRepositoriesFromEnvironments: three real public repositories
-// (a Go module with dependencies, a Node package with npm dependencies, a
-// Python package), each prepared once — its dependencies fetched through
-// the egress proxy from the Go module proxy, the npm registry and, for
-// Python, a package index of wheels built here from local sources (PyPI is
-// out of reach) — then a session with no network at all runs the
-// repository's own tests, and they pass; on local and docker.
+// TestRealRepositoriesFromEnvironments: the real public repositories (a
+// Go module with dependencies, a Node package with npm dependencies and
+// one with no lockfile, a Python package), each prepared once — its
+// dependencies fetched through the egress proxy from the Go module proxy,
+// the npm registry and, for Python, a package index of wheels built here
+// from local sources (PyPI is out of reach) — then a session with no
+// network at all runs the repository's own tests, and they pass; on local
+// and docker (the host's node, and the image's Debian node 18).
 func TestRealRepositoriesFromEnvironments(t *testing.T) {
 	needDisks(t)
 	for _, tool := range []string{"go", "npm"} {

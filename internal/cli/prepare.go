@@ -24,13 +24,18 @@ func newPrepareCmd() *cobra.Command {
 		Use:   "prepare --repo SOURCE [flags]",
 		Short: "Prepare a repository's environment so its sessions start warm",
 		Long: `Build a repository's environment on the Harvest server: its checkout, its
-setup run once (.harvest/setup.sh; else what the repository is: go.mod → go
-mod download and a build of the test binaries, package-lock.json → npm ci,
-requirements.txt or pyproject.toml → a virtualenv in .venv, Cargo.lock →
-cargo fetch), with egress to the server's allowlist, and HOME with its
-caches, kept. New sessions on the repository start from its newest ready
-environment: warm caches, installed dependencies, and .harvest/start.sh run
-at every box start.
+setup run once (.harvest/setup.sh; else what the repository is: go.work or
+go.mod → go mod download and a build of the test binaries;
+package-lock.json → npm ci, pnpm-lock.yaml or yarn.lock → pnpm or yarn
+through corepack, package.json alone → npm install writing no lockfile;
+uv.lock → uv sync, poetry.lock → poetry install (each else pip),
+requirements.txt or pyproject.toml → a virtualenv in .venv; Cargo.lock →
+cargo fetch; Gemfile.lock → bundle install into vendor/bundle), with
+egress to the server's allowlist, and HOME with its caches, kept. The log
+says what was found; a repository with nothing to install is ready at once.
+New sessions on the repository start from its newest ready environment:
+warm caches, installed dependencies, and .harvest/start.sh run at every box
+start.
 
 --repo is a source as for sessions (a directory on the server, a git URL,
 or OWNER/NAME on the server's GitHub). The build's log is shown until it

@@ -251,3 +251,176 @@ func TestPrepareRealPythonRepository(t *testing.T) {
 		t.Fatalf("python-slugify's tests in a session without network:\n%s", got)
 	}
 }
+
+const prepareNothingScript = `
+rules:
+  - name: checked
+    when: {last_user: "check the box", tool_result: "CHECKED"}
+    reply: {text: "checked", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: check
+    when: {last_user: "check the box"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo written > ~/probe && cat ~/probe; cat /tmp/start-marker; cat README.md; echo CHECKED"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestPrepareNothingToSetUp: harvest prepare on a repository with
+// nothing to install says so and records an environment a box can start
+// from — harvest run and a session on it work, with a writable HOME and
+// its start script run (an environment recorded with no HOME once made
+// harvest run fail with "home layer: ... no such file or directory");
+// and one recorded without a HOME, as an older Harvest did, still starts.
+func TestPrepareNothingToSetUp(t *testing.T) {
+	repo := filepath.Join(testbin.TempDir(t), "plain")
+	os.MkdirAll(filepath.Join(repo, ".harvest"), 0o755)
+	os.WriteFile(filepath.Join(repo, "README.md"), []byte("a plain repository\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, ".harvest", "start.sh"), []byte("echo started > /tmp/start-marker\n"), 0o755)
+	testbin.Git(t, repo, "init", "-q", "-b", "main")
+	testbin.Git(t, repo, "add", "-A")
+	testbin.Git(t, repo, "commit", "-qm", "first")
+	e := newServeEnvWith(t, prepareNothingScript)
+	s := e.start()
+	c := e.client(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo)
+	cmd.Env = e.env
+	var stderr testbin.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harvest prepare: %v\n%s", err, stderr.String())
+	}
+	id := strings.TrimSpace(string(out))
+	resolved, _ := filepath.EvalSymlinks(repo)
+	for _, want := range []string{"harvest: nothing to install for " + resolved + " at ", "it has no .harvest/setup.sh and none of the files Harvest sets up from (go.work, go.mod, package-lock.json",
+		"the environment is its checkout and an empty HOME (its start script runs at every box start)", id + " is ready"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("harvest prepare's log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if env, err := c.GetEnvironment(ctx, id); err != nil || env.State != wire.EnvReady || len(env.Detected) != 0 {
+		t.Fatalf("the environment: %+v, %v", env, err)
+	}
+	checked := func(what, out string) {
+		t.Helper()
+		for _, want := range []string{"written", "started", "a plain repository", "CHECKED"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("%s: the box's output lacks %q:\n%s", what, want, out)
+			}
+		}
+	}
+
+	script := filepath.Join(t.TempDir(), "run.yaml")
+	os.WriteFile(script, []byte(prepareNothingScript), 0o644)
+	code, runOut, errOut := runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", script, "--json", "check the box")
+	if code != 0 || !strings.Contains(errOut, "starting from the prepared environment "+id) || strings.Contains(errOut, "no HOME") {
+		t.Fatalf("harvest run: exit %d\n%s", code, errOut)
+	}
+	checked("harvest run", runOut)
+
+	none := []string{}
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "check the box", Egress: &none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Environment != id {
+		t.Fatalf("the session's environment is %q, want %s", v.Environment, id)
+	}
+	evs := follow(t, c, v.ID, 0, "the box's check", func(ev event.Event) bool {
+		d, ok := ev.Data.(event.ToolFinished)
+		return ok && strings.Contains(d.Output, "CHECKED")
+	})
+	checked("the session", evs[len(evs)-1].Data.(event.ToolFinished).Output)
+	if strings.Contains(s.stderr.String(), "no files on this node") {
+		t.Fatalf("the session started without its environment's HOME:\n%s", s.stderr.String())
+	}
+
+	// An environment recorded without a HOME (by an older Harvest, when
+	// nothing needed installing): harvest run says so and starts all the
+	// same.
+	if err := os.Remove(filepath.Join(e.home, "environments", id, "home")); err != nil {
+		t.Fatal(err)
+	}
+	code, runOut, errOut = runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", script, "--json", "check the box")
+	if code != 0 || !strings.Contains(errOut, "the prepared environment "+id+" has no HOME on this machine: the box starts with a fresh one") {
+		t.Fatalf("harvest run from an environment without a HOME: exit %d\n%s", code, errOut)
+	}
+	checked("harvest run without the environment's HOME", runOut)
+}
+
+const prepareNoLockfileScript = `
+rules:
+  - name: ran
+    when: {last_user: "run the dequal tests", tool_result: "TESTS-RAN"}
+    reply: {text: "the tests ran", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: run
+    when: {last_user: "run the dequal tests"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "set -o pipefail; npm test 2>&1 | tail -4; echo EXIT=$?; test -e package-lock.json || echo NO-LOCKFILE; echo TESTS-RAN", timeout: 600000}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+`
+
+// TestPrepareRealNodeNoLockfile: harvest prepare on a real Node package
+// that publishes no lockfile (dequal: package.json only, its tests need
+// its devDependencies) installs what package.json names from the npm
+// registry, through the egress proxy, writing no lockfile; then its own
+// tests pass in a session with no network and in harvest run (without
+// the environment, --cold, they cannot).
+func TestPrepareRealNodeNoLockfile(t *testing.T) {
+	testbin.Toolchain(t, "npm")
+	repo := testbin.RealRepo(t, "dequal")
+	e := newServeEnvWith(t, prepareNoLockfileScript)
+	s := e.start("--egress-allow", "registries")
+	c := e.client(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo)
+	cmd.Env = e.env
+	var stderr testbin.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harvest prepare: %v\n%s", err, stderr.String())
+	}
+	id := strings.TrimSpace(string(out))
+	for _, want := range []string{"package.json (no lockfile): npm install, devDependencies included, writing no package-lock.json", "added ", id + " is ready"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("harvest prepare's log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	passed := func(what, out string) {
+		t.Helper()
+		if !strings.Contains(out, "EXIT=0") || !strings.Contains(out, "Passed") || !strings.Contains(out, "NO-LOCKFILE") {
+			t.Fatalf("dequal's tests in %s:\n%s", what, out)
+		}
+	}
+
+	none := []string{}
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "run the dequal tests", Egress: &none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Environment != id {
+		t.Fatalf("the session's environment is %q, want %s", v.Environment, id)
+	}
+	evs := follow(t, c, v.ID, 0, "the tests' output", func(ev event.Event) bool {
+		d, ok := ev.Data.(event.ToolFinished)
+		return ok && strings.Contains(d.Output, "TESTS-RAN")
+	})
+	passed("a session without network", evs[len(evs)-1].Data.(event.ToolFinished).Output)
+
+	script := filepath.Join(t.TempDir(), "run.yaml")
+	os.WriteFile(script, []byte(prepareNoLockfileScript), 0o644)
+	code, runOut, errOut := runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", script, "--json", "run the dequal tests")
+	if code != 0 || !strings.Contains(errOut, "starting from the prepared environment "+id) {
+		t.Fatalf("harvest run: exit %d\n%s", code, errOut)
+	}
+	passed("harvest run", runOut)
+	_, runOut, errOut = runHarvest(t, e.env, "", "run", "--cold", "--repo", repo, "--sim-script", script, "--json", "run the dequal tests")
+	if strings.Contains(errOut, "prepared environment") || strings.Contains(runOut, "EXIT=0") || !strings.Contains(runOut, "TESTS-RAN") {
+		t.Fatalf("harvest run --cold started warm, or did not run the tests:\n%s\n%s", runOut, errOut)
+	}
+}

@@ -64,7 +64,6 @@ func (e *preparedEnv) apply(spec *sandbox.Spec, boxDir, checkout string, owner w
 		}
 		spec.DiskDir = boxDir
 	}
-	spec.HomeLayer = filepath.Join(e.dir, e.env.ID, "home")
 	at := e.env.Commit
 	if len(at) > 12 {
 		at = at[:12]
@@ -74,5 +73,17 @@ func (e *preparedEnv) apply(spec *sandbox.Spec, boxDir, checkout string, owner w
 	}
 	fmt.Fprintf(stderr, "harvest: starting from the prepared environment %s (%s, built %s; --cold starts without it)\n",
 		e.env.ID, at, e.env.BuiltAt.Local().Format("2006-01-02 15:04"))
+	home := filepath.Join(e.dir, e.env.ID, "home")
+	switch _, err := os.Stat(home); {
+	case err == nil:
+		spec.HomeLayer = home
+	case errors.Is(err, fs.ErrNotExist):
+		// Recorded without one (by an older Harvest, which kept no HOME
+		// when nothing needed installing) or prepared on another node:
+		// the box starts with a fresh HOME, as a session does.
+		fmt.Fprintf(stderr, "harvest: the prepared environment %s has no HOME on this machine: the box starts with a fresh one (harvest prepare --force rebuilds it)\n", e.env.ID)
+	default:
+		return false, err
+	}
 	return environment.PlaceArtifacts(filepath.Join(e.dir, e.env.ID, "artifacts.tar"), checkout, owner)
 }

@@ -29,7 +29,8 @@ type RealRepoSpec struct {
 	PyDeps []string
 }
 
-// RealRepos are the real repositories, one per toolchain.
+// RealRepos are the real repositories: one per toolchain, and a Node
+// package that publishes no lockfile.
 var RealRepos = []RealRepoSpec{
 	{
 		Name: "gjson", Upstream: "tidwall/gjson", Branch: "master",
@@ -40,6 +41,12 @@ var RealRepos = []RealRepoSpec{
 		Name: "pump", Upstream: "mafintosh/pump", Branch: "master",
 		Commit:  "714c0a70a8199104bf65a57582009d42f81d8d94",
 		Install: "npm ci", Test: "npm test",
+	},
+	{
+		// No lockfile: installed as npm install resolves package.json.
+		Name: "dequal", Upstream: "lukeed/dequal", Branch: "master",
+		Commit:  "37c21f675c1f538f2d4b63ebf19a161411e7a5fd",
+		Install: "npm install --no-package-lock", Test: "npm test",
 	},
 	{
 		Name: "python-slugify", Upstream: "un33k/python-slugify", Branch: "master",

@@ -50,6 +50,31 @@ func TestRealRepoNode(t *testing.T) {
 	}
 }
 
+// TestRealRepoNodeNoLockfile: a package with no lockfile, whose tests
+// need its devDependencies (uvu, and bundt for the build its pretest
+// runs), installed as Harvest's environments install one.
+func TestRealRepoNodeNoLockfile(t *testing.T) {
+	npm := Toolchain(t, "npm")
+	node := Toolchain(t, "node")
+	dir := RealRepo(t, "dequal")
+	env := append(os.Environ(), "npm_config_fund=false", "npm_config_audit=false",
+		"npm_config_update_notifier=false", "npm_config_loglevel=error")
+	for i := range 2 {
+		install := runTimed(t, dir, env, npm, "install", "--no-package-lock", "--include=dev")
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "uvu", "package.json")); err != nil {
+			t.Fatalf("npm install did not install the devDependencies: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err == nil {
+			t.Fatal("npm install --no-package-lock wrote a package-lock.json")
+		}
+		test := runTimed(t, dir, env, npm, "test")
+		if i == 1 {
+			t.Logf("host, warm: npm install %v, npm test %v (node %s)", install.Round(time.Millisecond),
+				test.Round(time.Millisecond), output(t, dir, env, node, "--version"))
+		}
+	}
+}
+
 func TestRealRepoPython(t *testing.T) {
 	python := Python3(t)
 	spec := RealRepoByName(t, "python-slugify")
