@@ -720,7 +720,8 @@ func TestGitHubReviewAndChecks(t *testing.T) {
 // starts a session on its head branch, whose push updates that pull
 // request (no second one); an issue given --github-label starts a session;
 // a session created through the API on repos[].github gets the same
-// branch, endpoint and pull request, authored by the bot.
+// branch, endpoint and pull request, authored by the bot; one on a
+// repository the app is not installed on is refused (400).
 func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	g := newGHEnv(t)
 	e := newServeEnvWith(t, githubScript)
@@ -833,18 +834,21 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 		t.Errorf("the API session's commit: %q; want the bot as author and committer", got)
 	}
 
-	// A repository the app is not installed on: the session fails, saying
-	// so, instead of retrying forever.
-	bad, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{GitHub: "nobody/none"}}, Prompt: "fix the failing test"})
-	if err != nil {
+	// A repository the app is not installed on (GitHub has it, another
+	// owner's), and one that does not exist: refused at once, saying so,
+	// and no session is stored.
+	if _, err := g.gs.CreateRepo(ctx, ghsim.RepoSpec{Owner: "nobody", Name: "none", Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	waitHTTP(t, time.Minute, "the session on an unreachable repository to fail", func() bool {
-		got, err := c.GetSession(ctx, bad.ID)
-		return err == nil && got.State == "failed"
-	})
-	if got, _ := c.GetSession(ctx, bad.ID); !strings.Contains(got.Error, "not installed") {
-		t.Errorf("the failed session says %q", got.Error)
+	stored := len(mustSessions(t, c))
+	for _, repo := range []string{"nobody/none", "acme/nothere"} {
+		_, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{GitHub: repo}}, Prompt: "fix the failing test"})
+		if client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "repos[0].github "+repo) || !strings.Contains(err.Error(), "not installed") {
+			t.Errorf("a session on %s: %v; want a 400 saying the app is not installed on it", repo, err)
+		}
+	}
+	if n := len(mustSessions(t, c)); n != stored {
+		t.Errorf("%d sessions after the refused ones, want %d", n, stored)
 	}
 }
 
