@@ -293,10 +293,14 @@ func (p *Pending) Run(ctx context.Context) (*store.Environment, error) {
 	// The checkout itself is not kept: sessions make their own and get the
 	// setup's files from the tar.
 	os.RemoveAll(filepath.Join(dir, "workspace"))
-	if leaks := leakedSecrets(dir, req.Env); len(leaks) > 0 {
-		err := fmt.Errorf("the setup left setup secrets in the environment, where every session would see them: %s; "+
+	// Fails closed: what the scan could not read fails the build too.
+	leaks, err := leakedSecrets(dir, req.Env)
+	if len(leaks) > 0 {
+		err = errors.Join(fmt.Errorf("the setup left setup secrets in the environment, where every session would see them: %s; "+
 			"give a secret to the command that needs it, not to a file HOME or the checkout keeps (npm: NPM_CONFIG_USERCONFIG in /tmp, pip: PIP_INDEX_URL)",
-			strings.Join(leaks, ", "))
+			strings.Join(leaks, ", ")), err)
+	}
+	if err != nil {
 		fmt.Fprintf(out, "harvest: %v\n", err)
 		return b.finish(env, err)
 	}

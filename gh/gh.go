@@ -310,6 +310,35 @@ func (g *GitHub) mint(ctx context.Context, inst int64, scope Scope) (Token, erro
 	return Token{Value: t.GetToken(), Expires: t.GetExpiresAt().Time}, nil
 }
 
+// Reach says whether Harvest's credentials reach repo ("owner/name"):
+// for an app, that it is installed on the repository (the installation
+// found is cached, as Token caches it); for a token, that the token sees
+// the repository. GitHub's refusal (no such repository, not installed,
+// not visible to the token) wraps ErrNoAccess, with what to do; any other
+// error is GitHub not answering, and may pass on a retry.
+func (g *GitHub) Reach(ctx context.Context, repo string) error {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("gh: repository %q: give owner/name", repo)
+	}
+	if g.key != nil {
+		_, err := g.installation(ctx, []string{repo})
+		return err
+	}
+	c, err := g.newClient(&transport{base: g.baseTransport(), auth: func(context.Context) (string, error) { return "token " + g.cfg.Token, nil }})
+	if err != nil {
+		return err
+	}
+	_, resp, err := c.Repositories.Get(ctx, owner, name)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("gh: reading repository %s: not found (404): there is no such repository, or Harvest's token cannot see it (give its account access): %w", repo, ErrNoAccess)
+	}
+	if err != nil {
+		return explain(err, "reading repository "+repo)
+	}
+	return nil
+}
+
 // installation finds the app's installation covering repos (all must
 // share one).
 func (g *GitHub) installation(ctx context.Context, repos []string) (int64, error) {

@@ -4,7 +4,8 @@
 //
 // # A session's repository
 //
-//	create   repos: [{github: owner/name, ref?}]  → session.Forge.Check
+//	create   repos: [{github: owner/name, ref?}]  → session.Forge.Check:
+//	         the app is installed on it (gh.Reach), else a 400
 //	clone    gh.Token (installation token, narrowed to the session's repos)
 //	         → workspace.Mirrors.Sync (host bare mirror, fetched with the
 //	           token in git's environment) → Clone onto harvest/{session}

@@ -97,9 +97,16 @@ func (s *Service) Parse(source string) (string, bool) {
 	return rest, true
 }
 
-// Check accepts any well-formed repository: whether the app can reach it
-// is known when the session is provisioned (a token minted for it).
-func (s *Service) Check(repo string) error { return nil }
+// Check asks GitHub whether Harvest reaches repo: the app is installed
+// on it (or the token sees it). GitHub's no is permanent (the session is
+// refused with it); GitHub not answering is not.
+func (s *Service) Check(ctx context.Context, repo string) error {
+	err := s.gh.Reach(ctx, repo)
+	if errors.Is(err, gh.ErrNoAccess) {
+		return session.Permanent(err)
+	}
+	return err
+}
 
 func split(repo string) (owner, name string) {
 	owner, name, _ = strings.Cut(repo, "/")

@@ -46,8 +46,13 @@ type Handle struct {
 	Deadline time.Time `json:"deadline"`
 	// Spec is the spec the box was created from (with defaults applied).
 	Spec Spec `json:"spec"`
-	// Unsafe marks boxes without isolation (the host backend).
+	// Unsafe marks boxes without isolation (the host backend): none of
+	// Spec.Limits holds.
 	Unsafe bool `json:"unsafe,omitempty"`
+	// Unenforced names the limits of Spec the backend asked for and could
+	// not set ("memory", "pids"): dockerd discards a limit its kernel
+	// cannot enforce, with a warning, and starts the box all the same.
+	Unenforced []string `json:"unenforced,omitempty"`
 	// Data is backend-specific: the local backend's pids and cgroup paths, the
 	// docker backend's container id.
 	Data json.RawMessage `json:"data,omitempty"`

@@ -34,8 +34,11 @@ const (
 // Network says what network a box gets.
 type Network string
 
-// NetworkNone is a box with only a loopback interface. It is the default and,
-// for now, the only mode: egress goes through a Harvest proxy (a later issue).
+// NetworkNone is a box with only a loopback interface. It is the default and
+// the only mode: a box never gets a route of its own. Egress, where the
+// caller allows it, goes through Harvest's allowlisting proxy (package
+// egress), served on a box listener (Sandbox.Listen) and named by the
+// usual proxy variables.
 const NetworkNone Network = "none"
 
 // Spec describes a box to create. The zero value plus WithDefaults is valid: a
@@ -252,7 +255,7 @@ func (s Spec) Validate() error {
 		bad("cpus %g: must be positive (0 means no CPU cap)", s.Limits.CPUs)
 	}
 	if s.Network != "" && s.Network != NetworkNone {
-		bad("network %q: only %q is supported (egress through a Harvest proxy comes later)", s.Network, NetworkNone)
+		bad("network %q: only %q is supported (a box reaches the hosts it may through Harvest's egress proxy, package egress, not a network of its own)", s.Network, NetworkNone)
 	}
 	if s.Timeout < 0 {
 		bad("timeout %s: must be positive", s.Timeout)

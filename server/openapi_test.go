@@ -194,6 +194,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"RepoSpec":            reflect.TypeFor[wire.RepoSpec](),
 		"MCPServer":           reflect.TypeFor[wire.MCPServer](),
 		"Limits":              reflect.TypeFor[store.Limits](),
+		"Enforcement":         reflect.TypeFor[store.Enforcement](),
 		"SendRequest":         reflect.TypeFor[SendRequest](),
 		"TokenRequest":        reflect.TypeFor[TokenRequest](),
 		"Session":             reflect.TypeFor[store.Session](),

@@ -80,7 +80,7 @@ func (c caller) session(s *store.Session) *wire.Session {
 	}
 	w := &wire.Session{
 		ID: s.ID, Owner: s.Owner, Title: s.Title, State: wire.State(s.State), Agent: s.Agent, Model: s.Model,
-		Backend: s.Backend, Limits: s.Limits, Terminal: s.Terminal, Egress: s.Egress, MCPServers: s.MCPServers, Mode: s.Mode, PR: s.PR, GitHub: s.GitHub, Environment: s.Environment,
+		Backend: s.Backend, Limits: s.Limits, LimitsEnforced: s.LimitsEnforced, Terminal: s.Terminal, Egress: s.Egress, MCPServers: s.MCPServers, Mode: s.Mode, PR: s.PR, GitHub: s.GitHub, Environment: s.Environment,
 		Collab: wire.Collab{Workflow: s.Collab.Workflow, Mode: s.Collab.Mode, Branch: s.Collab.Branch},
 		Turns:  s.Turns, Usage: s.Usage, CostUSD: s.CostUSD, Error: s.Error,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ActiveAt: s.ActiveAt,

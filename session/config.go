@@ -114,9 +114,11 @@ type Config struct {
 	// under (agents.DefaultCLIPrefix when empty); boxes see it read-only.
 	CLIPrefix string
 	// Disks gives every session a disk (package sandbox/disk) of its
-	// limits.disk_bytes, where disks can be made (disk.go): its workspaces,
-	// /tmp and HOME are then bounded by it. `harvest serve` sets it. Off,
-	// they are bounded only by the host's disk. A disk stays mounted until
+	// limits.disk_bytes (disk.go): its workspaces, /tmp and HOME are then
+	// bounded by it, and a session whose disk cannot be made fails.
+	// `harvest serve` sets it unless told --no-disk-limits. Off, they are
+	// bounded only by the host's disk, and the sessions say so
+	// (limits_enforced.disk false). A disk stays mounted until
 	// its session is deleted (or the host reboots): whoever removes a data
 	// directory with sessions left in it unmounts them first
 	// (disk.UnmountUnder).

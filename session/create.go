@@ -39,7 +39,7 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err != nil {
 		return nil, err
 	}
-	s, first, err := m.newSession(owner, req, others)
+	s, first, err := m.newSession(ctx, owner, req, others)
 	if ie, ok := errors.AsType[*InputError](err); ok {
 		ie.Problems = append(ie.Problems, addrProblems...)
 	}
@@ -94,7 +94,7 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 }
 
 // newSession validates req and builds the session row and first message.
-func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
+func (m *Manager) newSession(ctx context.Context, owner string, req CreateRequest, others []*store.Session) (*store.Session, *store.Message, error) {
 	var problems []string
 	problems = append(problems, checkSizes(req)...)
 	id := newSessionID()
@@ -111,7 +111,10 @@ func (m *Manager) newSession(owner string, req CreateRequest, others []*store.Se
 			}
 		}
 		if r.GitHub != "" {
-			repo, fp := m.checkForgeRepo(i, r)
+			repo, fp, err := m.checkForgeRepo(ctx, i, r)
+			if err != nil {
+				return nil, nil, err
+			}
 			problems = append(problems, fp...)
 			forgeRepos[i] = repo
 			continue

@@ -37,11 +37,15 @@ import (
 // mounting a disk holds a lock per image, so two sessions of a workflow
 // provisioning at once never mount it twice.
 //
-// Config.Disks turns disks on (harvest serve does). Sessions whose
-// directory already holds files with no image (made before disks, or with
-// disks off) go on without one, as do all sessions where disks cannot be
-// made (not root, no loop devices: `harvest doctor` says), with a warning
-// in the log.
+// Config.Disks turns disks on (harvest serve does, unless told
+// --no-disk-limits; it refuses to start where disks cannot be made: not
+// root, no loop devices, no mkfs.ext4, as `harvest doctor` says). With
+// disks on, a session whose disk cannot be made fails, saying why; one
+// whose directory already holds files with no image (made before disks,
+// or with disks off) goes on without one. Either way the session says
+// whether its disk limit holds: limits_enforced.disk (enforcement in
+// provision.go) is true only when its box's /tmp and HOME are on its
+// mounted disk.
 
 // diskBoxDir is the directory on a disk that holds its boxes' /tmp and
 // HOME.
@@ -70,7 +74,7 @@ func (m *Manager) sessionDisk(s *store.Session) (d disk.Disk, boxDir string, ok 
 func (m *Manager) disksUsable(ctx context.Context) bool {
 	m.disks.once.Do(func() {
 		if err := disk.Check(ctx, ""); err != nil {
-			m.log.Warn("sessions run without disk limits: their workspaces, /tmp and HOME can fill the host's disk", "err", err)
+			m.log.Warn("disks cannot be made here: sessions that need one fail", "err", err)
 			m.disks.err = err
 		}
 	})
@@ -117,7 +121,9 @@ func (m *Manager) ensureDisk(ctx context.Context, s *store.Session) error {
 		if err == nil {
 			return fatal(fmt.Errorf("the session's workspaces are on the disk image %s, which cannot be mounted here: %w", d.Image, m.disks.err))
 		}
-		return nil
+		// Disks are on (the server's operator asked for them) and cannot
+		// be made: the session fails rather than run without its limit.
+		return fatal(fmt.Errorf("the session's disk (limits.disk_bytes) cannot be made here: %w; the server's operator fixes that, or runs harvest serve --no-disk-limits", m.disks.err))
 	}
 	switch {
 	case err == nil:

@@ -214,10 +214,12 @@
 // scopes of seed 004 (workflow/{id}, run/{id}) for callers that are not
 // sessions.
 //
-// With Config.Disks (harvest serve), that directory is the mount point of
-// the session's disk (a workflow's, shared by its sessions): a loop-mounted
-// ext4 image of limits.disk_bytes and disk_inodes that also holds the
-// box's /tmp and HOME, so a box that fills it gets ENOSPC and the host is
-// unharmed. It is mounted again before the workspaces are looked at (after
-// a reboot) and removed with the session. See disk.go.
+// With Config.Disks (harvest serve, unless --no-disk-limits), that
+// directory is the mount point of the session's disk (a workflow's,
+// shared by its sessions): a loop-mounted ext4 image of limits.disk_bytes
+// and disk_inodes that also holds the box's /tmp and HOME, so a box that
+// fills it gets ENOSPC and the host is unharmed. It is mounted again
+// before the workspaces are looked at (after a reboot) and removed with
+// the session. See disk.go. Whether a session's limits hold is stored
+// with it when its box starts (Session.LimitsEnforced, provision.go).
 package session

@@ -20,8 +20,10 @@ import (
 // is GitHub's. The session layer calls it at four points and knows
 // nothing else of the host:
 //
-//   - Create: Check validates the name (and Parse recognises the host's
-//     https URLs given as a source);
+//   - Create: Check asks the host whether Harvest can reach the
+//     repository (Parse recognises the host's https URLs given as a
+//     source), so a session on one it cannot is refused at once (400)
+//     rather than failing when provisioned;
 //   - provisioning: Checkout makes the workspace, a clone of the host-side
 //     mirror on the session's branch (host git, in a directory no agent
 //     has written yet);
@@ -37,8 +39,13 @@ type Forge interface {
 	// Parse recognises a source that names a repository on the host (an
 	// https URL of it) and returns its "owner/name".
 	Parse(source string) (repo string, ok bool)
-	// Check validates a repository name for a new session.
-	Check(repo string) error
+	// Check says whether Harvest can reach repo (a well-formed
+	// "owner/name") for a new session. An error wrapped in Permanent is
+	// the host's definitive no (no such repository, the app is not
+	// installed on it): the creation is refused with it (400). Any other
+	// error is the host not answering: the creation is refused as
+	// unavailable (503), to be retried.
+	Check(ctx context.Context, repo string) error
 	// Checkout makes dst (which must not exist) the session's clone of r
 	// (r.GitHub at r.Ref, on r.Branch), owned by owner, and sets r.Base
 	// and r.Head.
@@ -92,26 +99,38 @@ var errNoForge = errors.New("this server has no GitHub configured: its operator 
 func sessionBranch(id string) string { return "harvest/" + id }
 
 // checkForgeRepo validates a RepoSpec naming a forge repository; it
-// returns the repository and the problems.
-func (m *Manager) checkForgeRepo(i int, r RepoSpec) (string, []string) {
+// returns the repository and the problems, or an error (ErrUnavailable)
+// when the forge could not be asked.
+func (m *Manager) checkForgeRepo(ctx context.Context, i int, r RepoSpec) (string, []string, error) {
 	repo := r.GitHub
 	if repo == "" {
-		return "", nil
+		return "", nil, nil
 	}
 	if r.Source != "" {
-		return "", []string{fmt.Sprintf("repos[%d]: give source or github, not both", i)}
+		return "", []string{fmt.Sprintf("repos[%d]: give source or github, not both", i)}, nil
 	}
 	if !ForgeRepo(repo) {
-		return "", []string{fmt.Sprintf("repos[%d].github %q: give owner/name, like octocat/hello-world", i, repo)}
+		return "", []string{fmt.Sprintf("repos[%d].github %q: give owner/name, like octocat/hello-world", i, repo)}, nil
 	}
 	if m.cfg.Forge == nil {
-		return "", []string{fmt.Sprintf("repos[%d].github %s: %v", i, repo, errNoForge)}
+		return "", []string{fmt.Sprintf("repos[%d].github %s: %v", i, repo, errNoForge)}, nil
 	}
-	if err := m.cfg.Forge.Check(repo); err != nil {
-		return "", []string{fmt.Sprintf("repos[%d].github %s: %v", i, repo, err)}
+	ctx, cancel := context.WithTimeout(ctx, forgeCheckTimeout)
+	defer cancel()
+	err := m.cfg.Forge.Check(ctx, repo)
+	var p permanentError
+	switch {
+	case errors.As(err, &p):
+		return "", []string{fmt.Sprintf("repos[%d].github %s: %v", i, repo, err)}, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("%w: repos[%d].github %s: GitHub could not be asked whether Harvest can reach it (%v); try again", ErrUnavailable, i, repo, err)
 	}
-	return repo, nil
+	return repo, nil, nil
 }
+
+// forgeCheckTimeout bounds asking the forge about a new session's
+// repository (a request of the caller's waits for it).
+const forgeCheckTimeout = 30 * time.Second
 
 // forgeEmit records an event of the session from outside its turn's
 // goroutine (the git endpoint's pushes).

@@ -67,7 +67,10 @@ func (m *Manager) Prepare(ctx context.Context, req PrepareRequest) (*store.Envir
 	}
 	switch {
 	case r.GitHub != "":
-		name, fp := m.checkForgeRepo(0, r)
+		name, fp, err := m.checkForgeRepo(ctx, 0, r)
+		if err != nil {
+			return nil, err
+		}
 		problems = append(problems, fp...)
 		repo = store.Repo{Name: baseName(name), Source: name, GitHub: name, Ref: r.Ref, Branch: "harvest/environment"}
 	default:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,9 +48,11 @@ func (r *runner) provision() error {
 	if err != nil {
 		return err
 	}
-	h, err := json.Marshal(sb.Handle())
+	handle := sb.Handle()
+	enforced := enforcement(handle)
+	h, err := json.Marshal(handle)
 	if err == nil {
-		err = r.setState(r.ctx, store.StateIdle, "", func(s *store.Session) { s.Sandbox = h })
+		err = r.setState(r.ctx, store.StateIdle, "", func(s *store.Session) { s.Sandbox, s.LimitsEnforced = h, &enforced })
 	}
 	if err != nil {
 		r.discard(sb, ag)
@@ -61,6 +64,24 @@ func (r *runner) provision() error {
 		r.d.carry.checkpoint(r.ctx, r.fence, r.s, "")
 	}
 	return nil
+}
+
+// enforcement is which of a session's limits its box h is held to: none
+// on a backend without isolation (the host's); else memory and pids, the
+// cgroup limits every isolating backend sets (sandbox's package doc),
+// unless the backend said it could not (Handle.Unenforced); and the disk
+// when the box's /tmp and HOME are on the session's disk, which holds its
+// workspaces (Spec.DiskDir: boxDiskDir gives it only when the disk is
+// mounted).
+func enforcement(h sandbox.Handle) store.Enforcement {
+	if h.Unsafe {
+		return store.Enforcement{}
+	}
+	return store.Enforcement{
+		Memory: !slices.Contains(h.Unenforced, "memory"),
+		Pids:   !slices.Contains(h.Unenforced, "pids"),
+		Disk:   h.Spec.DiskDir != "",
+	}
 }
 
 // startBox starts a box on the session's workspaces and its agent.

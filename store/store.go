@@ -121,6 +121,7 @@ const (
 // writes their durations as strings like "10m").
 type (
 	Limits      = wire.Limits
+	Enforcement = wire.Enforcement
 	TerminalCLI = wire.TerminalCLI
 	MCPServer   = wire.MCPServer
 	GitHubLink  = wire.GitHubLink
@@ -139,6 +140,9 @@ type Session struct {
 	Backend string `json:"backend"`
 	Repos   []Repo `json:"repos"`
 	Limits  Limits `json:"limits"`
+	// LimitsEnforced is which of Limits the session's box is (or its last
+	// box was) held to, set when a box starts; nil before the first.
+	LimitsEnforced *Enforcement `json:"limits_enforced,omitempty"`
 	// Collab is how the session shares a workflow's workspace; zero: it
 	// has a workspace of its own.
 	Collab Collab `json:"collab,omitzero"`

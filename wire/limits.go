@@ -22,6 +22,25 @@ type Limits struct {
 	BudgetUSD  float64 `json:"budget_usd,omitempty"`
 }
 
+// Enforcement says which of a session's resource limits its box is held
+// to: the box it runs in, or, when it has none (suspended, ended), the
+// last one it had. A limit shown in Limits but not enforced here is not a
+// bound at all.
+type Enforcement struct {
+	// Memory: limits.memory_bytes is the box's memory limit (a cgroup's,
+	// swap included). Every isolating backend sets it; the host backend
+	// (no isolation) does not.
+	Memory bool `json:"memory"`
+	// Pids: the box's number of processes is bounded (the sandbox's
+	// default), so a fork bomb stops at it.
+	Pids bool `json:"pids"`
+	// Disk: limits.disk_bytes and disk_inodes bound the session's
+	// workspaces, /tmp and HOME, on a disk image of its own. False on a
+	// server started with --no-disk-limits, for a session whose workspace
+	// predates its disk, and on the host backend.
+	Disk bool `json:"disk"`
+}
+
 // TerminalCLI is a generic interactive CLI for the terminal agent, and how
 // it says a turn is over.
 type TerminalCLI struct {

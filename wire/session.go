@@ -134,17 +134,20 @@ type Collab struct {
 type Session struct {
 	ID string `json:"id"`
 	// Owner is the id of the API token that created it.
-	Owner    string       `json:"owner"`
-	Title    string       `json:"title,omitempty"`
-	State    State        `json:"state"`
-	Agent    string       `json:"agent"`
-	Model    string       `json:"model,omitempty"`
-	Backend  string       `json:"backend"`
-	Repos    []Repo       `json:"repos"`
-	Limits   Limits       `json:"limits"`
-	Collab   Collab       `json:"collab,omitzero"`
-	Terminal *TerminalCLI `json:"terminal,omitempty"`
-	Egress   *[]string    `json:"egress,omitempty"`
+	Owner   string `json:"owner"`
+	Title   string `json:"title,omitempty"`
+	State   State  `json:"state"`
+	Agent   string `json:"agent"`
+	Model   string `json:"model,omitempty"`
+	Backend string `json:"backend"`
+	Repos   []Repo `json:"repos"`
+	Limits  Limits `json:"limits"`
+	// LimitsEnforced says which of Limits its box is held to; nil until
+	// the session's first box started.
+	LimitsEnforced *Enforcement `json:"limits_enforced,omitempty"`
+	Collab         Collab       `json:"collab,omitzero"`
+	Terminal       *TerminalCLI `json:"terminal,omitempty"`
+	Egress         *[]string    `json:"egress,omitempty"`
 	// MCPServers: see CreateRequest.MCPServers.
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 	Mode       string      `json:"mode"`

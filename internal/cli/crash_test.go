@@ -62,6 +62,9 @@ type generation struct {
 	c     *client.Client
 	start chan struct{} // closed when the senders may send their share
 	next  chan struct{} // closed when the next generation serves
+	// killed is set just before the server is sent SIGKILL: a request
+	// begun while it was not set was sent to a live server.
+	killed atomic.Bool
 }
 
 // TestServeKill9Repeated kills `harvest serve` with SIGKILL five times
@@ -75,6 +78,11 @@ type generation struct {
 //
 // and at the end:
 //
+//   - some sends were cut by a kill (sent to the live server, answered by
+//     no one), and each of them, retried with its idempotency key on the
+//     next server, landed exactly once: one stored message, the one the
+//     retry was given (a test where no kill cut a send proves nothing of
+//     this, and fails);
 //   - every send got one message: no text is stored twice, a retried key
 //     always gave back the same message, across restarts too;
 //   - every stored message has exactly one message.queued event, and
@@ -131,12 +139,18 @@ func testServeKill9Repeated(t *testing.T, e *serveEnv) {
 		textOf  = map[string]string{} // key -> text
 		keys    []string
 		progres = make(chan struct{}, senders*total)
-		failed  atomic.Int64 // sends cut by a kill
-		wg      sync.WaitGroup
+		failed  atomic.Int64 // sends that failed: the server was down, or killed under them
+		// cut: the keys of sends that were in flight to a live server
+		// when it was killed, by the generation that was killed; and
+		// the time of the kill.
+		cut    = map[string]int{}
+		killAt = map[int]time.Time{}
+		wg     sync.WaitGroup
 	)
 	send := func(key, text string) bool {
 		for {
 			g := cur.Load()
+			live := !g.killed.Load()
 			m, err := g.c.SendOnce(ctx, busy.ID, key, text, "")
 			if err == nil {
 				mu.Lock()
@@ -155,9 +169,16 @@ func testServeKill9Repeated(t *testing.T, e *serveEnv) {
 				t.Errorf("sending %q: %v", text, err)
 				return false
 			}
-			// The server was killed under the send: did it store it? The
-			// retry on the next one says.
+			// The server was killed under the send (or was down): did it
+			// store it? The retry on the next one says.
 			failed.Add(1)
+			if live {
+				mu.Lock()
+				if _, ok := cut[key]; !ok {
+					cut[key] = g.n
+				}
+				mu.Unlock()
+			}
 			select {
 			case <-g.next:
 			case <-ctx.Done():
@@ -220,6 +241,10 @@ func testServeKill9Repeated(t *testing.T, e *serveEnv) {
 				t.Fatal("the senders made no progress")
 			}
 		}
+		g.killed.Store(true)
+		mu.Lock()
+		killAt[g.n] = time.Now()
+		mu.Unlock()
 		if err := g.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +269,13 @@ func testServeKill9Repeated(t *testing.T, e *serveEnv) {
 	if t.Failed() {
 		return
 	}
-	t.Logf("%d sends were cut by the %d kills and retried", failed.Load(), kills)
+	mu.Lock()
+	nCut := len(cut)
+	mu.Unlock()
+	t.Logf("%d sends failed across the %d kills, %d of them sent to a live server and cut by its kill; all retried", failed.Load(), kills, nCut)
+	if nCut == 0 {
+		t.Fatalf("no send was in flight when a server was killed: the test proved nothing about a send cut by a kill (%d kills)", kills)
+	}
 	g := cur.Load()
 	// Every key once more, on the last server: the same messages, and
 	// another text under a used key is refused.
@@ -313,6 +344,27 @@ func testServeKill9Repeated(t *testing.T, e *serveEnv) {
 			t.Errorf("message %s, given to a send, is not stored", id)
 		}
 	}
+	// Each send a kill cut, retried with its key, landed once: one stored
+	// message with its text, the one its retry was given. Stored by the
+	// killed server (its retry was given that message back) or by the
+	// retry itself, whichever the kill allowed.
+	storedBefore := 0
+	for key, n := range cut {
+		var same []*store.Message
+		for _, m := range msgs {
+			if m.Text == textOf[key] {
+				same = append(same, m)
+			}
+		}
+		if len(same) != 1 || same[0].ID != want[key] {
+			t.Errorf("the send of %q (key %s), cut by kill %d: stored %d times, want once as message %s", textOf[key], key, n+1, len(same), want[key])
+			continue
+		}
+		if same[0].CreatedAt.Before(killAt[n]) {
+			storedBefore++
+		}
+	}
+	t.Logf("of the %d sends cut by a kill, %d had been stored before it (the retry got that message back), %d were stored by the retry", len(cut), storedBefore, len(cut)-storedBefore)
 	for _, id := range []string{busy.ID, sleepy.ID} {
 		checkQueuedEvents(t, st, id)
 	}

@@ -100,6 +100,28 @@ func boxDisk(ctx context.Context, size disk.Size) (string, func(), error) {
 	return d.Dir, remove, nil
 }
 
+// serveDisks is harvest serve's check of its sessions' disks: a trial
+// disk in the data directory, before anything else starts. Where disks
+// cannot be made it refuses to start, saying what failed and how to fix
+// it, unless told --no-disk-limits: a server that runs its sessions
+// without the limit they show only does so when asked.
+func serveDisks(ctx context.Context, data string, f serveFlags, stderr io.Writer) error {
+	if f.noDisks {
+		if f.disk.size != "" || f.disk.inodes != "" {
+			return exitCode(2, fmt.Errorf("--no-disk-limits with --disk or --disk-inodes: give one or the other"))
+		}
+		fmt.Fprintln(stderr, "harvest: --no-disk-limits: sessions run without disk limits: their workspaces, /tmp and HOME can fill the host's disk (they say limits_enforced.disk false)")
+		return nil
+	}
+	if err := disk.Check(ctx, data); err != nil {
+		return exitCode(exitHarvestError, fmt.Errorf("disk limits cannot be enforced here: %w\n"+
+			"  every session's workspaces, /tmp and HOME live on a disk image of its own (limits.disk_bytes), which needs root,\n"+
+			"  the loop devices (/dev/loop-control; modprobe loop, or give a container the loop devices) and mkfs.ext4 (apt-get install e2fsprogs);\n"+
+			"  `harvest doctor` checks them. Or pass --no-disk-limits to run the sessions without disk limits", err))
+	}
+	return nil
+}
+
 // diskReport says whether disk limits can be enforced here (`harvest
 // doctor`).
 type diskReport struct {
@@ -138,5 +160,5 @@ func printDiskReport(w io.Writer, r diskReport) {
 		fmt.Fprintf(w, "\ndisk limits: ok: %s; a trial disk in %s took %d ms\n", r.Mechanism, r.Dir, r.CreateMS)
 		return
 	}
-	fmt.Fprintf(w, "\ndisk limits: UNAVAILABLE: %s\n  sessions then run without them: their workspaces, /tmp and HOME can fill the host's disk\n", r.Reason)
+	fmt.Fprintf(w, "\ndisk limits: UNAVAILABLE: %s\n  harvest serve then refuses to start, unless given --no-disk-limits (the sessions' workspaces, /tmp and HOME can then fill the host's disk)\n", r.Reason)
 }

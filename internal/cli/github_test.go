@@ -140,6 +140,18 @@ func (g *ghEnv) client(t testing.TB, u ghsim.User) *github.Client {
 	return c
 }
 
+// count is how many times the stand-in served method path successfully
+// (as received, /api/v3 included).
+func (g *ghEnv) count(method, path string) int {
+	n := 0
+	for _, r := range g.gs.Requests() {
+		if r.Method == method && r.Path == path && r.Status < 300 {
+			n++
+		}
+	}
+	return n
+}
+
 // requested reports whether the stand-in served method path (as received,
 // /api/v3 included).
 func (g *ghEnv) requested(method, path string) bool {
@@ -387,7 +399,10 @@ func waitHTTP(t testing.TB, d time.Duration, what string, cond func() bool) {
 // TestGitHubWebhookDeliveries: a delivery with a bad signature is a 401
 // and does nothing; a delivery acknowledged and then interrupted by kill
 // -9 is processed once after the restart; a redelivery of it is
-// acknowledged and not processed again.
+// acknowledged and not processed again, which is checked once a comment
+// made after it has been processed (deliveries go one at a time, in
+// order): no second 👀, session, message, progress comment or pull
+// request.
 func TestGitHubWebhookDeliveries(t *testing.T) {
 	g := newGHEnv(t)
 	e := newServeEnvWith(t, githubScript)
@@ -397,7 +412,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	comment := func(body string) (guid string, status int) {
+	comment := func(body string) (cid int64, guid string, status int) {
 		t.Helper()
 		cid, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: body})
 		if err != nil {
@@ -409,13 +424,13 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.GUID, d.StatusCode
+		return cid, d.GUID, d.StatusCode
 	}
 
 	if err := g.gs.SetBadSignature(g.app.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, status := comment("@harvest fix the failing test (forged)"); status != http.StatusUnauthorized {
+	if _, _, status := comment("@harvest fix the failing test (forged)"); status != http.StatusUnauthorized {
 		t.Fatalf("a delivery with a bad signature was answered %d, want 401", status)
 	}
 	if err := g.gs.SetBadSignature(g.app.ID, false); err != nil {
@@ -428,7 +443,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 
 	// Acknowledged, then the server dies at once: wherever processing was,
 	// the restart finishes it, once.
-	guid, status := comment("@harvest fix the failing test")
+	cid, guid, status := comment("@harvest fix the failing test")
 	if status != http.StatusAccepted {
 		t.Fatalf("the delivery was answered %d, want 202", status)
 	}
@@ -443,7 +458,17 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	ada := g.client(t, g.ada)
 	waitComment(t, ctx, ada, g.issue, "Cost so far")
 
-	// GitHub's "Redeliver": the same delivery again.
+	// GitHub's "Redeliver": the same delivery again. Harvest processes
+	// deliveries one at a time, oldest first: the redelivery, if it were
+	// processed at all, would be before Ada's comment that follows it, so
+	// the 👀 on that comment proves the redelivery was dealt with. Between
+	// the two, nothing of the first delivery's processing may happen again
+	// (its 👀 is made by processing it).
+	eyes := fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)
+	reacted := g.count(http.MethodPost, eyes)
+	if reacted == 0 {
+		t.Fatalf("the first delivery's comment got no 👀")
+	}
 	var first int64
 	for _, d := range g.gs.Deliveries() {
 		if d.GUID == guid {
@@ -458,6 +483,16 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	if err != nil || d.StatusCode != http.StatusAccepted {
 		t.Fatalf("the redelivery: %d, %v; want 202", d.StatusCode, err)
 	}
+	after, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest msg after the redelivery"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbin.WaitFor(t, time.Minute, "the 👀 on Ada's comment after the redelivery", func() bool {
+		return g.requested(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", after))
+	})
+	if n := g.count(http.MethodPost, eyes); n != reacted {
+		t.Errorf("the redelivery was processed again: the first comment's 👀 was made %d times before it, %d after", reacted, n)
+	}
 
 	ss := mustSessions(t, c2)
 	if len(ss) != 1 {
@@ -467,8 +502,19 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Turns != 1 || len(v.Queue) != 0 {
-		t.Errorf("session %s: %d turns, %d queued; want the one message, once", v.ID, v.Turns, len(v.Queue))
+	// The delivery's message once, then the later comment's.
+	follow(t, c2, v.ID, 0, "the later comment's message", func(ev event.Event) bool {
+		q, ok := ev.Data.(event.MessageQueued)
+		return ok && strings.Contains(q.Text, "msg after the redelivery")
+	})
+	var texts []string
+	for _, ev := range storedLog(t, ctx, c2, v.ID) {
+		if q, ok := ev.Data.(event.MessageQueued); ok {
+			texts = append(texts, q.Text)
+		}
+	}
+	if len(texts) != 2 || !strings.Contains(texts[0], "fix the failing test") || !strings.Contains(texts[1], "msg after the redelivery") {
+		t.Errorf("session %s: messages %q; want the delivery's once, then the later comment's", v.ID, texts)
 	}
 	cs, _, err := ada.Issues.ListComments(ctx, "acme", "calc", g.issue, nil)
 	if err != nil {
@@ -720,7 +766,8 @@ func TestGitHubReviewAndChecks(t *testing.T) {
 // starts a session on its head branch, whose push updates that pull
 // request (no second one); an issue given --github-label starts a session;
 // a session created through the API on repos[].github gets the same
-// branch, endpoint and pull request, authored by the bot.
+// branch, endpoint and pull request, authored by the bot; one on a
+// repository the app is not installed on is refused (400).
 func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	g := newGHEnv(t)
 	e := newServeEnvWith(t, githubScript)
@@ -833,18 +880,21 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 		t.Errorf("the API session's commit: %q; want the bot as author and committer", got)
 	}
 
-	// A repository the app is not installed on: the session fails, saying
-	// so, instead of retrying forever.
-	bad, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{GitHub: "nobody/none"}}, Prompt: "fix the failing test"})
-	if err != nil {
+	// A repository the app is not installed on (GitHub has it, another
+	// owner's), and one that does not exist: refused at once, saying so,
+	// and no session is stored.
+	if _, err := g.gs.CreateRepo(ctx, ghsim.RepoSpec{Owner: "nobody", Name: "none", Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	waitHTTP(t, time.Minute, "the session on an unreachable repository to fail", func() bool {
-		got, err := c.GetSession(ctx, bad.ID)
-		return err == nil && got.State == "failed"
-	})
-	if got, _ := c.GetSession(ctx, bad.ID); !strings.Contains(got.Error, "not installed") {
-		t.Errorf("the failed session says %q", got.Error)
+	stored := len(mustSessions(t, c))
+	for _, repo := range []string{"nobody/none", "acme/nothere"} {
+		_, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{GitHub: repo}}, Prompt: "fix the failing test"})
+		if client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "repos[0].github "+repo) || !strings.Contains(err.Error(), "not installed") {
+			t.Errorf("a session on %s: %v; want a 400 saying the app is not installed on it", repo, err)
+		}
+	}
+	if n := len(mustSessions(t, c)); n != stored {
+		t.Errorf("%d sessions after the refused ones, want %d", n, stored)
 	}
 }
 

@@ -61,6 +61,7 @@ type serveFlags struct {
 	clone      workspace.CloneOptions
 	grace      time.Duration
 	disk       diskFlags
+	noDisks    bool
 	github     githubFlags
 	refresh    time.Duration
 	repoConfig string
@@ -145,6 +146,7 @@ checked.`,
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
+	fl.BoolVar(&f.noDisks, "no-disk-limits", false, "run sessions without disk limits (their workspaces, /tmp and HOME can fill the host's disk; sessions say limits_enforced.disk false), where disks cannot be made: without it, harvest serve refuses to start there")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringArrayVar(&f.internal, "egress-internal", nil, internalHelp)
@@ -255,6 +257,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if err := os.MkdirAll(data, 0o711); err != nil {
 		return exitCode(exitHarvestError, fmt.Errorf("creating the data directory %s: %w (pass --data or set HARVEST_HOME to a writable directory)", data, err))
+	}
+	if err := serveDisks(cmd.Context(), data, f, stderr); err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if f.quiet {
@@ -369,7 +374,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
-		Disks: true, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
+		Disks: !f.noDisks, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
 		Node: node, CarryMax: carryMax,
 	})
 	if err != nil {

@@ -424,11 +424,11 @@ func TestSessionCommands(t *testing.T) {
 		t.Errorf("session ls:\n%s", out)
 	}
 	out, _ = harvest(0, "session", "show", id)
-	if !strings.Contains(out, "queue:   0 messages") || !strings.Contains(out, "turns:   1") {
+	if !strings.Contains(out, "queue:   0 messages") || !strings.Contains(out, "turns:   1") || !strings.Contains(out, "limits:  enforced: memory, pids, disk\n") {
 		t.Errorf("session show:\n%s", out)
 	}
 	out, _ = harvest(0, "session", "info", id)
-	for _, want := range []string{"repo proj:", repo, "limits:", "idle 5m0s", "owner:", "tok-"} {
+	for _, want := range []string{"repo proj:", repo, "limits:", "idle 5m0s", "owner:", "tok-", "enforced: memory, pids, disk\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("session info lacks %q:\n%s", want, out)
 		}

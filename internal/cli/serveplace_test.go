@@ -91,8 +91,9 @@ func TestServeNodesPlace(t *testing.T) {
 }
 
 // TestServeFailoverTime measures how long a session is without a node
-// after its owner is killed (kill -9): from the kill to the first event
-// the survivor writes for it, with a lease TTL of 1s, over
+// after its owner is killed (kill -9) mid-tool: from the kill to the
+// survivor's first event for it, which must be the takeover's own (the
+// owner's turn ended as interrupted), with a lease TTL of 1s, over
 // $HARVEST_FAILOVER_KILLS kills (skipped without it). BENCHMARKS.md.
 func TestServeFailoverTime(t *testing.T) {
 	kills, _ := strconv.Atoi(os.Getenv("HARVEST_FAILOVER_KILLS"))
@@ -126,6 +127,17 @@ func TestServeFailoverTime(t *testing.T) {
 		killed := time.Now()
 		first := follow(t, cs, v.ID, last, "the survivor's first event", func(event.Event) bool { return true })[0]
 		waitLease(t, ctx, st, v.ID, "survivor")
+		// The takeover's own first act: the dead owner's turn ended as
+		// interrupted (recoverTurn), right after the last event the owner
+		// wrote, and after the kill. Any other event would measure
+		// something else (the owner's, or a later step of the survivor's).
+		if f, ok := first.Data.(event.TurnFailed); !ok || f.Kind != event.FailInterrupted || first.Turn != "t1" || first.Seq != last+1 {
+			t.Fatalf("kill %d: session %s: the first event after the owner's last (seq %d) is %d %s %s %+v; want seq %d, t1's turn.failed kind interrupted, written by the survivor",
+				i+1, v.ID, last, first.Seq, first.Turn, first.Type(), first.Data, last+1)
+		}
+		if !first.Time.After(killed) {
+			t.Fatalf("kill %d: session %s: t1 was marked interrupted at %s, before the kill (%s): not by the survivor", i+1, v.ID, first.Time, killed)
+		}
 		d := first.Time.Sub(killed)
 		samples = append(samples, d)
 		t.Logf("kill %d: session %s: first event (%s) %s after the kill", i+1, v.ID, first.Type(), d.Round(time.Millisecond))

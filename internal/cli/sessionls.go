@@ -132,6 +132,7 @@ func newSessionShowCmd(conn *connFlags) *cobra.Command {
 			}
 			fmt.Fprintf(w, "repos:   %s\n", describeSession(v.Session))
 			fmt.Fprintf(w, "agent:   %s (%s) on %s\n", v.Agent, orDash(v.Model), v.Backend)
+			fmt.Fprintf(w, "limits:  %s\n", describeEnforcement(v.LimitsEnforced))
 			if t := v.Terminal; t != nil {
 				fmt.Fprintf(w, "command: %q", t.Command)
 				if t.DonePattern != "" {
@@ -169,6 +170,32 @@ func newSessionShowCmd(conn *connFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// describeEnforcement says which of a session's limits hold (the API's
+// limits_enforced).
+func describeEnforcement(e *wire.Enforcement) string {
+	if e == nil {
+		return "not known yet (no sandbox has started)"
+	}
+	var on, off []string
+	for _, l := range []struct {
+		name string
+		ok   bool
+	}{{"memory", e.Memory}, {"pids", e.Pids}, {"disk", e.Disk}} {
+		if l.ok {
+			on = append(on, l.name)
+		} else {
+			off = append(off, l.name)
+		}
+	}
+	switch {
+	case len(off) == 0:
+		return "enforced: " + strings.Join(on, ", ")
+	case len(on) == 0:
+		return "NOT enforced: " + strings.Join(off, ", ")
+	}
+	return "enforced: " + strings.Join(on, ", ") + "; NOT enforced: " + strings.Join(off, ", ")
 }
 
 func orDash(s string) string {
@@ -227,6 +254,7 @@ func newSessionInfoCmd(conn *connFlags) *cobra.Command {
 			l := v.Limits
 			fmt.Fprintf(tw, "limits:\tidle %s, lifetime %s, watchdog %s, memory %s, disk %s (%s files), max steps %s, budget %s\n",
 				durOr(l.IdleTimeout), durOr(l.MaxLifetime), durOr(l.TurnWatchdog), sizeOr(l.MemoryBytes), sizeOr(l.DiskBytes), intOr(int(l.DiskInodes)), intOr(l.MaxSteps), usdOr(l.BudgetUSD))
+			fmt.Fprintf(tw, "enforced:\t%s\n", describeEnforcement(v.LimitsEnforced))
 			fmt.Fprintf(tw, "turns:\t%d\n", v.Turns)
 			fmt.Fprintf(tw, "usage:\t%s in (+%s cached), %s out tokens · $%.4f\n", commas(v.Usage.InputTokens), commas(v.Usage.CacheReadTokens+v.Usage.CacheWriteTokens), commas(v.Usage.OutputTokens), v.CostUSD)
 			fmt.Fprintf(tw, "queue:\t%d %s\n", len(v.Queue), plural(len(v.Queue), "message", "messages"))

@@ -98,8 +98,10 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		return nil, fmt.Errorf("starting box %s: creating its container: %w", spec.ID, err)
 	}
 	containerID = res.ID
+	var unenforced []string
 	for _, w := range res.Warnings {
 		p.log.Warn("dockerd warning creating a box", "box", spec.ID, "warning", w)
+		unenforced = append(unenforced, discardedLimits(w)...)
 	}
 	if _, err := cli.ContainerStart(ctx, containerID, client.ContainerStartOptions{}); err != nil {
 		return nil, fmt.Errorf("starting box %s: starting container %.12s (image %s): %w", spec.ID, containerID, spec.Image, err)
@@ -111,7 +113,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	}
 	d := handleData{ContainerID: containerID, RunDir: boxDir, InitPID: pid}
 	data, _ := json.Marshal(d)
-	h := sandbox.Handle{ID: spec.ID, Backend: Name, Created: created, Deadline: deadline, Spec: spec, Data: data}
+	h := sandbox.Handle{ID: spec.ID, Backend: Name, Created: created, Deadline: deadline, Spec: spec, Data: data, Unenforced: unenforced}
 	sb, err := p.connect(ctx, cli, h, d, pid, true)
 	if err != nil {
 		return nil, fmt.Errorf("starting box %s: %w", spec.ID, err)
@@ -371,4 +373,22 @@ func writeHandle(boxDir string, h sandbox.Handle) error {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(boxDir, "handle.json"))
+}
+
+// discardedLimits reads a warning dockerd gave when creating a container
+// for the limits it discarded ("Your kernel does not support memory limit
+// capabilities or the cgroup is not mounted. Limit discarded."; likewise
+// for PIDs): the box runs without them, and its Handle says so.
+func discardedLimits(warning string) []string {
+	w := strings.ToLower(warning)
+	if !strings.Contains(w, "discarded") {
+		return nil
+	}
+	var out []string
+	for _, l := range []string{"memory", "pids"} {
+		if strings.Contains(w, l+" limit") {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -1,9 +1,9 @@
 // Package postgres is the store.Store on a PostgreSQL database (harvest
 // serve --store postgres://...): state on a database server instead of a
-// file, the ground for several harvest nodes sharing one database (the
-// schema, the locks, the nodes and the sessions' fenced leases here are
-// ready for that; the layers above do not yet hand sessions between
-// nodes). It passes the same conformance suite
+// file, which several harvest nodes share (the nodes' heartbeats, the
+// sessions' fenced leases, the locks and the delivery claims here are
+// how they hand sessions between them: package session, "Several
+// nodes"). It passes the same conformance suite
 // as store/sqlite (store/storetest) and keeps the same semantics; where
 // the two databases differ, this doc says how.
 //

@@ -15,7 +15,8 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers,
+	limits_enforced`
 
 // CreateSession stores sess and, if first is not nil, its first message
 // (Seq 1) in one transaction. Zero CreatedAt/UpdatedAt are set to now; so
@@ -130,9 +131,14 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	enforced, err := enc("limits_enforced", s.LimitsEnforced, s.LimitsEnforced == nil)
+	if err != nil {
+		return nil, err
+	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		repos, limits, s.Sandbox, s.AgentState, s.Turns, usage, s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), collab, term, eg, s.PR, gh, s.Environment, mcp}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), collab, term, eg, s.PR, gh, s.Environment, mcp,
+		enforced}, nil
 }
 
 func scanSession(r scanner) (*store.Session, error) {
@@ -141,11 +147,13 @@ func scanSession(r scanner) (*store.Session, error) {
 		state                      string
 		repos, limits, use, collab []byte
 		term, eg, gh, mcp          []byte
+		enforced                   []byte
 		created, updated, activeAt *time.Time
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp); err != nil {
+		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp,
+		&enforced); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -174,6 +182,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	if mcp != nil {
 		if err := json.Unmarshal(mcp, &s.MCPServers); err != nil {
 			return nil, fmt.Errorf("session %s: decoding mcp_servers: %w", s.ID, err)
+		}
+	}
+	if enforced != nil {
+		s.LimitsEnforced = new(store.Enforcement)
+		if err := json.Unmarshal(enforced, s.LimitsEnforced); err != nil {
+			return nil, fmt.Errorf("session %s: decoding limits_enforced: %w", s.ID, err)
 		}
 	}
 	if eg != nil {
@@ -307,7 +321,7 @@ func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET owner=$1, title=$2, state=$3, agent=$4, model=$5,
 	backend=$6, mode=$7, repos=$8, limits=$9, sandbox=$10, agent_state=$11, turns=$12, usage=$13, cost_usd=$14,
 	error=$15, created_at=$16, updated_at=$17, active_at=$18, collab=$19, terminal=$20, egress=$21, pr=$22, github=$23,
-	environment=$24, mcp_servers=$25 WHERE id=$26`, append(args[1:], id)...); err != nil {
+	environment=$24, mcp_servers=$25, limits_enforced=$26 WHERE id=$27`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("postgres: update session %s: %w", id, err)
 		}
 		out = sess

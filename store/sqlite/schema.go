@@ -254,6 +254,10 @@ CREATE TABLE workspace_checkpoint_packs (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX workspace_checkpoint_packs_hash ON workspace_checkpoint_packs (hash);
 `},
+	// Which of a session's limits its box is held to (store.Enforcement).
+	{"limits-enforced", `
+ALTER TABLE sessions ADD COLUMN limits_enforced TEXT NOT NULL DEFAULT ''; -- JSON store.Enforcement, '' before the first box
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -12,7 +12,8 @@ import (
 )
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
-	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers`
+	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers,
+	limits_enforced`
 
 // CreateSession stores s and, if first is not nil, its first message (Seq 1)
 // in one transaction. Zero CreatedAt/UpdatedAt are set to now; so are a
@@ -40,7 +41,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 		defaultMessage(&m, now)
 	}
 	err = s.write(ctx, "sqlite: create session "+sess.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("sqlite: create session %s: a session with this id exists: %w", sess.ID, store.ErrConflict)
 			}
@@ -88,7 +89,12 @@ func sessionArgs(s *store.Session) ([]any, error) {
 			eg = []byte("[]")
 		}
 	}
-	var gh, mcp []byte
+	var gh, mcp, enforced []byte
+	if s.LimitsEnforced != nil {
+		if enforced, err = json.Marshal(s.LimitsEnforced); err != nil {
+			return nil, fmt.Errorf("encoding limits_enforced: %w", err)
+		}
+	}
 	if len(s.MCPServers) > 0 {
 		if mcp, err = json.Marshal(s.MCPServers); err != nil {
 			return nil, fmt.Errorf("encoding mcp_servers: %w", err)
@@ -101,7 +107,8 @@ func sessionArgs(s *store.Session) ([]any, error) {
 	}
 	return []any{s.ID, s.Owner, s.Title, string(s.State), s.Agent, s.Model, s.Backend, s.Mode,
 		string(repos), string(limits), s.Sandbox, s.AgentState, s.Turns, string(usage), s.CostUSD,
-		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg), s.PR, string(gh), s.Environment, string(mcp)}, nil
+		s.Error, ts(s.CreatedAt), ts(s.UpdatedAt), ts(s.ActiveAt), string(collab), string(term), string(eg), s.PR, string(gh), s.Environment, string(mcp),
+		string(enforced)}, nil
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -111,11 +118,13 @@ func scanSession(r scanner) (*store.Session, error) {
 		s                          store.Session
 		state, repos, limits, use  string
 		collab, term, eg, gh, mcp  string
+		enforced                   string
 		created, updated, activeAt int64
 	)
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
-		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp); err != nil {
+		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp,
+		&enforced); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -147,6 +156,12 @@ func scanSession(r scanner) (*store.Session, error) {
 	if mcp != "" {
 		if err := json.Unmarshal([]byte(mcp), &s.MCPServers); err != nil {
 			return nil, fmt.Errorf("session %s: decoding mcp_servers: %w", s.ID, err)
+		}
+	}
+	if enforced != "" {
+		s.LimitsEnforced = new(store.Enforcement)
+		if err := json.Unmarshal([]byte(enforced), s.LimitsEnforced); err != nil {
+			return nil, fmt.Errorf("session %s: decoding limits_enforced: %w", s.ID, err)
 		}
 	}
 	if eg != "" {
@@ -269,7 +284,8 @@ func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn
 		// args[0] is the id: move it to the WHERE.
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
-	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=?, environment=?, mcp_servers=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=?, environment=?, mcp_servers=?,
+	limits_enforced=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
 		}
 		out = sess

@@ -33,8 +33,9 @@ func fullSession(id string) *store.Session {
 			RequesterName: "Ada L", Progress: 99, FixAttempts: 1},
 		Limits: store.Limits{IdleTimeout: 5 * time.Minute, MaxLifetime: 24 * time.Hour,
 			TurnWatchdog: 30 * time.Minute, MemoryBytes: 6 << 30, MaxSteps: 50, BudgetUSD: 2.5},
-		Mode:   "queue",
-		Collab: store.Collab{Workflow: "wf-1", Mode: store.Parallel, Branch: "harvest/wf-1/" + id},
+		LimitsEnforced: &store.Enforcement{Memory: true, Pids: true},
+		Mode:           "queue",
+		Collab:         store.Collab{Workflow: "wf-1", Mode: store.Parallel, Branch: "harvest/wf-1/" + id},
 		Terminal: &store.TerminalCLI{Command: []string{"python3", "-i", "-q"}, DonePattern: `(?m)^>>> $`,
 			ReadyPattern: `>>> $`, IdleTimeout: 90 * time.Second},
 		Egress: &[]string{"pypi.org", "*.pythonhosted.org"},
@@ -224,6 +225,7 @@ func testUpdateSession(t *testing.T, open func(*testing.T) store.Store) {
 		s.Egress = &[]string{} // none: not the same as nil (the server's)
 		s.Terminal = nil
 		s.MCPServers = s.MCPServers[:1]
+		s.LimitsEnforced = &store.Enforcement{Memory: true, Pids: true, Disk: true}
 		return nil
 	})
 	if err != nil {
@@ -233,6 +235,7 @@ func testUpdateSession(t *testing.T, open func(*testing.T) store.Store) {
 	want.State, want.Turns, want.Usage.InputTokens, want.Sandbox, want.Error = store.StateWorking, 4, 101, nil, "none yet"
 	want.Egress, want.Terminal = &[]string{}, nil
 	want.MCPServers = want.MCPServers[:1]
+	want.LimitsEnforced = &store.Enforcement{Memory: true, Pids: true, Disk: true}
 	if got.UpdatedAt.Before(before.Add(-time.Millisecond)) || got.UpdatedAt.After(time.Now().Add(time.Second)) {
 		t.Errorf("UpdateSession set UpdatedAt to %v, want about now (%v)", got.UpdatedAt, before)
 	}

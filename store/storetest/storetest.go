@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite of store.Store: every
-// implementation (store/sqlite today, PostgreSQL later) runs Run and passes
+// implementation (store/sqlite and store/postgres) runs Run and passes
 // it, so the layers above can rely on the contract and not on one database.
 //
 //	func TestConformance(t *testing.T) {

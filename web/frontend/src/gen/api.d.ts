@@ -647,6 +647,15 @@ export interface components {
              */
             budget_usd?: number;
         };
+        /** @description Which of the session's limits its sandbox is held to (the current one, or its last): a limit shown in limits and not enforced here bounds nothing */
+        Enforcement: {
+            /** @description limits.memory_bytes is the sandbox's memory limit (a cgroup's); false on the host backend, or where the backend could not set it */
+            memory: boolean;
+            /** @description The sandbox's number of processes is bounded */
+            pids: boolean;
+            /** @description limits.disk_bytes and disk_inodes bound the workspaces, /tmp and HOME on the session's own disk; false on a server started with --no-disk-limits, for a workspace older than its disk, and on the host backend */
+            disk: boolean;
+        };
         CreateRequest: {
             /** @description At most 200 characters */
             title?: string;
@@ -808,6 +817,8 @@ export interface components {
             backend: string;
             repos: components["schemas"]["Repo"][];
             limits: components["schemas"]["Limits"];
+            /** @description Which of limits the sandbox is held to; absent until the session's first sandbox started */
+            limits_enforced?: components["schemas"]["Enforcement"];
             /** @enum {string} */
             mode: "queue" | "interrupt";
             collab?: components["schemas"]["Collab"];
