@@ -35,6 +35,7 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&g.hooks.Label, "github-label", "", "an issue label that starts a session (default none: only mentions and assignment)")
 	fl.IntVar(&g.hooks.MaxFixAttempts, "github-fix-attempts", 3, "failed check suites of a session's pull request sent to it (0: none)")
 	fl.StringArrayVar(&g.hooks.Repos, "github-repo", nil, "a repository (owner/name, or owner/*) whose events Harvest acts on (repeatable; default all the app is installed on)")
+	fl.BoolVar(&g.hooks.KeepBranches, "github-keep-branches", false, "keep the branch of a session whose pull request is closed without being merged (default: delete the branches Harvest made)")
 	fl.StringArrayVar(&g.hooks.Users, "github-user", nil, "a person who may ask Harvest (repeatable; default anyone with write access)")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
