@@ -80,6 +80,10 @@ type HookConfig struct {
 	// MaxAttempts (default 8) attempts fail it for good.
 	Retry       time.Duration
 	MaxAttempts int
+	// IdleTimeout, when > 0, is how long a session GitHub starts stays
+	// idle before it is suspended (default: the server's); the next
+	// trigger on its thread resumes it.
+	IdleTimeout time.Duration
 	// KeepBranches keeps the branch of a session whose pull request was
 	// closed without being merged (by default Harvest deletes the
 	// branches it made; a branch it adopted, a person's pull request's,

@@ -247,6 +247,7 @@ func (h *Hooks) onIssue(ctx context.Context, d *store.Delivery, e *github.Issues
 // when not ""), and the progress comment says so.
 func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, req session.CreateRequest, followUp string) (string, error) {
 	req.ID = session.DerivedID(d.ID)
+	req.Limits.IdleTimeout = h.cfg.IdleTimeout
 	l := req.GitHub
 	id, err := h.progressComment(ctx, c, l.Repo, l.Number, req.ID)
 	if err != nil {
