@@ -315,6 +315,7 @@ func TestGitHubMentionsReadLikeAPerson(t *testing.T) {
 			t.Errorf("quiet comment %d got a 👀", i)
 		}
 	}
+	waitHTTP(t, time.Minute, "the edit's session", func() bool { return len(mustSessions(t, c)) > 0 })
 	ss := mustSessions(t, c)
 	if len(ss) != 1 {
 		t.Fatalf("%d sessions after four quoted mentions and one edit that added one; want 1", len(ss))
