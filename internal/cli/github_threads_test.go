@@ -498,6 +498,7 @@ func TestGitHubBranchRaceNodes(t *testing.T) {
 		}
 		return true
 	})
+	t.Logf("deliveries: %q", results)
 	ss, err := st.ListSessions(ctx, store.SessionFilter{})
 	if err != nil {
 		t.Fatal(err)
