@@ -255,15 +255,17 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, c caller) *
 	if e := noQuery(r); e != nil {
 		return e
 	}
+	// An unknown session is a 404 whatever the body says.
+	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+		return fromManager(err)
+	}
 	b, e := readBody(w, r)
 	if e != nil {
 		return e
 	}
 	var req StopRequest
-	if len(strings.TrimSpace(string(b))) > 0 {
-		if e := decodeBody(r.Header.Get("Content-Type"), b, &req, false); e != nil {
-			return e
-		}
+	if e := decodeBody(r.Header.Get("Content-Type"), b, &req, true); e != nil {
+		return e
 	}
 	sr := session.StopRequest{Reason: req.Reason}
 	if p := req.PullRequest; p != nil {

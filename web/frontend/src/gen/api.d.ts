@@ -154,7 +154,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** End the session for good: a running turn is cancelled, the box destroyed, queued messages dropped; the workspace and history stay until it is deleted, and its branches are free for a new session. Body: none, {} or a StopRequest */
+        /** End the session for good: a running turn is cancelled, the box destroyed, queued messages dropped; the workspace and history stay until it is deleted, and its branches are free for a new session. Body: a StopRequest ({} for none of its fields) */
         post: operations["stopSession"];
         delete?: never;
         options?: never;
@@ -1523,7 +1523,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 "application/json": components["schemas"]["StopRequest"];
             };
