@@ -47,7 +47,7 @@
 // repository's or another token's; a value goes in and never comes out.
 // A node's token (several nodes; auth.go, "Node tokens") is an admin's
 // that is valid only while its node is live, only for POST
-// /v1/sessions/{id}/messages, and the only one that may name the sender
+// /v1/sessions/{id}/messages, .../cancel and .../stop, and the only one that may name the sender
 // an idempotency key belongs to (Harvest-Sender).
 //
 // # Errors

@@ -16,6 +16,7 @@ type (
 	EventPage    = wire.EventPage
 	LockInfo     = wire.LockInfo
 	SendRequest  = wire.SendRequest
+	StopRequest  = wire.StopRequest
 	TokenRequest = wire.TokenRequest
 	TokenCreated = wire.TokenCreated
 	TokenList    = wire.TokenList

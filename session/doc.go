@@ -24,7 +24,8 @@
 //	       │                                                         │
 //	       └─────────────────────────────────────────────────────────┘
 //
-//	any state ──► stopped   max lifetime (queued messages dropped)
+//	any state ──► stopped   max lifetime, or Stop (stop.go: a merged or closed
+//	                        pull request; queued messages dropped)
 //	any state ──► failed    the box or the agent cannot be set up (Error says why)
 //
 // waiting (the agent asks the user something) is reserved for agents that

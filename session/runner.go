@@ -36,12 +36,13 @@ type runner struct {
 	// journal's Fence).
 	fence store.Fence
 
-	mu     sync.Mutex
-	paused bool             // Cancel paused the queue; a new message resumes it
-	turn   *turnCtl         // the running turn, if any
-	boxID  string           // the box being started or held (Recover's orphan check)
-	lkey   string           // the lock its turns take (lockKeyOf), once the session is read
-	lent   *sandbox.Sandbox // the box Manager.Box lends out: r.box, set with it (setBox)
+	mu      sync.Mutex
+	paused  bool             // Cancel paused the queue; a new message resumes it
+	stopReq *StopRequest     // Stop asked for the session to end (stop.go)
+	turn    *turnCtl         // the running turn, if any
+	boxID   string           // the box being started or held (Recover's orphan check)
+	lkey    string           // the lock its turns take (lockKeyOf), once the session is read
+	lent    *sandbox.Sandbox // the box Manager.Box lends out: r.box, set with it (setBox)
 
 	// Owned by the run goroutine.
 	s         *store.Session
@@ -258,6 +259,16 @@ func (r *runner) loop() {
 		}
 	}
 	for r.ctx.Err() == nil {
+		if req := r.pendingStop(); req != nil {
+			err := r.stopAsked(req)
+			if err == nil {
+				r.takeStop()
+			}
+			if !r.try(err) {
+				return
+			}
+			continue
+		}
 		st := r.s.State
 		switch {
 		case st.Ended():

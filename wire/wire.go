@@ -105,6 +105,28 @@ type SendRequest struct {
 	Mode string `json:"mode,omitempty"`
 }
 
+// StopRequest is the body of POST /v1/sessions/{id}/stop (optional).
+type StopRequest struct {
+	// Reason is what the session's last session.state event says.
+	Reason string `json:"reason,omitempty"`
+	// PullRequest, when set, is the pull request whose merge or close
+	// ends the session (the GitHub side sets it): it is journaled as
+	// pr.merged or pr.closed.
+	PullRequest *PullRequestEnd `json:"pull_request,omitempty"`
+}
+
+// PullRequestEnd is a session's pull request that was merged or closed.
+type PullRequestEnd struct {
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	URL    string `json:"url,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	By     string `json:"by,omitempty"`
+	Merged bool   `json:"merged,omitempty"`
+	// SHA is the merge commit (merged only).
+	SHA string `json:"sha,omitempty"`
+}
+
 // TokenRequest is the body of POST /v1/tokens.
 type TokenRequest struct {
 	Name  string `json:"name"`

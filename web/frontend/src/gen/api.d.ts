@@ -142,6 +142,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End the session for good: a running turn is cancelled, the box destroyed, queued messages dropped; the workspace and history stay until it is deleted, and its branches are free for a new session. Body: a StopRequest ({} for none of its fields) */
+        post: operations["stopSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/events": {
         parameters: {
             query?: never;
@@ -583,7 +603,7 @@ export interface components {
             };
             /** @description A stdio server's working directory, an absolute path in the box (default: the first workspace) */
             dir?: string;
-            /** @description A remote server: an http:// or https:// URL without credentials in it */
+            /** @description A remote server: an http:// or https:// URL without credentials in it. Harvest dials it from its host, at public addresses only: a host that is, or resolves to, a loopback, private, shared, link-local (the cloud metadata service) or reserved address, or that does not resolve, is a 400 unless the operator allows it (harvest serve --mcp-allow); the address is checked again at every connection */
             url?: string;
             /** @description A remote server's headers. A request carries no credentials: each value is exactly ${secret:NAME}, a Harvest secret of the session's repository or of the caller (harvest secret set), added on the host when the agent starts and masked in the session's events; a secret that is not set is a 400 */
             headers?: {
@@ -769,6 +789,22 @@ export interface components {
              */
             mode?: "queue" | "interrupt";
         };
+        StopRequest: {
+            /** @description What the session's last session.state event says */
+            reason?: string;
+            pull_request?: components["schemas"]["PullRequestEnd"];
+        };
+        /** @description The pull request whose merge or close ends the session (the GitHub side sends it): journaled as pr.merged or pr.closed */
+        PullRequestEnd: {
+            repo: string;
+            number: number;
+            url?: string;
+            branch?: string;
+            by?: string;
+            merged?: boolean;
+            /** @description The merge commit */
+            sha?: string;
+        };
         Repo: {
             name: string;
             /** @description The source as the session's creator gave it */
@@ -902,6 +938,11 @@ export interface components {
              * @example turn.finished
              * @example turn.cancelled
              * @example turn.failed
+             * @example git.committed
+             * @example git.pushed
+             * @example pr.opened
+             * @example pr.merged
+             * @example pr.closed
              */
             type: string;
             data: Record<string, never>;
@@ -1469,6 +1510,39 @@ export interface operations {
             403: components["responses"]["CrossSite"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    stopSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StopRequest"];
+            };
+        };
+        responses: {
+            /** @description Stopped */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["CrossSite"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
         };
     };
