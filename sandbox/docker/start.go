@@ -56,6 +56,10 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		}
 		ro = append(ro, disk...)
 	}
+	own, err := p.boxOwner()
+	if err != nil {
+		return nil, err
+	}
 	bin, err := p.agentBinary()
 	if err != nil {
 		return nil, err
@@ -82,6 +86,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 
 	deadline := created.Add(spec.Timeout)
 	cfg, hostCfg := p.containerConfig(spec, bin, runDir, created, deadline, ro)
+	cfg.Labels[LabelOwner] = own
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: containerName(spec.ID), Config: cfg, HostConfig: hostCfg})
 	if err != nil {
 		switch {

@@ -83,6 +83,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/sandbox/local/shim"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
 // Name is the backend's name.
@@ -106,6 +107,14 @@ type Config struct {
 	PoolSize int
 	// Logger receives background errors (refilling the pool). Default: none.
 	Logger *slog.Logger
+	// Owner is the owner (package owner) every box this provider starts is
+	// recorded with, which the caller holds: a server's shared owner, so
+	// that its next start owns the boxes it reattaches. Default: the
+	// provider's own instance, which ends with Close (a one-shot command's
+	// boxes). Warm boxes are always the instance's (pool.go).
+	Owner string
+	// OwnersDir holds the owners' lock files (default owner.DirFor(RunDir)).
+	OwnersDir string
 }
 
 // Provider runs boxes with bubblewrap.
@@ -124,6 +133,7 @@ type Provider struct {
 	mu     sync.Mutex
 	shims  map[string]<-chan struct{} // shims we started: closed when reaped
 	closed bool
+	inst   *owner.Hold // this provider's instance, made on first need (instance)
 }
 
 var (
@@ -144,6 +154,9 @@ func New(cfg Config) *Provider {
 		}
 		sum := sha256.Sum256([]byte(abs))
 		cfg.CgroupParent = "harvest/" + hex.EncodeToString(sum[:])[:12]
+	}
+	if cfg.OwnersDir == "" {
+		cfg.OwnersDir = owner.DirFor(cfg.RunDir)
 	}
 	return &Provider{cfg: cfg, shims: map[string]<-chan struct{}{}}
 }
@@ -177,22 +190,72 @@ func (p *Provider) ready() error {
 			p.readyErr = fmt.Errorf("local backend run dir: %w", err)
 			return
 		}
-		p.reapStalePools()
+		p.reapDeadWarm()
 		// The parent cgroups of a Harvest killed (SIGKILL) with no box
 		// left but its warm ones: nothing else removes them (Close never
 		// ran). A no-op while any box is there; Create makes them again.
 		p.cg.RemoveParent()
 		p.pruneRoots()
-		p.mu.Lock()
-		if p.cfg.PoolSize > 0 && !p.closed {
-			p.pool = newPool(p, p.cfg.PoolSize)
+		if p.cfg.PoolSize > 0 {
+			inst, err := p.instance()
+			p.mu.Lock()
+			switch {
+			case err != nil:
+				p.log("keeping warm boxes", err)
+			case !p.closed:
+				p.pool = newPool(p, p.cfg.PoolSize, inst.ID())
+			}
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 	})
 	return p.readyErr
 }
 
-// Close releases the provider's idle shims. Boxes keep running.
+// instance is the provider's instance owner (package owner), made on
+// first need and held until Close: the owner of its warm boxes, and of
+// the boxes it starts when Config.Owner is empty.
+func (p *Provider) instance() (*owner.Hold, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inst == nil {
+		if p.closed {
+			return nil, errors.New("the local backend is closed")
+		}
+		h, err := owner.NewInstance(p.cfg.OwnersDir)
+		if err != nil {
+			return nil, err
+		}
+		p.inst = h
+	}
+	return p.inst, nil
+}
+
+// Instance is the provider's instance owner: the owner of its warm boxes
+// (and of the boxes it starts without Config.Owner). "" until first needed.
+func (p *Provider) Instance() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inst == nil {
+		return ""
+	}
+	return p.inst.ID()
+}
+
+// boxOwner is the owner a started box is recorded with.
+func (p *Provider) boxOwner() (string, error) {
+	if p.cfg.Owner != "" {
+		return p.cfg.Owner, nil
+	}
+	h, err := p.instance()
+	if err != nil {
+		return "", fmt.Errorf("owning the box: %w", err)
+	}
+	return h.ID(), nil
+}
+
+// Close releases the provider's warm boxes (ended) and its instance.
+// Boxes it started keep running: owned by Config.Owner, or by no one (the
+// instance's: harvest sandbox prune removes them).
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -200,6 +263,11 @@ func (p *Provider) Close() error {
 	p.pool = nil
 	p.mu.Unlock()
 	pl.close()
+	p.mu.Lock()
+	inst := p.inst
+	p.inst = nil
+	p.mu.Unlock()
+	inst.Release()
 	if p.cg != nil {
 		p.cg.RemoveParent()
 	}
@@ -218,6 +286,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	spec, err = sandbox.PrepareSpec(spec)
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(spec.ID, poolPrefix) {
+		return nil, fmt.Errorf("box id %q: ids starting with %q name the local backend's warm boxes; choose another", spec.ID, poolPrefix)
 	}
 	if err := p.ready(); err != nil {
 		return nil, err
@@ -239,11 +310,21 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		CPUs:        spec.Limits.CPUs,
 	}
 	dir := p.boxDir(spec.ID)
+	own, err := p.boxOwner()
+	if err != nil {
+		return nil, err
+	}
 	var w *warmBox
 	if len(mounts) == 0 { // warm boxes have no mounts (mounts.go)
 		w = p.takeWarm(ctx, spec.User, home)
 	}
 	if w != nil {
+		// Its owner is recorded before it takes the box's name: a box
+		// named for no pool is never without one (ListOwned).
+		if err := writeOwner(filepath.Join(p.cfg.RunDir, w.name), own); err != nil {
+			w.discard(filepath.Join(p.cfg.RunDir, w.name))
+			return nil, err
+		}
 		if err := os.Rename(filepath.Join(p.cfg.RunDir, w.name), dir); err != nil {
 			w.discard(filepath.Join(p.cfg.RunDir, w.name))
 			if errors.Is(err, os.ErrExist) {
@@ -259,7 +340,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 			w.discard(dir)
 			return nil, fmt.Errorf("setting the box's limits: %w", err)
 		}
-	} else if w, err = p.prepareBox(ctx, spec.ID, spec.User, home, lim, mounts); err != nil {
+	} else if w, err = p.prepareBox(ctx, spec.ID, own, spec.User, home, lim, mounts); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -418,8 +499,15 @@ func (p *Provider) waitShim(ctx context.Context, id string, shimID procutil.ID) 
 	}
 }
 
-// Destroy implements sandbox.Provider.
+// Destroy implements sandbox.Provider. It takes warm boxes' handles too
+// (ListOwned).
 func (p *Provider) Destroy(ctx context.Context, h sandbox.Handle) error {
+	if warmOwner(h.ID) != "" && len(h.Data) == 0 {
+		if err := p.ready(); err != nil {
+			return err
+		}
+		return p.destroyWarm(ctx, h.ID)
+	}
 	d, err := p.decode(h)
 	if err != nil {
 		return err
@@ -484,6 +572,76 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 		}
 	}
 	return out, nil
+}
+
+var _ owner.Lister = (*Provider)(nil)
+
+// ListOwned implements owner.Lister: the boxes of List with the owner each
+// recorded in its run dir (ownerFile) when it was made, and the warm boxes
+// (named for their instance). A box whose run dir records no owner (made
+// by an older Harvest, or this instant) has Owner "", and so has a cgroup
+// left without its run dir: nothing says whose it was.
+func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
+	hs, err := p.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []owner.Box
+	for _, h := range hs {
+		out = append(out, owner.Box{Handle: h, Owner: readOwner(p.boxDir(h.ID))})
+	}
+	warm := map[string]bool{}
+	ents, err := os.ReadDir(p.cfg.RunDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range ents {
+		warm[e.Name()] = e.IsDir()
+	}
+	if p.ready() == nil {
+		ids, err := p.cg.List()
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			warm[id] = true
+		}
+	}
+	for id, ok := range warm {
+		if own := warmOwner(id); ok && own != "" {
+			out = append(out, owner.Box{Handle: sandbox.Handle{ID: id, Backend: Name}, Owner: own, Warm: true})
+		}
+	}
+	return out, nil
+}
+
+// ownerFile, in a box's run dir, names the owner it was made under
+// (package owner).
+const ownerFile = "owner"
+
+// writeOwner records own in the run dir dir, atomically.
+func writeOwner(dir, own string) error {
+	tmp := filepath.Join(dir, ownerFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(own+"\n"), 0o600); err != nil {
+		return fmt.Errorf("recording the box's owner: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, ownerFile)); err != nil {
+		return fmt.Errorf("recording the box's owner: %w", err)
+	}
+	return nil
+}
+
+// readOwner is the owner recorded in the run dir dir, or "".
+func readOwner(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if err != nil {
+		return ""
+	}
+	own := strings.TrimSpace(string(b))
+	if owner.CheckID(own) != nil {
+		return ""
+	}
+	return own
 }
 
 // pruneRoots removes built roots no box of this run dir uses any more.
