@@ -1,7 +1,7 @@
 package docker_test
 
 import (
-	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -18,8 +18,7 @@ import (
 func TestOwners(t *testing.T) {
 	_, cfg := newProvider(t)
 	ctx := testCtx(t)
-	ownersDir := owner.DirFor(cfg.RunDir)
-	t.Cleanup(func() { os.RemoveAll(ownersDir) })
+	ownersDir := filepath.Join(cfg.RunDir, ".owners") // the providers' default
 	server, err := owner.Share(ctx, ownersDir, "serve-00000000000000bb", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -113,7 +113,9 @@ type Config struct {
 	// provider's own instance, which ends with Close (a one-shot command's
 	// boxes). Warm boxes are always the instance's (pool.go).
 	Owner string
-	// OwnersDir holds the owners' lock files (default owner.DirFor(RunDir)).
+	// OwnersDir holds the owners' lock files (package owner). Default:
+	// RunDir/.owners, the provider's own; backends.Open gives every backend
+	// the same one (owner.DefaultDir), where harvest sandbox prune looks.
 	OwnersDir string
 }
 
@@ -156,7 +158,7 @@ func New(cfg Config) *Provider {
 		cfg.CgroupParent = "harvest/" + hex.EncodeToString(sum[:])[:12]
 	}
 	if cfg.OwnersDir == "" {
-		cfg.OwnersDir = owner.DirFor(cfg.RunDir)
+		cfg.OwnersDir = filepath.Join(cfg.RunDir, ".owners")
 	}
 	return &Provider{cfg: cfg, shims: map[string]<-chan struct{}{}}
 }
@@ -547,7 +549,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == "etc" || e.Name() == "root" || strings.HasPrefix(e.Name(), poolPrefix) {
+		if !e.IsDir() || e.Name() == "etc" || e.Name() == "root" || strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), poolPrefix) {
 			continue
 		}
 		h := sandbox.Handle{ID: e.Name(), Backend: Name}

@@ -107,8 +107,6 @@ func warmOf(t *testing.T, p *local.Provider) map[string]string {
 // this very process, whose pid is the next provider's too).
 func TestWarmBoxesOfADeadHarvest(t *testing.T) {
 	runDir := testbin.TempDir(t)
-	ownersDir := owner.DirFor(runDir)
-	t.Cleanup(func() { os.RemoveAll(ownersDir) })
 	live := local.New(local.Config{RunDir: runDir, AgentBinary: testbin.Agent(t), PoolSize: 1})
 	testreq.Check(t, testreq.Local, live.Available(context.Background()))
 	defer live.Close()
@@ -179,8 +177,7 @@ func TestWarmBoxesOfADeadHarvest(t *testing.T) {
 // owners nobody holds and only those, and a dry run destroys nothing.
 func TestBoxOwners(t *testing.T) {
 	runDir := testbin.TempDir(t)
-	ownersDir := owner.DirFor(runDir)
-	t.Cleanup(func() { os.RemoveAll(ownersDir) })
+	ownersDir := filepath.Join(runDir, ".owners") // the providers' default
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	server, err := owner.Share(ctx, ownersDir, "serve-00000000000000aa", nil)

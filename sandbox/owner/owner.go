@@ -6,7 +6,7 @@
 // # Owners
 //
 // An owner is a name (its ID) and a lock file, DIR/ID.lock (DIR is
-// DirFor the backend's run dir: beside it). A process owns the boxes
+// DefaultDir, beside the backends' run dirs). A process owns the boxes
 // recorded with ID exactly while it holds a flock on that file. The kernel
 // drops a flock when its holder exits, however it exits (kill -9 included),
 // and no other process inherits it (Go opens files close-on-exec), so a
@@ -58,13 +58,10 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 )
 
-// DirFor is where the owners of the boxes of a backend's run dir keep
-// their lock files: "owners" beside it. With the default run dirs that is
-// sandbox.DefaultRunDir("owners") for every backend (and $HARVEST_RUN_DIR
-// keeps separate Harvests apart here too).
-func DirFor(runDir string) string { return filepath.Join(filepath.Dir(runDir), "owners") }
-
-// DefaultDir is the owners' directory of the default run dirs.
+// DefaultDir is where the owners of the boxes of every backend keep their
+// lock files, beside the backends' default run dirs:
+// sandbox.DefaultRunDir("owners") (so $HARVEST_RUN_DIR keeps separate
+// Harvests apart here too).
 func DefaultDir() string { return sandbox.DefaultRunDir("owners") }
 
 // instancePrefix starts every instance's ID.
