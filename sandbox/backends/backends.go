@@ -37,7 +37,8 @@ type Options struct {
 }
 
 // OwnersDir is where the owners' lock files of the backends opened with o
-// are (package owner): one directory for all, beside their run dirs.
+// are (package owner): one directory for all, beside their run dirs
+// (owner.DirFor of each).
 func (o Options) OwnersDir() string { return o.runDir("owners") }
 
 func (o Options) runDir(name string) string {
@@ -63,7 +64,7 @@ var All = []Backend{
 		Name: local.Name, Isolating: true,
 		Describe: "Linux namespaces (bubblewrap) and cgroups; no daemon",
 		New: func(o Options) sandbox.Provider {
-			return local.New(local.Config{RunDir: o.runDir(local.Name), AgentBinary: o.AgentBinary, PoolSize: o.LocalPool, Owner: o.Owner, OwnersDir: o.OwnersDir()})
+			return local.New(local.Config{RunDir: o.runDir(local.Name), AgentBinary: o.AgentBinary, PoolSize: o.LocalPool, Owner: o.Owner})
 		},
 	},
 	{
@@ -71,7 +72,7 @@ var All = []Backend{
 		Describe: "containers through the Docker Engine API",
 		New: func(o Options) sandbox.Provider {
 			return docker.New(docker.Config{RunDir: o.runDir(docker.Name), AgentBinary: o.AgentBinary, Host: o.DockerHost, Image: o.DockerImage, Runtime: o.DockerRuntime,
-				Owner: o.Owner, OwnersDir: o.OwnersDir()})
+				Owner: o.Owner})
 		},
 	},
 	{

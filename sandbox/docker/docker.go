@@ -190,8 +190,8 @@ type Config struct {
 	// first Start and released by Close (a one-shot command's boxes).
 	Owner string
 	// OwnersDir holds the owners' lock files (package owner). Default:
-	// RunDir/.owners, the provider's own; backends.Open gives every backend
-	// the same one (owner.DefaultDir), where harvest sandbox prune looks.
+	// owner.DirFor(RunDir): with the default run dirs, the one every
+	// backend shares and harvest sandbox prune looks in.
 	OwnersDir string
 }
 
@@ -215,7 +215,7 @@ var _ sandbox.Lister = (*Provider)(nil)
 func New(cfg Config) *Provider {
 	cfg.Image = cmp.Or(cfg.Image, DefaultImage)
 	cfg.RunDir = cmp.Or(cfg.RunDir, sandbox.DefaultRunDir(Name))
-	cfg.OwnersDir = cmp.Or(cfg.OwnersDir, filepath.Join(cfg.RunDir, ".owners"))
+	cfg.OwnersDir = cmp.Or(cfg.OwnersDir, owner.DirFor(cfg.RunDir, Name))
 	if abs, err := filepath.Abs(cfg.RunDir); err == nil {
 		cfg.RunDir = abs
 	}

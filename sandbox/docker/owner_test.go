@@ -1,7 +1,6 @@
 package docker_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -18,7 +17,7 @@ import (
 func TestOwners(t *testing.T) {
 	_, cfg := newProvider(t)
 	ctx := testCtx(t)
-	ownersDir := filepath.Join(cfg.RunDir, ".owners") // the providers' default
+	ownersDir := owner.DirFor(cfg.RunDir, docker.Name) // the providers' default
 	server, err := owner.Share(ctx, ownersDir, "serve-00000000000000bb", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -114,8 +114,8 @@ type Config struct {
 	// boxes). Warm boxes are always the instance's (pool.go).
 	Owner string
 	// OwnersDir holds the owners' lock files (package owner). Default:
-	// RunDir/.owners, the provider's own; backends.Open gives every backend
-	// the same one (owner.DefaultDir), where harvest sandbox prune looks.
+	// owner.DirFor(RunDir): with the default run dirs, the one every
+	// backend shares and harvest sandbox prune looks in.
 	OwnersDir string
 }
 
@@ -158,7 +158,7 @@ func New(cfg Config) *Provider {
 		cfg.CgroupParent = "harvest/" + hex.EncodeToString(sum[:])[:12]
 	}
 	if cfg.OwnersDir == "" {
-		cfg.OwnersDir = filepath.Join(cfg.RunDir, ".owners")
+		cfg.OwnersDir = owner.DirFor(cfg.RunDir, Name)
 	}
 	return &Provider{cfg: cfg, shims: map[string]<-chan struct{}{}}
 }

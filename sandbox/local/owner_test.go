@@ -177,7 +177,7 @@ func TestWarmBoxesOfADeadHarvest(t *testing.T) {
 // owners nobody holds and only those, and a dry run destroys nothing.
 func TestBoxOwners(t *testing.T) {
 	runDir := testbin.TempDir(t)
-	ownersDir := filepath.Join(runDir, ".owners") // the providers' default
+	ownersDir := owner.DirFor(runDir, local.Name) // the providers' default
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	server, err := owner.Share(ctx, ownersDir, "serve-00000000000000aa", nil)

@@ -61,8 +61,21 @@ import (
 // DefaultDir is where the owners of the boxes of every backend keep their
 // lock files, beside the backends' default run dirs:
 // sandbox.DefaultRunDir("owners") (so $HARVEST_RUN_DIR keeps separate
-// Harvests apart here too).
+// Harvests apart here too). DirFor gives it for their run dirs.
 func DefaultDir() string { return sandbox.DefaultRunDir("owners") }
+
+// DirFor is the owners' directory of the boxes of backend's run dir
+// runDir: "owners" beside it when the run dir is named for its backend, as
+// the default ones are (BASE/local, BASE/docker: every backend shares
+// BASE/owners, where harvest sandbox prune looks), else runDir/.owners. A
+// function of the run dir alone: every provider of a run dir, whoever
+// opened it, agrees on which of its warm boxes' owners run.
+func DirFor(runDir, backend string) string {
+	if filepath.Base(runDir) == backend {
+		return filepath.Join(filepath.Dir(runDir), "owners")
+	}
+	return filepath.Join(runDir, ".owners")
+}
 
 // instancePrefix starts every instance's ID.
 const instancePrefix = "i"

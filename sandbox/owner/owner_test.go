@@ -264,3 +264,14 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// TestDirFor: the backends' default run dirs share one owners' directory;
+// any other run dir has its own.
+func TestDirFor(t *testing.T) {
+	if a, b := owner.DirFor("/run/harvest/local", "local"), owner.DirFor("/run/harvest/docker", "docker"); a != "/run/harvest/owners" || b != a {
+		t.Errorf("the default run dirs: %s and %s, want /run/harvest/owners for both", a, b)
+	}
+	if d := owner.DirFor("/tmp/test-123", "local"); d != "/tmp/test-123/.owners" {
+		t.Errorf("another run dir: %s, want its own .owners", d)
+	}
+}
