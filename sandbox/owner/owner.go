@@ -198,7 +198,8 @@ func (c *Claim) ID() string { return c.id }
 
 // TryClaim takes owner id exclusively if no running process holds it
 // (ok false when one does). A legacy id (an older Harvest named warm boxes
-// by its pid) is claimed only when no process has that pid.
+// by its pid) is claimed, with no lock file, only when no process has that
+// pid.
 func TryClaim(dir, id string) (c *Claim, ok bool, err error) {
 	if err := checkID(id); err != nil {
 		return nil, false, err
@@ -207,6 +208,7 @@ func TryClaim(dir, id string) (c *Claim, ok bool, err error) {
 		if _, err := procutil.Lookup(pid); err == nil {
 			return nil, false, nil
 		}
+		return &Claim{id: id}, true, nil
 	}
 	if err := mkdir(dir); err != nil {
 		return nil, false, err
