@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -68,3 +69,8 @@ func TestOwners(t *testing.T) {
 		t.Error("the running server's box died in the prune")
 	}
 }
+
+// isOwnersDir: the provider's owners' directory (package owner), which a
+// provider whose run dir is not named for its backend keeps in it (it
+// outlives any one box).
+func isOwnersDir(e os.DirEntry) bool { return e.Name() == ".owners" }

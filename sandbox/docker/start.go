@@ -56,15 +56,15 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		}
 		ro = append(ro, disk...)
 	}
-	own, err := p.boxOwner()
-	if err != nil {
-		return nil, err
-	}
 	bin, err := p.agentBinary()
 	if err != nil {
 		return nil, err
 	}
 	cli, err := p.connectDaemon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	own, err := p.boxOwner()
 	if err != nil {
 		return nil, err
 	}
