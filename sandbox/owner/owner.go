@@ -11,9 +11,9 @@
 // drops a flock when its holder exits, however it exits (kill -9 included),
 // and no other process inherits it (Go opens files close-on-exec), so a
 // lock file that can be locked exclusively belongs to no running process.
-// Pids are not used: a container that restarts runs its new server under
-// the same pid as the old one (PID 1, or its child), which would then adopt
-// a dead server's boxes.
+// Pids are not used: a container that restarts gives its processes the
+// same pids again, and its new server would then adopt the dead one's
+// boxes.
 //
 // Two kinds of owner:
 //
