@@ -225,20 +225,19 @@ func (e *env) open() {
 	}
 	m, err := NewManager(Config{
 		Environments: envs,
-		Store:        e.st, Journal: e.j, Egress: e.egress,
-		Backends:        e.Backends,
-		DataDir:         e.DataDir,
-		Sources:         e.Sources,
-		Models:          e.Models(),
-		DefaultModel:    stacktest.Model,
-		Disks:           e.Disks,
-		Clock:           e.Clock,
-		Logger:          e.Logger(),
-		MCP:             e.mcp,
-		MCPGuard:        e.guard,
-		Node:            e.node,
-		CarryMax:        carryMax(e.shared),
-		StopBoxesOnExit: e.stop,
+		Store:        e.st, Journal: e.j, Egress: e.egress, StopBoxesOnExit: e.stop,
+		Backends:     e.Backends,
+		DataDir:      e.DataDir,
+		Sources:      e.Sources,
+		Models:       e.Models(),
+		DefaultModel: stacktest.Model,
+		Disks:        e.Disks,
+		Clock:        e.Clock,
+		Logger:       e.Logger(),
+		MCP:          e.mcp,
+		MCPGuard:     e.guard,
+		Node:         e.node,
+		CarryMax:     carryMax(e.shared),
 	})
 	if err != nil {
 		e.T.Fatal(err)
