@@ -165,6 +165,14 @@ type Config struct {
 	// nodes (carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
 	// and the nodes must share the data directory.
 	CarryMax int64
+	// StopBoxesOnExit makes Close take the boxes with it, for a server
+	// stopped for good: each idle session's box is destroyed and the
+	// session suspended (its workspace and conversation kept, resumed by
+	// its next message), and a box of a session in any other state is
+	// destroyed too (the next start gives it a new one). Off (the
+	// default), Close leaves the boxes running for the next server to
+	// reattach.
+	StopBoxesOnExit bool
 }
 
 func (c *Config) cliPrefix() string {

@@ -122,7 +122,9 @@
 // and the usage are saved, and the session is left idle with its box
 // RUNNING and its handle persisted (background processes the agent started
 // are stopped), so that the next server reattaches it. Queued messages stay
-// queued.
+// queued. With Config.StopBoxesOnExit (a server stopped for good) Close
+// destroys the boxes instead, and suspends the idle sessions, as their idle
+// timeout would have.
 //
 // Recover, called once when a server starts, resumes every session that was
 // live: an idle session's box is reattached from its persisted handle (a box

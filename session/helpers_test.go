@@ -115,6 +115,7 @@ type env struct {
 	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool // withSharedData
+	stop   bool // withStopBoxes
 	st     store.Store
 	j      *journal.Journal
 	m      *Manager
@@ -129,6 +130,7 @@ type envConfig struct {
 	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool
+	stop   bool
 }
 
 // withSharedData: the nodes share the data directory (Config.CarryMax -1:
@@ -139,6 +141,9 @@ func withSharedData() envOpt { return func(c *envConfig) { c.shared = true } }
 func withNode(id string, ttl time.Duration) envOpt {
 	return func(c *envConfig) { c.node = &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl} }
 }
+
+// withStopBoxes: Close takes the boxes with it (Config.StopBoxesOnExit).
+func withStopBoxes(c *envConfig) { c.stop = true }
 
 type envOpt func(*envConfig)
 
@@ -202,7 +207,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, stop: c.stop}
 	if !c.noOpen {
 		e.open()
 	}
@@ -220,7 +225,7 @@ func (e *env) open() {
 	}
 	m, err := NewManager(Config{
 		Environments: envs,
-		Store:        e.st, Journal: e.j, Egress: e.egress,
+		Store:        e.st, Journal: e.j, Egress: e.egress, StopBoxesOnExit: e.stop,
 		Backends:     e.Backends,
 		DataDir:      e.DataDir,
 		Sources:      e.Sources,

@@ -591,6 +591,9 @@ func (r *runner) release() {
 		if err := r.box.Destroy(ctx); err != nil {
 			r.log.Warn("destroying the box of a deleted session", "box", r.box.ID(), "err", err)
 		}
+	case errors.Is(context.Cause(r.ctx), errShutdown) && r.d.cfg.StopBoxesOnExit:
+		r.stopForGood(ctx)
+		return
 	case (lost || errors.Is(context.Cause(r.ctx), errShutdown)) && r.d.carry != nil:
 		// Nodes that do not share the data directory: the lease is lost,
 		// or given up at shutdown, and the next owner restores the
@@ -603,6 +606,33 @@ func (r *runner) release() {
 		r.box.Close()
 	}
 	r.setBox(nil)
+}
+
+// stopForGood destroys the box at a shutdown with StopBoxesOnExit. An idle
+// session is suspended (as at its idle timeout: the next message resumes
+// it); another keeps its state, without a box (the next start makes one).
+// The box is destroyed before the handle is cleared: a failure leaves the
+// handle, and the next start destroys or reattaches the box.
+func (r *runner) stopForGood(ctx context.Context) {
+	id := r.box.ID()
+	err := r.box.Destroy(ctx)
+	r.setBox(nil)
+	r.setBoxID("")
+	if err != nil {
+		r.log.Warn("destroying the box of a server stopping for good", "box", id, "err", err)
+		return
+	}
+	if r.s.State == store.StateIdle {
+		r.d.carry.checkpoint(ctx, r.fence, r.s, lastTurn(r.s))
+		err = r.setState(ctx, store.StateSuspended, "the server stopped with --stop-boxes-on-exit: the box was stopped; the workspace and the conversation are kept, and the next message resumes them", func(s *store.Session) {
+			s.Sandbox = nil
+		})
+	} else {
+		_, err = r.d.st.UpdateSession(ctx, r.id, func(s *store.Session) error { s.Sandbox = nil; return nil })
+	}
+	if err != nil {
+		r.log.Warn("recording that the box of a server stopping for good is gone", "err", err)
+	}
 }
 
 func decodeHandle(raw []byte) (sandbox.Handle, error) {
