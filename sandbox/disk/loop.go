@@ -15,8 +15,12 @@ import (
 // mountOptions: discard gives deleted blocks back to the host (the loop
 // driver punches holes in the image); noinit_itable keeps the kernel from
 // zeroing inode tables the sparse image already reads as zeros (which would
-// allocate them on the host); errors=remount-ro is ext4's default, stated.
-const mountOptions = "discard,noinit_itable,errors=remount-ro"
+// allocate them on the host) on a disk an older mke2fs could not mark
+// zeroed; data=ordered (ext4's default, stated) writes a file's data before
+// the metadata that points at it is committed, so a crash never shows a
+// file holding another's old blocks; errors=remount-ro (as the superblock
+// says) stops writes after an I/O error.
+const mountOptions = "discard,noinit_itable,data=ordered,errors=remount-ro"
 
 // attached returns a loop device that image is attached to, or "". A disk
 // whose mount was detached lazily (Remove, or a reboot-like umount -l)
