@@ -31,14 +31,27 @@ func attached(image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, f := range devs {
-		b, err := os.ReadFile(f)
-		if err == nil && strings.TrimSpace(string(b)) == img {
-			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
-		}
+	devs, err := Attached()
+	return devs[img], err
+}
+
+// Attached lists the files attached to loop devices, each with its
+// device: the images of the disks that are mounted, or that a box still
+// holds after a lazy unmount — the disks that can still be written.
+func Attached() (map[string]string, error) {
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
 	}
-	return "", nil
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		out[strings.TrimSpace(string(b))] = "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+	}
+	return out, nil
 }
 
 // UnmountUnder unmounts every disk mounted at or below dir (lazily) and
