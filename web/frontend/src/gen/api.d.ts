@@ -113,7 +113,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message: stored before the reply; queued while the agent works, or interrupting the turn
-         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing.
+         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing. A message to a suspended session resumes it: below the server's floor of free space that is 507, and nothing is stored.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -543,7 +543,7 @@ export interface components {
         };
         ErrorInfo: {
             /** @enum {string} */
-            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "internal" | "too_slow" | "deleted";
+            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "insufficient_storage" | "internal" | "too_slow" | "deleted";
             /** @description What was wrong and what to do */
             message: string;
             /** @description With code invalid: every problem of the request, one an item, each saying what to change */
@@ -583,7 +583,7 @@ export interface components {
             };
             /** @description A stdio server's working directory, an absolute path in the box (default: the first workspace) */
             dir?: string;
-            /** @description A remote server: an http:// or https:// URL without credentials in it */
+            /** @description A remote server: an http:// or https:// URL without credentials in it. Harvest dials it from its host, at public addresses only: a host that is, or resolves to, a loopback, private, shared, link-local (the cloud metadata service) or reserved address, or that does not resolve, is a 400 unless the operator allows it (harvest serve --mcp-allow); the address is checked again at every connection */
             url?: string;
             /** @description A remote server's headers. A request carries no credentials: each value is exactly ${secret:NAME}, a Harvest secret of the session's repository or of the caller (harvest secret set), added on the host when the agent starts and masked in the session's events; a secret that is not set is a 400 */
             headers?: {
@@ -1141,6 +1141,15 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /** @description The server's data directory has less free space than its floor (harvest serve --min-free): nothing was stored or made (for a message: it resumes a suspended session, and was not stored); retrying does not help until space is freed or the floor lowered. The message says what is free and the floor, and to an admin where */
+        InsufficientStorage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
         /** @description The server is shutting down or draining for a restart: nothing was stored; retry after Retry-After seconds */
         Unavailable: {
             headers: {
@@ -1352,6 +1361,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getSession: {
@@ -1443,6 +1453,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     cancelTurn: {
@@ -1904,6 +1915,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEnvironment: {
