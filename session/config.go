@@ -118,10 +118,10 @@ type Config struct {
 	// bounded by it, and a session whose disk cannot be made fails.
 	// `harvest serve` sets it unless told --no-disk-limits. Off, they are
 	// bounded only by the host's disk, and the sessions say so
-	// (limits_enforced.disk false). A disk stays mounted until
-	// its session is deleted (or the host reboots): whoever removes a data
-	// directory with sessions left in it unmounts them first
-	// (disk.UnmountUnder).
+	// (limits_enforced.disk false). A disk stays mounted until its
+	// session ends (Recover mounts it again after a reboot): whoever
+	// removes a data directory with live sessions left in it unmounts
+	// them first (disk.UnmountUnder).
 	Disks bool
 	// MinFree is the floor of free space kept on DataDir's filesystem:
 	// below it, new sessions, resumes of suspended ones and environment
