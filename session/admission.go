@@ -323,3 +323,18 @@ func Approx(n int64) string {
 	}
 	return strconv.FormatInt(n, 10) + "B"
 }
+
+// hostFull explains an error that is the host's disk being full — ENOSPC
+// from outside a session's own disk: making its image, its box's run
+// directory, a copy with no disk — with what is free, so that no one reads
+// a bare "no space left on device". Other errors pass unchanged.
+func (m *Manager) hostFull(err error) error {
+	if err == nil || !(disk.IsFull(err) || strings.Contains(err.Error(), "no space left on device")) {
+		return err
+	}
+	_, free, serr := fsSpace(m.cfg.DataDir)
+	if serr != nil {
+		return fmt.Errorf("%w (the server's disk is full; its operator frees space)", err)
+	}
+	return fmt.Errorf("%w (the server's disk is full: its data directory has %s free; its operator frees space, and new sessions are refused meanwhile)", err, Approx(free))
+}

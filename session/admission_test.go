@@ -228,4 +228,14 @@ func TestAdmissionDefaultFloor(t *testing.T) {
 	if err := e.m.admit("testing"); err != nil {
 		t.Fatalf("admit with no floor: %v", err)
 	}
+	// ENOSPC from the host's disk is explained, never bare; other errors
+	// pass unchanged.
+	full := e.m.hostFull(&os.PathError{Op: "mkdir", Path: "/run/harvest/local/x", Err: unix.ENOSPC})
+	if !errors.Is(full, unix.ENOSPC) || !strings.Contains(full.Error(), "the server's disk is full: its data directory has") {
+		t.Errorf("hostFull(ENOSPC) = %v", full)
+	}
+	other := errors.New("something else")
+	if got := e.m.hostFull(other); got != other {
+		t.Errorf("hostFull(another error) = %v", got)
+	}
 }

@@ -151,7 +151,7 @@ func (m *Manager) ensureDisk(ctx context.Context, s *store.Session) error {
 		}
 		size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}
 		if err := disk.Create(ctx, d, size); err != nil {
-			return fatal(fmt.Errorf("creating the session's disk (limits.disk_bytes %s): %w", sandbox.FormatSize(size.WithDefaults().Bytes), err))
+			return fatal(fmt.Errorf("creating the session's disk (limits.disk_bytes %s): %w", sandbox.FormatSize(size.WithDefaults().Bytes), m.hostFull(err)))
 		}
 	}
 	if err := os.MkdirAll(boxDir, 0o700); err != nil {
@@ -220,10 +220,10 @@ func (m *Manager) diskFull(s *store.Session, err error) error {
 	}
 	d, _, ok := m.sessionDisk(s)
 	if !ok {
-		return err
+		return m.hostFull(err)
 	}
 	if mounted, _ := d.Mounted(); !mounted {
-		return err
+		return m.hostFull(err) // not the session's disk: the host's
 	}
 	// The disk's own size: a workflow's was set by the session that made it.
 	size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}.WithDefaults()

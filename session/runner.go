@@ -104,6 +104,7 @@ type runnerHost interface {
 	egressAllow(s *store.Session) (allow []string, bridge bool)
 	withDefaults(s *store.Session) *store.Session
 	hideDataDir(msg string) string
+	hostFull(err error) error
 	wakeWorkflow(s *store.Session)
 	beginTurn() bool
 	endTurn()
