@@ -295,7 +295,7 @@ func (m *Manager) remountDisks(ctx context.Context, all []*store.Session) {
 		}
 		todo = append(todo, s)
 	}
-	if len(todo) == 0 {
+	if len(todo) == 0 || !m.disksUsable(ctx) { // (which says why not, once)
 		return
 	}
 	m.log.Info("mounting the sessions' disks again (after a reboot?)", "disks", len(todo))
