@@ -148,7 +148,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, fromCreate(req, c.token.Admin))
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
 	writeJSON(w, http.StatusCreated, c.view(v))
@@ -233,7 +233,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 	}
 	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	writeJSON(w, http.StatusAccepted, toMessage(m))
 	return nil

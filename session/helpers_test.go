@@ -116,9 +116,11 @@ type env struct {
 	node   *NodeConfig
 	shared bool // withSharedData
 	stop   bool // withStopBoxes
-	st     store.Store
-	j      *journal.Journal
-	m      *Manager
+	// minFree is Config.MinFree (withMinFree).
+	minFree MinFree
+	st      store.Store
+	j       *journal.Journal
+	m       *Manager
 }
 
 type envConfig struct {
@@ -131,7 +133,12 @@ type envConfig struct {
 	node   *NodeConfig
 	shared bool
 	stop   bool
+	// minFree is Config.MinFree.
+	minFree MinFree
 }
+
+// withMinFree sets the Manager's floor of free space (Config.MinFree).
+func withMinFree(f MinFree) envOpt { return func(c *envConfig) { c.minFree = f } }
 
 // withSharedData: the nodes share the data directory (Config.CarryMax -1:
 // no workspace is carried, another node's box is reattached).
@@ -207,7 +214,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, stop: c.stop}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop}
 	if !c.noOpen {
 		e.open()
 	}
@@ -238,6 +245,7 @@ func (e *env) open() {
 		MCPGuard:     e.guard,
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
+		MinFree:      e.minFree,
 	})
 	if err != nil {
 		e.T.Fatal(err)

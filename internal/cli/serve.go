@@ -62,6 +62,7 @@ type serveFlags struct {
 	grace      time.Duration
 	disk       diskFlags
 	noDisks    bool
+	minFree    string
 	github     githubFlags
 	refresh    time.Duration
 	repoConfig string
@@ -174,6 +175,7 @@ checked.`,
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
+	fl.StringVar(&f.minFree, "min-free", "", "free space kept on the data directory's filesystem: below it new sessions, resumes and environment builds are refused (507); a size like 5g, a share like 10%, or 0 for none (default: 10% of the filesystem, at least 1g, at most 5g)")
 	fl.BoolVar(&f.noDisks, "no-disk-limits", false, "run sessions without disk limits (their workspaces, /tmp and HOME can fill the host's disk; sessions say limits_enforced.disk false), where disks cannot be made: without it, harvest serve refuses to start there")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
@@ -282,6 +284,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(2, errors.New("--clone-timeout and --clone-stall-timeout must be positive, like 10m and 30s"))
 	}
 	diskDefault, err := f.disk.limits()
+	if err != nil {
+		return exitCode(2, err)
+	}
+	minFree, err := session.ParseMinFree(f.minFree)
 	if err != nil {
 		return exitCode(2, err)
 	}
@@ -419,7 +425,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
-		Disks: !f.noDisks, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
+		Disks: !f.noDisks, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
 		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes,
 	})
 	if err != nil {

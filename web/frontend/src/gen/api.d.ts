@@ -113,7 +113,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message: stored before the reply; queued while the agent works, or interrupting the turn
-         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing.
+         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing. A message to a suspended session resumes it: below the server's floor of free space that is 507, and nothing is stored.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -563,7 +563,7 @@ export interface components {
         };
         ErrorInfo: {
             /** @enum {string} */
-            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "internal" | "too_slow" | "deleted";
+            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "insufficient_storage" | "internal" | "too_slow" | "deleted";
             /** @description What was wrong and what to do */
             message: string;
             /** @description With code invalid: every problem of the request, one an item, each saying what to change */
@@ -1182,6 +1182,15 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /** @description The server's data directory has less free space than its floor (harvest serve --min-free): nothing was stored or made (for a message: it resumes a suspended session, and was not stored); retrying does not help until space is freed or the floor lowered. The message says what is free and the floor, and to an admin where */
+        InsufficientStorage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
         /** @description The server is shutting down or draining for a restart: nothing was stored; retry after Retry-After seconds */
         Unavailable: {
             headers: {
@@ -1393,6 +1402,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getSession: {
@@ -1484,6 +1494,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     cancelTurn: {
@@ -1978,6 +1989,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEnvironment: {
