@@ -190,14 +190,23 @@ type wireInstallation struct {
 }
 
 func (s *Server) wInstallation(in *installation) wireInstallation {
-	return wireInstallation{ID: in.id, ClientID: fmt.Sprintf("Iv1.%016x", in.app.id),
+	w := wireInstallation{ID: in.id, ClientID: fmt.Sprintf("Iv1.%016x", in.app.id),
 		Account: s.wUser(in.account), RepositorySelection: "all",
 		AccessTokensURL: fmt.Sprintf("%s/app/installations/%d/access_tokens", s.api, in.id),
 		RepositoriesURL: s.api + "/installation/repositories",
 		HTMLURL:         fmt.Sprintf("%s/settings/installations/%d", s.base, in.id),
 		AppID:           in.app.id, AppSlug: in.app.slug, TargetID: in.account.id, TargetType: in.account.typ,
-		Permissions: in.app.permissions, Events: nonNil(in.app.events),
-		CreatedAt: ts(in.created), UpdatedAt: ts(in.created), SingleFilePaths: []string{}}
+		Permissions: clonePerms(in.perms), Events: nonNil(in.app.events),
+		CreatedAt: ts(in.created), UpdatedAt: ts(in.updated), SingleFilePaths: []string{}}
+	if in.selected != nil {
+		w.RepositorySelection = "selected"
+	}
+	if in.suspendedBy != nil {
+		w.SuspendedBy = s.wUser(in.suspendedBy)
+		at := ts(in.suspendedAt)
+		w.SuspendedAt = &at
+	}
+	return w
 }
 
 type wireRepo struct {
