@@ -358,7 +358,9 @@ func (g *GitHub) cachedToken(ctx context.Context, inst int64, scope Scope, fresh
 			e = &tokenEntry{done: make(chan struct{})}
 			g.tokens[key] = e
 			g.mu.Unlock()
-			if e.err = g.checkSuspended(ctx, inst); e.err == nil {
+			// Not minted for an installation that is suspended or inside
+			// one of its windows: the token could not be used.
+			if e.err = g.limits.admit(ctx, InstallationScope(inst), "core"); e.err == nil {
 				e.tok, e.err = g.mint(ctx, inst, scope)
 			}
 			if e.err == nil {

@@ -76,7 +76,14 @@ func (g *GitHub) ForgetAccount(login string) {
 func (g *GitHub) Suspend(ctx context.Context, id int64, note string) {
 	m := Mark{Scope: InstallationScope(id), Kind: KindSuspended, Until: g.now().Add(suspendedFor), Note: note}
 	g.limits.mu.Lock()
-	g.limits.budget(m.Scope).windows[KindSuspended] = m
+	b := g.limits.budget(m.Scope)
+	if g.limits.shared == nil {
+		b.windows[KindSuspended] = m
+	} else {
+		// Only in the shared marks: an unsuspend another node hears of
+		// lifts it here at the next read.
+		b.shared[KindSuspended] = m
+	}
 	g.limits.mu.Unlock()
 	g.ForgetInstallation(id)
 	g.limits.share(ctx, m)
@@ -87,6 +94,7 @@ func (g *GitHub) Unsuspend(ctx context.Context, id int64) {
 	scope := InstallationScope(id)
 	g.limits.mu.Lock()
 	delete(g.limits.budget(scope).windows, KindSuspended)
+	delete(g.limits.budget(scope).shared, KindSuspended)
 	g.limits.mu.Unlock()
 	g.ForgetInstallation(id)
 	if g.limits.shared != nil {
@@ -108,10 +116,7 @@ func (g *GitHub) Suspended(ctx context.Context, id int64) bool {
 func (g *GitHub) checkSuspended(ctx context.Context, id int64) error {
 	scope := InstallationScope(id)
 	g.limits.refresh(ctx, scope)
-	g.limits.mu.Lock()
-	m, ok := g.limits.budget(scope).windows[KindSuspended]
-	g.limits.mu.Unlock()
-	if ok && g.now().Before(m.Until) {
+	if m := g.limits.blocked(scope, "", false); m.Kind == KindSuspended {
 		return &SuspendedError{Scope: scope, Note: m.Note}
 	}
 	return nil

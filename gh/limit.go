@@ -184,10 +184,15 @@ type limits struct {
 
 // budget is one scope's state.
 type budget struct {
-	primary   map[string]*rate // by resource
-	windows   map[string]Mark  // by kind: secondary, a resource's primary, server, suspended
-	secStreak int              // secondary limits in a row
-	srvStreak int              // 5xx in a row
+	primary map[string]*rate // by resource
+	// windows are what this process learned, by kind: secondary, a
+	// resource's primary, server, suspended (without a Shared).
+	windows map[string]Mark
+	// shared are the marks read from Shared last, replaced at each read
+	// (so one lifted elsewhere is lifted here).
+	shared    map[string]Mark
+	secStreak int // secondary limits in a row
+	srvStreak int // 5xx in a row
 }
 
 // rate is a primary limit as the last answer said.
@@ -220,7 +225,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (l *limits) budget(scope string) *budget {
 	b := l.scopes[scope]
 	if b == nil {
-		b = &budget{primary: map[string]*rate{}, windows: map[string]Mark{}}
+		b = &budget{primary: map[string]*rate{}, windows: map[string]Mark{}, shared: map[string]Mark{}}
 		l.scopes[scope] = b
 	}
 	return b
@@ -241,9 +246,10 @@ func (l *limits) refresh(ctx context.Context, scope string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.budget(scope)
+	clear(b.shared)
 	for _, m := range marks {
-		if cur, ok := b.windows[m.Kind]; !ok || m.Until.After(cur.Until) {
-			b.windows[m.Kind] = m
+		if cur, ok := b.shared[m.Kind]; !ok || m.Until.After(cur.Until) {
+			b.shared[m.Kind] = m
 		}
 	}
 }
@@ -257,8 +263,13 @@ func (l *limits) blocked(scope, resource string, background bool) Mark {
 	b := l.budget(scope)
 	var out Mark
 	for _, k := range []string{KindSuspended, KindSecondary, resource, "server"} {
-		if m, ok := b.windows[k]; ok && now.Before(m.Until) && m.Until.After(out.Until) {
-			out = m
+		for _, w := range []map[string]Mark{b.windows, b.shared} {
+			if m, ok := w[k]; ok && now.Before(m.Until) && (m.Until.After(out.Until) || m.Kind == KindSuspended) {
+				out = m
+			}
+		}
+		if out.Kind == KindSuspended {
+			break
 		}
 	}
 	if background && out.Until.IsZero() {
@@ -340,7 +351,8 @@ func (l *limits) observe(ctx context.Context, scope, resource string, resp *http
 	limit, _ := strconv.Atoi(h.Get("X-Ratelimit-Limit"))
 	var reset time.Time
 	if sec, err := strconv.ParseInt(h.Get("X-Ratelimit-Reset"), 10, 64); err == nil {
-		reset = time.Unix(sec, 0)
+		// Whole seconds, and GitHub's clock is not ours: a second more.
+		reset = time.Unix(sec, 0).Add(time.Second)
 	}
 	var put []Mark
 	v, mark := answered, Mark{}

@@ -13,7 +13,7 @@ import (
 // carries x-ratelimit-limit, -remaining, -used, -reset (epoch seconds)
 // and -resource ("core"), counted per installation (its tokens), per App
 // (its JWTs) and per person (a personal token); an hour's window starts
-// at the first request. Past the limit a request is refused 403 with
+// at the first request and resets on a whole second, as the header says. Past the limit a request is refused 403 with
 // x-ratelimit-remaining: 0 and "API rate limit exceeded for installation
 // ID N." (for a person, "... for user ID N."). A secondary limit (set
 // through the control API) refuses every request of its scope, REST and
@@ -130,7 +130,7 @@ func (s *Server) limit(w http.ResponseWriter, req *http.Request, git bool) bool 
 		return true
 	}
 	if b.reset.IsZero() || !now.Before(b.reset) {
-		b.used, b.reset = 0, now.Add(time.Hour)
+		b.used, b.reset = 0, now.Add(time.Hour).Truncate(time.Second)
 	}
 	over := b.used >= b.limit
 	if !over {
@@ -241,7 +241,7 @@ func (s *Server) SetRateLimit(spec RateLimitSpec) error {
 		return err
 	}
 	b := s.budgetOf(k)
-	b.limit, b.used, b.reset = spec.Limit, spec.Limit-spec.Remaining, s.now().Add(time.Duration(spec.ResetIn)*time.Second)
+	b.limit, b.used, b.reset = spec.Limit, spec.Limit-spec.Remaining, s.now().Add(time.Duration(spec.ResetIn)*time.Second).Truncate(time.Second)
 	return nil
 }
 
