@@ -355,7 +355,10 @@ func TestBackground(t *testing.T) {
 		t.Errorf("a background fetch at the reserve: %v", err)
 	}
 	ran := false
-	if err := g.Git(NoWait(ctx), []string{"acme/app"}, func(context.Context) error { ran = true; return errors.New("fatal: unable to access: The requested URL returned error: 429") }); err == nil || !ran {
+	if err := g.Git(NoWait(ctx), []string{"acme/app"}, func(context.Context) error {
+		ran = true
+		return errors.New("fatal: unable to access: The requested URL returned error: 429")
+	}); err == nil || !ran {
 		t.Fatalf("a fetch answered 429: %v, ran %v", err, ran)
 	}
 	if _, _, err := c.Repositories.Get(NoWait(ctx), "acme", "app"); !errors.Is(err, ErrRateLimited) {
