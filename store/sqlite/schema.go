@@ -258,6 +258,20 @@ CREATE INDEX workspace_checkpoint_packs_hash ON workspace_checkpoint_packs (hash
 	{"limits-enforced", `
 ALTER TABLE sessions ADD COLUMN limits_enforced TEXT NOT NULL DEFAULT ''; -- JSON store.Enforcement, '' before the first box
 `},
+	// When a delivery is due and how often it was replayed; GitHub's
+	// limits as the nodes share them (store.GitHubMark).
+	{"github-limits", `
+ALTER TABLE deliveries ADD COLUMN not_before INTEGER NOT NULL DEFAULT 0; -- 0: due now
+ALTER TABLE deliveries ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX deliveries_received ON deliveries (received_at DESC, id DESC);
+CREATE TABLE github_marks (
+	scope TEXT NOT NULL,                   -- installation:ID, app, token, repo:owner/name
+	kind  TEXT NOT NULL,                   -- secondary, core, suspended, pushed, ...
+	until INTEGER NOT NULL,                -- ns since the epoch, UTC
+	note  TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (scope, kind)
+) STRICT, WITHOUT ROWID;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
