@@ -125,3 +125,38 @@ func (g *GitHub) checkSuspended(ctx context.Context, id int64) error {
 // ShareLimits makes the nodes share what they learn of GitHub's limits
 // and installations through s. Call it before the first request.
 func (g *GitHub) ShareLimits(s Shared) { g.limits.shared = s }
+
+// pushedTTL is how long a push is remembered: longer than any mirror's
+// refresh period, so a mirror fetched before a push is known stale until
+// it is fetched again.
+const pushedTTL = 24 * time.Hour
+
+// MarkPushed records that repo ("owner/name") was pushed to at at, here
+// and for the other nodes: mirrors fetched before are stale.
+func (g *GitHub) MarkPushed(ctx context.Context, repo string, at time.Time) {
+	m := Mark{Scope: "repo:" + strings.ToLower(repo), Kind: KindPushed, Until: at.Add(pushedTTL), Note: at.UTC().Format(time.RFC3339Nano)}
+	g.limits.mu.Lock()
+	b := g.limits.budget(m.Scope)
+	if m.Until.After(b.windows[KindPushed].Until) {
+		b.windows[KindPushed] = m
+	}
+	g.limits.mu.Unlock()
+	g.limits.share(ctx, m)
+}
+
+// LastPush is when repo was last pushed to, as this node heard or another
+// told (zero: no push in the last day).
+func (g *GitHub) LastPush(ctx context.Context, repo string) time.Time {
+	scope := "repo:" + strings.ToLower(repo)
+	g.limits.refresh(ctx, scope)
+	g.limits.mu.Lock()
+	defer g.limits.mu.Unlock()
+	b := g.limits.budget(scope)
+	var last time.Time
+	for _, w := range []map[string]Mark{b.windows, b.shared} {
+		if m, ok := w[KindPushed]; ok && m.Until.Add(-pushedTTL).After(last) {
+			last = m.Until.Add(-pushedTTL)
+		}
+	}
+	return last
+}

@@ -9,7 +9,8 @@
 // description is OpenAPI 3.1 (JSON Schema 2020-12); the REST one is
 // OpenAPI 3.0, whose schemas are draft 4 with "nullable", rewritten as
 // JSON Schema when loaded (see REST). Formats are asserted (date-time,
-// date, email, uri, uri-template, ...).
+// date, email, uri, uri-template, ...), with one exception GitHub itself
+// makes: its bots' noreply addresses are not RFC 5322 (see emailFormat).
 //
 // It is meant for tests (loading the descriptions takes a second or
 // two, once per process); ghsim itself does not import it.
@@ -26,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/mail"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -212,6 +214,33 @@ func registerFormats(c *jsonschema.Compiler) {
 		}
 		return uriTemplateFormat(s)
 	}})
+	c.RegisterFormat(&jsonschema.Format{Name: "email", Validate: func(v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		return emailFormat(s)
+	}})
+}
+
+// botNoreply is the noreply address GitHub gives an app's bot
+// (ID+slug[bot]@users.noreply.HOST, or without the id): GitHub sends it in
+// push payloads and commits, though "[" makes it no RFC 5322 addr-spec,
+// which the description's "format: email" asks for. It is the one
+// exception emailFormat makes.
+var botNoreply = regexp.MustCompile(`^([0-9]+\+)?[A-Za-z0-9][A-Za-z0-9-]*\[bot\]@users\.noreply\.[A-Za-z0-9.-]+$`)
+
+// emailFormat accepts an RFC 5322 addr-spec (as net/mail parses one,
+// with nothing around it), or GitHub's own bot addresses.
+func emailFormat(s string) error {
+	if botNoreply.MatchString(s) {
+		return nil
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Address != s || a.Name != "" {
+		return fmt.Errorf("not an email address: %q", s)
+	}
+	return nil
 }
 
 // pointer is a JSON pointer fragment of keys.

@@ -115,6 +115,15 @@ func TestChecks(t *testing.T) {
 	if err := ValidateHook("push", []byte(bad)); err == nil {
 		t.Error("a push whose pusher's email is not one validates")
 	}
+	for addr, ok := range map[string]bool{
+		"ada@example.com": true, "41898282+github-actions[bot]@users.noreply.github.com": true,
+		"harvest[bot]@users.noreply.127.0.0.1": true, "[bot]@example.com": false, "ada[bot]@example.com": false,
+		"Ada <ada@example.com>": false, "not an email": false,
+	} {
+		if err := emailFormat(addr); (err == nil) != ok {
+			t.Errorf("email %q: %v; want valid %v", addr, err, ok)
+		}
+	}
 }
 
 func mustJSON(v any) []byte {
