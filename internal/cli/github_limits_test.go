@@ -419,3 +419,154 @@ func TestGitHubReplay(t *testing.T) {
 	}
 	checkExchanges(t, g)
 }
+
+// TestGitHubInstallationsAndMirrors: the mirror a session clones is kept
+// fresh in the background: a push to main is fetched after its push
+// event, and the next session's checkout fetches nothing (its branch
+// starts from the pushed commit). A suspended installation: a delivery
+// for it is done as "suspended" and nothing is sent to GitHub for it;
+// unsuspended, uninstalled and installed again (a new id), Harvest works
+// on the repository again without a restart.
+func TestGitHubInstallationsAndMirrors(t *testing.T) {
+	g := newGHEnv(t)
+	e := newServeEnvWith(t, githubScript)
+	s := e.start(append(g.serveArgs(), "--github-mirror-refresh", "5m")...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ada := g.client(t, g.ada)
+	c := e.client(s)
+	prOf := func(issue int) *github.PullRequest {
+		t.Helper()
+		var pr *github.PullRequest
+		waitHTTP(t, 2*time.Minute, fmt.Sprintf("the pull request fixing #%d", issue), func() bool {
+			prs, _, _ := ada.PullRequests.List(ctx, "acme", "calc", &github.PullRequestListOptions{State: "open"})
+			for _, p := range prs {
+				if strings.Contains(p.GetBody(), fmt.Sprintf("Fixes #%d", issue)) {
+					pr = p
+				}
+			}
+			return pr != nil
+		})
+		return pr
+	}
+	harvestGit := func(from, to time.Time, suffix string) int {
+		n := 0
+		for _, r := range g.gs.Requests() {
+			if byHarvest(r) && strings.HasSuffix(r.Path, suffix) && !r.Time.Before(from) && r.Time.Before(to) {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	prOf(g.issue)
+
+	// Ada pushes to main: the push event has the mirror fetched.
+	work := t.TempDir()
+	u := strings.Replace(g.gs.URL(), "http://", "http://ada:"+g.ada.Token+"@", 1) + "/acme/calc.git"
+	testbin.Git(t, work, "clone", "-q", u, "w")
+	w := filepath.Join(work, "w")
+	testbin.Git(t, w, "-c", "user.name=Ada", "-c", "user.email=ada@example.com", "commit", "-q", "--allow-empty", "-m", "Ada's commit on main")
+	testbin.Git(t, w, "push", "-q", "origin", "main")
+	pushed := mustBranch(t, g, "main")
+	pushAt := time.Now()
+	waitHTTP(t, time.Minute, "the mirror's fetch after the push event", func() bool {
+		return harvestGit(pushAt, time.Now().Add(time.Hour), "/acme/calc.git/git-upload-pack") > 0
+	})
+
+	// The next session clones the fresh mirror: no fetch before its push.
+	issue2, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "add is still wrong"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: issue2, Body: "@harvest fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	pr2 := prOf(issue2)
+	var boxPush time.Time
+	for _, r := range g.gs.Requests() {
+		if byHarvest(r) && strings.HasSuffix(r.Path, "/git-receive-pack") && r.Time.After(asked) && boxPush.IsZero() {
+			boxPush = r.Time
+		}
+	}
+	if boxPush.IsZero() {
+		t.Fatal("no push of the second session")
+	}
+	if n := harvestGit(asked, boxPush, "/acme/calc.git/git-upload-pack"); n != 0 {
+		t.Errorf("%d fetches between the second mention and its session's push; want none (the mirror was fresh)", n)
+	}
+	head := mustBranch(t, g, pr2.GetHead().GetRef())
+	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
+	if parent := testbin.Git(t, bare, "rev-parse", head+"^"); parent != pushed {
+		t.Errorf("the second session's commit is on %s; want Ada's pushed %s (the mirror was stale)", parent, pushed)
+	}
+
+	// Suspended while a delivery waits (a secondary limit): it is done as
+	// suspended, and nothing is sent for it.
+	if err := g.gs.SetSecondaryLimit(ghsim.SecondaryLimitSpec{LimitScope: ghsim.LimitScope{InstallationID: g.inst}, For: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: issue2, Body: "@harvest while suspended"}); err != nil {
+		t.Fatal(err)
+	}
+	held := delivery(t, c, wire.DeliveryPending, func(d wire.GitHubDelivery) bool {
+		return d.Event == "issue_comment" && d.Sender == "ada" && !d.NotBefore.IsZero()
+	})
+	if err := g.gs.SuspendInstallation(ghsim.InstallationActionSpec{InstallationID: g.inst, Login: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	suspendedAt := time.Now()
+	d := delivery(t, c, wire.DeliveryDone, func(d wire.GitHubDelivery) bool { return d.ID == held.ID })
+	if !strings.HasPrefix(d.Result, "suspended:") {
+		t.Errorf("the delivery for a suspended installation: %q; want suspended", d.Result)
+	}
+	delivery(t, c, wire.DeliveryDone, func(d wire.GitHubDelivery) bool { return d.Event == "installation" && d.Action == "suspend" })
+	if logs := s.stderr.String(); !strings.Contains(logs, "the app's installation is suspended") {
+		t.Errorf("no log line says the installation is suspended:\n%s", logs)
+	}
+	for _, r := range g.gs.Requests() {
+		if byHarvest(r) && of(r, "acme", g.inst) && r.Time.After(suspendedAt) {
+			t.Errorf("a request for the suspended installation: %s %s at +%s", r.Method, r.Path, r.Time.Sub(suspendedAt))
+		}
+	}
+
+	// Unsuspended, uninstalled, installed again: a new installation id,
+	// which Harvest finds on its own.
+	if err := g.gs.UnsuspendInstallation(ghsim.InstallationActionSpec{InstallationID: g.inst}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.gs.DeleteInstallation(ghsim.InstallationActionSpec{InstallationID: g.inst}); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := g.gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivery(t, c, wire.DeliveryDone, func(d wire.GitHubDelivery) bool { return d.Event == "installation" && d.Action == "created" })
+	issue3, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "once more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: issue3, Body: "@harvest fix the failing test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbin.WaitFor(t, time.Minute, "the 👀 after the reinstall", func() bool {
+		return g.requested(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid))
+	})
+	minted := false
+	for _, r := range g.gs.Requests() {
+		minted = minted || (r.Method == http.MethodPost && r.Path == fmt.Sprintf("/api/v3/app/installations/%d/access_tokens", inst) && r.Status == http.StatusCreated)
+	}
+	if !minted {
+		t.Errorf("no token of the new installation %d was minted", inst)
+	}
+	prOf(issue3)
+	checkExchanges(t, g)
+}
