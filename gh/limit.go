@@ -191,7 +191,8 @@ type budget struct {
 	// shared are the marks read from Shared last, replaced at each read
 	// (so one lifted elsewhere is lifted here).
 	shared    map[string]Mark
-	secStreak int // secondary limits in a row
+	read      time.Time // when shared was read
+	secStreak int       // secondary limits in a row
 	srvStreak int // 5xx in a row
 }
 
@@ -231,9 +232,22 @@ func (l *limits) budget(scope string) *budget {
 	return b
 }
 
-// refresh merges the shared marks of scope into this process's view.
+// sharedTTL is how long a read of the shared marks of a scope is used:
+// what another node learned is known here within it, at the cost of one
+// store read per scope per sharedTTL (not one per request).
+const sharedTTL = time.Second
+
+// refresh merges the shared marks of scope into this process's view, if
+// they were not read in the last sharedTTL.
 func (l *limits) refresh(ctx context.Context, scope string) {
 	if l.shared == nil {
+		return
+	}
+	l.mu.Lock()
+	b := l.budget(scope)
+	fresh := !b.read.IsZero() && l.now().Sub(b.read) < sharedTTL && !l.now().Before(b.read)
+	l.mu.Unlock()
+	if fresh {
 		return
 	}
 	marks, err := l.shared.Marks(ctx, scope)
@@ -245,7 +259,8 @@ func (l *limits) refresh(ctx context.Context, scope string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.budget(scope)
+	b = l.budget(scope)
+	b.read = l.now()
 	clear(b.shared)
 	for _, m := range marks {
 		if cur, ok := b.shared[m.Kind]; !ok || m.Until.After(cur.Until) {

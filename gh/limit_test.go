@@ -293,13 +293,15 @@ func TestNotInstalledAndSuspended(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Unsuspend(ctx, s.inst["acme"]) // as the unsuspend event does
+	s.advance(sharedTTL)              // the other node reads the marks again
 	if _, err := other.Token(ctx, SessionScope("acme/app")); err != nil {
 		t.Fatalf("unsuspended: %v", err)
 	}
 }
 
 // TestSharedWindows: a node that learns a window shares it; another node
-// sends nothing inside it, though GitHub never told it.
+// sends nothing inside it once it reads the marks again (within
+// sharedTTL), though GitHub never told it.
 func TestSharedWindows(t *testing.T) {
 	s := newStandIn(t)
 	shared := newMemShared(s.clock)
@@ -318,6 +320,7 @@ func TestSharedWindows(t *testing.T) {
 	if _, _, err := ca.Repositories.Get(NoWait(ctx), "acme", "app"); !errors.Is(err, ErrRateLimited) {
 		t.Fatalf("node a: %v", err)
 	}
+	s.advance(sharedTTL)
 	before := len(s.gs.Requests())
 	if _, _, err := cb.Repositories.Get(NoWait(ctx), "acme", "app"); !errors.Is(err, ErrRateLimited) {
 		t.Fatalf("node b: %v; want held back by a's window", err)
