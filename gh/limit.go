@@ -193,7 +193,7 @@ type budget struct {
 	shared    map[string]Mark
 	read      time.Time // when shared was read
 	secStreak int       // secondary limits in a row
-	srvStreak int // 5xx in a row
+	srvStreak int       // 5xx in a row
 }
 
 // rate is a primary limit as the last answer said.

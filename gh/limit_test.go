@@ -293,7 +293,7 @@ func TestNotInstalledAndSuspended(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Unsuspend(ctx, s.inst["acme"]) // as the unsuspend event does
-	s.advance(sharedTTL)              // the other node reads the marks again
+	s.advance(sharedTTL)             // the other node reads the marks again
 	if _, err := other.Token(ctx, SessionScope("acme/app")); err != nil {
 		t.Fatalf("unsuspended: %v", err)
 	}
