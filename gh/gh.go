@@ -50,6 +50,7 @@ type GitHub struct {
 	install map[string]int64 // "owner/name" → installation id
 	tokens  map[string]*tokenEntry
 	bot     *Identity
+	events  []string // the app's subscriptions, as Bot read them
 }
 
 type tokenEntry struct {
@@ -542,6 +543,9 @@ func (g *GitHub) Bot(ctx context.Context) (Identity, error) {
 		}
 		id.Login = app.GetSlug() + "[bot]"
 		id.Name = app.GetName()
+		g.mu.Lock()
+		g.events = app.Events
+		g.mu.Unlock()
 		if id.Name == "" {
 			id.Name = app.GetSlug()
 		}
@@ -568,6 +572,21 @@ func (g *GitHub) Bot(ctx context.Context) (Identity, error) {
 	g.bot = &id
 	g.mu.Unlock()
 	return id, nil
+}
+
+// Subscribed reports whether the app is subscribed to event (its
+// settings' "Subscribe to events"), as GitHub said when Bot asked; false
+// for a token, whose repository webhooks Harvest cannot see.
+func (g *GitHub) Subscribed(ctx context.Context, event string) bool {
+	if g.key == nil {
+		return false
+	}
+	if _, err := g.Bot(ctx); err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Contains(g.events, event)
 }
 
 // Handle is the name people mention to call Harvest: "@" + the bot's

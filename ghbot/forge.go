@@ -200,6 +200,9 @@ func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Re
 	// A mirror the background keeps fresh is cloned as it is: no network
 	// (mirrors.go); else it is fetched now.
 	path, ok := s.fresh(ctx, r.GitHub)
+	if ok && !s.mirrorHas(ctx, path, r) {
+		ok = false // a push Harvest did not hear of (no push events)
+	}
 	if !ok {
 		if path, err = s.fetchMirror(ctx, s.scope(sess), r.GitHub, def); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/gh"
+	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -27,7 +28,9 @@ import (
 //     is down to its reserve; a held-back fetch waits for the window).
 //
 // A checkout fetches itself only when the mirror is missing, older than
-// MirrorRefresh and a minute, or older than the last push known.
+// MirrorRefresh and a minute, older than the last push known, or lacks the
+// ref it starts from; and always when the app is not subscribed to push
+// events (pushes would go unnoticed).
 
 // mirrorState is what this process knows of its mirrors. Guarded by
 // Service.mu.
@@ -87,11 +90,12 @@ func (s *Service) mirrorPath(repo string) (string, error) {
 	return s.cfg.Mirrors.Path(mirrorKey(s.gh.WebURL(), repo))
 }
 
-// fresh reports whether repo's mirror can be cloned as it is: it exists,
-// was fetched within MirrorRefresh and a minute, and after the last push
-// known.
+// fresh reports whether repo's mirror can be cloned as it is: push
+// events tell Harvest of pushes (the app is subscribed to them), and the
+// mirror exists, was fetched within MirrorRefresh and a minute, and after
+// the last push known. Without push events a checkout always fetches.
 func (s *Service) fresh(ctx context.Context, repo string) (string, bool) {
-	if s.cfg.MirrorRefresh <= 0 {
+	if s.cfg.MirrorRefresh <= 0 || !s.gh.Subscribed(ctx, "push") {
 		return "", false
 	}
 	path, err := s.mirrorPath(repo)
@@ -111,6 +115,31 @@ func (s *Service) fresh(ctx context.Context, repo string) (string, bool) {
 		return "", false
 	}
 	return path, true
+}
+
+// mirrorHas reports whether the mirror at path has what r's checkout
+// starts from: its ref (a branch, tag or commit), and the commit the
+// session pushed before (a session checked out again). Without push
+// events a fresh mirror may lack them; then the checkout fetches.
+func (s *Service) mirrorHas(ctx context.Context, path string, r *store.Repo) bool {
+	if r.Ref != "" {
+		found := false
+		for _, ref := range []string{"refs/heads/" + r.Ref, "refs/tags/" + r.Ref, r.Ref + "^{commit}"} {
+			if _, err := s.cfg.Mirrors.Git(ctx, path, "rev-parse", "--verify", "--quiet", ref); err == nil {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if r.Pushed != "" {
+		if _, err := s.cfg.Mirrors.Git(ctx, path, "cat-file", "-e", r.Pushed+"^{commit}"); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // fetchMirror brings repo's mirror up to date (making it on first use)

@@ -33,7 +33,7 @@ type AppSpec struct {
 	WebhookURL    string            `json:"webhook_url,omitempty"`
 	WebhookSecret string            `json:"webhook_secret,omitempty"`
 	Permissions   map[string]string `json:"permissions,omitempty"` // default DefaultAppPermissions
-	Events        []string          `json:"events,omitempty"`      // empty: every event
+	Events        []string          `json:"events,omitempty"`      // empty: every event (GET /app lists them all)
 }
 
 // DefaultAppPermissions are what Harvest's App asks for.

@@ -156,7 +156,17 @@ func (s *Server) wApp(a *app) *wireApp {
 		ClientID: fmt.Sprintf("Iv1.%016x", a.id), Owner: s.wUser(a.owner), Name: a.name,
 		ExternalURL: s.base, HTMLURL: s.base + "/apps/" + a.slug,
 		CreatedAt: ts(a.created), UpdatedAt: ts(a.created),
-		Permissions: a.permissions, Events: nonNil(a.events)}
+		Permissions: a.permissions, Events: appEvents(a)}
+}
+
+// appEvents are the events an App is subscribed to, as GitHub lists them:
+// an App registered with none listed gets every event the stand-in sends
+// (installation events go to every App and are not listed).
+func appEvents(a *app) []string {
+	if len(a.events) > 0 {
+		return a.events
+	}
+	return []string{"check_suite", "issue_comment", "issues", "pull_request", "pull_request_review_comment", "push"}
 }
 
 func nonNil[T any](l []T) []T {
@@ -196,7 +206,7 @@ func (s *Server) wInstallation(in *installation) wireInstallation {
 		RepositoriesURL: s.api + "/installation/repositories",
 		HTMLURL:         fmt.Sprintf("%s/settings/installations/%d", s.base, in.id),
 		AppID:           in.app.id, AppSlug: in.app.slug, TargetID: in.account.id, TargetType: in.account.typ,
-		Permissions: clonePerms(in.perms), Events: nonNil(in.app.events),
+		Permissions: clonePerms(in.perms), Events: appEvents(in.app),
 		CreatedAt: ts(in.created), UpdatedAt: ts(in.updated), SingleFilePaths: []string{}}
 	if in.selected != nil {
 		w.RepositorySelection = "selected"
