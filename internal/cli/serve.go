@@ -317,7 +317,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ghsvc, _, err := f.github.forge(data, f.clone, logger)
+	ghsvc, ghc, err := f.github.forge(data, f.clone, logger)
 	if err != nil {
 		return exitCode(2, err)
 	}
@@ -341,6 +341,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 	defer st.Close()
+	if ghc != nil {
+		// What a node learns of GitHub's limits and installations, the
+		// others know (gh's package doc, "Limits"); before anything asks
+		// GitHub.
+		ghc.ShareLimits(ghbot.SharedMarks(st))
+	}
 	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -505,6 +511,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopSweep(); <-swept }()
 	}
 	var webhook http.Handler
+	var deliveries server.GitHubDeliveries
 	if ghsvc != nil {
 		var sessions ghbot.Sessions = mgr
 		if node != nil {
@@ -521,7 +528,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		hcfg := f.github.hooks
 		hcfg.Shared = node != nil
 		hooks := ghbot.NewHooks(ghsvc, st, sessions, hcfg)
-		webhook = hooks
+		webhook, deliveries = hooks, hooks
 		hctx, stopHooks := context.WithCancel(context.Background())
 		hooksDone := make(chan struct{})
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
@@ -535,7 +542,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if f.natsFollow {
 		follow = followBus(bus)
 	}
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
 		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes})
 	if err != nil {
 		closeAll(hard)
