@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -21,6 +22,9 @@ var _ store.Store = (*Store)(nil)
 // Store is a store.Store on a PostgreSQL database. See the package doc for
 // the schema, the isolation level and how seqs are allocated.
 type Store struct {
+	// The methods written once for both databases (package sqlstore).
+	*sqlstore.Store
+
 	pool pgPool
 	// where names the server and database (never the password) in errors.
 	where string
@@ -46,6 +50,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	pool := pgPool{pp}
 	s := &Store{pool: pool, where: where, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
+	s.Store = s.shared()
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, unreachable(where, cfg.ConnConfig, err)

@@ -14,6 +14,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -21,6 +22,9 @@ var _ store.Store = (*Store)(nil)
 // Store is a store.Store on one SQLite file. See the package doc for the
 // schema and the concurrency rules.
 type Store struct {
+	// The methods written once for both databases (package sqlstore).
+	*sqlstore.Store
+
 	path string
 	w    *sql.DB // exactly one connection: all writes
 	r    *sql.DB // query_only connections: all reads
@@ -84,6 +88,7 @@ func Open(path string) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s.r = r
+	s.Store = s.shared()
 	if err := s.prepare(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -1,0 +1,42 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/harvest-dev/harvest/store/sqlstore"
+)
+
+// The queries shared with store/postgres are package sqlstore's; this
+// file is SQLite's side of them: its dialect and how it runs a write.
+
+// dialect is SQLite's sqlstore.Dialect.
+type dialect struct{}
+
+func (dialect) Name() string               { return "sqlite" }
+func (dialect) Time(t time.Time) any       { return ts(t) }
+func (dialect) IsDuplicate(err error) bool { return isDuplicate(err) }
+func (dialect) IsMissingParent(err error) bool {
+	return code(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// db is the Store's sqlstore.DB: reads on the query_only pool, writes on
+// the writer connection (BEGIN IMMEDIATE).
+type db struct {
+	s *Store
+	r sqlstore.Querier
+}
+
+func (d db) Reader() sqlstore.Querier { return d.r }
+
+func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
+	return d.s.write(ctx, "sqlite: "+what, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx)) })
+}
+
+// shared makes the Store's sqlstore.Store (once its pools are open).
+func (s *Store) shared() *sqlstore.Store {
+	return sqlstore.New(db{s: s, r: sqlstore.SQL(s.r)}, dialect{}, func() time.Time { return s.now().UTC() })
+}
