@@ -23,6 +23,23 @@ func (dialect) Time(t time.Time) any           { return ts(t) }
 func (dialect) IsDuplicate(err error) bool     { return isDuplicate(err) }
 func (dialect) IsMissingParent(err error) bool { return isMissingParent(err) }
 
+func (dialect) Lock(m sqlstore.LockMode) string {
+	switch m {
+	case sqlstore.LockNoKeyUpdate:
+		return " FOR NO KEY UPDATE"
+	case sqlstore.LockShare:
+		return " FOR SHARE"
+	}
+	return " FOR UPDATE"
+}
+
+// Now is the server's clock (clock_timestamp(): the time of the call, not
+// of the transaction's start), so every node agrees on expiry.
+func (dialect) Now(time.Time) (string, []any) { return "clock_timestamp()", nil }
+func (dialect) After(_ time.Time, d time.Duration) (string, []any) {
+	return "clock_timestamp() + ? * interval '1 microsecond'", []any{d.Microseconds()}
+}
+
 // pgQuerier is a sqlstore.Querier on the pool or a transaction.
 type pgQuerier struct {
 	q interface {
@@ -70,6 +87,12 @@ func (d db) Reader() sqlstore.Querier { return pgQuerier{d.s.pool} }
 
 func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
 	return d.s.write(ctx, what, func(tx pgx.Tx) error { return fn(pgQuerier{tx}) })
+}
+
+// WriteOnce is one attempt of write: fn calls a caller's function, which
+// must not run twice.
+func (d db) WriteOnce(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
+	return d.s.attempt(ctx, what, func(tx pgx.Tx) error { return fn(pgQuerier{tx}) })
 }
 
 // shared makes the Store's sqlstore.Store.

@@ -23,6 +23,15 @@ func (dialect) IsMissingParent(err error) bool {
 	return code(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 }
 
+// Lock is no clause: the one writer runs each write transaction alone.
+func (dialect) Lock(sqlstore.LockMode) string { return "" }
+
+// Now is the Store's clock, bound as a parameter.
+func (dialect) Now(now time.Time) (string, []any) { return "?", []any{ts(now)} }
+func (dialect) After(now time.Time, d time.Duration) (string, []any) {
+	return "?", []any{ts(now.Add(d))}
+}
+
 // db is the Store's sqlstore.DB: reads on the query_only pool, writes on
 // the writer connection (BEGIN IMMEDIATE).
 type db struct {
@@ -34,6 +43,11 @@ func (d db) Reader() sqlstore.Querier { return d.r }
 
 func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
 	return d.s.write(ctx, "sqlite: "+what, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx)) })
+}
+
+// WriteOnce is Write: a SQLite write is never run again.
+func (d db) WriteOnce(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
+	return d.Write(ctx, what, fn)
 }
 
 // shared makes the Store's sqlstore.Store (once its pools are open).

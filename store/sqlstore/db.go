@@ -45,6 +45,10 @@ type DB interface {
 	// no effect outside tx) is the database's. what names the write in
 	// begin's and commit's errors.
 	Write(ctx context.Context, what string, fn func(tx Querier) error) error
+	// WriteOnce is Write for a write that calls a caller's function: fn
+	// runs once, never again on a retry. It must take its row locks in an
+	// order that cannot deadlock (one row).
+	WriteOnce(ctx context.Context, what string, fn func(tx Querier) error) error
 }
 
 // Store is the shared implementation of the store.Store methods moved

@@ -2,6 +2,21 @@ package sqlstore
 
 import "time"
 
+// LockMode is a row lock a read-modify-write takes on what it reads
+// (Dialect.Lock).
+type LockMode int
+
+const (
+	// LockUpdate: the row will be changed or deleted (FOR UPDATE).
+	LockUpdate LockMode = iota
+	// LockNoKeyUpdate: the row will be changed but not its key, so rows
+	// that refer to it (a session's events) are not held up (FOR NO KEY
+	// UPDATE).
+	LockNoKeyUpdate
+	// LockShare: the row must not change until the commit (FOR SHARE).
+	LockShare
+)
+
 // Dialect is what differs between the databases, named: each method is one
 // difference the package doc lists. The queries themselves are written once,
 // in the SQL both databases speak, with ? placeholders.
@@ -17,4 +32,16 @@ type Dialect interface {
 	// IsMissingParent reports a foreign key violation: the row a row refers
 	// to (a session) is gone.
 	IsMissingParent(err error) bool
+
+	// Lock is the clause a SELECT ends with to lock the rows it reads
+	// until the commit: PostgreSQL's FOR UPDATE and kin; "" for SQLite,
+	// whose one writer runs a whole write transaction alone.
+	Lock(m LockMode) string
+	// Now is the SQL for the instant a lock's expiry is judged at, and its
+	// arguments; After is that instant plus d. SQLite: a ? bound to now,
+	// the Store's clock (a SQLite file is written by one machine's
+	// processes, which share it). PostgreSQL: clock_timestamp(), the
+	// server's clock, so nodes whose clocks differ agree on expiry.
+	Now(now time.Time) (string, []any)
+	After(now time.Time, d time.Duration) (string, []any)
 }
