@@ -2,18 +2,22 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
 // The queries shared with store/sqlite are package sqlstore's; this file
 // is PostgreSQL's side of them: its dialect and how it runs statements
 // (through pgx, the ? placeholders rebound as $n) and writes.
+
+var _ store.Copier = (*Store)(nil)
 
 // dialect is PostgreSQL's sqlstore.Dialect.
 type dialect struct{}
@@ -36,6 +40,18 @@ func (dialect) Lock(m sqlstore.LockMode) string {
 // Now is the server's clock (clock_timestamp(): the time of the call, not
 // of the transaction's start), so every node agrees on expiry.
 func (dialect) Now(time.Time) (string, []any) { return "clock_timestamp()", nil }
+
+// ScopeLock is a transaction-scoped advisory lock on (space, key).
+func (dialect) ScopeLock(space, key int32) (string, []any) {
+	return "SELECT pg_advisory_xact_lock(?, ?)", []any{space, key}
+}
+
+// Contains folds ASCII case only, as SQLite's lower(): the text is
+// COLLATE "C" whatever the database's locale.
+func (dialect) Contains(col string) string {
+	return "strpos(lower(" + col + `), lower(?::text COLLATE "C")) > 0`
+}
+
 func (dialect) After(_ time.Time, d time.Duration) (string, []any) {
 	return "clock_timestamp() + ? * interval '1 microsecond'", []any{d.Microseconds()}
 }
@@ -87,6 +103,16 @@ func (d db) Reader() sqlstore.Querier { return pgQuerier{d.s.pool} }
 
 func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
 	return d.s.write(ctx, what, func(tx pgx.Tx) error { return fn(pgQuerier{tx}) })
+}
+
+// Snapshot runs fn in a REPEATABLE READ, read-only transaction.
+func (d db) Snapshot(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
+	tx, err := d.s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("postgres: %s: begin: %w", what, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	return fn(pgQuerier{tx})
 }
 
 // WriteOnce is one attempt of write: fn calls a caller's function, which

@@ -3,15 +3,19 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
 // The queries shared with store/postgres are package sqlstore's; this
 // file is SQLite's side of them: its dialect and how it runs a write.
+
+var _ store.Copier = (*Store)(nil)
 
 // dialect is SQLite's sqlstore.Dialect.
 type dialect struct{}
@@ -28,6 +32,12 @@ func (dialect) Lock(sqlstore.LockMode) string { return "" }
 
 // Now is the Store's clock, bound as a parameter.
 func (dialect) Now(now time.Time) (string, []any) { return "?", []any{ts(now)} }
+
+// ScopeLock is nothing: the one writer runs each write alone.
+func (dialect) ScopeLock(space, key int32) (string, []any) { return "", nil }
+
+func (dialect) Contains(col string) string { return "instr(lower(" + col + "), lower(?)) > 0" }
+
 func (dialect) After(now time.Time, d time.Duration) (string, []any) {
 	return "?", []any{ts(now.Add(d))}
 }
@@ -43,6 +53,17 @@ func (d db) Reader() sqlstore.Querier { return d.r }
 
 func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
 	return d.s.write(ctx, "sqlite: "+what, func(tx *sql.Tx) error { return fn(sqlstore.SQL(tx)) })
+}
+
+// Snapshot runs fn in a read transaction on the readers' pool: WAL gives
+// it one snapshot from its first read to its end.
+func (d db) Snapshot(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
+	tx, err := d.s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", what, err)
+	}
+	defer tx.Rollback()
+	return fn(sqlstore.SQL(tx))
 }
 
 // WriteOnce is Write: a SQLite write is never run again.

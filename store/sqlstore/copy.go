@@ -6,9 +6,11 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
+var _ store.Copier = (*Store)(nil)
+
 // What harvest store migrate needs beyond store.Store (store.Copier's doc
-// says why each call exists). LoadMemory is still each database's (it
-// moves with the memory family).
+// says why each call exists).
+// LoadMemory is in memory.go.
 
 // DumpDeliveries lists every delivery by id.
 func (s *Store) DumpDeliveries(ctx context.Context) ([]*store.Delivery, error) {

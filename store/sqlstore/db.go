@@ -49,6 +49,10 @@ type DB interface {
 	// runs once, never again on a retry. It must take its row locks in an
 	// order that cannot deadlock (one row).
 	WriteOnce(ctx context.Context, what string, fn func(tx Querier) error) error
+	// Snapshot runs fn in a read-only transaction whose statements all see
+	// one state of the database (SQLite: a read transaction on the
+	// readers' pool, WAL's snapshot; PostgreSQL: REPEATABLE READ).
+	Snapshot(ctx context.Context, what string, fn func(tx Querier) error) error
 }
 
 // Store is the shared implementation of the store.Store methods moved

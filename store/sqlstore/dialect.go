@@ -44,4 +44,15 @@ type Dialect interface {
 	// server's clock, so nodes whose clocks differ agree on expiry.
 	Now(now time.Time) (string, []any)
 	After(now time.Time, d time.Duration) (string, []any)
+
+	// ScopeLock is the statement that makes the writes of one scope (a
+	// memory scope: two keys, a space and a hash of the scope) run one at
+	// a time, held to the commit: PostgreSQL's pg_advisory_xact_lock; ""
+	// for SQLite, whose one writer already does.
+	ScopeLock(space, key int32) (string, []any)
+	// Contains is the condition that col contains the text bound to its
+	// one ?, folding ASCII case only: SQLite's instr(lower(col),
+	// lower(?)) > 0, PostgreSQL's strpos with the text COLLATE "C" (so its
+	// lower() folds as SQLite's, whatever the database's locale).
+	Contains(col string) string
 }
