@@ -214,13 +214,3 @@ func ts(t time.Time) any {
 	}
 	return t
 }
-
-// tm reads a timestamptz (NULL: the zero time) in UTC.
-func tm(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-type scanner interface{ Scan(dest ...any) error }

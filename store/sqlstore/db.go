@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/harvest-dev/harvest/event"
 )
 
 // Querier runs statements: a database's pool (the reads) or a write's
@@ -53,6 +55,15 @@ type DB interface {
 	// one state of the database (SQLite: a read transaction on the
 	// readers' pool, WAL's snapshot; PostgreSQL: REPEATABLE READ).
 	Snapshot(ctx context.Context, what string, fn func(tx Querier) error) error
+
+	// InsertEvents inserts a batch of events in tx, the way the database
+	// does it best: SQLite's multi-row INSERTs of up to 64 events,
+	// prepared once; PostgreSQL's one INSERT of arrays (unnest), one round
+	// trip whatever the batch's size. sessions are the batch's sessions,
+	// data the events' encoded payloads. A session that does not exist is
+	// store.ErrNotFound; a seq already stored is store.ErrConflict, naming
+	// it.
+	InsertEvents(ctx context.Context, tx Querier, sessions []string, evs []event.Event, data [][]byte) error
 }
 
 // Store is the shared implementation of the store.Store methods moved

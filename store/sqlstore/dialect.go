@@ -2,6 +2,19 @@ package sqlstore
 
 import "time"
 
+// Clock is which of the database server's clocks Dialect.Now reads.
+type Clock int
+
+const (
+	// ClockCall is the time of the call (PostgreSQL's clock_timestamp()):
+	// the locks'.
+	ClockCall Clock = iota
+	// ClockStatement is one instant for the whole statement (PostgreSQL's
+	// statement_timestamp()), so a statement compares and sets times
+	// against the same now: the leases', nodes' and checkpoints'.
+	ClockStatement
+)
+
 // LockMode is a row lock a read-modify-write takes on what it reads
 // (Dialect.Lock).
 type LockMode int
@@ -37,13 +50,13 @@ type Dialect interface {
 	// until the commit: PostgreSQL's FOR UPDATE and kin; "" for SQLite,
 	// whose one writer runs a whole write transaction alone.
 	Lock(m LockMode) string
-	// Now is the SQL for the instant a lock's expiry is judged at, and its
-	// arguments; After is that instant plus d. SQLite: a ? bound to now,
-	// the Store's clock (a SQLite file is written by one machine's
-	// processes, which share it). PostgreSQL: clock_timestamp(), the
-	// server's clock, so nodes whose clocks differ agree on expiry.
-	Now(now time.Time) (string, []any)
-	After(now time.Time, d time.Duration) (string, []any)
+	// Now is the SQL for the instant a lock, lease or node's expiry is
+	// judged at, and its arguments; After is that instant plus d. SQLite:
+	// a ? bound to now, the Store's clock (a SQLite file is written by one
+	// machine's processes, which share it). PostgreSQL: the server's clock
+	// (c says which of its clocks), so nodes whose clocks differ agree.
+	Now(c Clock, now time.Time) (string, []any)
+	After(c Clock, now time.Time, d time.Duration) (string, []any)
 
 	// ScopeLock is the statement that makes the writes of one scope (a
 	// memory scope: two keys, a space and a hash of the scope) run one at
@@ -55,4 +68,20 @@ type Dialect interface {
 	// lower(?)) > 0, PostgreSQL's strpos with the text COLLATE "C" (so its
 	// lower() folds as SQLite's, whatever the database's locale).
 	Contains(col string) string
+
+	// JSONAbsent is what an optional JSON column holds when the value is
+	// absent: SQLite's '' (its columns are NOT NULL TEXT), PostgreSQL's
+	// NULL. JSONPresent is the condition that col holds a value.
+	JSONAbsent() any
+	JSONPresent(col string) string
+	// JSONText and JSONInt extract a field of a JSON object column as text
+	// or as an integer, written as the database's expression indexes are
+	// (SQLite's json_extract(col, '$.field'), PostgreSQL's col->>'field'),
+	// so a query using them uses the index.
+	JSONText(col, field string) string
+	JSONInt(col, field string) string
+
+	// NoLimit is the LIMIT argument that sets no limit: SQLite's -1,
+	// PostgreSQL's NULL.
+	NoLimit() any
 }

@@ -25,8 +25,8 @@ func (s *Store) AcquireLock(ctx context.Context, key, holder string, ttl time.Du
 	var out store.Lock
 	err := s.write(ctx, "acquire lock "+key, func(tx Querier) error {
 		now := s.now()
-		until, untilArgs := s.d.After(now, ttl)
-		cur, curArgs := s.d.Now(now)
+		until, untilArgs := s.d.After(ClockCall, now, ttl)
+		cur, curArgs := s.d.Now(ClockCall, now)
 		var expires Time
 		err := tx.QueryRow(ctx, `INSERT INTO locks (key, holder, expires) VALUES (?, ?, `+until+`)
 	ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
@@ -80,7 +80,7 @@ func (s *Store) GetLock(ctx context.Context, key string) (store.Lock, error) {
 		expires Time
 		live    bool
 	)
-	cur, curArgs := s.d.Now(s.now())
+	cur, curArgs := s.d.Now(ClockCall, s.now())
 	err := s.reader().QueryRow(ctx, `SELECT holder, expires, expires > `+cur+` FROM locks WHERE key = ?`,
 		append(curArgs, key)...).Scan(&l.Holder, &expires, &live)
 	if isNoRows(err) {
