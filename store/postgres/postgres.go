@@ -17,7 +17,10 @@ import (
 	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Copier = (*Store)(nil)
+)
 
 // Store is a store.Store on a PostgreSQL database. See the package doc for
 // the schema, the isolation level and how seqs are allocated.

@@ -21,8 +21,6 @@ import (
 // (through pgx, the ? placeholders rebound as $n) and writes, and how it
 // inserts a batch of events.
 
-var _ store.Copier = (*Store)(nil)
-
 // dialect is PostgreSQL's sqlstore.Dialect.
 type dialect struct{}
 

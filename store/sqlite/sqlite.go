@@ -22,7 +22,8 @@ var _ store.Store = (*Store)(nil)
 // Store is a store.Store on one SQLite file. See the package doc for the
 // schema and the concurrency rules.
 type Store struct {
-	// The methods written once for both databases (package sqlstore).
+	// Every method of store.Store and store.Copier but Close: package
+	// sqlstore's, over this package's dialect and db (sqlstore.go).
 	*sqlstore.Store
 
 	path string

@@ -21,40 +21,6 @@ import (
 // (database/sql, the hot ones prepared once) and writes, and how it
 // inserts a batch of events.
 
-var _ store.Copier = (*Store)(nil)
-
-// dialect is SQLite's sqlstore.Dialect.
-type dialect struct{}
-
-func (dialect) Name() string               { return "sqlite" }
-func (dialect) Time(t time.Time) any       { return ts(t) }
-func (dialect) IsDuplicate(err error) bool { return isDuplicate(err) }
-func (dialect) IsMissingParent(err error) bool {
-	return code(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
-}
-
-// Lock is no clause: the one writer runs each write transaction alone.
-func (dialect) Lock(sqlstore.LockMode) string { return "" }
-
-// Now is the Store's clock, bound as a parameter, whichever clock is asked.
-func (dialect) Now(_ sqlstore.Clock, now time.Time) (string, []any) { return "?", []any{ts(now)} }
-func (dialect) After(_ sqlstore.Clock, now time.Time, d time.Duration) (string, []any) {
-	return "?", []any{ts(now.Add(d))}
-}
-
-// ScopeLock is nothing: the one writer runs each write alone.
-func (dialect) ScopeLock(space, key int32) (string, []any) { return "", nil }
-
-func (dialect) Contains(col string) string { return "instr(lower(" + col + "), lower(?)) > 0" }
-
-func (dialect) JSONAbsent() any               { return "" }
-func (dialect) JSONPresent(col string) string { return col + " <> ''" }
-func (dialect) JSONText(col, field string) string {
-	return "json_extract(" + col + ", '$." + field + "')"
-}
-func (dialect) JSONInt(col, field string) string { return dialect{}.JSONText(col, field) }
-func (dialect) NoLimit() any                     { return int64(-1) }
-
 // querier is a sqlstore.Querier on the readers' pool or a transaction;
 // the statements in hot (prepared on the pool) run prepared.
 type querier struct {
@@ -109,6 +75,9 @@ func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlsto
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
+
+// The copier's calls (harvest store migrate) are sqlstore's too.
+var _ store.Copier = (*Store)(nil)
 
 // db is the Store's sqlstore.DB: reads on the query_only pool, writes on
 // the writer connection (BEGIN IMMEDIATE).
@@ -205,3 +174,35 @@ func conflict(ctx context.Context, tx *sql.Tx, chunk []event.Event, sids map[str
 func (s *Store) shared() *sqlstore.Store {
 	return sqlstore.New(db{s}, dialect{}, func() time.Time { return s.now().UTC() })
 }
+
+// dialect is SQLite's sqlstore.Dialect.
+type dialect struct{}
+
+func (dialect) Name() string               { return "sqlite" }
+func (dialect) Time(t time.Time) any       { return ts(t) }
+func (dialect) IsDuplicate(err error) bool { return isDuplicate(err) }
+func (dialect) IsMissingParent(err error) bool {
+	return code(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// Lock is no clause: the one writer runs each write transaction alone.
+func (dialect) Lock(sqlstore.LockMode) string { return "" }
+
+// Now is the Store's clock, bound as a parameter, whichever clock is asked.
+func (dialect) Now(_ sqlstore.Clock, now time.Time) (string, []any) { return "?", []any{ts(now)} }
+func (dialect) After(_ sqlstore.Clock, now time.Time, d time.Duration) (string, []any) {
+	return "?", []any{ts(now.Add(d))}
+}
+
+// ScopeLock is nothing: the one writer runs each write alone.
+func (dialect) ScopeLock(space, key int32) (string, []any) { return "", nil }
+
+func (dialect) Contains(col string) string { return "instr(lower(" + col + "), lower(?)) > 0" }
+
+func (dialect) JSONAbsent() any               { return "" }
+func (dialect) JSONPresent(col string) string { return col + " <> ''" }
+func (dialect) JSONText(col, field string) string {
+	return "json_extract(" + col + ", '$." + field + "')"
+}
+func (dialect) JSONInt(col, field string) string { return dialect{}.JSONText(col, field) }
+func (dialect) NoLimit() any                     { return int64(-1) }

@@ -50,17 +50,49 @@
 //     connection (one writer at a time, so a read-modify-write in it is
 //     atomic); PostgreSQL runs READ COMMITTED with row locks and runs the
 //     transaction again on a deadlock or a serialization failure (its
-//     package doc says why). Reads go to DB.Reader: SQLite's query_only
-//     pool, PostgreSQL's pool.
+//     package doc says why; DB.WriteOnce is the write that calls a
+//     caller's function, never run twice). Reads go to DB.Reader:
+//     SQLite's query_only pool, PostgreSQL's pool; DB.Snapshot is a read
+//     of several statements that see one state (ReadMemory).
+//   - Row locks: Dialect.Lock is PostgreSQL's FOR UPDATE, FOR NO KEY
+//     UPDATE or FOR SHARE on what a read-modify-write reads (a session's
+//     row before its update or its next message seq, the leases a fenced
+//     write checks); nothing in SQLite, whose one writer runs each write
+//     transaction alone. The code that takes them is the same.
+//   - Scoped locks: Dialect.ScopeLock is PostgreSQL's
+//     pg_advisory_xact_lock on a memory scope (its writes run one at a
+//     time, so its size bound holds); nothing in SQLite.
+//   - Clocks: Dialect.Now and After are the instant a lock, lease, node
+//     or checkpoint is judged at. PostgreSQL's server clock
+//     (clock_timestamp() for locks, statement_timestamp() for the rest),
+//     so nodes with different clocks agree; SQLite's Store clock, bound
+//     as a parameter (a file is written by one machine's processes). Each
+//     decision (AcquireLock, AcquireLease, RenewLease) is one statement on
+//     both: INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING, or
+//     UPDATE ... RETURNING.
+//   - JSON fields in a WHERE (ListSessions): Dialect.JSONText and JSONInt
+//     are written as each database's expression indexes are, so the
+//     index is used; an absent optional JSON value is SQLite's '' and
+//     PostgreSQL's NULL (JSONAbsent, JSONPresent).
+//   - Case-folded search (memory): Dialect.Contains. Full-text search,
+//     when it comes, is a dialect method too.
+//   - A batch of events: DB.InsertEvents. SQLite inserts it in prepared
+//     multi-row INSERTs of up to 64 rows; PostgreSQL in one INSERT of
+//     unnest arrays, one round trip whatever its size. A seq stored
+//     twice is named from a probe (SQLite) or the violation's detail
+//     (PostgreSQL, whose aborted transaction cannot probe).
+//   - Prepared statements: SQLite's DB prepares the events' hot reads
+//     (Hot) once; pgx caches the statements it sees by itself.
 //
-// Still per database, with the methods not yet moved (each store
-// package's doc describes them): the locking clauses (FOR NO KEY UPDATE,
-// FOR SHARE) and the scoped advisory locks, whose clock times locks,
-// leases and nodes, the event batch insert (prepared power-of-two
-// statements in SQLite, unnest arrays in PostgreSQL), message seq
-// allocation, and the store.Store methods not yet in this package.
-// As each family moves here, the dialect grows by the differences it
-// needs, each with its name and why.
+// Lists are IN (?, ?, ...) in both, not PostgreSQL's arrays: one query
+// text, and the lists here are short (a session's states, a scope's
+// names); the two batch writes that can be long are the dialect's
+// (InsertEvents) or chunked (RenewLeases, a checkpoint's packs).
+//
+// What stays in each store package: opening the database (its URL or
+// file, pools, pragmas, migrations), DB and Dialect, and what only one
+// of them has (SQLite's Claim and HoldWrites; PostgreSQL's reconnecting
+// pool and its error for an unreachable server).
 //
 // Migrations stay per database (store/sqlite's schema.go,
 // store/postgres's migrations/): the DDL must differ (STRICT and WITHOUT
