@@ -72,7 +72,7 @@
 //     UPDATE ... RETURNING.
 //   - JSON fields in a WHERE (ListSessions): Dialect.JSONText and JSONInt
 //     are written as each database's expression indexes are, so the
-//     index is used; an absent optional JSON value is SQLite's ” and
+//     index is used; an absent optional JSON value is SQLite's empty text and
 //     PostgreSQL's NULL (JSONAbsent, JSONPresent).
 //   - Case-folded search (memory): Dialect.Contains. Full-text search,
 //     when it comes, is a dialect method too.
