@@ -112,9 +112,12 @@ func (q pgQuerier) QueryRow(ctx context.Context, sql string, args ...any) sqlsto
 
 // db is the Store's sqlstore.DB: reads on the pool, writes in write's
 // READ COMMITTED transactions (retried on deadlocks).
-type db struct{ s *Store }
+type db struct {
+	s *Store
+	r sqlstore.Querier // the pool, made once
+}
 
-func (d db) Reader() sqlstore.Querier { return pgQuerier{d.s.pool} }
+func (d db) Reader() sqlstore.Querier { return d.r }
 
 func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
 	return d.s.write(ctx, what, func(tx pgx.Tx) error { return fn(pgQuerier{tx}) })
@@ -220,5 +223,5 @@ func conflict(err error, sids map[string]int64) error {
 
 // shared makes the Store's sqlstore.Store.
 func (s *Store) shared() *sqlstore.Store {
-	return sqlstore.New(db{s}, dialect{}, func() time.Time { return s.now() })
+	return sqlstore.New(db{s: s, r: pgQuerier{s.pool}}, dialect{}, func() time.Time { return s.now() })
 }

@@ -89,11 +89,11 @@ func Open(path string) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s.r = r
-	s.Store = s.shared()
 	if err := s.prepare(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	s.Store = s.shared()
 	return s, nil
 }
 

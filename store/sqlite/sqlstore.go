@@ -81,9 +81,12 @@ var _ store.Copier = (*Store)(nil)
 
 // db is the Store's sqlstore.DB: reads on the query_only pool, writes on
 // the writer connection (BEGIN IMMEDIATE).
-type db struct{ s *Store }
+type db struct {
+	s *Store
+	r sqlstore.Querier // the readers' pool, made once
+}
 
-func (d db) Reader() sqlstore.Querier { return querier{q: d.s.r, hot: d.s.hot} }
+func (d db) Reader() sqlstore.Querier { return d.r }
 
 func (d db) Write(ctx context.Context, what string, fn func(tx sqlstore.Querier) error) error {
 	return d.s.write(ctx, "sqlite: "+what, func(tx *sql.Tx) error { return fn(querier{q: tx, tx: tx}) })
@@ -172,7 +175,7 @@ func conflict(ctx context.Context, tx *sql.Tx, chunk []event.Event, sids map[str
 
 // shared makes the Store's sqlstore.Store (once its pools are open).
 func (s *Store) shared() *sqlstore.Store {
-	return sqlstore.New(db{s}, dialect{}, func() time.Time { return s.now().UTC() })
+	return sqlstore.New(db{s: s, r: querier{q: s.r, hot: s.hot}}, dialect{}, func() time.Time { return s.now().UTC() })
 }
 
 // dialect is SQLite's sqlstore.Dialect.

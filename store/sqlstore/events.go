@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/harvest-dev/harvest/event"
@@ -55,19 +56,18 @@ func (s *Store) appendEvents(ctx context.Context, fences []store.Fence, evs []ev
 	}
 	data := make([][]byte, len(evs))
 	var sessions []string
-	type key struct {
-		session string
-		seq     int64
-	}
-	seen := make(map[key]bool, len(evs))
+	// last is each session's last seq so far: the journal's batches
+	// number each session's events upwards, and then no seq can repeat.
+	last := make(map[string]int64, 4)
+	ordered := true
 	for i, ev := range evs {
 		if ev.Session == "" || ev.Seq <= 0 || ev.Data == nil {
 			return s.errorf("append events: event %d (session %q, seq %d) needs a session, a seq > 0 and a payload", i, ev.Session, ev.Seq)
 		}
-		if seen[key{ev.Session, ev.Seq}] {
-			return s.errorf("append events: seq %d of session %s appears twice in the batch: %w", ev.Seq, ev.Session, store.ErrConflict)
+		if ev.Seq <= last[ev.Session] {
+			ordered = false
 		}
-		seen[key{ev.Session, ev.Seq}] = true
+		last[ev.Session] = ev.Seq
 		b, err := encode(ev.Data)
 		if err != nil {
 			return s.errorf("append events: encoding event %d of session %s (%s): %w", ev.Seq, ev.Session, ev.Type(), err)
@@ -75,6 +75,11 @@ func (s *Store) appendEvents(ctx context.Context, fences []store.Fence, evs []ev
 		data[i] = b
 		if !slices.Contains(sessions, ev.Session) {
 			sessions = append(sessions, ev.Session)
+		}
+	}
+	if !ordered {
+		if err := repeated(evs); err != nil {
+			return s.errorf("append events: %w", err)
 		}
 	}
 	err := s.write(ctx, "append events", func(tx Querier) error {
@@ -105,6 +110,24 @@ func (s *Store) appendEvents(ctx context.Context, fences []store.Fence, evs []ev
 		}
 	}
 	return err
+}
+
+// repeated is ErrConflict when a (session, seq) appears twice in evs (it
+// cannot be inserted; PostgreSQL would abort the transaction without
+// saying which).
+func repeated(evs []event.Event) error {
+	type key struct {
+		session string
+		seq     int64
+	}
+	seen := make(map[key]bool, len(evs))
+	for _, ev := range evs {
+		if seen[key{ev.Session, ev.Seq}] {
+			return fmt.Errorf("seq %d of session %s appears twice in the batch: %w", ev.Seq, ev.Session, store.ErrConflict)
+		}
+		seen[key{ev.Session, ev.Seq}] = true
+	}
+	return nil
 }
 
 // Events returns the events of session with Seq > after, in order, at most
