@@ -58,11 +58,7 @@ ORDER BY scopes.repo, scopes.owner`)
 	if err != nil {
 		return nil, s.errorf("dump memory scopes: %w", err)
 	}
-	var out []store.MemoryScopeInfo
-	for _, i := range infos {
-		out = append(out, *i)
-	}
-	return out, nil
+	return values(infos), nil
 }
 
 // LoadDelivery stores d as it is.

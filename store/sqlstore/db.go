@@ -111,6 +111,15 @@ func collect[T any](rows Rows, err error, scan func(Row) (*T, error)) ([]*T, err
 	return out, rows.Err()
 }
 
+// values is what ps point to, for the calls that return values.
+func values[T any](ps []*T) []T {
+	var out []T
+	for _, p := range ps {
+		out = append(out, *p)
+	}
+	return out
+}
+
 // in is "(?,?,?)" for n values (n >= 1).
 func in(n int) string { return "(?" + strings.Repeat(",?", n-1) + ")" }
 

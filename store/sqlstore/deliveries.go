@@ -222,11 +222,7 @@ func (s *Store) GitHubMarks(ctx context.Context, scope string) ([]store.GitHubMa
 	if err != nil {
 		return nil, s.errorf("github marks of %s: %w", scope, err)
 	}
-	var out []store.GitHubMark
-	for _, m := range ms {
-		out = append(out, *m)
-	}
-	return out, nil
+	return values(ms), nil
 }
 
 // PutGitHubMark records m, keeping a later one.

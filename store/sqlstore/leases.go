@@ -78,11 +78,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]store.Node, error) {
 	if err != nil {
 		return nil, s.errorf("list nodes: %w", err)
 	}
-	var out []store.Node
-	for _, n := range nodes {
-		out = append(out, *n)
-	}
-	return out, nil
+	return values(nodes), nil
 }
 
 // RemoveNode forgets node id (no error when it is not there).
@@ -288,23 +284,22 @@ func (s *Store) ExpiredLeases(ctx context.Context, f store.LeaseFilter) ([]store
 		a = append(a, int64(f.Limit))
 	}
 	rows, err := s.reader().Query(ctx, q, a...)
-	ls, err := collect(rows, err, func(r Row) (*store.Lease, error) {
-		var (
-			l   store.Lease
-			exp Time
-		)
-		err := r.Scan(&l.Session, &l.Node, &l.Epoch, &exp)
-		l.Expires = exp.T
-		return &l, err
-	})
+	ls, err := collect(rows, err, scanLease)
 	if err != nil {
 		return nil, s.errorf("expired leases: %w", err)
 	}
-	var out []store.Lease
-	for _, l := range ls {
-		out = append(out, *l)
-	}
-	return out, nil
+	return values(ls), nil
+}
+
+// scanLease reads session, node, epoch and expires.
+func scanLease(r Row) (*store.Lease, error) {
+	var (
+		l   store.Lease
+		exp Time
+	)
+	err := r.Scan(&l.Session, &l.Node, &l.Epoch, &exp)
+	l.Expires = exp.T
+	return &l, err
 }
 
 // checkFences reads the leases of the fences' sessions, in session order,
@@ -332,15 +327,7 @@ func (s *Store) checkFences(ctx context.Context, tx Querier, fences []store.Fenc
 	slices.Sort(ids)
 	rows, err := tx.Query(ctx, `SELECT session, node, epoch, expires FROM session_leases
 	WHERE session IN `+in(len(ids))+` ORDER BY session`+s.d.Lock(LockShare), appendStrings(nil, ids)...)
-	cur, err := collect(rows, err, func(r Row) (*store.Lease, error) {
-		var (
-			l   store.Lease
-			exp Time
-		)
-		err := r.Scan(&l.Session, &l.Node, &l.Epoch, &exp)
-		l.Expires = exp.T
-		return &l, err
-	})
+	cur, err := collect(rows, err, scanLease)
 	if err != nil {
 		return fmt.Errorf("reading the leases: %w", err)
 	}
