@@ -71,7 +71,6 @@ type Call struct {
 // tracer is this package's tracing scope.
 const tracer = "github.com/harvest-dev/harvest/llm"
 
-
 // String returns "provider/model".
 func (c *Client) String() string { return c.Provider.Name() + "/" + c.Model }
 
