@@ -297,6 +297,9 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, api, session stri
 	}
 	p.logger.Log(context.Background(), level, "model request refused", "session", session, "method", r.Method,
 		"path", r.URL.Path, "status", ref.status, "reason", ref.msg, "remote", r.RemoteAddr)
+	if p.obs != nil {
+		p.obs.ProxyRequest(Request{API: api, Status: ref.status, Result: ResultRefused})
+	}
 }
 
 // rewrite points the outgoing request at the upstream, with the real key
@@ -498,7 +501,17 @@ func (ex *exchange) done() {
 	if ex.problem == "" && (ex.status == http.StatusUnauthorized || ex.status == http.StatusForbidden) {
 		// The API refused the real key: the box cannot fix that.
 		ex.p.logger.Warn("the model API refused Harvest's key: check the API key configured for it", attrs...)
-		return
+	} else {
+		ex.p.logger.Info("model request", attrs...)
 	}
-	ex.p.logger.Info("model request", attrs...)
+	if o := ex.p.obs; o != nil {
+		res := ResultUpstreamError
+		switch {
+		case ex.problem != "":
+			res = ResultFailed
+		case ex.status >= 200 && ex.status < 300:
+			res = ResultOK
+		}
+		o.ProxyRequest(Request{API: ex.route.up.api, Model: ex.model, Status: ex.status, Result: res, Duration: time.Since(ex.start), Usage: ex.usage})
+	}
 }

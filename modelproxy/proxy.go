@@ -76,7 +76,50 @@ type Config struct {
 	// Logger gets one line per request (never a key or a token); nil
 	// discards.
 	Logger *slog.Logger
+	// Observer, when set, hears of every request once it is answered
+	// (package telemetry counts them). Nil: nobody does.
+	Observer Observer
 }
+
+// Observer hears of the proxy's requests. ProxyRequest runs on the
+// request's goroutine, after the log line, and must return at once.
+type Observer interface {
+	ProxyRequest(Request)
+}
+
+// Request is one request as an Observer hears of it.
+type Request struct {
+	// API is "anthropic" or "openai" ("" for a path the proxy does not
+	// serve); Model the model a model call asked for ("" for other
+	// requests).
+	API, Model string
+	// Status is what the box got; Result how the request ended.
+	Status   int
+	Result   Result
+	Duration time.Duration
+	// Usage is a model call's recorded usage (a 2xx answer), else nil.
+	Usage *Usage
+}
+
+// Result says how a request through the proxy ended.
+type Result string
+
+// The results, a closed set.
+const (
+	// ResultOK: the upstream answered 2xx.
+	ResultOK Result = "ok"
+	// ResultRefused: the proxy answered itself (no such route, no valid
+	// token, a body too large, a spent budget): nothing was forwarded.
+	ResultRefused Result = "refused"
+	// ResultUpstreamError: the upstream answered with an error status.
+	ResultUpstreamError Result = "upstream_error"
+	// ResultFailed: the upstream could not be reached or broke off, the
+	// token was revoked meanwhile, or the client went away.
+	ResultFailed Result = "failed"
+)
+
+// Results lists every Result.
+var Results = []Result{ResultOK, ResultRefused, ResultUpstreamError, ResultFailed}
 
 // DefaultBudgetHelp tells how to raise a spent budget.
 const DefaultBudgetHelp = "raise the session's budget (limits.budget_usd) to go on"
@@ -114,6 +157,7 @@ type Proxy struct {
 	budgetHelp string
 	secrets    [][]byte // every real key to scrub from responses
 	rp         *httputil.ReverseProxy
+	obs        Observer
 
 	mu       sync.Mutex
 	tokens   map[[sha256.Size]byte]*grant // by the token's hash
@@ -156,6 +200,7 @@ func New(cfg Config) (*Proxy, error) {
 		logger:     cfg.Logger,
 		maxBody:    cfg.MaxBodyBytes,
 		budgetHelp: cfg.BudgetHelp,
+		obs:        cfg.Observer,
 		tokens:     map[[sha256.Size]byte]*grant{},
 		sessions:   map[string]*account{},
 	}
