@@ -53,7 +53,7 @@ type Stats struct {
 	// node holds a lease on; the counters count leases taken (of a new or
 	// resumed session, or one nobody owned: TakenOver counts those of the
 	// takeover scan), renewed (each lease each round) and lost.
-	LeasesHeld                                         int
+	LeasesHeld                                        int
 	LeasesTaken, LeasesRenewed, LeasesLost, TakenOver uint64
 }
 
