@@ -225,6 +225,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"MemoryRelation":      reflect.TypeFor[wire.MemoryRelation](),
 		"MemoryEntityRequest": reflect.TypeFor[wire.MemoryEntityRequest](),
 		"Health":              reflect.TypeFor[Health](),
+		"Readiness":           reflect.TypeFor[Readiness](),
+		"ReadyCheck":          reflect.TypeFor[wire.ReadyCheck](),
 		"ErrorBody":           reflect.TypeFor[ErrorBody](),
 		"ErrorInfo":           reflect.TypeFor[ErrorInfo](),
 	}
