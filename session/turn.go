@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -86,11 +87,18 @@ func (r *runner) runTurn(msg *store.Message) error {
 	defer r.curTurn.Store(nil)
 
 	ag := r.ag
-	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	caps := kindOf(r.s.Agent).Caps
+	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	if caps.ModelInBox && span.IsRecording() {
+		// Its tools run in the box, inside its CLI: their spans are made
+		// from its events.
+		sink.tools = map[string]trace.Span{}
+	}
 	sink.last.Store(d.clock.Now().UnixNano())
 	outc := make(chan agent.Outcome, 1)
 	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
 	out := r.supervise(tctx, tcancel, outc, sink)
+	sink.endTools()
 	end = sink.end
 	if end == nil {
 		end = out.Payload() // a deleted session's: not journaled
@@ -244,12 +252,47 @@ type turnSink struct {
 	usage event.Usage
 	cost  float64
 	end   event.Payload // the event that ended the turn, once emitted
+	// tools are the spans of the tool calls running, by call id, for an
+	// agent whose tools run in the box (nil: none are made here).
+	tools map[string]trace.Span
+}
+
+// toolSpan starts or ends the span of a tool call an agent in the box
+// reported, from its tool.started and tool.finished events.
+func (t *turnSink) toolSpan(p event.Payload) {
+	switch v := p.(type) {
+	case event.ToolStarted:
+		_, span := tracing.Start(t.ctx, tracerScope, "tool "+v.Tool, trace.WithAttributes(
+			attribute.String("harvest.tool", v.Tool), attribute.String("harvest.call", v.CallID)))
+		t.tools[v.CallID] = span
+	case event.ToolFinished:
+		if span := t.tools[v.CallID]; span != nil {
+			if v.IsError {
+				span.SetStatus(codes.Error, "the tool answered an error")
+			}
+			span.End()
+			delete(t.tools, v.CallID)
+		}
+	}
+}
+
+// endTools ends the spans of the tool calls the turn left unfinished.
+// Called once the turn's goroutine is done.
+func (t *turnSink) endTools() {
+	for id, span := range t.tools {
+		span.SetStatus(codes.Error, "the turn ended before the tool call")
+		span.End()
+		delete(t.tools, id)
+	}
 }
 
 func (t *turnSink) emit(p event.Payload) {
 	r := t.r
 	now := r.d.clock.Now()
 	t.last.Store(now.UnixNano())
+	if t.tools != nil {
+		t.toolSpan(p)
+	}
 	switch v := p.(type) {
 	case event.StepFinished:
 		t.usage = t.usage.Add(v.Usage)
