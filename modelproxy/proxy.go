@@ -144,6 +144,12 @@ type Grant struct {
 	// request's goroutine and must not block long. nil: usage is only
 	// counted.
 	OnUsage func(Usage)
+	// Trace, when set, returns the context a model call of this grant's
+	// is traced in: its span ("chat MODEL") is a child of that context's
+	// span (the session's turn running). nil, or a context without a
+	// recording span (between turns, tracing off): the call is not traced.
+	// Called on the request's goroutine; it must return at once.
+	Trace func() context.Context
 }
 
 // Proxy forwards model API requests from boxes to the real APIs. It is an
@@ -175,6 +181,7 @@ type upstream struct {
 type grant struct {
 	acct    *account
 	onUsage func(Usage)
+	trace   func() context.Context
 	// revoked is cancelled by revoke: requests in flight with the token are
 	// cancelled with it.
 	revoked context.Context
@@ -300,7 +307,7 @@ func (p *Proxy) Grant(g Grant) (token string, revoke func()) {
 	}
 	acct.budget = max(g.BudgetUSD, 0)
 	acct.grants++
-	p.tokens[h] = &grant{acct: acct, onUsage: g.OnUsage, revoked: ctx, revoke: cancel}
+	p.tokens[h] = &grant{acct: acct, onUsage: g.OnUsage, trace: g.Trace, revoked: ctx, revoke: cancel}
 	p.mu.Unlock()
 
 	var once sync.Once

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/environment"
 
@@ -115,6 +117,7 @@ type env struct {
 	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool // withSharedData
+	tracer trace.TracerProvider
 	st     store.Store
 	j      *journal.Journal
 	m      *Manager
@@ -129,6 +132,7 @@ type envConfig struct {
 	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool
+	tracer trace.TracerProvider
 }
 
 // withSharedData: the nodes share the data directory (Config.CarryMax -1:
@@ -180,6 +184,9 @@ func withBuilder(b **environment.Builder, mod func(e *env, c *environment.Config
 	}
 }
 
+// withTracer traces the Manager's turns with tp (Config.Tracer).
+func withTracer(tp trace.TracerProvider) envOpt { return func(c *envConfig) { c.tracer = tp } }
+
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
 func withoutManager(c *envConfig) { c.noOpen = true }
@@ -202,7 +209,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, tracer: c.tracer}
 	if !c.noOpen {
 		e.open()
 	}
@@ -233,6 +240,7 @@ func (e *env) open() {
 		MCPGuard:     e.guard,
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
+		Tracer:       e.tracer,
 	})
 	if err != nil {
 		e.T.Fatal(err)

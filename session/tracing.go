@@ -18,9 +18,12 @@ import (
 //	│   ├── session.workspaces       its repositories copied or cloned
 //	│   └── session.box              its box started, its agent made
 //	└── session.turn t3              the turn, until its end event
-//	    ├── chat claude-sonnet-4-5   each model call (package llm; the
-//	    │                            builtin agent's, from the host)
-//	    └── tool bash                each tool call (package agent/builtin)
+//	    ├── chat claude-sonnet-4-5   each model call: the builtin agent's from
+//	    │                            the host (package llm), a CLI's in the box
+//	    │                            through the model proxy (Grant.Trace)
+//	    └── tool bash                each tool call: the builtin agent's (package
+//	                                 agent/builtin), a CLI's from its
+//	                                 tool.started and tool.finished events
 //
 // The request's span ends when it is answered; what it caused goes on in
 // the runner, later, as its children. The link between the two is the

@@ -2,14 +2,22 @@ package session
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-dev/harvest/agent/agenttest"
+	"github.com/harvest-dev/harvest/agent/claudecode"
+	"github.com/harvest-dev/harvest/agent/opencode"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/sim"
 )
 
 // TestTraceBook: a message's trace is found by the provisioning (the
@@ -82,5 +90,67 @@ func TestToolSpansFromEvents(t *testing.T) {
 	}
 	if len(s.tools) != 0 {
 		t.Errorf("%d tool spans left open", len(s.tools))
+	}
+}
+
+// TestExternalAgentTraced: the turn of an agent that runs in the box
+// (the real Claude Code and OpenCode on harvest sim) is one trace whose
+// model calls (made through the model proxy) and tool calls (reported by
+// the CLI) are spans under the turn's.
+func TestExternalAgentTraced(t *testing.T) {
+	for _, kind := range []string{claudecode.Kind.Name, opencode.Kind.Name} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == opencode.Kind.Name {
+				testbin.OpenCode(t)
+			} else {
+				testbin.Claude(t)
+			}
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			defer tp.Shutdown(context.Background())
+			e := newEnv(t, withKey(canaryKey), withDisks, withTracer(tp))
+			s, err := sim.ParseScript("conformance.yaml", []byte(agenttest.ConformanceScript))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Sim.Store(sim.New(s))
+			v := e.create("Task one: make fixed.txt", func(r *CreateRequest) { r.Agent = kind })
+			w := e.watch(v.ID)
+			stacktest.Typed[event.ToolStarted](w, "t1", func(p event.ToolStarted) bool { return strings.EqualFold(p.Tool, "bash") })
+			release(t, v)
+			if f := w.Finished("t1"); f.Result != "Task one done." {
+				t.Fatalf("t1 finished with %+v", f)
+			}
+			var turn sdktrace.ReadOnlySpan
+			testbin.WaitFor(t, 30*time.Second, "the turn's span ended", func() bool {
+				for _, sp := range rec.Ended() {
+					if sp.Name() == "session.turn t1" {
+						turn = sp
+					}
+				}
+				return turn != nil
+			})
+			chats, tools := 0, 0
+			for _, sp := range rec.Ended() {
+				under := sp.Parent().SpanID() == turn.SpanContext().SpanID() && sp.SpanContext().TraceID() == turn.SpanContext().TraceID()
+				switch {
+				case strings.HasPrefix(sp.Name(), "chat "):
+					if !under {
+						t.Errorf("model call %q is not a child of the turn", sp.Name())
+					}
+					chats++
+				case strings.EqualFold(sp.Name(), "tool bash"):
+					if !under || sp.Status().Code == codes.Error {
+						t.Errorf("tool span %q: a child of the turn %t, status %v; want a child, not failed", sp.Name(), under, sp.Status())
+					}
+					tools++
+				}
+			}
+			// The task's two main-loop calls at least (the CLI may make
+			// more of its own: a title, a summary).
+			if chats < 2 || tools != 1 {
+				t.Errorf("the turn has %d model-call spans and %d bash tool spans; want at least 2 and 1", chats, tools)
+			}
+		})
 	}
 }
