@@ -247,6 +247,12 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/cancel", nil, nil, nil)
 }
 
+// Stop ends a session for good (its box destroyed, queued messages
+// dropped; its workspace and history kept).
+func (c *Client) Stop(ctx context.Context, id string, req wire.StopRequest) error {
+	return c.request(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/stop", nil, req, nil)
+}
+
 // DeleteSession deletes a session (its box, workspace, messages, events).
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	return c.request(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil, nil)

@@ -25,7 +25,8 @@ func TestRoundTrip(t *testing.T) {
 		TodoUpdated{Items: []TodoItem{{Content: "x", Status: "pending"}}},
 		GitCommitted{Repo: "r", Branch: "b", SHA: "abc", Message: "m", Author: "A <a@x>"}, GitPushed{Repo: "r", Branch: "b", Remote: "origin", From: "0", To: "1"},
 		GitHubFailed{Repo: "r", What: "pushing", Error: "e"},
-		PROpened{Repo: "r", Number: 4, URL: "u"}, Stuck{Text: "blocked"},
+		PROpened{Repo: "r", Number: 4, URL: "u"}, PRMerged{Repo: "r", Number: 4, By: "ada", SHA: "abc"},
+		PRClosed{Repo: "r", Number: 4, By: "ada", Branch: "harvest/x"}, Stuck{Text: "blocked"},
 		ShellOpened{Shell: "sh1", By: "tok-1", ByName: "alice", Repo: "r"}, ShellClosed{Shell: "sh1", By: "tok-1", Code: 0, DurationMS: 9, Reason: "exited"},
 	}
 	if len(samples) != len(registry) {

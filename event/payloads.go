@@ -27,6 +27,8 @@ const (
 	TypeGitCommitted     Type = "git.committed"
 	TypeGitPushed        Type = "git.pushed"
 	TypePROpened         Type = "pr.opened"
+	TypePRMerged         Type = "pr.merged"
+	TypePRClosed         Type = "pr.closed"
 	TypeStuck            Type = "stuck"
 	TypeGitHubFailed     Type = "github.failed"
 	TypeShellOpened      Type = "shell.opened"
@@ -250,6 +252,29 @@ type PROpened struct {
 	Draft  bool   `json:"draft,omitempty"`
 }
 
+// PRMerged: the session's pull request was merged (By, on GitHub); the
+// session ends with it.
+type PRMerged struct {
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	URL    string `json:"url,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	By     string `json:"by,omitempty"`
+	// SHA is the merge commit.
+	SHA string `json:"sha,omitempty"`
+}
+
+// PRClosed: the session's pull request was closed without being merged
+// (By, on GitHub); the session ends with it, and its branch, if the
+// session made it, is deleted (unless the server keeps branches).
+type PRClosed struct {
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	URL    string `json:"url,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	By     string `json:"by,omitempty"`
+}
+
 // GitHubFailed: publishing a turn's work or telling GitHub how the
 // session goes failed (a push, the pull request, the progress comment);
 // the session goes on, and the next turn tries again. Error never
@@ -289,6 +314,8 @@ func (TodoUpdated) EventType() Type      { return TypeTodoUpdated }
 func (GitCommitted) EventType() Type     { return TypeGitCommitted }
 func (GitPushed) EventType() Type        { return TypeGitPushed }
 func (PROpened) EventType() Type         { return TypePROpened }
+func (PRMerged) EventType() Type         { return TypePRMerged }
+func (PRClosed) EventType() Type         { return TypePRClosed }
 func (Stuck) EventType() Type            { return TypeStuck }
 func (GitHubFailed) EventType() Type     { return TypeGitHubFailed }
 func (ShellOpened) EventType() Type      { return TypeShellOpened }
@@ -301,7 +328,7 @@ func init() {
 		ToolStarted{}, ToolInputDelta{}, ToolOutput{}, ToolFinished{},
 		StepFinished{}, TurnFinished{}, TurnCancelled{}, TurnFailed{},
 		TerminalOutput{}, Compaction{}, LoopDetected{}, TodoUpdated{},
-		GitCommitted{}, GitPushed{}, PROpened{}, Stuck{}, GitHubFailed{},
+		GitCommitted{}, GitPushed{}, PROpened{}, PRMerged{}, PRClosed{}, Stuck{}, GitHubFailed{},
 		ShellOpened{}, ShellClosed{},
 	} {
 		register(p)

@@ -23,6 +23,16 @@
 // has seen it. Everything the box's repository says after that is read by
 // running git in the box.
 //
+// # Webhooks
+//
+// Hooks (hooks.go) stores deliveries and processes them once each;
+// triggers.go says where each goes (one branch, one session: a pull
+// request's events go to the live session holding its head branch, which
+// the store guarantees is one), mention.go reads a comment as a person
+// does (Markdown, not a pattern), commands.go says who may ask and runs
+// stop, status and help, reviews.go sends a review whole, closed.go ends
+// the session of a merged or closed pull request.
+//
 // # Identity
 //
 // Commits are authored by the person who asked (their name with

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/session"
@@ -32,6 +33,10 @@ type Sessions interface {
 	Create(ctx context.Context, owner string, req session.CreateRequest) (*session.View, error)
 	SendMessage(ctx context.Context, owner, id string, out session.Outgoing) (*store.Message, error)
 	Get(ctx context.Context, owner, id string) (*session.View, error)
+	// Cancel cancels a session's running turn ("@harvest stop").
+	Cancel(ctx context.Context, owner, id string) error
+	// Stop ends a session whose pull request was merged or closed.
+	Stop(ctx context.Context, owner, id string, req session.StopRequest) error
 }
 
 // HookStore is the part of the store the webhook side uses: the delivery
@@ -39,7 +44,14 @@ type Sessions interface {
 // conversation).
 type HookStore interface {
 	store.Deliveries
+	// Branches says which live session holds a branch: the session a
+	// pull request's events go to (one branch, one session).
+	store.Branches
 	GetSession(ctx context.Context, id string) (*store.Session, error)
+	// Events and LastSeq read a session's latest events ("@harvest
+	// status").
+	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)
+	LastSeq(ctx context.Context, session string) (int64, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
 	UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error)
 	// MessageByKey finds a message a delivery sent before (its key).
@@ -73,6 +85,15 @@ type HookConfig struct {
 	// MaxAttempts (default 8) attempts fail it for good.
 	Retry       time.Duration
 	MaxAttempts int
+	// IdleTimeout, when > 0, is how long a session GitHub starts stays
+	// idle before it is suspended (default: the server's); the next
+	// trigger on its thread resumes it.
+	IdleTimeout time.Duration
+	// KeepBranches keeps the branch of a session whose pull request was
+	// closed without being merged (by default Harvest deletes the
+	// branches it made; a branch it adopted, a person's pull request's,
+	// is never deleted).
+	KeepBranches bool
 	// Shared: several servers (nodes) process this store's deliveries,
 	// so each claims a delivery before it processes it. A lone server
 	// does not: a claim it left when it was killed would hold the
@@ -172,6 +193,7 @@ type Hooks struct {
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // a failed delivery's next attempt
+	perms     map[string]permEntry // repo\x00login → GitHub's answer (commands.go)
 }
 
 // NewHooks makes the webhook side of svc.
@@ -186,7 +208,7 @@ func NewHooks(svc *Service, st HookStore, sessions Sessions, cfg HookConfig) *Ho
 		cfg.MaxAttempts = 8
 	}
 	return &Hooks{svc: svc, st: st, sessions: sessions, cfg: cfg, log: svc.log, now: svc.cfg.Now,
-		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, holder: newHolder()}
+		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, perms: map[string]permEntry{}, holder: newHolder()}
 }
 
 // ServeHTTP receives a delivery: 401 for a bad signature, 400 for a

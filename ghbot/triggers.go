@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"path"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/google/go-github/v75/github"
@@ -20,6 +17,19 @@ import (
 // process turns one delivery into what it asks for and says what it did.
 // Events and actions Harvest does not act on are done with a result that
 // says so.
+//
+// Where a trigger goes (one branch, one session; the pull request's
+// thread is its session's thread):
+//
+//	issue thread            the live session started from it, else a new one
+//	pull request thread     the live session holding its head branch (the one
+//	(comment, review,       that opened it, or adopted it), resumed if
+//	 review comment,        suspended; else a new one on its branch (a
+//	 failed check)          mention only). The store refuses a second live
+//	                        session on a branch, so a race (two deliveries,
+//	                        two nodes) ends with the loser sent to the winner.
+//	pull request closed     its session ends (pr.merged / pr.closed); a branch
+//	                        the session made is deleted unless merged or kept
 func (h *Hooks) process(ctx context.Context, d *store.Delivery) (string, error) {
 	ev, err := github.ParseWebHook(d.Event, d.Payload)
 	if err != nil {
@@ -30,10 +40,13 @@ func (h *Hooks) process(ctx context.Context, d *store.Delivery) (string, error) 
 	}
 	switch e := ev.(type) {
 	case *github.IssueCommentEvent:
-		if e.GetAction() != "created" {
-			return "ignored: comment " + e.GetAction(), nil
+		switch e.GetAction() {
+		case "created":
+			return h.onComment(ctx, d, e.GetRepo(), e.GetIssue(), e.GetSender(), e.GetComment().GetBody(), e.GetComment().GetID())
+		case "edited":
+			return h.onCommentEdited(ctx, d, e)
 		}
-		return h.onComment(ctx, d, e.GetRepo(), e.GetIssue(), e.GetSender(), e.GetComment().GetBody(), e.GetComment().GetID(), false)
+		return "ignored: comment " + e.GetAction(), nil
 	case *github.IssuesEvent:
 		switch {
 		case e.GetAction() == "labeled" && h.cfg.Label != "" && strings.EqualFold(e.GetLabel().GetName(), h.cfg.Label):
@@ -42,6 +55,16 @@ func (h *Hooks) process(ctx context.Context, d *store.Delivery) (string, error) 
 			return h.onIssue(ctx, d, e, "assigned to Harvest")
 		}
 		return "ignored: issue " + e.GetAction(), nil
+	case *github.PullRequestEvent:
+		if e.GetAction() != "closed" {
+			return "ignored: pull request " + e.GetAction(), nil
+		}
+		return h.onPRClosed(ctx, d, e)
+	case *github.PullRequestReviewEvent:
+		if e.GetAction() != "submitted" {
+			return "ignored: review " + e.GetAction(), nil
+		}
+		return h.onReview(ctx, d, e)
 	case *github.PullRequestReviewCommentEvent:
 		if e.GetAction() != "created" {
 			return "ignored: review comment " + e.GetAction(), nil
@@ -65,59 +88,37 @@ func (h *Hooks) isBot(ctx context.Context, u *github.User) bool {
 	return err == nil && strings.EqualFold(u.GetLogin(), bot.Login)
 }
 
-// mentioned reports whether body calls Harvest by its handle, and returns
-// the text with the mention taken out.
+// mentioned reports whether body calls Harvest by its handle, read as a
+// person reads it (mention.go), and returns the request: the text with
+// the mention taken out.
 func (h *Hooks) mentioned(ctx context.Context, body string) (string, bool, error) {
 	bot, err := h.svc.gh.Bot(ctx)
 	if err != nil {
 		return "", false, err
 	}
-	re := regexp.MustCompile(`(?i)(^|[^\w@/-])` + regexp.QuoteMeta(bot.Handle()) + `\b`)
-	if !re.MatchString(body) {
-		return "", false, nil
-	}
-	return strings.TrimSpace(re.ReplaceAllString(body, "$1")), true, nil
+	text, ok := readMention(body, bot.Handle())
+	return text, ok, nil
 }
 
-// allowed checks the repository and user allowlists and the person's write
-// access; a refusal is the reason to tell them ("" when allowed).
-func (h *Hooks) allowed(ctx context.Context, repo string, who *github.User) (string, error) {
-	if len(h.cfg.Repos) > 0 && !slices.ContainsFunc(h.cfg.Repos, func(p string) bool {
-		ok, _ := path.Match(strings.ToLower(p), strings.ToLower(repo))
-		return ok
-	}) {
-		return "this repository is not one Harvest works on here (its operator lists them)", nil
+// onCommentEdited handles an edited comment: one that now calls Harvest
+// and did not before (GitHub's changes.body.from) is a new request; a
+// further edit of it, which had the mention already, is not.
+func (h *Hooks) onCommentEdited(ctx context.Context, d *store.Delivery, e *github.IssueCommentEvent) (string, error) {
+	if e.GetChanges() == nil || e.GetChanges().GetBody() == nil {
+		return "ignored: the edit did not change the comment's text", nil
 	}
-	login := who.GetLogin()
-	if len(h.cfg.Users) > 0 && !slices.ContainsFunc(h.cfg.Users, func(u string) bool { return strings.EqualFold(u, login) }) {
-		return "@" + login + " is not on the list of people this Harvest works for", nil
-	}
-	c, err := h.svc.gh.Client(repoScope(repo))
-	if err != nil {
+	if _, before, err := h.mentioned(ctx, e.GetChanges().GetBody().GetFrom()); err != nil {
 		return "", err
+	} else if before {
+		return "ignored: the comment mentioned Harvest before this edit", nil
 	}
-	owner, name := split(repo)
-	p, _, err := c.Repositories.GetPermissionLevel(ctx, owner, name, login)
-	if err != nil {
-		var ge *github.ErrorResponse
-		if errors.As(err, &ge) && ge.Response != nil && ge.Response.StatusCode == http.StatusNotFound {
-			return "@" + login + " has no access to this repository", nil
-		}
-		return "", explain(err, "checking @"+login+"'s access to "+repo)
-	}
-	switch p.GetPermission() {
-	case "admin", "write", "maintain":
-		return "", nil
-	}
-	if p.GetRoleName() == "maintain" {
-		return "", nil
-	}
-	return "only people with write access to this repository can ask Harvest to work on it", nil
+	return h.onComment(ctx, d, e.GetRepo(), e.GetIssue(), e.GetSender(), e.GetComment().GetBody(), e.GetComment().GetID())
 }
 
 // onComment handles a comment on an issue or pull request that may call
-// Harvest.
-func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.Repository, is *github.Issue, who *github.User, body string, commentID int64, review bool) (string, error) {
+// Harvest: a command, a follow-up for the thread's session, or a new
+// session.
+func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.Repository, is *github.Issue, who *github.User, body string, commentID int64) (string, error) {
 	full := repo.GetFullName()
 	if who.GetType() == "Bot" || h.isBot(ctx, who) {
 		return "ignored: a bot's comment", nil
@@ -135,27 +136,33 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 	}
 	owner, name := split(full)
 	num := is.GetNumber()
-	if why, err := h.allowed(ctx, full, who); err != nil {
+	if why, err := h.allowed(ctx, c, full, who); err != nil {
 		return "", err
 	} else if why != "" {
-		if err := h.reply(ctx, c, full, num, d.ID, fmt.Sprintf("Sorry @%s, I can't do that: %s.", who.GetLogin(), why)); err != nil {
-			return "", err
-		}
-		return "refused @" + who.GetLogin() + ": " + why, nil
+		return h.refuseOnce(ctx, c, full, num, who, why)
 	}
 	if _, resp, err := c.Reactions.CreateIssueCommentReaction(ctx, owner, name, commentID, "eyes"); err != nil && (resp == nil || resp.StatusCode >= 500) {
 		return "", explain(err, "reacting to the comment")
 	}
-	// A live session on this thread takes it as a message.
-	if s, err := h.threadSession(ctx, full, num); err != nil {
-		return "", err
-	} else if s != nil {
-		if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: quoteRequest(who.GetLogin(), text), Key: "github-" + d.ID, Sender: Owner}); err != nil {
-			return "", err
-		}
-		return "sent to session " + s.ID, nil
-	}
 	isPR := is.IsPullRequest()
+	var pr *github.PullRequest
+	if isPR {
+		if pr, _, err = c.PullRequests.Get(ctx, owner, name, num); err != nil {
+			return "", explain(err, "reading pull request #"+fmt.Sprint(num))
+		}
+	}
+	s, err := h.threadSession(ctx, full, num, pr)
+	if err != nil {
+		return "", err
+	}
+	if cmd := command(text); cmd != "" {
+		return h.runCommand(ctx, c, d, full, num, who, cmd, s)
+	}
+	if s != nil {
+		if res, sent, err := h.followUp(ctx, d, s, quoteRequest(who.GetLogin(), text)); err != nil || sent {
+			return res, err
+		}
+	}
 	req := session.CreateRequest{
 		Title: truncate(is.GetTitle(), 200), Prompt: h.firstPrompt(full, is, isPR, who.GetLogin(), text),
 		Repos: []session.RepoSpec{{GitHub: full}},
@@ -165,16 +172,29 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 	agentName, _ := directive(text, "agent")
 	req.Agent, req.Model = firstOf(agentName, h.cfg.Agent), h.cfg.Model
 	if isPR {
-		pr, _, err := c.PullRequests.Get(ctx, owner, name, num)
-		if err != nil {
-			return "", explain(err, "reading pull request #"+fmt.Sprint(num))
-		}
 		if pr.GetHead().GetRepo().GetFullName() != full {
 			return h.refuse(ctx, c, full, num, d.ID, who, "the pull request's branch is in a fork, where Harvest cannot push")
 		}
 		req.Repos[0].Ref, req.Repos[0].Branch = pr.GetHead().GetRef(), pr.GetHead().GetRef()
 	}
-	return h.start(ctx, c, d, req)
+	return h.start(ctx, c, d, req, quoteRequest(who.GetLogin(), text))
+}
+
+// followUp sends text to session s as the delivery's message (keyed by
+// it, so a second processing stores nothing more), resuming s if it is
+// suspended. sent is false when s ended meanwhile: the caller starts a
+// new session instead.
+func (h *Hooks) followUp(ctx context.Context, d *store.Delivery, s *store.Session, text string) (result string, sent bool, err error) {
+	_, err = h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: text, Key: "github-" + d.ID, Sender: Owner})
+	if errors.Is(err, session.ErrConflict) {
+		if cur, gerr := h.st.GetSession(ctx, s.ID); gerr == nil && cur.State.Ended() {
+			return "", false, nil
+		}
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return "sent to session " + s.ID, true, nil
 }
 
 func (h *Hooks) refuse(ctx context.Context, c *github.Client, repo string, num int, delivery string, who *github.User, why string) (string, error) {
@@ -196,12 +216,12 @@ func (h *Hooks) onIssue(ctx context.Context, d *store.Delivery, e *github.Issues
 		return "", err
 	}
 	is := e.GetIssue()
-	if why, err := h.allowed(ctx, full, who); err != nil {
+	if why, err := h.allowed(ctx, c, full, who); err != nil {
 		return "", err
 	} else if why != "" {
-		return h.refuse(ctx, c, full, is.GetNumber(), d.ID, who, why)
+		return h.refuseOnce(ctx, c, full, is.GetNumber(), who, why)
 	}
-	if s, err := h.threadSession(ctx, full, is.GetNumber()); err != nil || s != nil {
+	if s, err := h.threadSession(ctx, full, is.GetNumber(), nil); err != nil || s != nil {
 		if s != nil {
 			return "ignored: session " + s.ID + " already works on it", nil
 		}
@@ -216,14 +236,18 @@ func (h *Hooks) onIssue(ctx context.Context, d *store.Delivery, e *github.Issues
 		Repos: []session.RepoSpec{{GitHub: full}}, Agent: h.cfg.Agent, Model: h.cfg.Model,
 		GitHub: &store.GitHubLink{Repo: full, Number: is.GetNumber(), Requester: who.GetLogin(), RequesterID: who.GetID(), RequesterName: h.displayName(ctx, c, who)},
 	}
-	return h.start(ctx, c, d, req)
+	return h.start(ctx, c, d, req, "")
 }
 
 // start creates the session a delivery asks for, with its progress
 // comment made first (found again, not made twice, when the delivery is
-// processed a second time).
-func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, req session.CreateRequest) (string, error) {
+// processed a second time). When another live session holds the branch
+// (a race with another delivery, on this node or another: the store
+// decides), the request goes to that session as a follow-up (followUp,
+// when not ""), and the progress comment says so.
+func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, req session.CreateRequest, followUp string) (string, error) {
 	req.ID = session.DerivedID(d.ID)
+	req.Limits.IdleTimeout = h.cfg.IdleTimeout
 	l := req.GitHub
 	id, err := h.progressComment(ctx, c, l.Repo, l.Number, req.ID)
 	if err != nil {
@@ -231,6 +255,22 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 	}
 	l.Progress = id
 	v, err := h.sessions.Create(ctx, Owner, req)
+	var held *store.BranchHeldError
+	if errors.As(err, &held) {
+		h.editProgress(ctx, c, l.Repo, id, req.ID, fmt.Sprintf("➡️ Session %s already works on branch `%s`: this request went to it.", h.sessionRef(held.Session), held.Branch))
+		if followUp == "" {
+			return "ignored: session " + held.Session + " already works on branch " + held.Branch, nil
+		}
+		s, gerr := h.st.GetSession(ctx, held.Session)
+		if gerr != nil {
+			return "", gerr
+		}
+		res, sent, err := h.followUp(ctx, d, s, followUp)
+		if err == nil && !sent {
+			return "", fmt.Errorf("session %s, which held branch %s, ended meanwhile; trying again", held.Session, held.Branch)
+		}
+		return res, err
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return "session " + req.ID + " (created before)", nil
 	}
@@ -243,153 +283,48 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 	return "started session " + v.ID, nil
 }
 
-// threadSession is the live session started from an issue or pull request
-// (nil: none).
-func (h *Hooks) threadSession(ctx context.Context, repo string, num int) (*store.Session, error) {
+// threadSession is the live session of an issue or pull request thread
+// (nil: none): for a pull request (pr not nil), the one holding its head
+// branch; for an issue, the one started from it.
+func (h *Hooks) threadSession(ctx context.Context, repo string, num int, pr *github.PullRequest) (*store.Session, error) {
+	if pr != nil {
+		if !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), repo) {
+			return nil, nil // a fork's branch: no session of ours holds it
+		}
+		return h.branchSession(ctx, repo, pr.GetHead().GetRef())
+	}
 	ss, err := h.st.ListSessions(ctx, store.SessionFilter{GitHubRepo: repo, GitHubNumber: num})
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range ss {
-		if !s.State.Ended() {
+		if !s.State.Ended() && (s.GitHub == nil || !s.GitHub.IsPR) {
 			return s, nil
 		}
 	}
 	return nil, nil
 }
 
-// prSession is the live session whose pull request (or branch) this is.
-func (h *Hooks) prSession(ctx context.Context, repo string, num int, branch string) (*store.Session, error) {
-	if id, ok := strings.CutPrefix(branch, "harvest/"); ok && session.ValidID(id) {
-		s, err := h.st.GetSession(ctx, id)
-		if err == nil && !s.State.Ended() {
-			return s, nil
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
+// branchSession is the live session holding branch of repo (nil: none).
+func (h *Hooks) branchSession(ctx context.Context, repo, branch string) (*store.Session, error) {
+	if branch == "" {
+		return nil, nil
 	}
-	return h.threadSession(ctx, repo, num)
-}
-
-// onReviewComment sends a review comment on a session's pull request to
-// it, with where it was made.
-func (h *Hooks) onReviewComment(ctx context.Context, d *store.Delivery, e *github.PullRequestReviewCommentEvent) (string, error) {
-	full, who, pr, cm := e.GetRepo().GetFullName(), e.GetSender(), e.GetPullRequest(), e.GetComment()
-	if who.GetType() == "Bot" || h.isBot(ctx, who) {
-		return "ignored: a bot's review comment", nil
-	}
-	s, err := h.prSession(ctx, full, pr.GetNumber(), pr.GetHead().GetRef())
-	if err != nil || s == nil {
-		if s == nil && err == nil {
-			return "ignored: no live session works on this pull request", nil
-		}
-		return "", err
-	}
-	c, err := h.svc.gh.Client(repoScope(full))
-	if err != nil {
-		return "", err
-	}
-	if why, err := h.allowed(ctx, full, who); err != nil {
-		return "", err
-	} else if why != "" {
-		return "ignored: " + why, nil
-	}
-	owner, name := split(full)
-	if _, resp, err := c.Reactions.CreatePullRequestCommentReaction(ctx, owner, name, cm.GetID(), "eyes"); err != nil && (resp == nil || resp.StatusCode >= 500) {
-		return "", explain(err, "reacting to the review comment")
-	}
-	line := cm.GetLine()
-	if line == 0 {
-		line = cm.GetOriginalLine()
-	}
-	text := fmt.Sprintf("@%s commented on your pull request #%d, on %s line %d:\n\n%s\n\nThe diff there:\n\n```diff\n%s\n```\n\nAddress it: commit on your branch and push.",
-		who.GetLogin(), pr.GetNumber(), cm.GetPath(), line, quote(cm.GetBody()), cm.GetDiffHunk())
-	if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: text, Key: "github-" + d.ID, Sender: Owner}); err != nil {
-		return "", err
-	}
-	return "sent the review comment to session " + s.ID, nil
-}
-
-// onCheckSuite sends a failed check suite of a session's pull request to
-// it, up to MaxFixAttempts times.
-func (h *Hooks) onCheckSuite(ctx context.Context, d *store.Delivery, e *github.CheckSuiteEvent) (string, error) {
-	cs := e.GetCheckSuite()
-	switch cs.GetConclusion() {
-	case "failure", "timed_out":
-	default:
-		return "ignored: check suite " + cs.GetConclusion(), nil
-	}
-	full := e.GetRepo().GetFullName()
-	var s *store.Session
-	var err error
-	for _, pr := range cs.PullRequests {
-		if s, err = h.prSession(ctx, full, pr.GetNumber(), pr.GetHead().GetRef()); err != nil || s != nil {
-			break
-		}
-	}
-	if err == nil && s == nil {
-		s, err = h.prSession(ctx, full, 0, cs.GetHeadBranch())
+	id, err := h.st.BranchSession(ctx, repo, branch)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if s == nil {
-		return "ignored: no live session's pull request", nil
+	s, err := h.st.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
 	}
-	if h.cfg.MaxFixAttempts < 0 || (s.GitHub != nil && s.GitHub.FixAttempts >= h.cfg.MaxFixAttempts) {
-		return fmt.Sprintf("ignored: session %s had its %d fix attempts", s.ID, max(h.cfg.MaxFixAttempts, 0)), nil
+	if err != nil || s.State.Ended() {
+		return nil, err
 	}
-	c, err := h.svc.gh.Client(repoScope(full))
-	if err != nil {
-		return "", err
-	}
-	owner, name := split(full)
-	runs, _, err := c.Checks.ListCheckRunsCheckSuite(ctx, owner, name, cs.GetID(), &github.ListCheckRunsOptions{ListOptions: github.ListOptions{PerPage: 50}})
-	if err != nil {
-		return "", explain(err, "reading the check suite's runs")
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "The checks on your pull request failed (commit %s):\n", shortSHA(cs.GetHeadSHA()))
-	n := 0
-	for _, r := range runs.CheckRuns {
-		switch r.GetConclusion() {
-		case "failure", "timed_out", "cancelled", "action_required":
-		default:
-			continue
-		}
-		n++
-		o := r.GetOutput()
-		fmt.Fprintf(&b, "\n### %s: %s\n%s\n", r.GetName(), r.GetConclusion(), quote(truncate(strings.TrimSpace(o.GetTitle()+"\n"+o.GetSummary()+"\n"+o.GetText()), 8000)))
-	}
-	if n == 0 {
-		return "ignored: the check suite failed with no failed run", nil
-	}
-	b.WriteString("\nFix what fails, commit on your branch and push.")
-	// An attempt is counted once its message is stored (here, or on the
-	// session's node), and only by the processing that stored it: a retry
-	// of this delivery (the send failed, or its node did not answer) or a
-	// second processing of it (a redelivery) counts nothing more. A crash
-	// between the send and the count leaves one attempt uncounted.
-	key := "github-" + d.ID
-	if _, err := h.st.MessageByKey(ctx, s.ID, Owner, key); err == nil {
-		return fmt.Sprintf("session %s has the failed checks already (sent before)", s.ID), nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return "", err
-	}
-	if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: key, Sender: Owner}); err != nil {
-		return "", err
-	}
-	if _, err := h.st.UpdateSession(ctx, s.ID, func(st *store.Session) error {
-		if st.GitHub == nil {
-			st.GitHub = &store.GitHubLink{Repo: full}
-		}
-		st.GitHub.FixAttempts++
-		return nil
-	}); err != nil {
-		h.log.Warn("counting a fix attempt (its message was sent)", "session", s.ID, "delivery", d.ID, "err", err)
-	}
-	return fmt.Sprintf("sent %d failed checks to session %s", n, s.ID), nil
+	return s, nil
 }
 
 // displayName is a person's name as their profile gives it (a webhook's

@@ -52,7 +52,8 @@ func HashToken(secret string) []byte {
 //     has not run out), so a dead node's token is worth nothing even
 //     before it is deleted;
 //   - accepted only on the routes a node sends (POST
-//     /v1/sessions/{id}/messages): 403 on any other, and it never signs in;
+//     /v1/sessions/{id}/messages, .../cancel and .../stop): 403 on any
+//     other, and it never signs in;
 //   - the only token that may name the sender an idempotency key belongs
 //     to (NodeSenderHeader), so that a message the GitHub app sends is
 //     keyed as the app's on whichever node stores it, and a retry from
@@ -94,9 +95,18 @@ func CheckTokenName(name string) error {
 // never a token's id (a node does not key messages as a person).
 var validSender = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// nodeRoute says whether a node's token may call rt.
+// nodeRoute says whether a node's token may call rt: what the GitHub
+// side does to a session another node owns (a follow-up message, "@bot
+// stop", a merged or closed pull request).
 func nodeRoute(rt route) bool {
-	return rt.method == http.MethodPost && rt.path == "/v1/sessions/{id}/messages"
+	if rt.method != http.MethodPost {
+		return false
+	}
+	switch rt.path {
+	case "/v1/sessions/{id}/messages", "/v1/sessions/{id}/cancel", "/v1/sessions/{id}/stop":
+		return true
+	}
+	return false
 }
 
 // caller is who made a request.

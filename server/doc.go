@@ -47,7 +47,7 @@
 // repository's or another token's; a value goes in and never comes out.
 // A node's token (several nodes; auth.go, "Node tokens") is an admin's
 // that is valid only while its node is live, only for POST
-// /v1/sessions/{id}/messages, and the only one that may name the sender
+// /v1/sessions/{id}/messages, .../cancel and .../stop, and the only one that may name the sender
 // an idempotency key belongs to (Harvest-Sender).
 //
 // # Errors
@@ -71,6 +71,10 @@
 //	400 invalid                well-formed but unacceptable (details lists every problem)
 //	404 not_found              no such session, or not the caller's
 //	409 conflict               the session's state does not allow it (it has ended)
+//	507 insufficient_storage   creating a session, resuming a suspended one (a message) or preparing an
+//	                           environment while the data directory is below the server's floor of free
+//	                           space (--min-free): nothing stored; the message names the directory to an
+//	                           admin only (session/admission.go)
 //	500 internal               a bug or a failing store (logged)
 //
 // Bodies are decoded strictly (decode.go): at most MaxBody bytes, exactly

@@ -196,6 +196,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Limits":              reflect.TypeFor[store.Limits](),
 		"Enforcement":         reflect.TypeFor[store.Enforcement](),
 		"SendRequest":         reflect.TypeFor[SendRequest](),
+		"StopRequest":         reflect.TypeFor[StopRequest](),
+		"PullRequestEnd":      reflect.TypeFor[wire.PullRequestEnd](),
 		"TokenRequest":        reflect.TypeFor[TokenRequest](),
 		"Session":             reflect.TypeFor[store.Session](),
 		"Repo":                reflect.TypeFor[store.Repo](),

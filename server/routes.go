@@ -35,6 +35,7 @@ func (s *Server) table() []route {
 		{http.MethodDelete, "/v1/sessions/{id}", user, s.deleteSession},
 		{http.MethodPost, "/v1/sessions/{id}/messages", user, s.sendMessage},
 		{http.MethodPost, "/v1/sessions/{id}/cancel", user, s.cancelTurn},
+		{http.MethodPost, "/v1/sessions/{id}/stop", user, s.stopSession},
 		{http.MethodGet, "/v1/sessions/{id}/events", user, s.streamEvents},
 		{http.MethodGet, "/v1/sessions/{id}/log", user, s.eventLog},
 		{http.MethodGet, "/v1/sessions/{id}/lock", user, s.getLock},
@@ -151,7 +152,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, fromCreate(req, c.token.Admin))
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
 	writeJSON(w, http.StatusCreated, c.view(v))
@@ -236,7 +237,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 	}
 	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	writeJSON(w, http.StatusAccepted, toMessage(m))
 	return nil
@@ -247,6 +248,41 @@ func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request, c caller) *a
 		return e
 	}
 	if err := s.cfg.Manager.Cancel(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+		return fromManager(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// stopSession ends a session for good (session.Manager.Stop).
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noQuery(r); e != nil {
+		return e
+	}
+	// An unknown session is a 404 whatever the body says.
+	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+		return fromManager(err)
+	}
+	b, e := readBody(w, r)
+	if e != nil {
+		return e
+	}
+	var req StopRequest
+	if e := decodeBody(r.Header.Get("Content-Type"), b, &req, true); e != nil {
+		return e
+	}
+	sr := session.StopRequest{Reason: req.Reason}
+	if p := req.PullRequest; p != nil {
+		if p.Repo == "" || p.Number <= 0 {
+			return invalid([]string{`"pull_request" needs its "repo" and "number"`})
+		}
+		if p.Merged {
+			sr.Event = event.PRMerged{Repo: p.Repo, Number: p.Number, URL: p.URL, Branch: p.Branch, By: p.By, SHA: p.SHA}
+		} else {
+			sr.Event = event.PRClosed{Repo: p.Repo, Number: p.Number, URL: p.URL, Branch: p.Branch, By: p.By}
+		}
+	}
+	if err := s.cfg.Manager.Stop(r.Context(), c.owner(), r.PathValue("id"), sr); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

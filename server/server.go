@@ -32,6 +32,7 @@ type Sessions interface {
 	List(ctx context.Context, owner string, f store.SessionFilter) ([]*store.Session, error)
 	SendMessage(ctx context.Context, owner, id string, out session.Outgoing) (*store.Message, error)
 	Cancel(ctx context.Context, owner, id string) error
+	Stop(ctx context.Context, owner, id string, req session.StopRequest) error
 	Delete(ctx context.Context, owner, id string) error
 	Subscribe(ctx context.Context, owner, id string, after int64) (*journal.Subscription, error)
 	Changes(ctx context.Context, owner, id string, lim workspace.DiffLimits) ([]session.RepoChanges, error)
@@ -282,7 +283,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 			return e
 		}
 		if c.node != "" && !nodeRoute(rt) {
-			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %s is node %s's: it only sends messages to sessions between nodes (POST /v1/sessions/{id}/messages), not %s %s", c.token.ID, c.node, r.Method, rt.path))
+			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %s is node %s's: between nodes it only sends messages to sessions, cancels their turns and stops them (POST /v1/sessions/{id}/messages, .../cancel, .../stop), not %s %s", c.token.ID, c.node, r.Method, rt.path))
 		}
 		if rt.access == admin && !c.token.Admin {
 			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("%s %s needs an admin token; token %s (%s) is not one", r.Method, rt.path, c.token.ID, c.token.Name))

@@ -98,6 +98,13 @@ func (o *observed) BeginDelivery(ctx context.Context, id string) (*Delivery, err
 	return v, err
 }
 
+func (o *observed) BranchSession(ctx context.Context, repo string, branch string) (string, error) {
+	start := time.Now()
+	v, err := o.Store.BranchSession(ctx, repo, branch)
+	o.o.StoreOp("BranchSession", time.Since(start), err)
+	return v, err
+}
+
 func (o *observed) CountSessions(ctx context.Context) ([]StateCount, error) {
 	start := time.Now()
 	v, err := o.Store.CountSessions(ctx)

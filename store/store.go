@@ -421,6 +421,7 @@ var (
 	_ Memory       = Store(nil)
 	_ Leases       = Store(nil)
 	_ Carry        = Store(nil)
+	_ Branches     = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -428,12 +429,15 @@ var (
 // session locks), server.Records (the API's tokens and logs).
 type Store interface {
 	// CreateSession stores a new session (ID set by the caller) and, if
-	// first is not nil, its first message, in one transaction.
+	// first is not nil, its first message, in one transaction, and claims
+	// its branches (branches.go): a branch another live session holds is
+	// a *BranchHeldError and nothing is stored.
 	CreateSession(ctx context.Context, s *Session, first *Message) error
 	GetSession(ctx context.Context, id string) (*Session, error)
 	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
 	// UpdateSession reads the session, calls fn on it and writes it back in
-	// one transaction (UpdatedAt is set). An error from fn aborts.
+	// one transaction (UpdatedAt is set). An error from fn aborts. A session
+	// that ends (stopped, failed) releases its branches in it.
 	UpdateSession(ctx context.Context, id string, fn func(*Session) error) (*Session, error)
 	// DeleteSession removes the session with its messages and events.
 	DeleteSession(ctx context.Context, id string) error
@@ -496,6 +500,7 @@ type Store interface {
 	WebSessions
 	Leases
 	Carry
+	Branches
 
 	Close() error
 }

@@ -38,7 +38,10 @@ const (
 	CodeTooLarge         = "too_large"              // 413: the body is over MaxBody
 	CodeMediaType        = "unsupported_media_type" // 415: a body that is not application/json
 	CodeUnavailable      = "unavailable"            // 503: the server is shutting down
-	CodeInternal         = "internal"               // 500: a bug or a failing store; the message says which
+	// 507: the server's data directory is below its floor of free space:
+	// no new sessions, resumes or environment builds until space is freed.
+	CodeInsufficientStorage = "insufficient_storage"
+	CodeInternal            = "internal" // 500: a bug or a failing store; the message says which
 )
 
 // ErrorBody is every error response: {"error":{"code","message"}}.
@@ -122,6 +125,28 @@ type SendRequest struct {
 	Text string `json:"text"`
 	// Mode is queue (default) or interrupt.
 	Mode string `json:"mode,omitempty"`
+}
+
+// StopRequest is the body of POST /v1/sessions/{id}/stop (optional).
+type StopRequest struct {
+	// Reason is what the session's last session.state event says.
+	Reason string `json:"reason,omitempty"`
+	// PullRequest, when set, is the pull request whose merge or close
+	// ends the session (the GitHub side sets it): it is journaled as
+	// pr.merged or pr.closed.
+	PullRequest *PullRequestEnd `json:"pull_request,omitempty"`
+}
+
+// PullRequestEnd is a session's pull request that was merged or closed.
+type PullRequestEnd struct {
+	Repo   string `json:"repo"`
+	Number int    `json:"number"`
+	URL    string `json:"url,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	By     string `json:"by,omitempty"`
+	Merged bool   `json:"merged,omitempty"`
+	// SHA is the merge commit (merged only).
+	SHA string `json:"sha,omitempty"`
 }
 
 // TokenRequest is the body of POST /v1/tokens.

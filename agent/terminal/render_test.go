@@ -188,6 +188,40 @@ func TestClaudeScreenText(t *testing.T) {
 	}
 }
 
+// TestCommandPending: a slash command still in Claude Code's input box,
+// over its completion menu, has not run; once run, the box is empty.
+func TestCommandPending(t *testing.T) {
+	menu := strings.Join([]string{
+		"● earlier answer",
+		"────────────",
+		"❯ /exit",
+		"────────────",
+		"  /exit                         Exit the CLI",
+		"  /context                      Visualize current context usage as a colored grid",
+	}, "\n")
+	ran := strings.Join([]string{
+		"❯ /compact",
+		"  ⎿  Compacted (ctrl+o to see full summary)",
+		"────────────",
+		"❯",
+		"────────────",
+		"  ⏵⏵ bypass permissions on (shift+tab to cycle) · ← for agents",
+	}, "\n")
+	for _, tc := range []struct {
+		screen, prompt string
+		want           bool
+	}{
+		{menu, "/exit", true},
+		{menu, "/compact", false},
+		{ran, "/compact", false},
+		{"", "/exit", false},
+	} {
+		if got := commandPending(tc.screen, tc.prompt); got != tc.want {
+			t.Errorf("commandPending(%q, %q) = %v, want %v", tc.screen, tc.prompt, got, tc.want)
+		}
+	}
+}
+
 // TestProjectDirName: where Claude Code 2.1.197 keeps a directory's
 // transcripts (checked against the CLI for the short form: /tmp/exp/ws1 →
 // -tmp-exp-ws1; the long form follows its code: cut at 200, then the

@@ -341,6 +341,17 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 			if !t.command && t.pollHooks() {
 				break // its Stop may be among them: the next step takes them
 			}
+			if t.command && t.tries < submitTries && now.Sub(t.since) >= commandQuiet && commandPending(a.out.tail(screenLines), t.prompt) {
+				// The command still sits in the input box over its
+				// completion menu: the Enter came while the TUI was
+				// drawing the menu (seen under load) and was taken by
+				// it. Enter again; it runs the command.
+				t.tries++
+				t.since = now
+				t.c.send(KeyEnter)
+				a.logger.Warn("slash command not run yet: typing Enter again", "try", t.tries)
+				break
+			}
 			// Back at its prompt without a Stop hook: a slash command
 			// ran, or the prompt ended some other way (a hook of the
 			// caller's settings refused it, say).

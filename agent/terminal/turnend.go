@@ -310,3 +310,18 @@ func claudeScreenText(screen, prompt string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// commandPending reports whether Claude Code's input box (the last "❯"
+// line of its screen) still holds the slash command prompt: typed, not
+// yet run. Once run, the box is empty again (or the CLI is gone).
+func commandPending(screen, prompt string) bool {
+	cmd := strings.TrimSpace(strings.SplitN(pasteText(prompt), "\n", 2)[0])
+	lines := strings.Split(screen, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if rest, ok := strings.CutPrefix(l, "❯"); ok {
+			return cmd != "" && strings.TrimSpace(rest) == cmd
+		}
+	}
+	return false
+}

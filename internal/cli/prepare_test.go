@@ -45,21 +45,7 @@ func TestPrepareRealGoRepository(t *testing.T) {
 	c := e.client(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-
-	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo)
-	cmd.Env = e.env
-	var stderr testbin.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("harvest prepare: %v\n%s", err, stderr.String())
-	}
-	id := strings.TrimSpace(string(out))
-	for _, want := range []string{"go.mod: go mod download and a build of the test binaries", "is ready"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("harvest prepare's log lacks %q:\n%s", want, stderr.String())
-		}
-	}
+	id := prepareRepo(t, ctx, e, s, repo, "go.mod: go mod download and a build of the test binaries", "is ready")
 	env, err := c.GetEnvironment(ctx, id)
 	if err != nil || env.State != wire.EnvReady || env.Commit == "" {
 		t.Fatalf("the environment: %+v, %v", env, err)
@@ -94,19 +80,7 @@ func TestPrepareRealGoRepository(t *testing.T) {
 		t.Fatalf("a user token's build log names the server's path:\n%s", logText)
 	}
 
-	none := []string{}
-	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "run the tests", Egress: &none})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.Environment != id {
-		t.Fatalf("the session's environment is %q, want %s", v.Environment, id)
-	}
-	evs := follow(t, c, v.ID, 0, "the tests' output", func(ev event.Event) bool {
-		d, ok := ev.Data.(event.ToolFinished)
-		return ok && strings.Contains(d.Output, "TESTS-RAN")
-	})
-	got := evs[len(evs)-1].Data.(event.ToolFinished).Output
+	got := testsInSession(t, ctx, c, repo, "run the tests", id)
 	if !strings.Contains(got, "ok") || strings.Contains(got, "FAIL") || strings.Contains(got, "go: downloading") {
 		t.Fatalf("gjson's tests in a session without network:\n%s", got)
 	}
@@ -114,16 +88,11 @@ func TestPrepareRealGoRepository(t *testing.T) {
 	// harvest run on the same repository starts from the same environment
 	// (the server's data directory is $HARVEST_HOME): the tests pass with no
 	// network; --cold starts without it, and they cannot even build.
-	script := filepath.Join(t.TempDir(), "run.yaml")
-	os.WriteFile(script, []byte(prepareScript), 0o644)
-	code, runOut, errOut := runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", script, "--json", "run the tests")
-	if code != 0 || !strings.Contains(errOut, "starting from the prepared environment "+id) {
-		t.Fatalf("harvest run: exit %d\n%s", code, errOut)
-	}
+	runOut, _ := testsInRun(t, e, repo, prepareScript, "run the tests", id)
 	if !strings.Contains(runOut, `ok  \tgithub.com/tidwall/gjson`) || strings.Contains(runOut, "go: downloading") {
 		t.Fatalf("gjson's tests in harvest run from the environment:\n%s", runOut)
 	}
-	_, runOut, errOut = runHarvest(t, e.env, "", "run", "--cold", "--repo", repo, "--sim-script", script, "--json", "run the tests")
+	runOut, errOut := testsInRun(t, e, repo, prepareScript, "run the tests", "")
 	if strings.Contains(errOut, "prepared environment") || strings.Contains(runOut, `ok  \tgithub.com/tidwall/gjson`) {
 		t.Fatalf("harvest run --cold started warm:\n%s\n%s", runOut, errOut)
 	}
@@ -376,7 +345,27 @@ func TestPrepareRealNodeNoLockfile(t *testing.T) {
 	c := e.client(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	id := prepareRepo(t, ctx, e, s, repo, "package.json (no lockfile): npm install, devDependencies included, writing no package-lock.json", "added ", " is ready")
+	passed := func(what, out string) {
+		t.Helper()
+		if !strings.Contains(out, "EXIT=0") || !strings.Contains(out, "Passed") || !strings.Contains(out, "NO-LOCKFILE") {
+			t.Fatalf("dequal's tests in %s:\n%s", what, out)
+		}
+	}
 
+	passed("a session without network", testsInSession(t, ctx, c, repo, "run the dequal tests", id))
+	runOut, _ := testsInRun(t, e, repo, prepareNoLockfileScript, "run the dequal tests", id)
+	passed("harvest run", runOut)
+	runOut, errOut := testsInRun(t, e, repo, prepareNoLockfileScript, "run the dequal tests", "")
+	if strings.Contains(errOut, "prepared environment") || strings.Contains(runOut, "EXIT=0") || !strings.Contains(runOut, "TESTS-RAN") {
+		t.Fatalf("harvest run --cold started warm, or did not run the tests:\n%s\n%s", runOut, errOut)
+	}
+}
+
+// prepareRepo runs harvest prepare on repo against the server s and
+// returns the environment's id; its log must say each of wantLog.
+func prepareRepo(t *testing.T, ctx context.Context, e *serveEnv, s *serveProc, repo string, wantLog ...string) string {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo)
 	cmd.Env = e.env
 	var stderr testbin.Buffer
@@ -386,41 +375,50 @@ func TestPrepareRealNodeNoLockfile(t *testing.T) {
 		t.Fatalf("harvest prepare: %v\n%s", err, stderr.String())
 	}
 	id := strings.TrimSpace(string(out))
-	for _, want := range []string{"package.json (no lockfile): npm install, devDependencies included, writing no package-lock.json", "added ", id + " is ready"} {
+	for _, want := range wantLog {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("harvest prepare's log lacks %q:\n%s", want, stderr.String())
 		}
 	}
-	passed := func(what, out string) {
-		t.Helper()
-		if !strings.Contains(out, "EXIT=0") || !strings.Contains(out, "Passed") || !strings.Contains(out, "NO-LOCKFILE") {
-			t.Fatalf("dequal's tests in %s:\n%s", what, out)
-		}
-	}
+	return id
+}
 
+// testsInSession starts a session on repo with no network at all, which
+// must start from the environment env, and returns the output of the
+// bash call whose output says TESTS-RAN (the scripts above).
+func testsInSession(t *testing.T, ctx context.Context, c *client.Client, repo, prompt, env string) string {
+	t.Helper()
 	none := []string{}
-	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "run the dequal tests", Egress: &none})
+	v, err := c.CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: prompt, Egress: &none})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Environment != id {
-		t.Fatalf("the session's environment is %q, want %s", v.Environment, id)
+	if v.Environment != env {
+		t.Fatalf("the session's environment is %q, want %s", v.Environment, env)
 	}
 	evs := follow(t, c, v.ID, 0, "the tests' output", func(ev event.Event) bool {
 		d, ok := ev.Data.(event.ToolFinished)
 		return ok && strings.Contains(d.Output, "TESTS-RAN")
 	})
-	passed("a session without network", evs[len(evs)-1].Data.(event.ToolFinished).Output)
+	return evs[len(evs)-1].Data.(event.ToolFinished).Output
+}
 
-	script := filepath.Join(t.TempDir(), "run.yaml")
-	os.WriteFile(script, []byte(prepareNoLockfileScript), 0o644)
-	code, runOut, errOut := runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", script, "--json", "run the dequal tests")
-	if code != 0 || !strings.Contains(errOut, "starting from the prepared environment "+id) {
+// testsInRun runs harvest run on repo with the sim script and returns
+// its events and its log. With env, it must start from that environment
+// and succeed; without, it runs --cold.
+func testsInRun(t *testing.T, e *serveEnv, repo, script, prompt, env string) (string, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if env == "" {
+		_, out, errOut := runHarvest(t, e.env, "", "run", "--cold", "--repo", repo, "--sim-script", file, "--json", prompt)
+		return out, errOut
+	}
+	code, out, errOut := runHarvest(t, e.env, "", "run", "--repo", repo, "--sim-script", file, "--json", prompt)
+	if code != 0 || !strings.Contains(errOut, "starting from the prepared environment "+env) {
 		t.Fatalf("harvest run: exit %d\n%s", code, errOut)
 	}
-	passed("harvest run", runOut)
-	_, runOut, errOut = runHarvest(t, e.env, "", "run", "--cold", "--repo", repo, "--sim-script", script, "--json", "run the dequal tests")
-	if strings.Contains(errOut, "prepared environment") || strings.Contains(runOut, "EXIT=0") || !strings.Contains(runOut, "TESTS-RAN") {
-		t.Fatalf("harvest run --cold started warm, or did not run the tests:\n%s\n%s", runOut, errOut)
-	}
+	return out, errOut
 }

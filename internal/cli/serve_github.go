@@ -35,6 +35,8 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&g.hooks.Label, "github-label", "", "an issue label that starts a session (default none: only mentions and assignment)")
 	fl.IntVar(&g.hooks.MaxFixAttempts, "github-fix-attempts", 3, "failed check suites of a session's pull request sent to it (0: none)")
 	fl.StringArrayVar(&g.hooks.Repos, "github-repo", nil, "a repository (owner/name, or owner/*) whose events Harvest acts on (repeatable; default all the app is installed on)")
+	fl.DurationVar(&g.hooks.IdleTimeout, "github-idle-timeout", 0, "suspend a session GitHub started after this long idle (default the server's, 5m); the next mention, review or failed check on its thread resumes it")
+	fl.BoolVar(&g.hooks.KeepBranches, "github-keep-branches", false, "keep the branch of a session whose pull request is closed without being merged (default: delete the branches Harvest made)")
 	fl.StringArrayVar(&g.hooks.Users, "github-user", nil, "a person who may ask Harvest (repeatable; default anyone with write access)")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
@@ -51,6 +53,9 @@ func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *s
 	}
 	if g.hooks.MaxFixAttempts < 0 {
 		return nil, nil, fmt.Errorf("--github-fix-attempts %d: 0 or more", g.hooks.MaxFixAttempts)
+	}
+	if g.hooks.IdleTimeout < 0 {
+		return nil, nil, fmt.Errorf("--github-idle-timeout %s: give a positive duration (or leave it out for the server's)", g.hooks.IdleTimeout)
 	}
 	if g.hooks.MaxFixAttempts == 0 {
 		g.hooks.MaxFixAttempts = -1 // HookConfig: negative is none

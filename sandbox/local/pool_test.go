@@ -3,7 +3,6 @@ package local_test
 import (
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -59,10 +58,13 @@ func TestPool(t *testing.T) {
 	if ps := p.PoolStats(); ps.Misses != before.Misses+1 || ps.Hits != before.Hits {
 		t.Errorf("PoolStats after a start for another user = %+v (before %+v): want one more miss", ps, before)
 	}
-	ids, _ := mgr.List()
+	bs, err := p.ListOwned(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pooled := 0
-	for _, id := range ids {
-		if strings.HasPrefix(id, "pool-"+strconv.Itoa(os.Getpid())+"-") {
+	for _, b := range bs {
+		if b.Warm {
 			pooled++
 		}
 	}
@@ -70,9 +72,9 @@ func TestPool(t *testing.T) {
 		t.Error("no idle shims were waiting")
 	}
 	p.Close()
-	ids, _ = mgr.List()
+	ids, _ := mgr.List()
 	for _, id := range ids {
-		if strings.HasPrefix(id, "pool-"+strconv.Itoa(os.Getpid())+"-") {
+		if strings.HasPrefix(id, "pool-") {
 			t.Errorf("pool cgroup %s left after Close", id)
 		}
 	}

@@ -185,7 +185,7 @@ func (s *Server) ReviewComment(ctx context.Context, spec ReviewCommentSpec) (int
 	if err != nil {
 		return 0, err
 	}
-	return s.addReviewComment(is, u, nil, spec.Body, spec.Path, spec.Line, is.pr.headSHA, hunk).id, nil
+	return s.addReviewComment(is, u, nil, spec.Body, spec.Path, spec.Line, is.pr.headSHA, hunk, nil).id, nil
 }
 
 // CheckRunSpec is one finished check run.
@@ -307,6 +307,13 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("POST "+p+"pulls", control(s.OpenPull))
 	m.HandleFunc("POST "+p+"review-comments", controlCtx(s.ReviewComment))
 	m.HandleFunc("POST "+p+"check-suites", controlCtx(s.CompleteCheckSuite))
+	m.HandleFunc("POST "+p+"reviews", controlCtx(s.SubmitReview))
+	m.HandleFunc("POST "+p+"merges", controlCtx(func(ctx context.Context, in PullActionSpec) (map[string]string, error) {
+		sha, err := s.MergePull(ctx, in)
+		return map[string]string{"sha": sha}, err
+	}))
+	m.HandleFunc("POST "+p+"closes", control(noResult(s.ClosePull)))
+	m.HandleFunc("POST "+p+"comment-edits", control(noResult(s.EditComment)))
 	m.HandleFunc("POST "+p+"tokens", control(func(in struct {
 		InstallationID int64 `json:"installation_id"`
 	}) (string, error) {

@@ -28,6 +28,8 @@
 //	POST  reactions on issues, issue comments, review comments (201 new, 200 existing)
 //	POST, GET .../pulls; GET, PATCH .../pulls/{n}; POST .../pulls/{n}/comments (a diff comment or in_reply_to) and .../comments/{id}/replies
 //	GET   .../check-suites/{id}/check-runs
+//	GET   .../pulls/{n}/reviews/{id} and .../reviews/{id}/comments
+//	DELETE .../git/refs/heads/{branch}            not the default or a protected branch (422)
 //
 // Bodies are shaped field for field as GitHub's description requires
 // (nullable fields present as null); errors are {"message",
@@ -61,7 +63,10 @@
 // CreateInstallation, AddUser, CreateRepo (a directory's git history or one
 // commit of its files), SetPermission, ProtectBranch, OpenIssue, Comment,
 // AddLabel, Assign, OpenPull, ReviewComment (diff_hunk from git's diff of
-// base...head), CompleteCheckSuite, Token. Each is also POST
+// base...head; a review of its own, as on GitHub), SubmitReview (a body
+// and several comments, one review), MergePull (a merge commit made with
+// git merge-tree, the base moved to it), ClosePull, EditComment (as a
+// person: changes.body.from), CompleteCheckSuite, Token. Each is also POST
 // /_sim/github/<noun> with the same fields as JSON, for a test in another
 // process; GET /_sim/github/requests is the request log (Requests), GET
 // /_sim/github/deliveries the delivery log (?wait=1 waits for the queue to
@@ -76,8 +81,9 @@
 // with a webhook URL (and subscribed to the event, if it lists events),
 // the delivery GitHub would send (WebhookKinds): issues opened, labeled,
 // assigned; issue_comment created, edited; pull_request opened (also via
-// REST), synchronize (a push), closed; pull_request_review_comment created;
-// check_suite completed. Headers: X-GitHub-Event, X-GitHub-Delivery (a
+// REST), synchronize (a push), closed (merged or not);
+// pull_request_review_comment created (each comment of a review, then)
+// pull_request_review submitted; check_suite completed. Headers: X-GitHub-Event, X-GitHub-Delivery (a
 // UUID), X-GitHub-Hook-ID, X-GitHub-Hook-Installation-Target-Type/-ID,
 // X-Hub-Signature-256 and X-Hub-Signature over the exact body, User-Agent
 // GitHub-Hookshot/...; the payload carries action, sender, repository,
@@ -95,13 +101,12 @@
 //
 // # What it does not do
 //
-// No GraphQL, no merging, no forks (a pull request's head is a branch of
-// the same repository), no reviews other than single comments, no labels
-// or assignees endpoints, no rate limits, no conditional requests (ETag),
-// no 301 for renamed repositories, no webhook retries. Installations cover
-// all of the account's repositories. Comments made by a person carry
-// performed_via_github_app null, which GitHub's issue_comment edited schema
-// does not allow; the edited event is validated on an App's comment only.
+// No GraphQL, no forks (a pull request's head is a branch of the same
+// repository), no merge strategies but a merge commit, no review
+// requests, dismissals or pending reviews, no labels or assignees
+// endpoints, no rate limits, no conditional requests (ETag), no 301 for
+// renamed repositories, no webhook retries. Installations cover all of the
+// account's repositories.
 //
 // # Concurrency
 //

@@ -214,6 +214,24 @@ func TestGoGitHub(t *testing.T) {
 	if _, resp, err = gh.Reactions.CreatePullRequestCommentReaction(ctx, "acme", "widget", rcID, "+1"); err != nil || resp.StatusCode != 201 {
 		t.Fatalf("react review comment: %v", err)
 	}
+	// Every review comment belongs to a review: a single one makes its
+	// own; a submitted review holds its comments.
+	rid, err := w.srv.SubmitReview(ctx, ghsim.ReviewSpec{Login: "alice", Repo: "acme/widget", Number: pr.GetNumber(), Body: "Two things.",
+		Event: "REQUEST_CHANGES", Comments: []ghsim.ReviewCommentLine{{Path: "app.go", Line: 4, Body: "first"}, {Path: "app.go", Line: 4, Body: "second"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, _, err := gh.PullRequests.GetReview(ctx, "acme", "widget", pr.GetNumber(), rid)
+	if err != nil || rv.GetState() != "CHANGES_REQUESTED" || rv.GetBody() != "Two things." || rv.GetUser().GetLogin() != "alice" {
+		t.Fatalf("GET review: %v %+v", err, rv)
+	}
+	rcs, _, err := gh.PullRequests.ListReviewComments(ctx, "acme", "widget", pr.GetNumber(), rid, nil)
+	if err != nil || len(rcs) != 2 || rcs[0].GetBody() != "first" || rcs[1].GetPullRequestReviewID() != rid {
+		t.Fatalf("GET review comments: %v %+v", err, rcs)
+	}
+	if _, resp, err := gh.PullRequests.GetReview(ctx, "acme", "widget", pr.GetNumber(), rid+999); err == nil || resp.StatusCode != 404 {
+		t.Errorf("GET a missing review: %v, want 404", err)
+	}
 
 	suite, err := w.srv.CompleteCheckSuite(ctx, ghsim.CheckSuiteSpec{Repo: "acme/widget", Number: pr.GetNumber(),
 		Runs: []ghsim.CheckRunSpec{{Name: "test", Conclusion: "failure", Title: "2 failed", Summary: "TestA, TestB", Text: "--- FAIL: TestA"},
@@ -232,6 +250,22 @@ func TestGoGitHub(t *testing.T) {
 	// Close it (pull_request closed).
 	if got, _, err = gh.PullRequests.Edit(ctx, "acme", "widget", pr.GetNumber(), &github.PullRequest{State: github.Ptr("closed")}); err != nil || got.GetState() != "closed" {
 		t.Fatalf("close: %v", err)
+	}
+
+	// Delete its branch (heads/NAME, slashes and all); again: 422.
+	pushURL := strings.Replace(w.srv.URL(), "http://", "http://x-access-token:"+tok.GetToken()+"@", 1) + "/acme/widget.git"
+	mustGit(t, w.srcDir, "push", "-q", pushURL, "feature:refs/heads/harvest/s-gone")
+	if _, err := gh.Git.DeleteRef(ctx, "acme", "widget", "heads/harvest/s-gone"); err != nil {
+		t.Fatalf("DELETE ref: %v", err)
+	}
+	if b, _ := w.srv.Branches("acme/widget"); b["harvest/s-gone"] != "" {
+		t.Errorf("the deleted branch is still there: %v", b)
+	}
+	if resp, err := gh.Git.DeleteRef(ctx, "acme", "widget", "heads/harvest/s-gone"); err == nil || resp.StatusCode != 422 {
+		t.Errorf("DELETE a missing ref: %v, want 422", err)
+	}
+	if resp, err := gh.Git.DeleteRef(ctx, "acme", "widget", "heads/main"); err == nil || resp.StatusCode != 422 {
+		t.Errorf("DELETE the default branch: %v, want 422", err)
 	}
 
 	// REST is served at the root too.

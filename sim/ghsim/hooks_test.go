@@ -3,6 +3,8 @@ package ghsim_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -58,8 +60,36 @@ func TestWebhooks(t *testing.T) {
 	mustGit(t, dir, "clone", "-q", "-b", "feature", url, ".")
 	mustGit(t, dir, "commit", "-q", "--allow-empty", "-m", "more")
 	mustGit(t, dir, "push", "-q", "origin", "feature")
+	// A review of two comments and a body: two review comments, then
+	// the review.
+	_, err = w.srv.SubmitReview(ctx, ghsim.ReviewSpec{Login: "alice", Repo: "acme/widget", Number: pr.GetNumber(), Body: "See below.",
+		Event: "REQUEST_CHANGES", Comments: []ghsim.ReviewCommentLine{{Path: "app.go", Line: 3, Body: "three?"}, {Path: "app.go", Line: 11, Body: "eleven?"}}})
+	must(err)
 	_, _, err = gh.PullRequests.Edit(ctx, "acme", "widget", pr.GetNumber(), &github.PullRequest{State: github.Ptr("closed")})
 	must(err)
+	// Another branch's pull request, merged: pull_request closed, merged.
+	mustGit(t, dir, "checkout", "-q", "-b", "feature2")
+	os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("notes\n"), 0o644)
+	mustGit(t, dir, "add", "NOTES.md")
+	mustGit(t, dir, "commit", "-q", "-m", "notes")
+	mustGit(t, dir, "push", "-q", "origin", "feature2")
+	pr2, err := w.srv.OpenPull(ghsim.PullSpec{Login: "alice", Repo: "acme/widget", Title: "Notes", Head: "feature2"})
+	must(err)
+	sha, err := w.srv.MergePull(ctx, ghsim.PullActionSpec{Login: "alice", Repo: "acme/widget", Number: pr2})
+	must(err)
+	merged, _, err := gh.PullRequests.Get(ctx, "acme", "widget", pr2)
+	if err != nil || !merged.GetMerged() || merged.GetState() != "closed" || merged.GetMergeCommitSHA() != sha || merged.GetMergedBy().GetLogin() != "alice" {
+		t.Fatalf("the merged pull request: %v %+v", err, merged)
+	}
+	if b, _ := w.srv.Branches("acme/widget"); b["main"] != sha {
+		t.Errorf("main after the merge: %s, want the merge commit %s", b["main"], sha)
+	}
+	if _, err := w.srv.MergePull(ctx, ghsim.PullActionSpec{Login: "alice", Repo: "acme/widget", Number: pr2}); err == nil {
+		t.Error("a closed pull request merged again")
+	}
+	if err := w.srv.ClosePull(ghsim.PullActionSpec{Login: "bob", Repo: "acme/widget", Number: pr.GetNumber()}); err == nil {
+		t.Error("bob (read) closed a pull request")
+	}
 
 	ds, err := w.srv.WaitDeliveries(ctx)
 	must(err)
@@ -106,6 +136,26 @@ func TestWebhooks(t *testing.T) {
 			t.Errorf("no %s delivered", k)
 		}
 	}
+	var mergedSeen, reviewSeen bool
+	for _, d := range ds {
+		var p struct {
+			PullRequest struct {
+				Merged   bool                    `json:"merged"`
+				MergedBy *struct{ Login string } `json:"merged_by"`
+			} `json:"pull_request"`
+			Review struct {
+				ID    int64  `json:"id"`
+				State string `json:"state"`
+				Body  string `json:"body"`
+			} `json:"review"`
+		}
+		json.Unmarshal(d.Payload, &p)
+		mergedSeen = mergedSeen || (d.Kind == ghsim.HookPullRequestClosed && p.PullRequest.Merged && p.PullRequest.MergedBy != nil && p.PullRequest.MergedBy.Login == "alice")
+		reviewSeen = reviewSeen || (d.Kind == ghsim.HookPullRequestReview && p.Review.State == "changes_requested" && p.Review.Body == "See below.")
+	}
+	if !mergedSeen || !reviewSeen {
+		t.Errorf("a merged pull_request closed: %v; the review submitted with changes requested: %v", mergedSeen, reviewSeen)
+	}
 
 	// Redeliver: same GUID and body.
 	first := ds[0]
@@ -134,3 +184,44 @@ func TestWebhooks(t *testing.T) {
 }
 
 func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestEditComment: a person's edit is issue_comment edited with the old
+// body in changes.body.from, by GitHub's schema (performed_via_github_app
+// null, as GitHub sends it for a person's comment).
+func TestEditComment(t *testing.T) {
+	w := newWorld(t, ghsim.Options{})
+	ctx := ctxT(t)
+	n, err := w.srv.OpenIssue(ghsim.IssueSpec{Login: "alice", Repo: "acme/widget", Title: "Bug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := w.srv.Comment(ghsim.CommentSpec{Login: "alice", Repo: "acme/widget", Number: n, Body: "please look"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.srv.EditComment(ghsim.EditCommentSpec{Login: "bob", Repo: "acme/widget", CommentID: id, Body: "@harvest-test please look"}); err == nil {
+		t.Error("bob (read) edited alice's comment")
+	}
+	if err := w.srv.EditComment(ghsim.EditCommentSpec{Login: "alice", Repo: "acme/widget", CommentID: id, Body: "@harvest-test please look"}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := w.srv.WaitDeliveries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[len(ds)-1]
+	var p struct {
+		Action  string `json:"action"`
+		Changes struct {
+			Body struct{ From string } `json:"body"`
+		} `json:"changes"`
+		Comment struct{ Body string } `json:"comment"`
+	}
+	json.Unmarshal(d.Payload, &p)
+	if d.Kind != ghsim.HookIssueCommentEdited || p.Changes.Body.From != "please look" || p.Comment.Body != "@harvest-test please look" {
+		t.Fatalf("the edit's delivery: %s %+v", d.Kind, p)
+	}
+	if err := validateHook(t, d.Kind, d.Payload); err != nil {
+		t.Errorf("the edit's payload does not match GitHub's schema: %v", err)
+	}
+}

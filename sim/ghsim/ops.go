@@ -5,7 +5,7 @@ package ghsim
 // they appear under "paths". The schema subset in testdata holds exactly
 // these (see internal/extract), and a test fails if the two drift apart.
 type Operation struct {
-	Method string // GET, POST, PATCH
+	Method string // GET, POST, PATCH, DELETE
 	Path   string // like /repos/{owner}/{repo}/issues/{issue_number}
 }
 
@@ -33,6 +33,9 @@ var operations = []Operation{
 	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"},
 	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"},
 	{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"},
+	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"},
+	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"},
+	{"DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"},
 }
 
 // Operations returns the REST operations the stand-in serves.
@@ -54,6 +57,7 @@ const (
 	HookPullRequestSynchronize   WebhookKind = "pull-request-synchronize"
 	HookPullRequestClosed        WebhookKind = "pull-request-closed"
 	HookPullRequestReviewComment WebhookKind = "pull-request-review-comment-created"
+	HookPullRequestReview        WebhookKind = "pull-request-review-submitted"
 	HookCheckSuiteCompleted      WebhookKind = "check-suite-completed"
 )
 
@@ -61,5 +65,5 @@ const (
 func WebhookKinds() []WebhookKind {
 	return []WebhookKind{HookIssueCommentCreated, HookIssueCommentEdited, HookIssuesOpened,
 		HookIssuesLabeled, HookIssuesAssigned, HookPullRequestOpened, HookPullRequestSynchronize,
-		HookPullRequestClosed, HookPullRequestReviewComment, HookCheckSuiteCompleted}
+		HookPullRequestClosed, HookPullRequestReviewComment, HookPullRequestReview, HookCheckSuiteCompleted}
 }

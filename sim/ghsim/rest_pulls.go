@@ -337,7 +337,7 @@ func (s *Server) createReviewComment(w http.ResponseWriter, req *http.Request) {
 			Field: "pull_request_review_thread.line", Code: "custom", Message: "could not be resolved"})
 		return
 	}
-	c := s.addReviewComment(is, s.tokenActor(tok), tokenApp(tok), body.Body, body.Path, body.Line, is.pr.headSHA, hunk)
+	c := s.addReviewComment(is, s.tokenActor(tok), tokenApp(tok), body.Body, body.Path, body.Line, is.pr.headSHA, hunk, nil)
 	writeJSON(w, http.StatusCreated, s.wReviewComment(c))
 }
 
@@ -376,19 +376,30 @@ func (s *Server) reply(w http.ResponseWriter, tok *token, is *issue, id int64, t
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	c := s.addReviewComment(is, s.tokenActor(tok), tokenApp(tok), text, parent.path, parent.line, parent.commitID, parent.diffHunk)
+	c := s.addReviewComment(is, s.tokenActor(tok), tokenApp(tok), text, parent.path, parent.line, parent.commitID, parent.diffHunk, nil)
 	c.inReplyTo = parent.id
 	writeJSON(w, http.StatusCreated, s.wReviewComment(c))
 }
 
-// addReviewComment records a review comment and queues
-// pull_request_review_comment created.
-func (s *Server) addReviewComment(is *issue, by *user, via *app, body, path string, line int, commit, hunk string) *reviewComment {
+// addReviewComment records a review comment of rv and queues
+// pull_request_review_comment created. With rv nil the comment is a
+// review of its own (a single comment, or a reply in a thread, makes one
+// on GitHub): the review is recorded and pull_request_review submitted
+// queued after the comment's event.
+func (s *Server) addReviewComment(is *issue, by *user, via *app, body, path string, line int, commit, hunk string, rv *review) *reviewComment {
 	now := s.now()
+	single := rv == nil
+	if single {
+		rv = s.newReview(is, by, "", "COMMENTED")
+	}
 	c := &reviewComment{id: s.newID(), pr: is, body: body, user: by, app: via, path: path, line: line,
-		commitID: commit, diffHunk: hunk, created: now, updated: now}
+		commitID: commit, diffHunk: hunk, review: rv, created: now, updated: now}
 	is.pr.review = append(is.pr.review, c)
+	rv.comments = append(rv.comments, c)
 	s.emitReviewComment(c, by)
+	if single {
+		s.emitReview(rv)
+	}
 	return c
 }
 

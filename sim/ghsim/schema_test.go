@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -109,7 +110,12 @@ func matchOperation(method, path string) (ghsim.Operation, bool) {
 			continue
 		}
 		tsegs := strings.Split(strings.Trim(op.Path, "/"), "/")
-		if len(tsegs) != len(segs) {
+		psegs := segs
+		if strings.HasSuffix(op.Path, "/git/refs/{ref}") && len(segs) > len(tsegs) {
+			// {ref} takes the rest: heads/harvest/s-...
+			psegs = append(slices.Clone(segs[:len(tsegs)-1]), strings.Join(segs[len(tsegs)-1:], "/"))
+		}
+		if len(tsegs) != len(psegs) {
 			continue
 		}
 		lit := 0
@@ -118,7 +124,7 @@ func matchOperation(method, path string) (ghsim.Operation, bool) {
 			if strings.HasPrefix(ts, "{") {
 				continue
 			}
-			if ts != segs[i] {
+			if ts != psegs[i] {
 				ok = false
 				break
 			}

@@ -260,13 +260,21 @@ func (s *Server) routes() {
 		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"}:                      s.createReviewComment,
 		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"}: s.replyReviewComment,
 		{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"}:           s.listCheckRuns,
+		{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"}:            s.getReview,
+		{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"}:   s.listReviewComments,
+		{"DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"}:                                  s.deleteRef,
 	}
 	for _, op := range operations {
 		h, ok := rest[op]
 		if !ok {
 			panic("ghsim: no handler for " + op.Method + " " + op.Path)
 		}
-		m.HandleFunc(op.Method+" "+op.Path, h)
+		pattern := op.Method + " " + op.Path
+		if strings.HasSuffix(op.Path, "/git/refs/{ref}") {
+			pattern += "..." // a ref has slashes: heads/harvest/s-...
+			pattern = strings.Replace(pattern, "{ref}...", "{ref...}", 1)
+		}
+		m.HandleFunc(pattern, h)
 	}
 	if len(rest) != len(operations) {
 		panic("ghsim: a handler for an operation not in the list")

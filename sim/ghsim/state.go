@@ -138,9 +138,27 @@ type pull struct {
 	baseSHA   string // the base branch's sha when last computed
 	draft     bool
 	review    []*reviewComment
+	reviews   []*review
 	maintMod  bool
 	closedBy  *user
 	mergedSHA string
+	merged    bool
+	mergedBy  *user
+	mergedAt  time.Time
+}
+
+// review is a submitted pull request review: every review comment
+// belongs to one (a single comment makes a review of its own, as on
+// GitHub).
+type review struct {
+	id        int64
+	pr        *issue
+	user      *user
+	body      string
+	state     string // COMMENTED, APPROVED, CHANGES_REQUESTED
+	commitID  string
+	submitted time.Time
+	comments  []*reviewComment
 }
 
 type comment struct {
@@ -165,6 +183,7 @@ type reviewComment struct {
 	commitID  string
 	diffHunk  string
 	inReplyTo int64
+	review    *review
 	created   time.Time
 	updated   time.Time
 	reactions []*reaction

@@ -225,6 +225,9 @@ func (s *Server) wPR(is *issue) wirePR {
 	if pr.mergedSHA != "" {
 		w.MergeCommitSHA = &pr.mergedSHA
 	}
+	if pr.merged {
+		w.MergedAt = tsOrNil(pr.mergedAt)
+	}
 	for _, l := range is.labels {
 		w.Labels = append(w.Labels, s.wLabel(r, l))
 	}
@@ -244,7 +247,11 @@ func (s *Server) wFullPR(is *issue) wireFullPR {
 	if is.pr.draft {
 		state = "draft"
 	}
-	return wireFullPR{wirePR: s.wPR(is), Mergeable: &mergeable, Rebaseable: &mergeable,
+	var mergedBy *wireUser
+	if is.pr.merged {
+		mergedBy = s.wUser(is.pr.mergedBy)
+	}
+	return wireFullPR{wirePR: s.wPR(is), Merged: is.pr.merged, MergedBy: mergedBy, Mergeable: &mergeable, Rebaseable: &mergeable,
 		MergeableState: state, Comments: len(is.comments), ReviewComments: len(is.pr.review),
 		MaintainerCanModify: is.pr.maintMod, Commits: st.commits, Additions: st.additions,
 		Deletions: st.deletions, ChangedFiles: st.files}
@@ -292,7 +299,7 @@ func (s *Server) wReviewComment(c *reviewComment) wireReviewComment {
 	api := fmt.Sprintf("%s/repos/%s/pulls/comments/%d", s.api, r.fullName(), c.id)
 	html := fmt.Sprintf("%s/%s/pull/%d#discussion_r%d", s.base, r.fullName(), c.pr.number, c.id)
 	pr := fmt.Sprintf("%s/repos/%s/pulls/%d", s.api, r.fullName(), c.pr.number)
-	reviewID := c.id + 1_000_000
+	reviewID := c.review.id
 	line := c.line
 	pos := strings.Count(c.diffHunk, "\n")
 	return wireReviewComment{URL: api, PullRequestReviewID: &reviewID, ID: c.id,

@@ -50,6 +50,9 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 			}
 			return fmt.Errorf("postgres: create session %s: %w", sess.ID, err)
 		}
+		if err := claimBranches(ctx, tx, sess); err != nil {
+			return fmt.Errorf("postgres: create session %s: %w", sess.ID, err)
+		}
 		if first != nil {
 			return insertMessage(ctx, tx, &m)
 		}
@@ -323,6 +326,12 @@ func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn
 	error=$15, created_at=$16, updated_at=$17, active_at=$18, collab=$19, terminal=$20, egress=$21, pr=$22, github=$23,
 	environment=$24, mcp_servers=$25, limits_enforced=$26 WHERE id=$27`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("postgres: update session %s: %w", id, err)
+		}
+		if sess.State.Ended() {
+			// Ended: its branches are free for a new session.
+			if _, err := tx.Exec(ctx, `DELETE FROM branch_claims WHERE session = $1`, id); err != nil {
+				return fmt.Errorf("postgres: update session %s: releasing its branches: %w", id, err)
+			}
 		}
 		out = sess
 		return nil

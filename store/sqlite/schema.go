@@ -258,6 +258,24 @@ CREATE INDEX workspace_checkpoint_packs_hash ON workspace_checkpoint_packs (hash
 	{"limits-enforced", `
 ALTER TABLE sessions ADD COLUMN limits_enforced TEXT NOT NULL DEFAULT ''; -- JSON store.Enforcement, '' before the first box
 `},
+	// One live session per repository branch (store/branches.go). The
+	// live sessions of before get their claims, the oldest first: of two
+	// on one branch (the bug this fixes), the younger holds nothing.
+	{"branch-claims", `
+CREATE TABLE branch_claims (
+	repo    TEXT NOT NULL,                  -- owner/name, lower case
+	branch  TEXT NOT NULL,
+	session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	PRIMARY KEY (repo, branch)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX branch_claims_session ON branch_claims (session);
+INSERT OR IGNORE INTO branch_claims (repo, branch, session)
+SELECT lower(json_extract(r.value, '$.github')), json_extract(r.value, '$.branch'), s.id
+FROM sessions s, json_each(s.repos) r
+WHERE s.state NOT IN ('stopped', 'failed') AND s.repos <> 'null'
+	AND COALESCE(json_extract(r.value, '$.github'), '') <> '' AND COALESCE(json_extract(r.value, '$.branch'), '') <> ''
+ORDER BY s.created_at, s.id;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -47,6 +47,9 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session, first *s
 			}
 			return fmt.Errorf("sqlite: create session %s: %w", sess.ID, err)
 		}
+		if err := claimBranches(ctx, tx, sess); err != nil {
+			return fmt.Errorf("sqlite: create session %s: %w", sess.ID, err)
+		}
 		if first != nil {
 			return insertMessage(ctx, tx, &m)
 		}
@@ -287,6 +290,12 @@ func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn
 	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=?, environment=?, mcp_servers=?,
 	limits_enforced=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return fmt.Errorf("sqlite: update session %s: %w", id, err)
+		}
+		if sess.State.Ended() {
+			// Ended: its branches are free for a new session.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM branch_claims WHERE session = ?`, id); err != nil {
+				return fmt.Errorf("sqlite: update session %s: releasing its branches: %w", id, err)
+			}
 		}
 		out = sess
 		return nil

@@ -35,6 +35,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("UpdateSession", func(t *testing.T) { testUpdateSession(t, open) })
 	t.Run("UpdateSessionConcurrent", func(t *testing.T) { testUpdateConcurrent(t, open) })
 	t.Run("DeleteSession", func(t *testing.T) { testDeleteSession(t, open) })
+	t.Run("Branches", func(t *testing.T) { testBranches(t, open) })
+	t.Run("BranchRace", func(t *testing.T) { testBranchRace(t, open) })
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
 	t.Run("MessagesConcurrent", func(t *testing.T) { testMessagesConcurrent(t, open) })
 	t.Run("MessageKeys", func(t *testing.T) { testMessageKeys(t, open) })

@@ -92,6 +92,6 @@ export const EVENT_TYPES = [
   "session.state", "message.queued", "message.delivered", "turn.started", "assistant.delta", "assistant.message",
   "assistant.thinking.delta", "assistant.thinking", "tool.started", "tool.input.delta", "tool.output", "tool.finished",
   "step.finished", "turn.finished", "turn.cancelled", "turn.failed", "terminal.output", "compaction", "loop.detected",
-  "todo.updated", "git.committed", "git.pushed", "pr.opened", "stuck", "github.failed",
+  "todo.updated", "git.committed", "git.pushed", "pr.opened", "pr.merged", "pr.closed", "stuck", "github.failed",
   "shell.opened", "shell.closed",
 ];

@@ -202,6 +202,12 @@ export class Timeline {
       case "pr.opened":
         this.push({ kind: "note", seq: ev.seq, text: `pull request #${num(d.number)} opened`, url: str(d.url) });
         return;
+      case "pr.merged":
+        this.push({ kind: "note", seq: ev.seq, text: `pull request #${num(d.number)} merged${d.by ? " by " + str(d.by) : ""}: the session ends`, url: str(d.url) });
+        return;
+      case "pr.closed":
+        this.push({ kind: "note", seq: ev.seq, text: `pull request #${num(d.number)} closed${d.by ? " by " + str(d.by) : ""}: the session ends`, url: str(d.url) });
+        return;
       case "git.committed":
         this.push({ kind: "note", seq: ev.seq, text: `committed ${str(d.sha).slice(0, 12)} on ${str(d.branch)}: ${str(d.message)}` });
         return;

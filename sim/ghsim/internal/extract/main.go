@@ -12,6 +12,13 @@
 // The tarballs are `npm pack @octokit/openapi@23.0.2` and
 // `npm pack @octokit/openapi-webhooks@12.1.0`; each is checked against the
 // npm integrity pinned below before it is read.
+//
+// With -examples (`npm pack @octokit/webhooks-examples@7.6.1`: recorded
+// payloads of real deliveries, from octokit/webhooks) it also writes
+// webhook-examples.json.gz: the examples of the events Harvest handles
+// (exampleEvents), every action, as the package has them. No @octokit
+// package pins an examples version to an openapi-webhooks one; 7.6.1 is
+// the package's latest, the one current with openapi-webhooks 12.x.
 package main
 
 import (
@@ -51,6 +58,13 @@ var (
 		File:      "package/generated/api.github.com.json",
 		Subset:    "rest.json.gz",
 	}
+	examplesSource = Source{
+		Package:   "@octokit/webhooks-examples",
+		Version:   "7.6.1",
+		Integrity: "sha512-De6U3XB6O3DtCa7bKgCMzTHdeopqqZ6SNivMYJnK65ierKL1AnNIA0tkRYCRS7lwGT792d+Ps1WbfHlso6MynQ==",
+		File:      "package/api.github.com/index.json",
+		Subset:    "webhook-examples.json.gz",
+	}
 	webhooksSource = Source{
 		Package:   "@octokit/openapi-webhooks",
 		Version:   "12.1.0",
@@ -60,22 +74,28 @@ var (
 	}
 )
 
+// exampleEvents are the events Harvest's webhook side handles (package
+// ghbot), whose recorded examples are kept.
+var exampleEvents = []string{"issue_comment", "issues", "pull_request", "pull_request_review",
+	"pull_request_review_comment", "check_suite", "installation", "installation_repositories"}
+
 func main() {
 	rest := flag.String("rest", "", "the @octokit/openapi tarball (npm pack)")
 	hooks := flag.String("webhooks", "", "the @octokit/openapi-webhooks tarball (npm pack)")
+	examples := flag.String("examples", "", "the @octokit/webhooks-examples tarball (npm pack); optional")
 	out := flag.String("out", "sim/ghsim/testdata", "directory to write the subsets to")
 	flag.Parse()
 	if *rest == "" || *hooks == "" {
 		fmt.Fprintln(os.Stderr, "extract: give -rest TARBALL and -webhooks TARBALL")
 		os.Exit(2)
 	}
-	if err := run(*rest, *hooks, *out); err != nil {
+	if err := run(*rest, *hooks, *examples, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "extract:", err)
 		os.Exit(1)
 	}
 }
 
-func run(restTGZ, hooksTGZ, out string) error {
+func run(restTGZ, hooksTGZ, examplesTGZ, out string) error {
 	doc, err := readPinned(restTGZ, restSource)
 	if err != nil {
 		return err
@@ -114,12 +134,57 @@ func run(restTGZ, hooksTGZ, out string) error {
 		"operations": ops,
 		"hooks":      kinds,
 	}
+	if examplesTGZ != "" {
+		raw, err := readPinnedRaw(examplesTGZ, examplesSource)
+		if err != nil {
+			return err
+		}
+		var all []map[string]any
+		if err := json.Unmarshal(raw, &all); err != nil {
+			return fmt.Errorf("%s: %s: %w", examplesTGZ, examplesSource.File, err)
+		}
+		var keep []map[string]any
+		for _, e := range all {
+			for _, name := range exampleEvents {
+				if e["name"] == name {
+					keep = append(keep, map[string]any{"name": name, "examples": e["examples"]})
+				}
+			}
+		}
+		if len(keep) != len(exampleEvents) {
+			return fmt.Errorf("%s: %d of the %d events have examples", examplesTGZ, len(keep), len(exampleEvents))
+		}
+		if err := writeGz(filepath.Join(out, examplesSource.Subset), keep); err != nil {
+			return err
+		}
+		note["examples"] = examplesSource
+		note["example_events"] = exampleEvents
+	} else if b, err := os.ReadFile(filepath.Join(out, "SOURCE.json")); err == nil {
+		// Keep the examples' note when they are not extracted again.
+		var old map[string]any
+		if json.Unmarshal(b, &old) == nil && old["examples"] != nil {
+			note["examples"], note["example_events"] = old["examples"], old["example_events"]
+		}
+	}
 	b, _ := json.MarshalIndent(note, "", "  ")
 	return os.WriteFile(filepath.Join(out, "SOURCE.json"), append(b, '\n'), 0o644)
 }
 
 // readPinned checks the tarball's integrity and returns its description.
 func readPinned(path string, src Source) (map[string]any, error) {
+	b, err := readPinnedRaw(path, src)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", path, src.File, err)
+	}
+	return doc, nil
+}
+
+// readPinnedRaw checks the tarball's integrity and returns src.File.
+func readPinnedRaw(path string, src Source) ([]byte, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -144,11 +209,7 @@ func readPinned(path string, src Source) (map[string]any, error) {
 		if h.Name != src.File {
 			continue
 		}
-		var doc map[string]any
-		if err := json.NewDecoder(tr).Decode(&doc); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, src.File, err)
-		}
-		return doc, nil
+		return io.ReadAll(tr)
 	}
 }
 

@@ -156,7 +156,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message: stored before the reply; queued while the agent works, or interrupting the turn
-         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing.
+         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing. A message to a suspended session resumes it: below the server's floor of free space that is 507, and nothing is stored.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -179,6 +179,26 @@ export interface paths {
         put?: never;
         /** Cancel the running turn (not the session); queued messages stay queued. Body: none or {} */
         post: operations["cancelTurn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End the session for good: a running turn is cancelled, the box destroyed, queued messages dropped; the workspace and history stay until it is deleted, and its branches are free for a new session. Body: a StopRequest ({} for none of its fields) */
+        post: operations["stopSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -586,7 +606,7 @@ export interface components {
         };
         ErrorInfo: {
             /** @enum {string} */
-            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "internal" | "too_slow" | "deleted";
+            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "insufficient_storage" | "internal" | "too_slow" | "deleted";
             /** @description What was wrong and what to do */
             message: string;
             /** @description With code invalid: every problem of the request, one an item, each saying what to change */
@@ -828,6 +848,22 @@ export interface components {
              */
             mode?: "queue" | "interrupt";
         };
+        StopRequest: {
+            /** @description What the session's last session.state event says */
+            reason?: string;
+            pull_request?: components["schemas"]["PullRequestEnd"];
+        };
+        /** @description The pull request whose merge or close ends the session (the GitHub side sends it): journaled as pr.merged or pr.closed */
+        PullRequestEnd: {
+            repo: string;
+            number: number;
+            url?: string;
+            branch?: string;
+            by?: string;
+            merged?: boolean;
+            /** @description The merge commit */
+            sha?: string;
+        };
         Repo: {
             name: string;
             /** @description The source as the session's creator gave it */
@@ -961,6 +997,11 @@ export interface components {
              * @example turn.finished
              * @example turn.cancelled
              * @example turn.failed
+             * @example git.committed
+             * @example git.pushed
+             * @example pr.opened
+             * @example pr.merged
+             * @example pr.closed
              */
             type: string;
             data: Record<string, never>;
@@ -1193,6 +1234,15 @@ export interface components {
         };
         /** @description Signed in by cookie, but without the sign-in's X-Harvest-CSRF token, or from another site (Origin, Sec-Fetch-Site); or, for an admin route, not an admin token */
         CrossSite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description The server's data directory has less free space than its floor (harvest serve --min-free): nothing was stored or made (for a message: it resumes a suspended session, and was not stored); retrying does not help until space is freed or the floor lowered. The message says what is free and the floor, and to an admin where */
+        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1466,6 +1516,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getSession: {
@@ -1557,6 +1608,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     cancelTurn: {
@@ -1583,6 +1635,39 @@ export interface operations {
             403: components["responses"]["CrossSite"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    stopSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, as returned on creation */
+                id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StopRequest"];
+            };
+        };
+        responses: {
+            /** @description Stopped */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["CrossSite"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2018,6 +2103,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEnvironment: {
