@@ -39,6 +39,12 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// MirrorRefresh is how often the mirrors of live and recently active
+	// repositories are fetched in the background (mirrors.go); a
+	// checkout clones a mirror fetched this recently (and after the last
+	// push) without fetching. 0: every checkout fetches, nothing is
+	// fetched in the background.
+	MirrorRefresh time.Duration
 }
 
 // Service is Harvest's GitHub side (see the package doc). It implements
@@ -53,6 +59,7 @@ type Service struct {
 	env       map[string][]string // session → its box's git environment (the latest endpoint's)
 	defaults  map[string]string   // owner/name → default branch
 	protected map[string]protCache
+	mirrors   mirrorState
 }
 
 type protCache struct {
@@ -80,8 +87,10 @@ func New(cfg Config) (*Service, error) {
 	if g == nil {
 		g = gitproxy.New(gitproxy.Config{Logger: cfg.Logger})
 	}
-	return &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
-		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}}, nil
+	s := &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
+		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}}
+	s.mirrors.init()
+	return s, nil
 }
 
 // Parse recognises https://GITHUB/owner/name(.git) as owner/name.
@@ -102,7 +111,7 @@ func (s *Service) Parse(source string) (string, bool) {
 // refused with it); GitHub not answering is not.
 func (s *Service) Check(ctx context.Context, repo string) error {
 	err := s.gh.Reach(ctx, repo)
-	if errors.Is(err, gh.ErrNoAccess) {
+	if gh.Permanent(err) {
 		return session.Permanent(err)
 	}
 	return err
@@ -172,7 +181,7 @@ func (s *Service) identities(ctx context.Context, sess *store.Session) (author, 
 // branch.
 func (s *Service) Checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
 	err := s.checkout(ctx, sess, r, dst, owner)
-	if errors.Is(err, gh.ErrNoAccess) || errors.Is(err, workspace.ErrUnknownRef) {
+	if gh.Permanent(err) || errors.Is(err, workspace.ErrUnknownRef) {
 		return session.Permanent(err)
 	}
 	return err
@@ -187,16 +196,17 @@ func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Re
 	if err != nil {
 		return err
 	}
-	scope := s.scope(sess)
-	path, err := s.cfg.Mirrors.Sync(ctx, workspace.Remote{
-		Key: mirrorKey(s.gh.WebURL(), r.GitHub), URL: s.gh.RepoURL(r.GitHub), DefaultBranch: def,
-		Auth: func(ctx context.Context) (string, string, error) {
-			t, err := s.gh.Token(ctx, scope)
-			return "x-access-token", t.Value, err
-		},
-	})
-	if err != nil {
-		return err
+	s.touch(r.GitHub)
+	// A mirror the background keeps fresh is cloned as it is: no network
+	// (mirrors.go); else it is fetched now.
+	path, ok := s.fresh(ctx, r.GitHub)
+	if ok && !s.mirrorHas(ctx, path, r) {
+		ok = false // a push Harvest did not hear of (no push events)
+	}
+	if !ok {
+		if path, err = s.fetchMirror(ctx, s.scope(sess), r.GitHub, def); err != nil {
+			return err
+		}
 	}
 	author, _, err := s.identities(ctx, sess)
 	if err != nil {
@@ -384,6 +394,8 @@ func explain(err error, doing string) error {
 		switch ge.Response.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 			return fmt.Errorf("%s: GitHub answered %d %s: %w", doing, ge.Response.StatusCode, ge.Message, gh.ErrNoAccess)
+		case http.StatusUnprocessableEntity:
+			return fmt.Errorf("%s: GitHub answered 422 %s: %w", doing, ge.Message, gh.ErrInvalid)
 		}
 		return fmt.Errorf("%s: GitHub answered %d %s", doing, ge.Response.StatusCode, ge.Message)
 	}

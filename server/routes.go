@@ -61,6 +61,9 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/environments/{id}/log", user, s.environmentLog},
 
 		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
+		// The deliveries it stored, for the operator: github.go.
+		{http.MethodGet, "/v1/github/deliveries", admin, s.listDeliveries},
+		{http.MethodPost, "/v1/github/deliveries/{id}/replay", admin, s.replayDelivery},
 
 		// Who may read and edit which repository's memory: memory.go.
 		{http.MethodGet, "/v1/memory", user, s.listMemory},

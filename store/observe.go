@@ -154,6 +154,20 @@ func (o *observed) CreateWebSession(ctx context.Context, w *WebSession) error {
 	return err
 }
 
+func (o *observed) DeferDelivery(ctx context.Context, id string, notBefore time.Time, why string) error {
+	start := time.Now()
+	err := o.Store.DeferDelivery(ctx, id, notBefore, why)
+	o.o.StoreOp("DeferDelivery", time.Since(start), err)
+	return err
+}
+
+func (o *observed) DeleteGitHubMark(ctx context.Context, scope, kind string) error {
+	start := time.Now()
+	err := o.Store.DeleteGitHubMark(ctx, scope, kind)
+	o.o.StoreOp("DeleteGitHubMark", time.Since(start), err)
+	return err
+}
+
 func (o *observed) DeleteMemoryEntities(ctx context.Context, sc MemoryScope, names []string) (int, error) {
 	start := time.Now()
 	v, err := o.Store.DeleteMemoryEntities(ctx, sc, names)
@@ -287,6 +301,13 @@ func (o *observed) GetSession(ctx context.Context, id string) (*Session, error) 
 	return v, err
 }
 
+func (o *observed) GitHubMarks(ctx context.Context, scope string) ([]GitHubMark, error) {
+	start := time.Now()
+	v, err := o.Store.GitHubMarks(ctx, scope)
+	o.o.StoreOp("GitHubMarks", time.Since(start), err)
+	return v, err
+}
+
 func (o *observed) HeartbeatNode(ctx context.Context, n Node, ttl time.Duration) (Node, error) {
 	start := time.Now()
 	v, err := o.Store.HeartbeatNode(ctx, n, ttl)
@@ -298,6 +319,13 @@ func (o *observed) LastSeq(ctx context.Context, session string) (int64, error) {
 	start := time.Now()
 	v, err := o.Store.LastSeq(ctx, session)
 	o.o.StoreOp("LastSeq", time.Since(start), err)
+	return v, err
+}
+
+func (o *observed) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]*Delivery, error) {
+	start := time.Now()
+	v, err := o.Store.ListDeliveries(ctx, f)
+	o.o.StoreOp("ListDeliveries", time.Since(start), err)
 	return v, err
 }
 
@@ -378,6 +406,13 @@ func (o *observed) PutCheckpoint(ctx context.Context, f Fence, c *Checkpoint) er
 	return err
 }
 
+func (o *observed) PutGitHubMark(ctx context.Context, m GitHubMark) error {
+	start := time.Now()
+	err := o.Store.PutGitHubMark(ctx, m)
+	o.o.StoreOp("PutGitHubMark", time.Since(start), err)
+	return err
+}
+
 func (o *observed) PutPack(ctx context.Context, hash string, data []byte) error {
 	start := time.Now()
 	err := o.Store.PutPack(ctx, hash, data)
@@ -432,6 +467,20 @@ func (o *observed) RenewLeases(ctx context.Context, ls []Lease, ttl time.Duratio
 	v, err := o.Store.RenewLeases(ctx, ls, ttl)
 	o.o.StoreOp("RenewLeases", time.Since(start), err)
 	return v, err
+}
+
+func (o *observed) ReplayDelivery(ctx context.Context, id string) (*Delivery, error) {
+	start := time.Now()
+	v, err := o.Store.ReplayDelivery(ctx, id)
+	o.o.StoreOp("ReplayDelivery", time.Since(start), err)
+	return v, err
+}
+
+func (o *observed) RetryDelivery(ctx context.Context, id string, notBefore time.Time, why string) error {
+	start := time.Now()
+	err := o.Store.RetryDelivery(ctx, id, notBefore, why)
+	o.o.StoreOp("RetryDelivery", time.Since(start), err)
+	return err
 }
 
 func (o *observed) SeedMemory(ctx context.Context, sc MemoryScope, es []*MemoryEntity, w MemoryWrite) (bool, error) {

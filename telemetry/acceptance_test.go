@@ -16,7 +16,9 @@ import (
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/stacktest/apitest"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/telemetry"
 	"github.com/harvest-dev/harvest/wire"
@@ -52,7 +54,8 @@ var Families = []string{
 	"harvest_journal_events_stored_total", "harvest_journal_commits_total", "harvest_journal_commit_retries_total",
 	"harvest_journal_queued_events", "harvest_journal_subscribers", "harvest_journal_subscribers_cut_off_total",
 	"harvest_leases_held", "harvest_leases_taken_total", "harvest_leases_renewed_total", "harvest_leases_lost_total", "harvest_leases_taken_over_total",
-	"harvest_disk_promised_bytes", "harvest_disk_free_bytes", "harvest_disk_size_bytes",
+	"harvest_sessions_disk_limit_bytes", "harvest_disk_promised_bytes", "harvest_disk_promised_free_bytes", "harvest_disk_allocated_bytes",
+	"harvest_disk_free_bytes", "harvest_disk_size_bytes", "harvest_disk_floor_bytes",
 	"harvest_build_info",
 }
 
@@ -84,7 +87,9 @@ func TestSessionObserved(t *testing.T) {
 	}
 	lg.SetNode("node-a")
 	m := telemetry.NewMetrics(telemetry.Config{Version: "test"})
-	a := apitest.New(t, script, apitest.WithTelemetry(m, tr), apitest.WithLogger(lg.Logger), apitest.WithStack(stacktest.WithPool(1)))
+	// With disks, as harvest serve runs sessions.
+	testreq.Check(t, testreq.Disks, disk.Check(ctx, ""))
+	a := apitest.New(t, script, apitest.WithTelemetry(m, tr), apitest.WithLogger(lg.Logger), apitest.WithStack(stacktest.WithPool(1), stacktest.WithDisks))
 	// Before the API's cleanups: the exporter's goroutines end with it.
 	t.Cleanup(func() {
 		tr.Shutdown(context.Background())
@@ -173,11 +178,29 @@ func TestSessionObserved(t *testing.T) {
 	if n := after.value("harvest_session_runners", nil); n != 1 {
 		t.Errorf("harvest_session_runners = %v, want 1", n)
 	}
-	if n := after.value("harvest_disk_promised_bytes", nil); n != float64(disk.DefaultBytes) {
-		t.Errorf("harvest_disk_promised_bytes = %v, want the session's default disk %d", n, int64(disk.DefaultBytes))
+	// The session's disk: in the store's sum of limits, and this node's
+	// live disk, holding something, on a filesystem with its floor.
+	for _, name := range []string{"harvest_sessions_disk_limit_bytes", "harvest_disk_promised_bytes"} {
+		if n := after.value(name, nil); n != float64(disk.DefaultBytes) {
+			t.Errorf("%s = %v, want the session's default disk %d", name, n, int64(disk.DefaultBytes))
+		}
+		if n := before.value(name, nil); n != 0 {
+			t.Errorf("%s = %v before any session, want 0", name, n)
+		}
 	}
-	if n := after.value("harvest_disk_free_bytes", nil); n <= 0 {
-		t.Errorf("harvest_disk_free_bytes = %v", n)
+	held := after.value("harvest_disk_allocated_bytes", nil)
+	if held <= 0 || held >= float64(disk.DefaultBytes) {
+		t.Errorf("harvest_disk_allocated_bytes = %v, want what the disk holds: more than nothing, less than its size", held)
+	}
+	if n := after.value("harvest_disk_promised_free_bytes", nil); n > float64(disk.DefaultBytes)-held || n <= 0 {
+		t.Errorf("harvest_disk_promised_free_bytes = %v, want at most the size less what the disk holds (%v)", n, float64(disk.DefaultBytes)-held)
+	}
+	size, free := after.value("harvest_disk_size_bytes", nil), after.value("harvest_disk_free_bytes", nil)
+	if free <= 0 || free > size {
+		t.Errorf("harvest_disk_free_bytes = %v of %v", free, size)
+	}
+	if n, want := after.value("harvest_disk_floor_bytes", nil), float64(session.MinFree{}.Floor(int64(size))); n != want {
+		t.Errorf("harvest_disk_floor_bytes = %v, want the default floor %v", n, want)
 	}
 	checkBounded(t, after, v.ID)
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/sandbox"
@@ -31,9 +30,9 @@ type Sources struct {
 	// Backends returns the sandbox backends opened so far (their warm
 	// pools: sandbox.Pooler).
 	Backends func() []sandbox.Provider
-	// DataDir is the data directory, whose filesystem's free space is
-	// harvest_disk_free_bytes.
-	DataDir string
+	// Disk measures the data directory's filesystem and the session disks
+	// in it (Manager.DiskUsage): the harvest_disk_* families.
+	Disk func(context.Context) (session.DiskUsage, error)
 	// Logger gets a source that fails (default: discard).
 	Logger *slog.Logger
 }
@@ -72,9 +71,13 @@ var (
 	descPoolSize      = prometheus.NewDesc("harvest_warm_pool_size", "Warm boxes a backend's pool keeps.", []string{"backend"}, nil)
 	descPoolReady     = prometheus.NewDesc("harvest_warm_pool_ready", "Warm boxes ready now.", []string{"backend"}, nil)
 	descPoolTakes     = prometheus.NewDesc("harvest_warm_pool_takes_total", "Boxes started through a warm pool, by result (hit: from a warm box; miss: prepared on the spot).", []string{"backend", "result"}, nil)
-	descPromised      = prometheus.NewDesc("harvest_disk_promised_bytes", "The sum of the disk limits (limits.disk_bytes) of the sessions that keep a disk: every state but stopped and failed.", nil, nil)
+	descLimits        = prometheus.NewDesc("harvest_sessions_disk_limit_bytes", "The sum of the disk limits (limits.disk_bytes) of the store's sessions that keep a disk: every state but stopped and failed (every node of a store reports the same: use max).", nil, nil)
 	descFree          = prometheus.NewDesc("harvest_disk_free_bytes", "Free space of the data directory's filesystem (for unprivileged users, as df shows it).", nil, nil)
 	descSize          = prometheus.NewDesc("harvest_disk_size_bytes", "Size of the data directory's filesystem.", nil, nil)
+	descFloor         = prometheus.NewDesc("harvest_disk_floor_bytes", "The floor of free space (--min-free) below which this node refuses new sessions, resumes and builds (0: none).", nil, nil)
+	descPromised      = prometheus.NewDesc("harvest_disk_promised_bytes", "The sum of the sizes of this node's live session disks (mounted or held by a box): what they were promised.", nil, nil)
+	descPromisedFree  = prometheus.NewDesc("harvest_disk_promised_free_bytes", "What this node's live session disks may still take of the filesystem (promised less what they hold): above harvest_disk_free_bytes, the node is overcommitted.", nil, nil)
+	descAllocated     = prometheus.NewDesc("harvest_disk_allocated_bytes", "Host space the session disks' images in the data directory take now (live and ended).", nil, nil)
 )
 
 // sourceCollector reads Sources at each scrape.
@@ -89,7 +92,7 @@ type sourceCollector struct {
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descRunners, descTurnsRunning, descDraining, descStored, descCommits,
 		descRetries, descQueued, descSubscribers, descCutOff, descLeasesHeld, descLeasesTaken, descLeasesRenewed,
-		descLeasesLost, descTakenOver, descPoolSize, descPoolReady, descPoolTakes, descPromised, descFree, descSize} {
+		descLeasesLost, descTakenOver, descPoolSize, descPoolReady, descPoolTakes, descLimits, descFree, descSize, descFloor, descPromised, descPromisedFree, descAllocated} {
 		ch <- d
 	}
 }
@@ -117,7 +120,7 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 					promised += by[s].DiskBytes
 				}
 			}
-			gauge(descPromised, float64(promised))
+			gauge(descLimits, float64(promised))
 		}
 	}
 	if s := c.src.Sessions; s != nil {
@@ -157,13 +160,27 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descPoolTakes, st.Misses, name, "miss")
 		}
 	}
-	if c.src.DataDir != "" {
-		free, size, err := DiskSpace(c.src.DataDir)
+	if c.src.Disk != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
+		u, err := c.src.Disk(ctx)
+		cancel()
 		if err != nil {
-			c.fail(ch, descFree, err)
-		} else {
-			gauge(descFree, float64(free))
-			gauge(descSize, float64(size))
+			// The filesystem's families, or (measured) the disks' only.
+			d := descFree
+			if u.Size > 0 {
+				d = descPromised
+			}
+			c.fail(ch, d, fmt.Errorf("measuring the data directory's disks: %w", err))
+		}
+		if u.Size > 0 { // the filesystem was measured, if not every disk
+			gauge(descFree, float64(u.Free))
+			gauge(descSize, float64(u.Size))
+			gauge(descFloor, float64(u.Floor))
+		}
+		if err == nil {
+			gauge(descPromised, float64(u.Promised))
+			gauge(descPromisedFree, float64(u.PromisedFree))
+			gauge(descAllocated, float64(u.Allocated))
 		}
 	}
 }
@@ -186,14 +203,4 @@ func (c *sourceCollector) fail(ch chan<- prometheus.Metric, d *prometheus.Desc, 
 		c.logged = time.Now()
 		c.src.Logger.Warn("a metrics source failed; its families are left out of the scrape", "err", err)
 	}
-}
-
-// DiskSpace is the free space (for unprivileged users, as df shows it)
-// and the size of dir's filesystem.
-func DiskSpace(dir string) (free, size uint64, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, 0, fmt.Errorf("the free space of %s: %w", dir, err)
-	}
-	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }

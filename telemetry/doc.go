@@ -22,9 +22,11 @@
 //
 // What a component can say at any moment is read when Prometheus
 // scrapes (Watch): the store's count of sessions by state
-// (store.Store.CountSessions, which also sums their promised disk), the
-// Manager's Stats (runners, turns running, leases), the journal's Stats,
-// the warm pools' (sandbox.Pooler), and the data directory's free space.
+// (store.Store.CountSessions, which also sums their disk limits), the
+// Manager's Stats (runners, turns running, leases) and DiskUsage (the data
+// directory's free space and floor, what this node's session disks were
+// promised and hold), the journal's Stats and the warm pools'
+// (sandbox.Pooler).
 // Counting on the hot paths is an atomic add or a histogram observation
 // through a handle made once (BENCHMARKS.md measures what it costs).
 //
@@ -66,7 +68,9 @@
 //	harvest_journal_queued_events, harvest_journal_subscribers                                             gauge
 //	harvest_leases_held                                    gauge
 //	harvest_leases_taken_total, _renewed_total, _lost_total, _taken_over_total                             counter
-//	harvest_disk_promised_bytes, _free_bytes, _size_bytes  gauge
+//	harvest_sessions_disk_limit_bytes                      gauge     the store's sessions (every node the same)
+//	harvest_disk_promised_bytes, _promised_free_bytes, _allocated_bytes  gauge  this node's session disks
+//	harvest_disk_free_bytes, _size_bytes, _floor_bytes     gauge     the data directory's filesystem
 //	harvest_build_info{version}                            gauge
 //
 // and the Go runtime's and the process's (go_*, process_*).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -63,22 +64,19 @@ func BackendReady(p func() (sandbox.Provider, error), ttl time.Duration) func(co
 	}
 }
 
-// DiskReady checks that the data directory's filesystem has at least
-// minFree(its size) bytes free.
-func DiskReady(dir string, minFree func(size uint64) uint64) func(context.Context) error {
+// DiskReady checks that the data directory's filesystem is not below the
+// floor of free space below which the Manager refuses new work
+// (harvest serve --min-free; usage is Manager.DiskUsage).
+func DiskReady(usage func(context.Context) (session.DiskUsage, error), log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
-		free, size, err := DiskSpace(dir)
-		if err != nil {
-			return errors.New("the free space of the data directory's filesystem cannot be read")
+		u, err := usage(ctx)
+		if err != nil && u.Size == 0 {
+			log.Warn("readiness: the data directory's free space cannot be read", "err", err)
+			return errors.New("the free space of the data directory's filesystem cannot be read (the server's log has the cause)")
 		}
-		if floor := minFree(size); free < floor {
-			return fmt.Errorf("%s free on the data directory's filesystem, below the floor of %s: free space (delete ended sessions: harvest session cleanup) or give the data directory more", sandbox.FormatSize(int64(free)), sandbox.FormatSize(int64(floor)))
+		if u.Below() {
+			return fmt.Errorf("%s free on the data directory's filesystem, below the floor of %s (--min-free): new sessions, resumes and builds are refused until space is freed (delete ended sessions, or give the data directory more)", session.Approx(u.Free), session.Approx(u.Floor))
 		}
 		return nil
 	}
 }
-
-// DefaultMinFree is the floor of free space below which a node is not
-// ready: 10% of its filesystem, at most 5 GiB (issue 23's default for
-// --min-free).
-func DefaultMinFree(size uint64) uint64 { return min(size/10, 5<<30) }

@@ -325,7 +325,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer tel.stop()
 	logger := tel.logs.Logger
-	ghsvc, _, err := f.github.forge(data, f.clone, logger)
+	ghsvc, ghc, err := f.github.forge(data, f.clone, logger)
 	if err != nil {
 		return exitCode(2, err)
 	}
@@ -350,6 +350,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer st.Close()
 	st = store.Observe(st, tel.metrics)
+	if ghc != nil {
+		// What a node learns of GitHub's limits and installations, the
+		// others know (gh's package doc, "Limits"); before anything asks
+		// GitHub.
+		ghc.ShareLimits(ghbot.SharedMarks(st))
+	}
 	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -518,6 +524,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopSweep(); <-swept }()
 	}
 	var webhook http.Handler
+	var deliveries server.GitHubDeliveries
 	if ghsvc != nil {
 		var sessions ghbot.Sessions = mgr
 		if node != nil {
@@ -535,7 +542,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		hcfg.Shared = node != nil
 		hcfg.Observer, hcfg.Tracer = tel.metrics, tel.tracing.TracerProvider()
 		hooks := ghbot.NewHooks(ghsvc, st, sessions, hcfg)
-		webhook = hooks
+		webhook, deliveries = hooks, hooks
 		hctx, stopHooks := context.WithCancel(context.Background())
 		hooksDone := make(chan struct{})
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
@@ -549,10 +556,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if f.natsFollow {
 		follow = followBus(bus)
 	}
-	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, DataDir: data, Logger: logger})
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
+	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
 		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes,
-		Ready: tel.readyChecks(st, provs, f.backend, data), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
+		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -18,9 +19,10 @@ import (
 // githubFlags are harvest serve's GitHub settings: files, never secrets on
 // the command line.
 type githubFlags struct {
-	files     gh.Files
-	publicURL string
-	hooks     ghbot.HookConfig
+	files         gh.Files
+	publicURL     string
+	hooks         ghbot.HookConfig
+	mirrorRefresh time.Duration
 }
 
 func (g *githubFlags) add(fl *pflag.FlagSet) {
@@ -38,6 +40,7 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&g.hooks.IdleTimeout, "github-idle-timeout", 0, "suspend a session GitHub started after this long idle (default the server's, 5m); the next mention, review or failed check on its thread resumes it")
 	fl.BoolVar(&g.hooks.KeepBranches, "github-keep-branches", false, "keep the branch of a session whose pull request is closed without being merged (default: delete the branches Harvest made)")
 	fl.StringArrayVar(&g.hooks.Users, "github-user", nil, "a person who may ask Harvest (repeatable; default anyone with write access)")
+	fl.DurationVar(&g.mirrorRefresh, "github-mirror-refresh", 5*time.Minute, "how often the mirrors of repositories with live sessions or recent activity are fetched in the background (and after a push event), so a session's checkout needs no fetch; 0: every checkout fetches")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
 
@@ -71,13 +74,17 @@ func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *s
 			return nil, nil, fmt.Errorf("--public-url %q: %w", g.publicURL, err)
 		}
 	}
+	if g.mirrorRefresh < 0 {
+		return nil, nil, fmt.Errorf("--github-mirror-refresh %s: 0 or more", g.mirrorRefresh)
+	}
+	cfg.Logger = logger.With("component", "github")
 	gc, err := gh.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	svc, err := ghbot.New(ghbot.Config{
 		GitHub: gc, Mirrors: &workspace.Mirrors{Dir: filepath.Join(data, "mirrors"), Opts: clone},
-		BaseURL: g.publicURL, Logger: logger,
+		BaseURL: g.publicURL, Logger: logger, MirrorRefresh: g.mirrorRefresh,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/telemetry"
 )
@@ -72,10 +73,10 @@ func (st *serveTelemetry) stop() {
 // readyChecks are GET /readyz's checks besides draining: the store, the
 // default backend and every other one opened, and the data directory's
 // free space.
-func (st *serveTelemetry) readyChecks(s store.Store, provs *providerSet, backend, data string) []server.ReadyCheck {
+func (st *serveTelemetry) readyChecks(s store.Store, provs *providerSet, backend string, mgr *session.Manager) []server.ReadyCheck {
 	checks := []server.ReadyCheck{
 		{Name: "store", Check: telemetry.StoreReady(s, st.logs.Logger)},
-		{Name: "disk", Check: telemetry.DiskReady(data, telemetry.DefaultMinFree)},
+		{Name: "disk", Check: telemetry.DiskReady(mgr.DiskUsage, st.logs.Logger)},
 	}
 	for _, name := range []string{backend} {
 		checks = append(checks, server.ReadyCheck{Name: "backend " + name,

@@ -72,7 +72,8 @@ func TestServeTelemetry(t *testing.T) {
 		})
 		for _, name := range []string{"harvest_sessions", "harvest_turn_duration_seconds", "harvest_box_operation_duration_seconds",
 			"harvest_model_requests_total", "harvest_store_operation_duration_seconds", "harvest_journal_events_stored_total",
-			"harvest_warm_pool_takes_total", "harvest_disk_promised_bytes", "harvest_disk_free_bytes", "harvest_leases_held",
+			"harvest_warm_pool_takes_total", "harvest_disk_promised_bytes", "harvest_disk_free_bytes", "harvest_disk_floor_bytes",
+			"harvest_sessions_disk_limit_bytes", "harvest_leases_held",
 			"harvest_webhook_deliveries_total", "harvest_egress_requests_total", "harvest_modelproxy_requests_total", "go_goroutines", "process_resident_memory_bytes"} {
 			if f[name] == nil {
 				t.Errorf("%s: no family %s", src.url, name)

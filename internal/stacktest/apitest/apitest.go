@@ -189,10 +189,11 @@ func New(t testing.TB, script string, opts ...Option) *API {
 		m.Watch(telemetry.Sources{Store: a.Store, Journal: a.Journal, Backends: func() []sandbox.Provider {
 			p, _ := backends("local")
 			return []sandbox.Provider{p}
-		}, DataDir: a.DataDir, Logger: logger, Sessions: managerStats{a}})
+		}, Disk: func(ctx context.Context) (session.DiskUsage, error) { return a.Manager.DiskUsage(ctx) },
+			Logger: logger, Sessions: managerStats{a}})
 		ready = []server.ReadyCheck{
 			{Name: "store", Check: telemetry.StoreReady(a.Store, logger)},
-			{Name: "disk", Check: telemetry.DiskReady(a.DataDir, telemetry.DefaultMinFree)},
+			{Name: "disk", Check: telemetry.DiskReady(func(ctx context.Context) (session.DiskUsage, error) { return a.Manager.DiskUsage(ctx) }, logger)},
 			{Name: "backend local", Check: telemetry.BackendReady(func() (sandbox.Provider, error) { return backends("local") }, 30*time.Second)},
 		}
 	}
@@ -201,6 +202,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 		Store: a.Store, Journal: a.Journal,
 		Backends:     backends,
 		DataDir:      a.DataDir,
+		Disks:        a.Disks,
 		Sources:      a.Sources,
 		Models:       a.Models(),
 		DefaultModel: stacktest.Model,

@@ -517,6 +517,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/github/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List GitHub's webhook deliveries as stored and processed, newest first (admin)
+         * @description A delivery that failed for good (its result says why, and whether the person who asked was told) can be replayed. harvest github deliveries [--failed] prints these.
+         */
+        get: operations["listGitHubDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/github/deliveries/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A delivery's id: GitHub's X-GitHub-Delivery */
+                id: components["parameters"]["DeliveryID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Process a delivery that failed for good again, as if it had just arrived (admin). Body: none or {}
+         * @description Once and only once: of two replays at once one wins and the other is a 409; a delivery still pending (its own retries) or done is a 409 too. harvest github replay ID does this.
+         */
+        post: operations["replayGitHubDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory": {
         parameters: {
             query?: never;
@@ -600,6 +643,43 @@ export interface components {
              * @description When the sign-in ends (in the sign-in's answer only)
              */
             expires_at?: string;
+        };
+        GitHubDelivery: {
+            /** @description GitHub's X-GitHub-Delivery */
+            id: string;
+            /** @description X-GitHub-Event: issue_comment, push, installation, ... */
+            event: string;
+            action?: string;
+            /** @description owner/name, from the payload */
+            repo?: string;
+            /** @description The issue or pull request, from the payload */
+            number?: number;
+            /** @description Who did it on GitHub */
+            sender?: string;
+            /**
+             * Format: int64
+             * @description The app's installation it came from
+             */
+            installation?: number;
+            /** @enum {string} */
+            state: "pending" | "done" | "failed";
+            /** @description Attempts since it arrived or was last replayed (one held back by GitHub's limits is not counted) */
+            attempts: number;
+            replays: number;
+            /** @description What it did (done); why it failed (failed); why the last attempt failed, or what holds it back (pending) */
+            result?: string;
+            /** Format: date-time */
+            received_at: string;
+            /** Format: date-time */
+            done_at?: string;
+            /**
+             * Format: date-time
+             * @description When a pending delivery is due again
+             */
+            not_before?: string;
+        };
+        GitHubDeliveryList: {
+            deliveries: components["schemas"]["GitHubDelivery"][];
         };
         ErrorBody: {
             error: components["schemas"]["ErrorInfo"];
@@ -1261,6 +1341,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A delivery's id: GitHub's X-GitHub-Delivery */
+        DeliveryID: string;
         /** @description A session id, as returned on creation */
         SessionID: string;
         /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
@@ -2228,6 +2310,73 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    listGitHubDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this state */
+                state?: "pending" | "done" | "failed";
+                /** @description At most this many (default 100) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GitHubDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    replayGitHubDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A delivery's id: GitHub's X-GitHub-Delivery */
+                id: components["parameters"]["DeliveryID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending again; it will be processed */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GitHubDelivery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The delivery is not failed (pending, or done), or another replay took it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
     listMemory: {
