@@ -2,6 +2,7 @@ package ghbot
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
 )
@@ -112,5 +114,28 @@ func TestDeliveryObserved(t *testing.T) {
 	}
 	if ended[2].Status().Code != codes.Error {
 		t.Errorf("the failed delivery's span has status %v, want an error", ended[2].Status())
+	}
+
+	// An attempt held back by GitHub's limits is deferred; one that
+	// failed and may be tried again, a retry.
+	heard.heard = nil
+	for _, c := range []struct {
+		id  string
+		err error
+	}{
+		{"d4", &gh.RateLimitedError{Scope: "app", Kind: gh.KindSecondary, RetryAt: time.Now().Add(time.Minute)}},
+		{"d5", errors.New("the store hiccupped")},
+	} {
+		if err := st.AddDelivery(ctx, &store.Delivery{ID: c.id, Event: "issue_comment", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := st.BeginDelivery(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.finish(ctx, d, "", c.err)
+	}
+	if want := []string{"issue_comment deferred", "issue_comment retry"}; !slices.Equal(heard.heard, want) {
+		t.Errorf("the observer heard %q, want %q", heard.heard, want)
 	}
 }
