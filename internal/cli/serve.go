@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -209,22 +207,6 @@ checked.`,
 	annotate(fl, "store", envAnnotation, "HARVEST_STORE")
 	annotate(fl, "model", envAnnotation, "HARVEST_MODEL")
 	return cmd
-}
-
-// serverDataDir is harvest serve's data directory: the flag, else
-// $HARVEST_HOME, else ~/.harvest.
-func serverDataDir(flag string) (string, error) {
-	if flag != "" {
-		return filepath.Abs(flag)
-	}
-	if d := os.Getenv("HARVEST_HOME"); d != "" {
-		return filepath.Abs(d)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no home directory for the data directory: set HARVEST_HOME or pass --data (%v)", err)
-	}
-	return filepath.Join(home, ".harvest"), nil
 }
 
 func serve(cmd *cobra.Command, f serveFlags) error {
@@ -617,79 +599,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 // grace is over: serve exits within --shutdown-grace plus about this.
 const closeBound = 20 * time.Second
 
-// drainTurns stops the Manager taking new work and waits for its running
-// turns to end, for grace at most or until hard.
-func drainTurns(mgr *session.Manager, grace time.Duration, hard context.Context, stderr io.Writer, logger *slog.Logger) {
-	drained := mgr.Drain()
-	fmt.Fprintf(stderr, "harvest: draining: new sessions and messages get 503; running turns have %s to finish\n", grace)
-	if mgr.StopsBoxes() {
-		fmt.Fprintln(stderr, "harvest: --stop-boxes-on-exit: then the sessions' boxes are destroyed, and idle sessions suspended (their next message resumes them)")
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	start := time.Now()
-	select {
-	case <-drained:
-		logger.Info("drained: no turn runs", "waited", time.Since(start).Round(time.Millisecond))
-	case <-t.C:
-		logger.Warn("the shutdown grace is over: interrupting the turns still running (the next start marks them interrupted and delivers the queue)", "grace", grace)
-	case <-hard.Done():
-		logger.Warn("interrupting the running turns (second signal)")
-	}
-}
-
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// ensureAdminToken makes sure DATA/admin-token holds the secret of an admin
-// token in the store: it creates both on first start, and remakes them if
-// the file is gone or names no token (a new database).
-func ensureAdminToken(ctx context.Context, st store.Store, data string) (path string, created bool, err error) {
-	path = filepath.Join(data, adminTokenFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		secret := string(bytes.TrimSpace(b))
-		t, err := st.TokenByHash(ctx, server.HashToken(secret))
-		if err == nil && t.Admin {
-			return path, false, nil
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return path, false, fmt.Errorf("checking the admin token of %s: %w", path, err)
-		}
-	case !errors.Is(err, os.ErrNotExist):
-		return path, false, fmt.Errorf("reading the admin token: %w", err)
-	}
-	secret, t := server.NewToken("admin", true, time.Now())
-	if err := st.CreateToken(ctx, t); err != nil {
-		return path, false, fmt.Errorf("creating the admin token: %w", err)
-	}
-	tmp, err := os.CreateTemp(data, ".admin-token-*")
-	if err != nil {
-		return path, false, fmt.Errorf("writing the admin token: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err = tmp.Chmod(0o600); err == nil {
-		_, err = tmp.WriteString(secret + "\n")
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-	}
-	if err != nil {
-		return path, false, fmt.Errorf("writing the admin token to %s: %w", path, err)
-	}
-	return path, true, nil
 }
 
 const mcpAllowHelp = "let sessions' and repositories' remote MCP servers be dialed at this internal address, which is otherwise refused: a host name, an IP, or a CIDR network, each optionally with :PORT (mcp.internal, 127.0.0.1:3000, 10.0.0.0/8, [fd00::5]:8080; repeatable)"
