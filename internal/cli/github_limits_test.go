@@ -475,6 +475,9 @@ func TestGitHubInstallationsAndMirrors(t *testing.T) {
 	waitHTTP(t, time.Minute, "the mirror's fetch after the push event", func() bool {
 		return harvestGit(pushAt, time.Now().Add(time.Hour), "/acme/calc.git/git-upload-pack") > 0
 	})
+	// Heard of: the push event is done (the mirror's fetch may still run;
+	// the next checkout waits for it rather than fetching again).
+	delivery(t, c, wire.DeliveryDone, func(d wire.GitHubDelivery) bool { return d.Event == "push" && d.Sender == "ada" })
 
 	// The next session clones the fresh mirror: no fetch before its push.
 	issue2, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "add is still wrong"})

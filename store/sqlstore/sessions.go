@@ -344,3 +344,24 @@ func (s *Store) BranchSession(ctx context.Context, repo, branch string) (string,
 	}
 	return id, nil
 }
+
+// CountSessions counts the sessions by state, with their promised disk
+// (the sum of their limits' disk_bytes), in one query.
+func (s *Store) CountSessions(ctx context.Context) ([]store.StateCount, error) {
+	rows, err := s.reader().Query(ctx, `SELECT state, COUNT(*), CAST(COALESCE(SUM(`+s.d.JSONInt("limits", "disk_bytes")+`), 0) AS BIGINT)
+FROM sessions GROUP BY state ORDER BY state`)
+	counts, err := collect(rows, err, func(r Row) (*store.StateCount, error) {
+		var (
+			c  store.StateCount
+			st string
+			n  int64
+		)
+		err := r.Scan(&st, &n, &c.DiskBytes)
+		c.State, c.Sessions = store.State(st), int(n)
+		return &c, err
+	})
+	if err != nil {
+		return nil, s.errorf("count sessions: %w", err)
+	}
+	return values(counts), nil
+}
