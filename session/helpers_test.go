@@ -118,9 +118,11 @@ type env struct {
 	stop   bool // withStopBoxes
 	// minFree is Config.MinFree (withMinFree).
 	minFree MinFree
-	st      store.Store
-	j       *journal.Journal
-	m       *Manager
+	// diskPool is Config.DiskPool (withDiskPool).
+	diskPool int
+	st       store.Store
+	j        *journal.Journal
+	m        *Manager
 }
 
 type envConfig struct {
@@ -135,7 +137,12 @@ type envConfig struct {
 	stop   bool
 	// minFree is Config.MinFree.
 	minFree MinFree
+	// diskPool is Config.DiskPool.
+	diskPool int
 }
+
+// withDiskPool keeps n disks of the default size ready (Config.DiskPool).
+func withDiskPool(n int) envOpt { return func(c *envConfig) { c.diskPool = n } }
 
 // withMinFree sets the Manager's floor of free space (Config.MinFree).
 func withMinFree(f MinFree) envOpt { return func(c *envConfig) { c.minFree = f } }
@@ -214,7 +221,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool}
 	if !c.noOpen {
 		e.open()
 	}
@@ -246,6 +253,8 @@ func (e *env) open() {
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
 		MinFree:      e.minFree,
+		DiskPool:     e.diskPool,
+		OwnersDir:    filepath.Join(e.DataDir, "owners"),
 	})
 	if err != nil {
 		e.T.Fatal(err)
