@@ -93,6 +93,7 @@ type Pool struct {
 	closeOnce sync.Once
 
 	mu     sync.Mutex
+	closed bool
 	seq    int
 	hits   int
 	misses int
@@ -299,9 +300,17 @@ func (p *Pool) give(pd, d Disk) error {
 			return fmt.Errorf("%w: binding %s at %s: %v", errNotGiven, pd.Dir, d.Dir, err)
 		}
 	}
-	select {
-	case p.release <- pd.Dir:
-	default: // a burst of takes: the taker does it
+	p.mu.Lock()
+	queued := false
+	if !p.closed {
+		select {
+		case p.release <- pd.Dir:
+			queued = true
+		default: // a burst of takes: the taker does it
+		}
+	}
+	p.mu.Unlock()
+	if !queued {
 		releaseMountPoint(pd.Dir)
 	}
 	return nil
@@ -338,6 +347,9 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true // no more releases queued: Close drains them all
+		p.mu.Unlock()
 		close(p.stop)
 		p.cancel()
 	})

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -50,7 +51,8 @@ var (
 	agentBin   = flag.String("agent", "", "harvest-agent binary (default: next to this program, or $HARVEST_AGENT_BINARY)")
 	harvestBin = flag.String("harvest", "", "the harvest binary: adds the CLI's rows (start, a one-shot sandbox run)")
 	cliOnly    = flag.Bool("cli-only", false, "with -harvest: only the CLI's rows (-only cli)")
-	only       = flag.String("only", "", "comma-separated groups to measure (default all): create, exec, runsc, concurrent, destroy, disk, cli")
+	only       = flag.String("only", "", "comma-separated groups to measure (default all): create, exec, runsc, concurrent, destroy, disk, cli, env")
+	nEnv       = flag.Int("n-env", 8, "samples of harvest run from a prepared environment (env)")
 )
 
 // want reports whether group is to be measured (-only).
@@ -102,6 +104,9 @@ func main() {
 	var rows []row
 	if *harvestBin != "" && want("cli") {
 		rows = append(rows, cliRows(runDir)...)
+	}
+	if want("env") {
+		rows = append(rows, envRows()...)
 	}
 	defer func() { printRows(rows) }()
 	opts := backends.Options{RunDir: runDir, AgentBinary: *agentBin, DockerImage: *image, AllowUnsafeHost: true}
@@ -258,6 +263,36 @@ func diskRows(ctx context.Context, p sandbox.Provider, runDir string) []row {
 		{what: "warm create on a new disk → first exit", how: "harvest local, 4 warm boxes, disk from the disk pool (rename + mount move)", samples: taken},
 		{what: "warm create on a new disk → first exit", how: "harvest local, 4 warm boxes, no disk (no workspace)", samples: plain},
 		{what: "warm create on a new disk → first exit", how: "a bare `bwrap` (same namespaces) running `true`", samples: bwrap},
+	}
+}
+
+// envRows: what a prepared environment adds to a start, from `harvest
+// run`'s start to its first command in the box, for an environment that
+// is only HOME (like a Go repository's) and one whose setup left a 70 MB,
+// 10,800-file node_modules in the checkout: internal/cli's
+// BenchmarkRunFromEnvironment (a real harvest serve, harvest prepare and
+// harvest run), run here with go test from the repository's root.
+func envRows() []row {
+	fmt.Fprintln(os.Stderr, "harvest run from a prepared environment ...")
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "RunFromEnvironment", "-benchtime", strconv.Itoa(*nEnv)+"x", "./internal/cli/")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		die("go test -bench RunFromEnvironment: %v\n%s", err, out)
+	}
+	metric := func(name string) string {
+		m := regexp.MustCompile(`([-0-9.e]+) ` + regexp.QuoteMeta(name)).FindSubmatch(out)
+		if m == nil {
+			die("no %s in the benchmark's output:\n%s", name, out)
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return fmt.Sprintf("%.3f s (p50 of %d)", v, *nEnv)
+	}
+	what := "`harvest run` start → first command, from a prepared environment"
+	return []row{
+		{what: what, how: "environment: HOME only (like a Go repository's)", value: metric("home-only-p50-s")},
+		{what: what, how: "environment: HOME and a 70 MB, 10,800-file node_modules in the checkout", value: metric("node_modules-70MB-p50-s")},
+		{what: what, how: "difference (node_modules − HOME only, per pair)", value: metric("difference-p50-s")},
 	}
 }
 
