@@ -399,6 +399,10 @@ func TestSessionDiskPool(t *testing.T) {
 	if u.Disks != 1 || u.Live != 1 || u.Promised != disk.DefaultBytes {
 		t.Fatalf("DiskUsage with one pool disk ready: %+v, want it counted (1 disk, promised %d)", u, int64(disk.DefaultBytes))
 	}
+	if u.Allocated > 8<<20 {
+		t.Fatalf("a ready 20 GiB pool disk takes %d bytes of the host, more than an idle session's 8 MiB", u.Allocated)
+	}
+	t.Logf("a ready pool disk takes %d bytes of the host", u.Allocated)
 
 	v := e.create("msg one")
 	w := e.watch(v.ID)
