@@ -237,6 +237,9 @@ func (s *Server) wPR(is *issue) wirePR {
 	if len(is.assignees) > 0 {
 		w.Assignee = s.wUser(is.assignees[0])
 	}
+	for _, u := range pr.requested {
+		w.RequestedReviewers = append(w.RequestedReviewers, s.wUser(u))
+	}
 	return w
 }
 
