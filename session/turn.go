@@ -73,11 +73,15 @@ func (r *runner) runTurn(msg *store.Message) error {
 	defer r.curTurn.Store(nil)
 
 	ag := r.ag
-	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog,
+		watch: r.watchTurn(tid, msg)}
 	sink.last.Store(d.clock.Now().UnixNano())
 	outc := make(chan agent.Outcome, 1)
 	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
 	out := r.supervise(tctx, tcancel, outc, sink)
+	if sink.watch != nil {
+		sink.watch.Done()
+	}
 
 	cause := context.Cause(tctx)
 	if errors.Is(context.Cause(r.ctx), errDeleted) {
@@ -97,7 +101,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 	if errors.Is(cause, errCancelled) && reason != "" {
 		reason += "; queued messages, if any, wait for the next message"
 	}
-	r.afterTurn(tid, out)
+	r.afterTurn(tid, msg, out)
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	if err := r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
@@ -193,7 +197,9 @@ type turnSink struct {
 	checkpoints bool
 	ctx         context.Context // the turn's
 	watchdog    time.Duration
-	last        atomic.Int64 // clock time of the last event, ns
+	// watch is the forge's watch of the turn (nil: none).
+	watch TurnWatch
+	last  atomic.Int64 // clock time of the last event, ns
 	// Read by the runner after the turn's goroutine is done.
 	usage event.Usage
 	cost  float64
@@ -227,6 +233,9 @@ func (t *turnSink) emit(p event.Payload) {
 		}
 	default:
 		r.append(ev)
+	}
+	if t.watch != nil {
+		t.watch.See(ev)
 	}
 }
 
