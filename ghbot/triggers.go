@@ -255,6 +255,11 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 		return "", err
 	}
 	l.Progress = id
+	if r := &req.Repos[0]; r.Branch == "" && !l.IsPR {
+		if r.Branch, err = h.workBranch(ctx, c, l.Repo, l.Number, req.Title, req.ID); err != nil {
+			return "", err
+		}
+	}
 	v, err := h.sessions.Create(ctx, Owner, req)
 	var held *store.BranchHeldError
 	if errors.As(err, &held) {
