@@ -1,11 +1,13 @@
 package gh
 
 import (
+	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -45,6 +47,14 @@ type Config struct {
 	HTTPClient *http.Client
 	// Now is the clock (nil: time.Now); tests move it to expire tokens.
 	Now func() time.Time
+	// Wait waits d or until ctx ends (nil: a timer), for a caller that
+	// waits out one of GitHub's windows; tests pass one that moves Now.
+	Wait func(ctx context.Context, d time.Duration) error
+	// Reserve is the share of a primary rate limit background work
+	// leaves for work people wait for (0: a tenth).
+	Reserve float64
+	// Logger gets what Harvest learns of GitHub's limits (nil: none).
+	Logger *slog.Logger
 }
 
 // Files is a Config as an operator gives it: flags naming files, so no

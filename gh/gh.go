@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -39,12 +41,16 @@ type GitHub struct {
 	now  func() time.Time
 	base *url.URL // API base, with its trailing slash
 
+	limits *limits
+	log    *slog.Logger
+
 	mu      sync.Mutex
 	jwt     string
 	jwtExp  time.Time
 	install map[string]int64 // "owner/name" → installation id
 	tokens  map[string]*tokenEntry
 	bot     *Identity
+	events  []string // the app's subscriptions, as Bot read them
 }
 
 type tokenEntry struct {
@@ -107,6 +113,11 @@ func New(cfg Config) (*GitHub, error) {
 	if g.now == nil {
 		g.now = time.Now
 	}
+	g.log = cfg.Logger
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	g.limits = newLimits(g.now, cfg.Wait, cfg.Reserve, g.log)
 	switch {
 	case cfg.Token != "" && (cfg.AppID != 0 || len(cfg.PrivateKey) > 0):
 		return nil, errors.New("gh: give an app or a token, not both")
@@ -148,34 +159,84 @@ func (g *GitHub) newClient(rt http.RoundTripper) (*github.Client, error) {
 		hc = &http.Client{Transport: rt, CheckRedirect: g.hc.CheckRedirect, Jar: g.hc.Jar}
 	}
 	c := github.NewClient(hc)
-	if g.cfg.APIURL == "" || g.cfg.APIURL == DefaultAPIURL {
-		return c, nil
+	if g.cfg.APIURL != "" && g.cfg.APIURL != DefaultAPIURL {
+		var err error
+		if c, err = c.WithEnterpriseURLs(g.cfg.APIURL, g.cfg.APIURL); err != nil {
+			return nil, fmt.Errorf("gh: API URL %q: %w", g.cfg.APIURL, err)
+		}
 	}
-	c, err := c.WithEnterpriseURLs(g.cfg.APIURL, g.cfg.APIURL)
-	if err != nil {
-		return nil, fmt.Errorf("gh: API URL %q: %w", g.cfg.APIURL, err)
-	}
+	// The limits are ours, shared by every client (limit.go); go-github's
+	// are per client and would answer for GitHub without asking it.
+	c.DisableRateLimitCheck = true
 	return c, nil
 }
 
-// transport adds a credential to every request: auth returns the
-// Authorization header's value.
+// transport adds a credential to every request and sends it within
+// GitHub's limits (limit.go): auth names the scope whose limits the
+// request counts against and gives the Authorization header (fresh: not
+// a cached credential, after a 401).
 type transport struct {
+	g    *GitHub
 	base http.RoundTripper
-	auth func(ctx context.Context) (string, error)
+	auth func(ctx context.Context, fresh bool) (scope, header string, err error)
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	v, err := t.auth(r.Context())
-	if err != nil {
-		if r.Body != nil {
-			r.Body.Close()
+	ctx := r.Context()
+	resource := resourceOf(t.g.base.Path, r.URL.Path)
+	fresh := false
+	for try := 1; ; try++ {
+		scope, authz, err := t.auth(ctx, fresh)
+		if err == nil {
+			err = t.g.limits.admit(ctx, scope, resource)
 		}
-		return nil, err
+		r2 := r.Clone(ctx)
+		if err == nil && try > 1 {
+			err = rewind(r, r2)
+		}
+		if err != nil {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, err
+		}
+		r2.Header.Set("Authorization", authz)
+		resp, err := t.base.RoundTrip(r2)
+		if err != nil {
+			return nil, err
+		}
+		v, m := t.g.limits.observe(ctx, scope, resource, resp)
+		last := try >= maxTries || !replayable(r)
+		switch {
+		case v == limited:
+			discard(resp)
+			rl := &RateLimitedError{Scope: m.Scope, Kind: m.Kind, RetryAt: m.Until, Sent: true, Note: m.Note}
+			if last {
+				return nil, rl
+			}
+			if err := t.g.limits.waitFor(ctx, m, true); err != nil {
+				return nil, err
+			}
+		case v == failing && idempotent(r) && !last:
+			if t.g.limits.waitFor(ctx, m, true) != nil {
+				return resp, nil // the 5xx, for the caller to retry later
+			}
+			discard(resp)
+		case resp.StatusCode == http.StatusUnauthorized && !fresh && strings.HasPrefix(scope, "installation:") && !last:
+			// The cached token was revoked or expired early: once more
+			// with a new one; a 401 then is the caller's (permanent).
+			fresh = true
+			discard(resp)
+		default:
+			return resp, nil
+		}
 	}
-	r2 := r.Clone(r.Context())
-	r2.Header.Set("Authorization", v)
-	return t.base.RoundTrip(r2)
+}
+
+// discard reads what is left of a response GitHub sent and closes it.
+func discard(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
 }
 
 func (g *GitHub) baseTransport() http.RoundTripper {
@@ -190,9 +251,9 @@ func (g *GitHub) AppClient() (*github.Client, error) {
 	if g.key == nil {
 		return nil, errors.New("gh: Harvest is configured with a token, not an app")
 	}
-	return g.newClient(&transport{base: g.baseTransport(), auth: func(context.Context) (string, error) {
+	return g.newClient(&transport{g: g, base: g.baseTransport(), auth: func(context.Context, bool) (string, string, error) {
 		j, err := g.appJWT()
-		return "Bearer " + j, err
+		return "app", "Bearer " + j, err
 	}})
 }
 
@@ -201,9 +262,19 @@ func (g *GitHub) Client(scope Scope) (*github.Client, error) {
 	if len(scope.Repos) == 0 {
 		return nil, errors.New("gh: a client needs at least one repository")
 	}
-	return g.newClient(&transport{base: g.baseTransport(), auth: func(ctx context.Context) (string, error) {
-		t, err := g.Token(ctx, scope)
-		return "token " + t.Value, err
+	return g.newClient(&transport{g: g, base: g.baseTransport(), auth: func(ctx context.Context, fresh bool) (string, string, error) {
+		if g.key == nil {
+			return "token", "token " + g.cfg.Token, nil
+		}
+		inst, t, err := g.token(ctx, scope, fresh)
+		return InstallationScope(inst), "token " + t.Value, err
+	}})
+}
+
+// tokenClient speaks with the personal token.
+func (g *GitHub) tokenClient() (*github.Client, error) {
+	return g.newClient(&transport{g: g, base: g.baseTransport(), auth: func(context.Context, bool) (string, string, error) {
+		return "token", "token " + g.cfg.Token, nil
 	}})
 }
 
@@ -240,13 +311,35 @@ func (g *GitHub) Token(ctx context.Context, scope Scope) (Token, error) {
 	if g.key == nil {
 		return Token{Value: g.cfg.Token}, nil
 	}
+	_, t, err := g.token(ctx, scope, false)
+	return t, err
+}
+
+// token is Token for an app, with the installation; fresh drops a cached
+// token first (GitHub refused it). A cached installation id GitHub no
+// longer knows (the app was reinstalled) is looked up again, once.
+func (g *GitHub) token(ctx context.Context, scope Scope, fresh bool) (int64, Token, error) {
 	if len(scope.Repos) == 0 {
-		return Token{}, errors.New("gh: a token needs at least one repository")
+		return 0, Token{}, errors.New("gh: a token needs at least one repository")
 	}
-	inst, err := g.installation(ctx, scope.Repos)
-	if err != nil {
-		return Token{}, err
+	for again := false; ; again = true {
+		inst, cached, err := g.installation(ctx, scope.Repos)
+		if err != nil {
+			return 0, Token{}, err
+		}
+		t, err := g.cachedToken(ctx, inst, scope, fresh)
+		if cached && !again && errors.Is(err, errStaleInstallation) {
+			g.log.Info("GitHub no longer knows a cached installation: looking it up again", "installation", inst, "repos", scope.Repos)
+			g.ForgetInstallation(inst)
+			continue
+		}
+		return inst, t, err
 	}
+}
+
+// cachedToken is the token of inst for scope, minted once however many
+// callers ask at the same moment.
+func (g *GitHub) cachedToken(ctx context.Context, inst int64, scope Scope, fresh bool) (Token, error) {
 	key := scope.key(inst)
 	for {
 		g.mu.Lock()
@@ -254,11 +347,11 @@ func (g *GitHub) Token(ctx context.Context, scope Scope) (Token, error) {
 		if e != nil {
 			select {
 			case <-e.done:
-				if e.err == nil && g.now().Before(e.until) {
+				if e.err == nil && g.now().Before(e.until) && !fresh {
 					g.mu.Unlock()
 					return e.tok, nil
 				}
-				e = nil // failed or due: mint anew
+				e = nil // failed, due or refused: mint anew
 			default:
 			}
 		}
@@ -266,7 +359,11 @@ func (g *GitHub) Token(ctx context.Context, scope Scope) (Token, error) {
 			e = &tokenEntry{done: make(chan struct{})}
 			g.tokens[key] = e
 			g.mu.Unlock()
-			e.tok, e.err = g.mint(ctx, inst, scope)
+			// Not minted for an installation that is suspended or inside
+			// one of its windows: the token could not be used.
+			if e.err = g.limits.admit(ctx, InstallationScope(inst), "core"); e.err == nil {
+				e.tok, e.err = g.mint(ctx, inst, scope)
+			}
 			if e.err == nil {
 				e.until = e.tok.Expires.Add(-refreshBefore)
 			}
@@ -274,6 +371,7 @@ func (g *GitHub) Token(ctx context.Context, scope Scope) (Token, error) {
 			return e.tok, e.err
 		}
 		g.mu.Unlock()
+		fresh = false // the one being minted is fresh
 		select {
 		case <-e.done:
 		case <-ctx.Done():
@@ -281,6 +379,10 @@ func (g *GitHub) Token(ctx context.Context, scope Scope) (Token, error) {
 		}
 	}
 }
+
+// errStaleInstallation is a token request for an installation GitHub
+// does not know (404): it was deleted, or the app reinstalled.
+var errStaleInstallation = errors.New("GitHub does not know the installation")
 
 // mint asks GitHub for an installation token for scope.
 func (g *GitHub) mint(ctx context.Context, inst int64, scope Scope) (Token, error) {
@@ -300,9 +402,18 @@ func (g *GitHub) mint(ctx context.Context, inst int64, scope Scope) (Token, erro
 			return Token{}, fmt.Errorf("gh: permissions %v: %w", scope.Permissions, err)
 		}
 	}
-	t, _, err := c.Apps.CreateInstallationToken(ctx, inst, opts)
+	t, resp, err := c.Apps.CreateInstallationToken(ctx, inst, opts)
 	if err != nil {
-		return Token{}, explain(err, "minting a token for "+strings.Join(scope.Repos, ", "))
+		doing := "minting a token for " + strings.Join(scope.Repos, ", ")
+		var ge *github.ErrorResponse
+		switch {
+		case resp != nil && resp.StatusCode == http.StatusNotFound:
+			return Token{}, fmt.Errorf("gh: %s: installation %d: %w: %w", doing, inst, errStaleInstallation, ErrNotInstalled)
+		case errors.As(err, &ge) && ge.Response != nil && ge.Response.StatusCode == http.StatusForbidden && strings.Contains(strings.ToLower(ge.Message), "suspended"):
+			g.Suspend(ctx, inst, ge.Message)
+			return Token{}, &SuspendedError{Scope: InstallationScope(inst), Note: ge.Message}
+		}
+		return Token{}, explain(err, doing)
 	}
 	if t.GetToken() == "" {
 		return Token{}, errors.New("gh: GitHub answered a token request without a token")
@@ -322,10 +433,10 @@ func (g *GitHub) Reach(ctx context.Context, repo string) error {
 		return fmt.Errorf("gh: repository %q: give owner/name", repo)
 	}
 	if g.key != nil {
-		_, err := g.installation(ctx, []string{repo})
+		_, _, err := g.installation(ctx, []string{repo})
 		return err
 	}
-	c, err := g.newClient(&transport{base: g.baseTransport(), auth: func(context.Context) (string, error) { return "token " + g.cfg.Token, nil }})
+	c, err := g.tokenClient()
 	if err != nil {
 		return err
 	}
@@ -340,37 +451,52 @@ func (g *GitHub) Reach(ctx context.Context, repo string) error {
 }
 
 // installation finds the app's installation covering repos (all must
-// share one).
-func (g *GitHub) installation(ctx context.Context, repos []string) (int64, error) {
-	var id int64
+// share one); cached reports whether every one came from the cache.
+func (g *GitHub) installation(ctx context.Context, repos []string) (id int64, cached bool, err error) {
+	cached = true
 	for _, r := range repos {
 		owner, name, ok := strings.Cut(r, "/")
 		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-			return 0, fmt.Errorf("gh: repository %q: give owner/name", r)
+			return 0, false, fmt.Errorf("gh: repository %q: give owner/name", r)
 		}
+		key := strings.ToLower(r)
 		g.mu.Lock()
-		rid, ok := g.install[r]
+		rid, ok := g.install[key]
 		g.mu.Unlock()
 		if !ok {
+			cached = false
 			c, err := g.AppClient()
 			if err != nil {
-				return 0, err
+				return 0, false, err
 			}
-			in, _, err := c.Apps.FindRepositoryInstallation(ctx, owner, name)
+			in, resp, err := c.Apps.FindRepositoryInstallation(ctx, owner, name)
+			if resp != nil && resp.StatusCode == http.StatusNotFound {
+				return 0, false, fmt.Errorf("gh: finding the app's installation on %s: not found (404): the app is not installed on it, or the repository does not exist: install the app on it (or add it to the installation's repositories): %w", r, ErrNotInstalled)
+			}
 			if err != nil {
-				return 0, explain(err, "finding the app's installation on "+r)
+				return 0, false, explain(err, "finding the app's installation on "+r)
 			}
 			rid = in.GetID()
 			g.mu.Lock()
-			g.install[r] = rid
+			g.install[key] = rid
 			g.mu.Unlock()
 		}
 		if id != 0 && rid != id {
-			return 0, fmt.Errorf("gh: %s and %s are in different installations of the app: a session's repositories must share one (one owner)", repos[0], r)
+			return 0, false, fmt.Errorf("gh: %s and %s are in different installations of the app: a session's repositories must share one (one owner)", repos[0], r)
 		}
 		id = rid
 	}
-	return id, nil
+	return id, cached, nil
+}
+
+// Installation is the app's installation covering repo ("owner/name"),
+// looked up once and cached until an installation event says otherwise.
+func (g *GitHub) Installation(ctx context.Context, repo string) (int64, error) {
+	if g.key == nil {
+		return 0, errors.New("gh: Harvest is configured with a token, not an app")
+	}
+	id, _, err := g.installation(ctx, []string{repo})
+	return id, err
 }
 
 // Identity is a GitHub account as Harvest writes it into commits.
@@ -417,6 +543,9 @@ func (g *GitHub) Bot(ctx context.Context) (Identity, error) {
 		}
 		id.Login = app.GetSlug() + "[bot]"
 		id.Name = app.GetName()
+		g.mu.Lock()
+		g.events = app.Events
+		g.mu.Unlock()
 		if id.Name == "" {
 			id.Name = app.GetSlug()
 		}
@@ -425,7 +554,7 @@ func (g *GitHub) Bot(ctx context.Context) (Identity, error) {
 		// forms for attribution).
 		id.Email = g.Noreply(0, id.Login)
 	} else {
-		c, err := g.newClient(&transport{base: g.baseTransport(), auth: func(context.Context) (string, error) { return "token " + g.cfg.Token, nil }})
+		c, err := g.tokenClient()
 		if err != nil {
 			return Identity{}, err
 		}
@@ -445,30 +574,21 @@ func (g *GitHub) Bot(ctx context.Context) (Identity, error) {
 	return id, nil
 }
 
+// Subscribed reports whether the app is subscribed to event (its
+// settings' "Subscribe to events"), as GitHub said when Bot asked; false
+// for a token, whose repository webhooks Harvest cannot see.
+func (g *GitHub) Subscribed(ctx context.Context, event string) bool {
+	if g.key == nil {
+		return false
+	}
+	if _, err := g.Bot(ctx); err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Contains(g.events, event)
+}
+
 // Handle is the name people mention to call Harvest: "@" + the bot's
 // login without "[bot]".
 func (id Identity) Handle() string { return "@" + strings.TrimSuffix(id.Login, "[bot]") }
-
-// ErrNoAccess is GitHub refusing Harvest (401, 403, 404): retrying will
-// not help until an operator changes the app, its installation or the
-// token.
-var ErrNoAccess = errors.New("no access")
-
-// explain turns a go-github error into one that says what to fix, with no
-// credential in it.
-func explain(err error, doing string) error {
-	var ge *github.ErrorResponse
-	if errors.As(err, &ge) && ge.Response != nil {
-		msg := ge.Message
-		switch ge.Response.StatusCode {
-		case http.StatusUnauthorized:
-			return fmt.Errorf("gh: %s: GitHub refused Harvest's credentials (401 %s): check the app id and private key, or the token file: %w", doing, msg, ErrNoAccess)
-		case http.StatusForbidden:
-			return fmt.Errorf("gh: %s: forbidden (403 %s): the app or token lacks the permission: %w", doing, msg, ErrNoAccess)
-		case http.StatusNotFound:
-			return fmt.Errorf("gh: %s: not found (404): the repository does not exist or the app is not installed on it: %w", doing, ErrNoAccess)
-		}
-		return fmt.Errorf("gh: %s: GitHub answered %d %s", doing, ge.Response.StatusCode, msg)
-	}
-	return fmt.Errorf("gh: %s: %w", doing, err)
-}

@@ -15,14 +15,15 @@ import (
 // standIn is the GitHub stand-in with an app installed on acme (two
 // repositories) and on other (one), and a clock both sides share.
 type standIn struct {
-	gs  *ghsim.Server
-	app ghsim.App
-	now atomic.Pointer[time.Time]
+	gs   *ghsim.Server
+	app  ghsim.App
+	now  atomic.Pointer[time.Time]
+	inst map[string]int64 // account → installation
 }
 
 func newStandIn(t *testing.T) *standIn {
 	t.Helper()
-	s := &standIn{}
+	s := &standIn{inst: map[string]int64{}}
 	start := time.Now()
 	s.now.Store(&start)
 	gs, err := ghsim.Start(ghsim.Options{Now: s.clock})
@@ -35,7 +36,7 @@ func newStandIn(t *testing.T) *standIn {
 		t.Fatal(err)
 	}
 	for _, acct := range []string{"acme", "other"} {
-		if _, err := gs.CreateInstallation(ghsim.InstallationSpec{AppID: s.app.ID, Account: acct}); err != nil {
+		if s.inst[acct], err = gs.CreateInstallation(ghsim.InstallationSpec{AppID: s.app.ID, Account: acct}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,8 +9,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"regexp"
 	"strings"
+
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // MaxWebhookBytes is the largest delivery accepted: GitHub caps payloads
@@ -36,8 +37,6 @@ var (
 	// ErrContentType: the body is not JSON (415).
 	ErrContentType = errors.New("the delivery is not application/json: set the webhook's content type to application/json")
 )
-
-var deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 
 // ReadDelivery reads and checks a webhook request: a JSON body of at most
 // MaxWebhookBytes whose X-Hub-Signature-256 is the HMAC-SHA256 of the body
@@ -65,7 +64,7 @@ func ReadDelivery(r *http.Request, secret []byte) (Delivery, error) {
 		return Delivery{}, fmt.Errorf("Content-Type %q: %w", r.Header.Get("Content-Type"), ErrContentType)
 	}
 	var errs []error
-	if !deliveryIDPattern.MatchString(d.ID) {
+	if !wire.ValidDeliveryID(d.ID) {
 		errs = append(errs, fmt.Errorf("X-GitHub-Delivery %q: want a delivery GUID", d.ID))
 	}
 	if d.Event == "" || strings.ContainsAny(d.Event, " /\r\n") || len(d.Event) > 64 {

@@ -42,10 +42,38 @@
 // the clone for tools that read the config. A session created through the
 // API has no GitHub requester: the bot is author too.
 //
+// # Deliveries, GitHub's limits and failures
+//
+// Hooks processes the stored deliveries one at a time (hooks.go). An
+// attempt never waits for one of GitHub's windows (gh.NoWait: the queue
+// would wait with it); held back, the delivery is put off until the
+// window ends and its attempt is given back (deliveries.go: finish). A
+// refusal no retry changes (not installed, no access, invalid, suspended)
+// fails it at once, and so does its last attempt: the person who asked is
+// told, with a comment where it was asked (a token narrowed to issues,
+// so it can be minted when a wider one cannot), what went wrong and what
+// to do, unless no comment can be posted there (the app is not installed:
+// the log says what to do). A failed delivery is listed and replayed
+// once (ListDeliveries, Replay; GET /v1/github/deliveries and POST
+// /v1/github/deliveries/{id}/replay; harvest github deliveries|replay).
+// Due times are in the store, so another node or a restart keeps them.
+//
+// # Installations and mirrors
+//
+// installation and installation_repositories events clear gh's caches; a
+// suspended installation is marked for every node and its deliveries are
+// done as "suspended", untried (install.go). Mirrors are kept fresh in the
+// background: the repositories of live sessions and those checked out in
+// the last day are fetched every MirrorRefresh and after a push event,
+// within GitHub's limits, so a checkout clones a fresh mirror without a
+// fetch (mirrors.go).
+//
 // # Concurrency
 //
 // A Service is safe for concurrent use: sessions' runners call it at
 // once. Its maps (endpoint environments, default branches, branch
-// protection) are guarded by one mutex, never held across a call to
-// GitHub or a box.
+// protection, the mirrors' fetch times and activity) are guarded by one
+// mutex, never held across a call to GitHub, git or a box. Hooks.Run is
+// one goroutine, the caller's; it starts RunMirrors in a goroutine of its
+// own and waits for it when ctx ends.
 package ghbot

@@ -18,7 +18,7 @@ import (
 // branch and whether it was merged, a review's id and state, a suite's
 // conclusion and head).
 func TestRecordedPayloads(t *testing.T) {
-	f, err := os.Open("../sim/ghsim/testdata/webhook-examples.json.gz")
+	f, err := os.Open("../sim/ghsim/ghschema/descriptions/webhook-examples.json.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +94,9 @@ func TestRecordedPayloads(t *testing.T) {
 				for _, pr := range cs.PullRequests {
 					need(pr.GetHead().GetRef() != "" && pr.GetHead().GetRepo().GetID() != 0, "a suite pull request's head")
 				}
+			case *github.PushEvent:
+				action = "(push)"
+				need(e.GetRepo().GetFullName() != "" && e.GetRef() != "", "repository and ref")
 			case *github.InstallationEvent, *github.InstallationRepositoriesEvent:
 				action = "(installation)"
 			default:
@@ -106,7 +109,7 @@ func TestRecordedPayloads(t *testing.T) {
 			handled[ev.Name]++
 		}
 	}
-	for _, name := range []string{"issue_comment", "issues", "pull_request", "pull_request_review", "pull_request_review_comment", "check_suite"} {
+	for _, name := range []string{"issue_comment", "issues", "pull_request", "pull_request_review", "pull_request_review_comment", "check_suite", "push"} {
 		if handled[name] == 0 {
 			t.Errorf("no recorded %s payload", name)
 		}

@@ -49,6 +49,12 @@ type Config struct {
 	// ProgressEvery is the least time between two edits of a progress
 	// comment during a turn (default DefaultProgressEvery).
 	ProgressEvery time.Duration
+	// MirrorRefresh is how often the mirrors of live and recently active
+	// repositories are fetched in the background (mirrors.go); a
+	// checkout clones a mirror fetched this recently (and after the last
+	// push) without fetching. 0: every checkout fetches, nothing is
+	// fetched in the background.
+	MirrorRefresh time.Duration
 }
 
 // Service is Harvest's GitHub side (see the package doc). It implements
@@ -69,7 +75,8 @@ type Service struct {
 	deliveries deliveryReader
 	// docs are the progress comments of the turns being watched
 	// (live.go), handed from the watch to the turn's end.
-	docs map[string]*progressDoc
+	docs    map[string]*progressDoc
+	mirrors mirrorState
 }
 
 type protCache struct {
@@ -107,8 +114,10 @@ func New(cfg Config) (*Service, error) {
 	if g == nil {
 		g = gitproxy.New(gitproxy.Config{Logger: cfg.Logger})
 	}
-	return &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
-		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}, docs: map[string]*progressDoc{}}, nil
+	s := &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
+		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}, docs: map[string]*progressDoc{}}
+	s.mirrors.init()
+	return s, nil
 }
 
 // Parse recognises https://GITHUB/owner/name(.git) as owner/name.
@@ -129,7 +138,7 @@ func (s *Service) Parse(source string) (string, bool) {
 // refused with it); GitHub not answering is not.
 func (s *Service) Check(ctx context.Context, repo string) error {
 	err := s.gh.Reach(ctx, repo)
-	if errors.Is(err, gh.ErrNoAccess) {
+	if gh.Permanent(err) {
 		return session.Permanent(err)
 	}
 	return err
@@ -182,7 +191,7 @@ func (s *Service) defaultBranch(ctx context.Context, c *github.Client, repo stri
 // branch.
 func (s *Service) Checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
 	err := s.checkout(ctx, sess, r, dst, owner)
-	if errors.Is(err, gh.ErrNoAccess) || errors.Is(err, workspace.ErrUnknownRef) {
+	if gh.Permanent(err) || errors.Is(err, workspace.ErrUnknownRef) {
 		return session.Permanent(err)
 	}
 	return err
@@ -197,16 +206,17 @@ func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Re
 	if err != nil {
 		return err
 	}
-	scope := s.scope(sess)
-	path, err := s.cfg.Mirrors.Sync(ctx, workspace.Remote{
-		Key: mirrorKey(s.gh.WebURL(), r.GitHub), URL: s.gh.RepoURL(r.GitHub), DefaultBranch: def,
-		Auth: func(ctx context.Context) (string, string, error) {
-			t, err := s.gh.Token(ctx, scope)
-			return "x-access-token", t.Value, err
-		},
-	})
-	if err != nil {
-		return err
+	s.touch(r.GitHub)
+	// A mirror the background keeps fresh is cloned as it is: no network
+	// (mirrors.go); else it is fetched now.
+	path, ok := s.fresh(ctx, r.GitHub)
+	if ok && !s.mirrorHas(ctx, path, r) {
+		ok = false // a push Harvest did not hear of (no push events)
+	}
+	if !ok {
+		if path, err = s.fetchMirror(ctx, s.scope(sess), r.GitHub, def); err != nil {
+			return err
+		}
 	}
 	author, _, coauthor, err := s.identities(ctx, c, sess)
 	if err != nil {
@@ -399,6 +409,8 @@ func explain(err error, doing string) error {
 		switch ge.Response.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 			return fmt.Errorf("%s: GitHub answered %d %s: %w", doing, ge.Response.StatusCode, ge.Message, gh.ErrNoAccess)
+		case http.StatusUnprocessableEntity:
+			return fmt.Errorf("%s: GitHub answered 422 %s: %w", doing, ge.Message, gh.ErrInvalid)
 		}
 		return fmt.Errorf("%s: GitHub answered %d %s", doing, ge.Response.StatusCode, ge.Message)
 	}

@@ -205,8 +205,16 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run processes deliveries until ctx ends: those left pending by a
-// previous run first, then each as it arrives.
+// previous run first, then each as it arrives. It keeps the mirrors fresh
+// meanwhile (Service.RunMirrors, a goroutine it waits for).
 func (h *Hooks) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.svc.RunMirrors(ctx, h.liveRepos)
+	}()
+	defer wg.Wait()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -241,9 +249,14 @@ func (h *Hooks) drain(ctx context.Context) time.Time {
 		did := false
 		next = time.Time{}
 		for _, d := range ds {
+			// Due when the store says (a retry's or a limit's time) and
+			// when this process put it off (another node's claim).
 			h.mu.Lock()
 			nb := h.notBefore[d.ID]
 			h.mu.Unlock()
+			if d.NotBefore.After(nb) {
+				nb = d.NotBefore
+			}
 			if h.now().Before(nb) {
 				if next.IsZero() || nb.Before(next) {
 					next = nb
@@ -319,7 +332,8 @@ func (h *Hooks) claim(ctx context.Context, id string) (release func(), ok bool) 
 	}, true
 }
 
-// processClaimed runs a delivery's attempt and records its end.
+// processClaimed runs a delivery's attempt and records its end
+// (finish, deliveries.go).
 func (h *Hooks) processClaimed(ctx context.Context, id string) {
 	d, err := h.st.BeginDelivery(ctx, id)
 	if err != nil {
@@ -328,44 +342,61 @@ func (h *Hooks) processClaimed(ctx context.Context, id string) {
 		}
 		return
 	}
-	result, err := h.process(ctx, d)
-	if ctx.Err() != nil {
-		return // shutting down: pending, processed again at the next start
-	}
-	state := store.DeliveryDone
-	if err != nil {
-		if d.Attempts < h.cfg.MaxAttempts && !isPermanent(err) {
-			wait := h.cfg.Retry << min(d.Attempts-1, 5)
-			wait = min(wait, time.Minute)
-			h.mu.Lock()
-			h.notBefore[id] = h.now().Add(wait)
-			h.mu.Unlock()
-			h.log.Warn("processing a webhook delivery failed; trying again", "delivery", id, "event", d.Event, "attempt", d.Attempts, "in", wait, "err", err)
-			return
-		}
-		state, result = store.DeliveryFailed, err.Error()
-		h.log.Error("a webhook delivery failed for good", "delivery", id, "event", d.Event, "attempts", d.Attempts, "err", err)
-	} else {
-		h.log.Info("webhook delivery processed", "delivery", id, "event", d.Event, "result", result)
-	}
 	h.mu.Lock()
 	delete(h.notBefore, id)
 	h.mu.Unlock()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := h.st.FinishDelivery(fctx, id, state, result); err != nil {
-		h.log.Error("recording a webhook delivery's end", "delivery", id, "err", err)
+	if why := h.suspended(ctx, d); why != "" {
+		h.finish(ctx, d, why, nil)
+		return
 	}
+	// A delivery never waits for one of GitHub's windows (the queue would
+	// wait with it): it is put off until the window ends (finish).
+	pctx, cancel := context.WithTimeout(gh.NoWait(ctx), processTimeout)
+	result, err := h.process(pctx, d)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: pending, processed again at the next start
+	}
+	h.finish(ctx, d, result, err)
 }
+
+// processTimeout bounds one attempt at a delivery: every call to GitHub
+// and the session layer it makes.
+const processTimeout = 5 * time.Minute
 
 // permanent is an error no retry can fix (a payload that does not parse).
 type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
 
+// isPermanent: no retry changes the outcome: a payload that does not
+// parse, a request the session layer refuses, GitHub refusing (no access,
+// not installed, suspended, invalid).
 func isPermanent(err error) bool {
 	var p permanent
-	return errors.As(err, &p) || session.IsInput(err)
+	return errors.As(err, &p) || session.IsInput(err) || gh.Permanent(err)
+}
+
+// liveStates are the states of sessions whose repositories' mirrors are
+// kept fresh: every one not ended (a suspended one may resume).
+var liveStates = []store.State{store.StatePending, store.StateProvisioning, store.StateIdle, store.StateWorking,
+	store.StateWaiting, store.StateCancelling, store.StateSuspended}
+
+// liveRepos lists the GitHub repositories of sessions not ended.
+func (h *Hooks) liveRepos(ctx context.Context) ([]string, error) {
+	ss, err := h.st.ListSessions(ctx, store.SessionFilter{States: liveStates})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range ss {
+		for _, r := range s.Repos {
+			if r.GitHub != "" {
+				out = append(out, r.GitHub)
+			}
+		}
+	}
+	return out, nil
 }
 
 // newHolder names a process in the deliveries' claims.

@@ -75,6 +75,12 @@ func (h *Hooks) process(ctx context.Context, d *store.Delivery) (string, error) 
 			return "ignored: check suite " + e.GetAction(), nil
 		}
 		return h.onCheckSuite(ctx, d, e)
+	case *github.InstallationEvent:
+		return h.onInstallation(ctx, d, e)
+	case *github.InstallationRepositoriesEvent:
+		return h.onInstallationRepos(ctx, d, e)
+	case *github.PushEvent:
+		return h.onPush(ctx, d, e)
 	}
 	return "ignored: Harvest does not act on " + d.Event + " events", nil
 }

@@ -115,6 +115,10 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 		if strings.HasPrefix(op.path, "/v1/environments/") {
 			path = strings.ReplaceAll(op.path, "{id}", "env-0000000000000000")
 		}
+		delivery := strings.HasPrefix(op.path, "/v1/github/deliveries/")
+		if delivery {
+			path = strings.ReplaceAll(op.path, "{id}", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+		}
 		name := op.method + " " + op.path
 		tok := bearer(e.Alice)
 		if op.admin {
@@ -155,7 +159,11 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			check(name+" with a user token", status, info, expect{403, server.CodeForbidden, "needs an admin token"})
 		}
 		if strings.Contains(op.path, "{id}") {
-			for _, bad := range []string{"not-an-id", "S-AAAAAAAAAAAAAAAA", strings.Repeat("s", 200), "s-aaaaaaaaaaaaaaa%2F"} {
+			bads := []string{"not-an-id", "S-AAAAAAAAAAAAAAAA", strings.Repeat("s", 200), "s-aaaaaaaaaaaaaaa%2F"}
+			if delivery { // a GUID's letters, digits and dashes
+				bads = []string{"not_an_id", strings.Repeat("s", 200), "s-aaaaaaaaaaaaaaa%2F"}
+			}
+			for _, bad := range bads {
 				status, info, _ = e.doRaw(op.method, strings.ReplaceAll(op.path, "{id}", bad), tok, "", nil)
 				check(name+" with id "+bad, status, info, expect{404, server.CodeNotFound, "is not a"})
 			}
@@ -165,6 +173,9 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			}
 			if strings.HasPrefix(op.path, "/v1/environments/") {
 				unknown = "env-0000000000000000"
+			}
+			if delivery {
+				unknown = "00000000-0000-0000-0000-000000000000"
 			}
 			var ct string
 			var body []byte

@@ -71,6 +71,10 @@
 //	400 invalid                well-formed but unacceptable (details lists every problem)
 //	404 not_found              no such session, or not the caller's
 //	409 conflict               the session's state does not allow it (it has ended)
+//	507 insufficient_storage   creating a session, resuming a suspended one (a message) or preparing an
+//	                           environment while the data directory is below the server's floor of free
+//	                           space (--min-free): nothing stored; the message names the directory to an
+//	                           admin only (session/admission.go)
 //	500 internal               a bug or a failing store (logged)
 //
 // Bodies are decoded strictly (decode.go): at most MaxBody bytes, exactly

@@ -36,7 +36,7 @@ func (s *Server) prepareEnvironment(w http.ResponseWriter, r *http.Request, c ca
 		Backend: req.Backend, Force: req.Force, Admin: c.token.Admin,
 	})
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	w.Header().Set("Location", "/v1/environments/"+env.ID)
 	writeJSON(w, http.StatusAccepted, c.environment(env))

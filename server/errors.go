@@ -69,6 +69,10 @@ func fromManager(err error) *apiError {
 		return errorf(http.StatusNotFound, CodeNotFound, err.Error())
 	case errors.As(err, &le), errors.Is(err, session.ErrConflict), errors.Is(err, session.ErrNoBox), errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrLocked):
 		return errorf(http.StatusConflict, CodeConflict, err.Error())
+	case errors.As(err, new(*session.StorageError)):
+		// The data directory's path is the operator's: fromManagerFor
+		// names it to an admin.
+		return storageFull(err, false)
 	case errors.Is(err, session.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
 	case errors.Is(err, store.ErrUnavailable):
@@ -79,6 +83,22 @@ func fromManager(err error) *apiError {
 	}
 	return &apiError{status: http.StatusInternalServerError, code: CodeInternal,
 		message: "the server failed: " + err.Error() + " (see the server's log; retry, and report it if it persists)", cause: err}
+}
+
+// fromManagerFor is fromManager for caller c: a refusal for want of
+// space (507) names the data directory to an admin only.
+func fromManagerFor(c caller, err error) *apiError {
+	if errors.As(err, new(*session.StorageError)) {
+		return storageFull(err, c.token.Admin)
+	}
+	return fromManager(err)
+}
+
+// storageFull is the 507 of a *session.StorageError in err.
+func storageFull(err error, admin bool) *apiError {
+	var se *session.StorageError
+	errors.As(err, &se)
+	return errorf(http.StatusInsufficientStorage, CodeInsufficientStorage, se.Message(admin))
 }
 
 // storeFailed is the response to a store error while doing what: 503

@@ -227,6 +227,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"MemoryRelation":      reflect.TypeFor[wire.MemoryRelation](),
 		"MemoryEntityRequest": reflect.TypeFor[wire.MemoryEntityRequest](),
 		"Health":              reflect.TypeFor[Health](),
+		"GitHubDelivery":      reflect.TypeFor[wire.GitHubDelivery](),
+		"GitHubDeliveryList":  reflect.TypeFor[wire.GitHubDeliveryList](),
 		"ErrorBody":           reflect.TypeFor[ErrorBody](),
 		"ErrorInfo":           reflect.TypeFor[ErrorInfo](),
 	}

@@ -59,6 +59,9 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/environments/{id}/log", user, s.environmentLog},
 
 		{http.MethodPost, "/v1/github/webhook", public, s.githubWebhook},
+		// The deliveries it stored, for the operator: github.go.
+		{http.MethodGet, "/v1/github/deliveries", admin, s.listDeliveries},
+		{http.MethodPost, "/v1/github/deliveries/{id}/replay", admin, s.replayDelivery},
 
 		// Who may read and edit which repository's memory: memory.go.
 		{http.MethodGet, "/v1/memory", user, s.listMemory},
@@ -148,7 +151,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, fromCreate(req, c.token.Admin))
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
 	writeJSON(w, http.StatusCreated, c.view(v))
@@ -233,7 +236,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 	}
 	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
 	if err != nil {
-		return fromManager(err)
+		return fromManagerFor(c, err)
 	}
 	writeJSON(w, http.StatusAccepted, toMessage(m))
 	return nil

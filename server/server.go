@@ -96,6 +96,9 @@ type Config struct {
 	// GitHubWebhook receives POST /v1/github/webhook (package ghbot's
 	// Hooks); nil answers 404.
 	GitHubWebhook http.Handler
+	// GitHubDeliveries lists and replays the deliveries it stored (the
+	// same Hooks); nil answers 404.
+	GitHubDeliveries GitHubDeliveries
 	// UI serves every path outside the API (/, the page's assets): the web
 	// UI, package web. Nil answers those with 404.
 	UI http.Handler
@@ -276,6 +279,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		if strings.HasPrefix(rt.path, "/v1/environments/") {
 			if !envIDPattern.MatchString(id) {
 				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not an environment id: environment ids look like env-0123456789abcdef (see GET /v1/environments)", clip(id, 80)))
+			}
+		} else if strings.HasPrefix(rt.path, "/v1/github/deliveries/") {
+			if !wire.ValidDeliveryID(id) {
+				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a delivery id: delivery ids are GitHub's X-GitHub-Delivery GUIDs (see GET /v1/github/deliveries)", clip(id, 80)))
 			}
 		} else if strings.HasPrefix(rt.path, "/v1/tokens/") {
 			if !validTokenID(id) {

@@ -25,17 +25,18 @@ type (
 // Error codes, the event stream's final event and its codes, and the
 // limits of a request: see package wire.
 const (
-	CodeBadRequest       = wire.CodeBadRequest
-	CodeInvalid          = wire.CodeInvalid
-	CodeUnauthorized     = wire.CodeUnauthorized
-	CodeForbidden        = wire.CodeForbidden
-	CodeNotFound         = wire.CodeNotFound
-	CodeMethodNotAllowed = wire.CodeMethodNotAllowed
-	CodeConflict         = wire.CodeConflict
-	CodeTooLarge         = wire.CodeTooLarge
-	CodeMediaType        = wire.CodeMediaType
-	CodeUnavailable      = wire.CodeUnavailable
-	CodeInternal         = wire.CodeInternal
+	CodeBadRequest          = wire.CodeBadRequest
+	CodeInvalid             = wire.CodeInvalid
+	CodeUnauthorized        = wire.CodeUnauthorized
+	CodeForbidden           = wire.CodeForbidden
+	CodeNotFound            = wire.CodeNotFound
+	CodeMethodNotAllowed    = wire.CodeMethodNotAllowed
+	CodeConflict            = wire.CodeConflict
+	CodeTooLarge            = wire.CodeTooLarge
+	CodeMediaType           = wire.CodeMediaType
+	CodeUnavailable         = wire.CodeUnavailable
+	CodeInsufficientStorage = wire.CodeInsufficientStorage
+	CodeInternal            = wire.CodeInternal
 
 	StreamErrorEvent  = wire.StreamErrorEvent
 	StreamTooSlow     = wire.StreamTooSlow

@@ -118,11 +118,17 @@ type Config struct {
 	// bounded by it, and a session whose disk cannot be made fails.
 	// `harvest serve` sets it unless told --no-disk-limits. Off, they are
 	// bounded only by the host's disk, and the sessions say so
-	// (limits_enforced.disk false). A disk stays mounted until
-	// its session is deleted (or the host reboots): whoever removes a data
-	// directory with sessions left in it unmounts them first
-	// (disk.UnmountUnder).
+	// (limits_enforced.disk false). A disk stays mounted until its
+	// session ends (Recover mounts it again after a reboot): whoever
+	// removes a data directory with live sessions left in it unmounts
+	// them first (disk.UnmountUnder).
 	Disks bool
+	// MinFree is the floor of free space kept on DataDir's filesystem:
+	// below it, new sessions, resumes of suspended ones and environment
+	// builds are refused (ErrInsufficientStorage; admission.go). The zero
+	// value is the default floor; MinFree{Off: true} takes work whatever
+	// is free.
+	MinFree MinFree
 	// Defaults fill the zero fields of a request's limits; their own zero
 	// fields take the Default* constants.
 	Defaults store.Limits
@@ -165,6 +171,14 @@ type Config struct {
 	// nodes (carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
 	// and the nodes must share the data directory.
 	CarryMax int64
+	// StopBoxesOnExit makes Close take the boxes with it, for a server
+	// stopped for good: each idle session's box is destroyed and the
+	// session suspended (its workspace and conversation kept, resumed by
+	// its next message), and a box of a session in any other state is
+	// destroyed too (the next start gives it a new one). Off (the
+	// default), Close leaves the boxes running for the next server to
+	// reattach.
+	StopBoxesOnExit bool
 }
 
 func (c *Config) cliPrefix() string {
@@ -216,6 +230,9 @@ func (c *Config) check() error {
 		if c.Node.TTL <= 0 {
 			c.Node.TTL = DefaultLeaseTTL
 		}
+	}
+	if c.MinFree.Bytes < 0 || c.MinFree.Percent < 0 || c.MinFree.Percent >= 100 {
+		return fmt.Errorf("session.Config.MinFree %+v: give a size or a share below 100%%", c.MinFree)
 	}
 	if c.LockTTL <= 0 {
 		c.LockTTL = DefaultLockTTL

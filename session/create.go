@@ -53,6 +53,10 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, err
 	}
 	s.Environment = m.chooseEnvironment(ctx, s)
+	// The last check before anything is stored or made.
+	if err := m.admit("creating a session"); err != nil {
+		return nil, err
+	}
 	if err := m.st.CreateSession(ctx, s, first); err != nil {
 		return nil, fmt.Errorf("storing the new session: %w", err)
 	}

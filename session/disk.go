@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/disk"
@@ -30,12 +31,20 @@ import (
 // The sessions of a workflow share its disk, with the limits of the
 // session that made it: a workflow's copies are bounded together.
 //
-// The mount outlives boxes and Harvest restarts; prepareWorkspaces mounts
-// it again (after a reboot) before it looks for the workspaces, so a
-// suspended session resumes on its disk. Delete unmounts it and deletes
-// the image (a workflow's, when its last session is deleted). Making or
-// mounting a disk holds a lock per image, so two sessions of a workflow
-// provisioning at once never mount it twice.
+// A new disk costs about 0.3 MiB of the host's disk, an idle session's
+// (after a first turn) under 1 MiB, a used one what it holds plus at most
+// its journal (package sandbox/disk; TestIdleSessionsDiskCost). The mount
+// outlives boxes and Harvest restarts; after a reboot Recover mounts again
+// the disks of the live and suspended sessions before any runner starts,
+// and prepareWorkspaces (ensureDisk) before it looks for the workspaces,
+// so nothing ever reads or writes a workspace on the empty mount point
+// (see "Disks after a reboot, and at a session's end" below). A session
+// that ends lets go of its disk: unmounted and kept, or removed when
+// nothing ran on it. Delete unmounts it and deletes the image (a
+// workflow's, when its last session is deleted). Making or mounting a
+// disk holds a lock per image, so two sessions of a workflow provisioning
+// at once never mount it twice. Admission (admission.go) keeps a floor of
+// free space on the data directory's filesystem, which holds the images.
 //
 // Config.Disks turns disks on (harvest serve does, unless told
 // --no-disk-limits; it refuses to start where disks cannot be made: not
@@ -88,6 +97,10 @@ type diskState struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // by image path; never shrinks (a few bytes per disk)
+
+	// low: the data directory was below its floor at the last look
+	// (admission.go), to log its crossings once.
+	low atomic.Bool
 }
 
 // lock takes the lock of one image and returns its release.
@@ -138,7 +151,7 @@ func (m *Manager) ensureDisk(ctx context.Context, s *store.Session) error {
 		}
 		size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}
 		if err := disk.Create(ctx, d, size); err != nil {
-			return fatal(fmt.Errorf("creating the session's disk (limits.disk_bytes %s): %w", sandbox.FormatSize(size.WithDefaults().Bytes), err))
+			return fatal(fmt.Errorf("creating the session's disk (limits.disk_bytes %s): %w", sandbox.FormatSize(size.WithDefaults().Bytes), m.hostFull(err)))
 		}
 	}
 	if err := os.MkdirAll(boxDir, 0o700); err != nil {
@@ -207,10 +220,10 @@ func (m *Manager) diskFull(s *store.Session, err error) error {
 	}
 	d, _, ok := m.sessionDisk(s)
 	if !ok {
-		return err
+		return m.hostFull(err)
 	}
 	if mounted, _ := d.Mounted(); !mounted {
-		return err
+		return m.hostFull(err) // not the session's disk: the host's
 	}
 	// The disk's own size: a workflow's was set by the session that made it.
 	size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}.WithDefaults()
@@ -226,4 +239,136 @@ func (m *Manager) diskFull(s *store.Session, err error) error {
 	}
 	return fmt.Errorf("%w: the repositories do not fit %s disk limit (%s, %d files; limits.disk_bytes and limits.disk_inodes): start the session with a larger one, like `harvest session new --disk 40g`, or raise the server's default with `harvest serve --disk`",
 		err, whose, sandbox.FormatSize(size.Bytes), size.Inodes)
+}
+
+// Disks after a reboot, and at a session's end.
+//
+// A mount does not survive a reboot. Recover mounts again, before any
+// runner starts, the disk of every session that may still use it: live
+// ones (whatever their box: a reattached box finds its workspaces where
+// they were) and suspended ones (a message resumes them; a carried
+// checkpoint reads them). So no workspace is ever looked at, or written,
+// on the empty mount point instead of the disk. Several nodes: the
+// sessions a node takes over are mounted by their runners, as they
+// provision (ensureDisk); a suspended one's disk waits for its resume.
+//
+// A session that ended (stopped or failed) is never written again: its
+// disk is unmounted (endDisk, at the end and again at every Recover),
+// releasing its loop device, mount and kernel threads, and its image
+// kept until the session is deleted — the workspace may hold the agent's
+// only copy of its work (a directory source's commits), which the server's
+// operator can still mount and read. An image that holds nothing of the
+// session's own — no box was ever started on it, no turn ran — is removed
+// at once, with the workspace directory: a session that failed while
+// provisioning costs nothing. A workflow's disk is left to its last
+// session's delete: the workflow's other sessions use it.
+
+// remountParallel bounds the disks Recover mounts at once.
+const remountParallel = 4
+
+// remountDisks mounts the disks of the live and suspended sessions in all
+// that are not mounted (after a reboot), remountParallel at a time. A disk
+// that cannot be mounted is logged: its runner tries again when it needs
+// it (ensureDisk) and fails the session, saying why, if it still cannot.
+func (m *Manager) remountDisks(ctx context.Context, all []*store.Session) {
+	attached, err := disk.Attached()
+	if err != nil {
+		m.log.Warn("listing the loop devices to mount the sessions' disks again", "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	var todo []*store.Session
+	for _, s := range all {
+		if !s.State.Live() && s.State != store.StateSuspended {
+			continue
+		}
+		d, _, ok := m.sessionDisk(s)
+		if !ok || seen[d.Image] {
+			continue
+		}
+		seen[d.Image] = true
+		if _, in := attached[realPath(d.Image)]; in {
+			continue // mounted (or held by a box that outlived its mount)
+		}
+		if _, err := os.Stat(d.Image); err != nil {
+			continue // no disk (made without disks, or not yet)
+		}
+		todo = append(todo, s)
+	}
+	if len(todo) == 0 || !m.disksUsable(ctx) { // (which says why not, once)
+		return
+	}
+	m.log.Info("mounting the sessions' disks again (after a reboot?)", "disks", len(todo))
+	work := make(chan *store.Session)
+	var wg sync.WaitGroup
+	for range min(remountParallel, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				d, _, _ := m.sessionDisk(s)
+				unlock := m.disks.lock(d.Image)
+				err := d.Mount(ctx)
+				unlock()
+				if err != nil {
+					m.log.Warn("mounting a session's disk again", "session", s.ID, "image", d.Image, "err", err)
+				}
+			}
+		}()
+	}
+	for _, s := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+}
+
+// endDisk lets go of the disk of s, which ends (see above): unmounted
+// and kept, or removed with its workspace directory when it holds nothing
+// of the session's own. attached (disk.Attached; nil to look) saves a
+// look at the mount table for each of many ended sessions.
+func (m *Manager) endDisk(s *store.Session, attached map[string]string) error {
+	if s.Collab.Workflow != "" {
+		return nil
+	}
+	d, _, ok := m.sessionDisk(s)
+	if !ok {
+		return nil
+	}
+	defer m.disks.lock(d.Image)()
+	if _, err := os.Stat(d.Image); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("the session's disk: %w", err)
+	}
+	if s.Turns == 0 && s.LimitsEnforced == nil && len(s.AgentState) == 0 {
+		if err := d.Remove(); err != nil {
+			return fmt.Errorf("removing the disk of an ended session that never ran: %w", err)
+		}
+		if err := os.RemoveAll(d.Dir); err != nil {
+			return fmt.Errorf("removing the workspace of an ended session that never ran: %w", err)
+		}
+		return nil
+	}
+	if attached != nil {
+		if _, in := attached[realPath(d.Image)]; !in {
+			return nil
+		}
+	}
+	if err := d.Unmount(); err != nil {
+		return fmt.Errorf("unmounting the disk of an ended session: %w", err)
+	}
+	return nil
+}
+
+// realPath is p with its symbolic links resolved, as the kernel names a
+// loop device's backing file (p itself when that fails).
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }

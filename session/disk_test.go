@@ -261,3 +261,113 @@ func TestWorkflowDisk(t *testing.T) {
 		t.Fatalf("the workflow's disk is still mounted: %v %v", m, err)
 	}
 }
+
+// After a reboot (the server stopped, every box gone, every disk unmounted
+// and its loop device released), Recover mounts the disk of every session
+// that may use it — an idle one whose box is gone and a suspended one that
+// no runner touches — before it returns; an ended session's stays
+// unmounted. At their ends, a session that never ran loses its disk and
+// workspace at once, and a stopped one keeps its image, unmounted, until
+// its delete.
+func TestDisksRemountedAfterReboot(t *testing.T) {
+	needDisks(t)
+	e := newEnv(t, withDisks)
+	ctx := testbin.Context(t)
+	idle := e.create("msg hi", func(r *CreateRequest) { r.Limits.IdleTimeout = 48 * time.Hour })
+	susp := e.create("msg hi")
+	stopped := e.create("msg hi", func(r *CreateRequest) { r.Limits.IdleTimeout, r.Limits.MaxLifetime = 48*time.Hour, 10*time.Minute })
+	for _, v := range []*View{idle, susp, stopped} {
+		e.watch(v.ID).IdleAfter("t1")
+	}
+	for _, v := range []*View{idle, susp} {
+		if err := os.WriteFile(filepath.Join(v.Repos[0].Path, "marker"), []byte(v.ID), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A session that fails while provisioning (its repository does not fit
+	// its disk) never ran: its disk and workspace go at once.
+	big := testbin.TempDir(t)
+	if err := os.WriteFile(filepath.Join(big, "big.bin"), make([]byte, 40<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failed := e.create("msg hi", func(r *CreateRequest) { r.Repos[0].Source, r.Limits.DiskBytes = big, 32<<20 })
+	e.watch(failed.ID).State(store.StateFailed)
+	fd, _, _ := e.m.sessionDisk(e.get(failed.ID).Session)
+	if _, err := os.Stat(fd.Image); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the disk image of a session that failed before it ran: %v, want it removed", err)
+	}
+	if _, err := os.Stat(fd.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the workspace of a session that failed before it ran: %v, want it removed", err)
+	}
+
+	e.Clock.Advance(10 * time.Minute) // susp: idle timeout; stopped: max lifetime
+	e.watch(susp.ID).State(store.StateSuspended)
+	e.watch(stopped.ID).State(store.StateStopped)
+	sd, _, _ := e.m.sessionDisk(e.get(stopped.ID).Session)
+	if m, err := sd.Mounted(); err != nil || m {
+		t.Errorf("a stopped session's disk is mounted: %v %v", m, err)
+	}
+	if _, err := os.Stat(sd.Image); err != nil {
+		t.Errorf("a stopped session's disk image: %v, want it kept until the session is deleted", err)
+	}
+
+	// The reboot: the server stops, its boxes and mounts go.
+	if err := e.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.j.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.DestroyLocalBoxes()
+	if _, err := disk.UnmountUnder(e.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	var ds []disk.Disk
+	for _, v := range []*View{idle, susp, stopped} {
+		d, _, _ := e.m.sessionDisk(v.Session)
+		ds = append(ds, d)
+	}
+	testbin.WaitFor(t, time.Minute, "the loop devices to be released", func() bool {
+		att, err := disk.Attached()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if _, ok := att[d.Image]; ok {
+				return false
+			}
+		}
+		return true
+	})
+
+	e.open()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []*View{idle, susp} {
+		if m, err := ds[i].Mounted(); err != nil || !m {
+			t.Fatalf("session %s (%s) has no disk mounted when Recover returns: %v %v", v.ID, e.get(v.ID).State, m, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(v.Repos[0].Path, "marker")); err != nil || string(b) != v.ID {
+			t.Fatalf("session %s's workspace after the reboot: %q, %v", v.ID, b, err)
+		}
+	}
+	if m, err := ds[2].Mounted(); err != nil || m {
+		t.Errorf("the stopped session's disk was mounted again: %v %v", m, err)
+	}
+	for _, v := range []*View{idle, susp} {
+		w := e.watch(v.ID)
+		e.send(v.ID, "msg after the reboot", "")
+		w.Finished("t2")
+	}
+	if err := e.m.Delete(ctx, "owner-1", stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sd.Image); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the stopped session's image after its delete: %v", err)
+	}
+}

@@ -122,7 +122,9 @@
 // and the usage are saved, and the session is left idle with its box
 // RUNNING and its handle persisted (background processes the agent started
 // are stopped), so that the next server reattaches it. Queued messages stay
-// queued.
+// queued. With Config.StopBoxesOnExit (a server stopped for good) Close
+// destroys the boxes instead, and suspends the idle sessions, as their idle
+// timeout would have.
 //
 // Recover, called once when a server starts, resumes every session that was
 // live: an idle session's box is reattached from its persisted handle (a box
@@ -219,8 +221,22 @@
 // directory is the mount point of the session's disk (a workflow's,
 // shared by its sessions): a loop-mounted ext4 image of limits.disk_bytes
 // and disk_inodes that also holds the box's /tmp and HOME, so a box that
-// fills it gets ENOSPC and the host is unharmed. It is mounted again
-// before the workspaces are looked at (after a reboot) and removed with
-// the session. See disk.go. Whether a session's limits hold is stored
-// with it when its box starts (Session.LimitsEnforced, provision.go).
+// fills it gets ENOSPC and the host is unharmed. After a reboot Recover
+// mounts the disks of the live and suspended sessions again before any
+// runner starts; a session that ends unmounts its disk (keeping the image
+// until Delete, or removing it when nothing ran on it); Delete removes
+// it. See disk.go. Whether a session's limits hold is stored with it when
+// its box starts (Session.LimitsEnforced, provision.go).
+//
+// # Admission
+//
+// Disks are sparse, so what sessions were promised may exceed the host's
+// disk. A node keeps a floor of free space on its data directory's
+// filesystem (Config.MinFree: by default the smaller of 10% and 5 GiB, at
+// least 1 GiB): below it a create, a message that resumes a suspended
+// session and an environment's build are refused with a StorageError
+// (507 on the API) before anything is stored, and a node of several
+// advertises itself full (store.NodeFull) and takes no placements.
+// DiskUsage reports free space, floor, and what the sessions' disks hold
+// and were promised. See admission.go.
 package session

@@ -115,9 +115,12 @@ type env struct {
 	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool // withSharedData
-	st     store.Store
-	j      *journal.Journal
-	m      *Manager
+	stop   bool // withStopBoxes
+	// minFree is Config.MinFree (withMinFree).
+	minFree MinFree
+	st      store.Store
+	j       *journal.Journal
+	m       *Manager
 }
 
 type envConfig struct {
@@ -129,7 +132,13 @@ type envConfig struct {
 	guard  *netguard.Guard
 	node   *NodeConfig
 	shared bool
+	stop   bool
+	// minFree is Config.MinFree.
+	minFree MinFree
 }
+
+// withMinFree sets the Manager's floor of free space (Config.MinFree).
+func withMinFree(f MinFree) envOpt { return func(c *envConfig) { c.minFree = f } }
 
 // withSharedData: the nodes share the data directory (Config.CarryMax -1:
 // no workspace is carried, another node's box is reattached).
@@ -139,6 +148,9 @@ func withSharedData() envOpt { return func(c *envConfig) { c.shared = true } }
 func withNode(id string, ttl time.Duration) envOpt {
 	return func(c *envConfig) { c.node = &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl} }
 }
+
+// withStopBoxes: Close takes the boxes with it (Config.StopBoxesOnExit).
+func withStopBoxes(c *envConfig) { c.stop = true }
 
 type envOpt func(*envConfig)
 
@@ -202,7 +214,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop}
 	if !c.noOpen {
 		e.open()
 	}
@@ -220,7 +232,7 @@ func (e *env) open() {
 	}
 	m, err := NewManager(Config{
 		Environments: envs,
-		Store:        e.st, Journal: e.j, Egress: e.egress,
+		Store:        e.st, Journal: e.j, Egress: e.egress, StopBoxesOnExit: e.stop,
 		Backends:     e.Backends,
 		DataDir:      e.DataDir,
 		Sources:      e.Sources,
@@ -233,6 +245,7 @@ func (e *env) open() {
 		MCPGuard:     e.guard,
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
+		MinFree:      e.minFree,
 	})
 	if err != nil {
 		e.T.Fatal(err)

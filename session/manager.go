@@ -300,6 +300,10 @@ func (m *Manager) Close(ctx context.Context) error {
 	return nil
 }
 
+// StopsBoxes reports whether Close destroys the boxes
+// (Config.StopBoxesOnExit) rather than leaving them to the next server.
+func (m *Manager) StopsBoxes() bool { return m.cfg.StopBoxesOnExit }
+
 // Drain makes the Manager take no new work, for a planned restart: Create
 // and Send are refused with ErrUnavailable, and no runner starts a turn
 // (queued messages stay queued, for the next server). Running turns go on

@@ -185,3 +185,57 @@ func TestNodesCapacity(t *testing.T) {
 		t.Errorf("the younger queued session: %+v %v, want it still pending", s, err)
 	}
 }
+
+// TestNodesBelowFloor: a node below its floor of free space (admission.go)
+// advertises itself full (store.NodeFull): it refuses a create, sends new
+// sessions to a node with room (PlaceNew), and takes over no session
+// nobody owns; the other node, with room, places new sessions on itself.
+func TestNodesBelowFloor(t *testing.T) {
+	e := newEnv(t, withNode("a", nodeTTL), withSharedData(), withMinFree(MinFree{Bytes: 1 << 60})) // never that much free
+	ctx := testbin.Context(t)
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := e.openNode("b", nodeTTL)
+	if err := b.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node a to advertise itself full", func() bool {
+		ns, err := e.st.ListNodes(ctx)
+		return err == nil && len(ns) == 2 && ns[0].ID == "a" && ns[0].Capacity == store.NodeFull && ns[1].Capacity == 0
+	})
+	if n, ok, err := e.m.PlaceNew(ctx); err != nil || !ok || n.ID != "b" {
+		t.Fatalf("node a's PlaceNew: %+v %v %v, want node b", n, ok, err)
+	}
+	if n, ok, err := b.PlaceNew(ctx); err != nil || ok {
+		t.Fatalf("node b's PlaceNew: %+v %v %v, want here", n, ok, err)
+	}
+	_, err := e.m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg hi"})
+	if !errors.Is(err, ErrInsufficientStorage) {
+		t.Fatalf("a create on node a: %v, want ErrInsufficientStorage", err)
+	}
+
+	// A session nobody owns (b stopped and gave its lease up): a takes
+	// none over.
+	v, err := b.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "msg hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stacktest.Watch(t, v.ID, func(after int64) (*journal.Subscription, error) {
+		return b.Subscribe(context.Background(), "", v.ID, after)
+	}).Until("turn t1 to end", stacktest.TurnEnded("t1"))
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := b.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node != "" {
+		t.Fatalf("the lease after node b stopped: %+v %v, want released", l, err)
+	}
+	if err := e.m.takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node == "a" {
+		t.Fatalf("node a, below its floor, took the session over: %+v %v", l, err)
+	}
+}

@@ -252,7 +252,7 @@ func (m *Manager) keep() {
 			t.Stop() // Go ≥ 1.23: no stale tick after Stop or Reset
 		}
 		ctx, cancel := context.WithTimeout(m.base, ttl)
-		if _, err := m.st.HeartbeatNode(ctx, store.Node{ID: m.node.cfg.ID, Addr: m.node.cfg.Addr, Capacity: m.node.cfg.Capacity}, ttl); err != nil && ctx.Err() == nil {
+		if _, err := m.st.HeartbeatNode(ctx, store.Node{ID: m.node.cfg.ID, Addr: m.node.cfg.Addr, Capacity: m.advertised()}, ttl); err != nil && ctx.Err() == nil {
 			m.log.Warn("heartbeat", "err", err)
 		}
 		m.renewLeases(ctx)

@@ -8,7 +8,8 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// Placing sessions by capacity (several nodes, NodeConfig.Capacity > 0).
+// Placing sessions by capacity (several nodes, NodeConfig.Capacity > 0,
+// or a node below its floor of free space, which has no room at all).
 //
 // A node runs at most Capacity sessions: the leases it holds (a suspended
 // session's lease is given up, so it takes no place). A new session is
@@ -36,6 +37,16 @@ import (
 // node never takes more than Capacity; nodes do not reserve places on
 // each other, so a forwarded create that finds its target full queues.
 
+// advertised is the Capacity this node's heartbeat announces: its bound,
+// or store.NodeFull while it is below its floor of free space, so that
+// other nodes place no new session here.
+func (m *Manager) advertised() int {
+	if m.full() {
+		return store.NodeFull
+	}
+	return m.node.cfg.Capacity
+}
+
 // capacity is this node's bound (0: none; always 0 with one node).
 func (m *Manager) capacity() int {
 	if m.node == nil {
@@ -52,8 +63,12 @@ func (m *Manager) hasRoomLocked() bool {
 }
 
 // claimIfRoom is claim for a session this node is not bound to run (a
-// takeover): full, and nothing taken, when this node has no room.
+// takeover): full, and nothing taken, when this node has no room (its
+// Capacity, or its floor of free space: admission.go).
 func (m *Manager) claimIfRoom(ctx context.Context, id string) (unlock func(), full bool, err error) {
+	if m.node != nil && m.full() {
+		return nil, true, nil
+	}
 	if m.capacity() <= 0 {
 		unlock, err = m.claim(ctx, id)
 		return unlock, false, err
@@ -76,14 +91,18 @@ func (m *Manager) claimIfRoom(ctx context.Context, id string) (unlock func(), fu
 // journal what the caller writes, and is given up by release instead of
 // running the session.
 func (m *Manager) claimOrQueue(ctx context.Context, id string) (unlock func(), queued bool, err error) {
-	if m.capacity() <= 0 {
+	// Below the floor of free space a node has no room either (a session
+	// that reaches here then was admitted: a message to one queued for a
+	// place, say).
+	low := m.node != nil && m.full()
+	if m.capacity() <= 0 && !low {
 		unlock, err = m.claim(ctx, id)
 		return unlock, false, err
 	}
 	m.node.place.Lock()
 	defer m.node.place.Unlock()
 	m.mu.Lock()
-	queued = m.node.held[id] == nil && !m.hasRoomLocked()
+	queued = m.node.held[id] == nil && (low || !m.hasRoomLocked())
 	m.mu.Unlock()
 	unlock, err = m.claim(ctx, id)
 	return unlock, queued, err
@@ -121,18 +140,24 @@ func (m *Manager) kickKeeper() {
 }
 
 // PlaceNew is where a new session should be created, for a caller that
-// forwards creates (harvest serve): when this node is full, another live
-// node with room (ok true; the one with the most room, a node without a
-// bound first). Otherwise, or when every node is full, create it here (a
-// full node queues it).
+// forwards creates (harvest serve): when this node is full (its Capacity,
+// or below its floor of free space), another live node with room (ok
+// true; the one with the most room, a node without a bound first; a node
+// advertising store.NodeFull has none). Otherwise, or when every node is
+// full, create it here (a node full by Capacity queues it; one below its
+// floor refuses it: admission.go).
 func (m *Manager) PlaceNew(ctx context.Context) (n store.Node, ok bool, err error) {
-	if m.capacity() <= 0 {
+	if m.node == nil {
+		return store.Node{}, false, nil
+	}
+	low := m.full()
+	if m.capacity() <= 0 && !low {
 		return store.Node{}, false, nil
 	}
 	m.mu.Lock()
 	room := m.hasRoomLocked()
 	m.mu.Unlock()
-	if room {
+	if room && !low {
 		return store.Node{}, false, nil
 	}
 	nodes, err := m.st.ListNodes(ctx)
@@ -140,7 +165,10 @@ func (m *Manager) PlaceNew(ctx context.Context) (n store.Node, ok bool, err erro
 		return store.Node{}, false, fmt.Errorf("listing the nodes to place a new session: %w", err)
 	}
 	free := func(n store.Node) int {
-		if n.Capacity <= 0 {
+		switch {
+		case n.Capacity == store.NodeFull:
+			return 0 // below its floor of free space
+		case n.Capacity <= 0:
 			return int(^uint(0) >> 1)
 		}
 		return n.Capacity - n.Leases

@@ -105,6 +105,9 @@ func (m *Manager) Prepare(ctx context.Context, req PrepareRequest) (*store.Envir
 		}
 		return workspace.ReadHead(dst), nil
 	}
+	if err := m.admit("preparing an environment"); err != nil {
+		return nil, err
+	}
 	var env []string
 	if repo.GitHub != "" && m.cfg.SetupSecrets != nil {
 		var err error

@@ -129,7 +129,7 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		if r.ctx.Err() != nil {
 			return nil, nil, err
 		}
-		return nil, nil, fatal(fmt.Errorf("starting the sandbox (%s backend): %w", s.Backend, err))
+		return nil, nil, fatal(fmt.Errorf("starting the sandbox (%s backend): %w", s.Backend, r.d.host.hostFull(err)))
 	}
 	if err := r.checkout(ctx, sb, fresh); err != nil {
 		r.discard(sb, nil)

@@ -7,13 +7,16 @@ import (
 	"slices"
 
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/store"
 )
 
 // Recover resumes what a previous server left (see the package doc): it
-// destroys the boxes of its sessions that no session owns, clears the
-// handles of ended sessions and starts a runner for every live session and
-// every suspended one with queued messages. The runners reattach or replace
+// mounts again the disks of the live and suspended sessions (after a
+// reboot), destroys the boxes of its sessions that no session owns, clears
+// the handles of ended sessions, lets go of their disks, and starts a
+// runner for every live session and every suspended one with queued
+// messages. The runners reattach or replace
 // boxes and mark interrupted turns as they start. Call it once, before
 // serving.
 //
@@ -37,6 +40,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recovering sessions: listing them: %w", err)
 	}
+	// Before any runner starts: after a reboot, no workspace is looked at
+	// on an empty mount point (disk.go).
+	m.remountDisks(ctx, all)
 	var errs []error
 	owned, known := map[string]bool{}, map[string]bool{}
 	names := []string{m.cfg.DefaultBackend}
@@ -69,6 +75,20 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, name := range names {
 		if err := m.reapOrphans(ctx, name, owned, known); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	// Ended sessions' disks, their boxes gone: a crash between the end
+	// and letting go of the disk, or an older server's.
+	attached, err := disk.Attached()
+	if err != nil {
+		attached = nil // endDisk looks for itself
+	}
+	for _, s := range all {
+		if !s.State.Ended() {
+			continue
+		}
+		if err := m.endDisk(s, attached); err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", s.ID, err))
 		}
 	}
 	for _, s := range all {

@@ -22,11 +22,17 @@ const refreshRetryMax = 4 * time.Hour
 // failed is retried only once its backoff is over (the refresh interval,
 // doubling with each failure, at most refreshRetryMax). A failed build
 // never blocks a session: sessions start from the newest ready
-// environment. It returns how many builds it began; they run in the
+// environment. Below the data directory's floor of free space it builds
+// nothing (admission.go). It returns how many builds it began; they run in the
 // background like Prepare's.
 func (m *Manager) RefreshEnvironments(ctx context.Context) (int, error) {
 	b, ok := m.cfg.Environments.(EnvBuilder)
 	if !ok || b == nil {
+		return 0, nil
+	}
+	if m.full() {
+		// Below the floor of free space (admission.go, which logged it):
+		// no rebuilds until there is room; the ready environments serve.
 		return 0, nil
 	}
 	all, err := b.List(ctx, store.EnvironmentFilter{States: []string{store.EnvReady, store.EnvFailed, store.EnvBuilding}})

@@ -101,9 +101,11 @@ type runnerHost interface {
 	destroyHandle(ctx context.Context, backend string, raw []byte) error
 	prepareWorkspaces(ctx context.Context, s *store.Session) (map[string]copied, error)
 	boxDiskDir(s *store.Session) string
+	endDisk(s *store.Session, attached map[string]string) error
 	egressAllow(s *store.Session) (allow []string, bridge bool)
 	withDefaults(s *store.Session) *store.Session
 	hideDataDir(msg string) string
+	hostFull(err error) error
 	wakeWorkflow(s *store.Session)
 	beginTurn() bool
 	endTurn()
@@ -472,7 +474,8 @@ func (r *runner) suspend() error {
 }
 
 // stop ends the session for good (max lifetime): box destroyed, queued
-// messages dropped, workspace kept until Delete.
+// messages dropped, workspace kept until Delete (its disk unmounted, or
+// removed if no box ever ran on it: endDisk).
 func (r *runner) stop(reason string) error {
 	r.dropBox()
 	if err := r.dropQueue(); err != nil {
@@ -480,6 +483,7 @@ func (r *runner) stop(reason string) error {
 	}
 	ctx, cancel := r.finalCtx()
 	defer cancel()
+	r.endDisk() // before the state says so: whoever sees it ended sees its disk let go
 	if err := r.setState(ctx, store.StateStopped, reason, func(s *store.Session) { s.Sandbox = nil }); err != nil {
 		return err
 	}
@@ -497,6 +501,7 @@ func (r *runner) fail(cause error) error {
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	msg := r.d.host.hideDataDir(cause.Error())
+	r.endDisk() // before the state says so: whoever sees it ended sees its disk let go
 	err := r.setState(ctx, store.StateFailed, msg, func(s *store.Session) {
 		s.Sandbox = nil
 		s.Error = msg
@@ -505,6 +510,17 @@ func (r *runner) fail(cause error) error {
 		r.ended()
 	}
 	return err
+}
+
+// endDisk lets go of the disk of the session that ends (disk.go), its box
+// gone; a failure is logged, and the next Recover tries again. Should the
+// end not be stored after all (a crash), the session is live again at the
+// next start, and its disk is mounted again (or remade, for one that never
+// ran: its workspace is copied afresh).
+func (r *runner) endDisk() {
+	if err := r.d.host.endDisk(r.s, nil); err != nil {
+		r.log.Warn("letting go of the ended session's disk", "err", err)
+	}
 }
 
 // ended tells the forge a session on its repositories ended (its
@@ -591,6 +607,9 @@ func (r *runner) release() {
 		if err := r.box.Destroy(ctx); err != nil {
 			r.log.Warn("destroying the box of a deleted session", "box", r.box.ID(), "err", err)
 		}
+	case errors.Is(context.Cause(r.ctx), errShutdown) && r.d.cfg.StopBoxesOnExit:
+		r.stopForGood(ctx)
+		return
 	case (lost || errors.Is(context.Cause(r.ctx), errShutdown)) && r.d.carry != nil:
 		// Nodes that do not share the data directory: the lease is lost,
 		// or given up at shutdown, and the next owner restores the
@@ -603,6 +622,33 @@ func (r *runner) release() {
 		r.box.Close()
 	}
 	r.setBox(nil)
+}
+
+// stopForGood destroys the box at a shutdown with StopBoxesOnExit. An idle
+// session is suspended (as at its idle timeout: the next message resumes
+// it); another keeps its state, without a box (the next start makes one).
+// The box is destroyed before the handle is cleared: a failure leaves the
+// handle, and the next start destroys or reattaches the box.
+func (r *runner) stopForGood(ctx context.Context) {
+	id := r.box.ID()
+	err := r.box.Destroy(ctx)
+	r.setBox(nil)
+	r.setBoxID("")
+	if err != nil {
+		r.log.Warn("destroying the box of a server stopping for good", "box", id, "err", err)
+		return
+	}
+	if r.s.State == store.StateIdle {
+		r.d.carry.checkpoint(ctx, r.fence, r.s, lastTurn(r.s))
+		err = r.setState(ctx, store.StateSuspended, "the server stopped with --stop-boxes-on-exit: the box was stopped; the workspace and the conversation are kept, and the next message resumes them", func(s *store.Session) {
+			s.Sandbox = nil
+		})
+	} else {
+		_, err = r.d.st.UpdateSession(ctx, r.id, func(s *store.Session) error { s.Sandbox = nil; return nil })
+	}
+	if err != nil {
+		r.log.Warn("recording that the box of a server stopping for good is gone", "err", err)
+	}
 }
 
 func decodeHandle(raw []byte) (sandbox.Handle, error) {

@@ -94,6 +94,12 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 	if end := s.CreatedAt.Add(s.Limits.MaxLifetime); !m.clock.Now().Before(end) {
 		return nil, fmt.Errorf("session %s reached its max lifetime of %s: %w; start a new session", id, s.Limits.MaxLifetime, ErrConflict)
 	}
+	if s.State == store.StateSuspended {
+		// A resume: refused, the message not stored, below the floor.
+		if err := m.admit(fmt.Sprintf("resuming session %s (the message was not stored)", id)); err != nil {
+			return nil, err
+		}
+	}
 	if mode == "" {
 		mode = s.Mode
 	}

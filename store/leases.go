@@ -164,7 +164,8 @@ type Node struct {
 	ID string `json:"id"`
 	// Addr is where the other nodes reach it (host:port).
 	Addr string `json:"addr"`
-	// Capacity is how many sessions it takes at most (0: no bound).
+	// Capacity is how many sessions it takes at most (0: no bound;
+	// NodeFull: none at the moment).
 	Capacity int `json:"capacity"`
 	// Heartbeat is its last heartbeat and Expires when that one runs out
 	// (the store's clock; set by the store).
@@ -173,6 +174,12 @@ type Node struct {
 	// Leases counts the unexpired session leases it holds (ListNodes).
 	Leases int `json:"leases"`
 }
+
+// NodeFull is the Capacity of a node that takes no new sessions at the
+// moment, whatever its bound (its data directory is below its floor of
+// free space: package session's admission): other nodes place none there
+// and it takes none over.
+const NodeFull = -1
 
 // LeaseFilter selects sessions for ExpiredLeases; zero fields match all.
 type LeaseFilter struct {

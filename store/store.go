@@ -332,10 +332,44 @@ type Delivery struct {
 	Payload    []byte    `json:"-"`
 	ReceivedAt time.Time `json:"received_at"`
 	State      string    `json:"state"`
-	// Attempts counts processing attempts begun.
+	// Attempts counts processing attempts begun (since the last replay).
 	Attempts int       `json:"attempts"`
 	Result   string    `json:"result,omitempty"`
 	DoneAt   time.Time `json:"done_at,omitzero"`
+	// NotBefore is when a pending delivery is due (zero: now): after a
+	// failed attempt, or a window of GitHub's limits.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// Replays counts the times a failed delivery was replayed.
+	Replays int `json:"replays,omitempty"`
+}
+
+// DeliveryFilter selects deliveries to list, newest first; zero fields
+// match all.
+type DeliveryFilter struct {
+	State string // DeliveryPending, DeliveryDone or DeliveryFailed
+	Limit int    // 0: 100
+}
+
+// GitHubMark is a window of GitHub's limits (or a fact of an
+// installation) shared by the nodes: nothing is sent for Scope before
+// Until (package gh's Mark).
+type GitHubMark struct {
+	Scope string    `json:"scope"`
+	Kind  string    `json:"kind"`
+	Until time.Time `json:"until"`
+	Note  string    `json:"note,omitempty"`
+}
+
+// GitHubMarks is the part of a Store where the nodes share what they
+// learn of GitHub's limits.
+type GitHubMarks interface {
+	// GitHubMarks lists scope's marks not yet ended.
+	GitHubMarks(ctx context.Context, scope string) ([]GitHubMark, error)
+	// PutGitHubMark records m, keeping a later Until already recorded for
+	// its scope and kind (and drops the scope's marks that have ended).
+	PutGitHubMark(ctx context.Context, m GitHubMark) error
+	// DeleteGitHubMark removes a mark (no error if there is none).
+	DeleteGitHubMark(ctx context.Context, scope, kind string) error
 }
 
 // Deliveries is the part of a Store the webhook receiver uses: a durable
@@ -353,6 +387,19 @@ type Deliveries interface {
 	// FinishDelivery records a pending delivery's end (DeliveryDone or
 	// DeliveryFailed) with what it did.
 	FinishDelivery(ctx context.Context, id, state, result string) error
+	// RetryDelivery makes a pending delivery due at notBefore, with why
+	// its last attempt failed as its result.
+	RetryDelivery(ctx context.Context, id string, notBefore time.Time, why string) error
+	// DeferDelivery makes a pending delivery due at notBefore and gives
+	// back the attempt BeginDelivery counted: it was held back (one of
+	// GitHub's windows), not failed.
+	DeferDelivery(ctx context.Context, id string, notBefore time.Time, why string) error
+	// ReplayDelivery makes a failed delivery pending again, due now, with
+	// no attempts, and counts the replay; one that is not failed is
+	// ErrConflict (so of two replays at once, one wins).
+	ReplayDelivery(ctx context.Context, id string) (*Delivery, error)
+	// ListDeliveries lists deliveries, newest first, payloads included.
+	ListDeliveries(ctx context.Context, f DeliveryFilter) ([]*Delivery, error)
 	GetDelivery(ctx context.Context, id string) (*Delivery, error)
 	// PruneDeliveries deletes finished deliveries received before t and
 	// returns how many.
@@ -408,6 +455,7 @@ var (
 	_ EventStore   = Store(nil)
 	_ Locker       = Store(nil)
 	_ Deliveries   = Store(nil)
+	_ GitHubMarks  = Store(nil)
 	_ Environments = Store(nil)
 	_ Secrets      = Store(nil)
 	_ Memory       = Store(nil)
@@ -482,6 +530,7 @@ type Store interface {
 	DeleteToken(ctx context.Context, id string) error
 
 	Deliveries
+	GitHubMarks
 	Environments
 	Secrets
 	Memory

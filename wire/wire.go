@@ -38,7 +38,10 @@ const (
 	CodeTooLarge         = "too_large"              // 413: the body is over MaxBody
 	CodeMediaType        = "unsupported_media_type" // 415: a body that is not application/json
 	CodeUnavailable      = "unavailable"            // 503: the server is shutting down
-	CodeInternal         = "internal"               // 500: a bug or a failing store; the message says which
+	// 507: the server's data directory is below its floor of free space:
+	// no new sessions, resumes or environment builds until space is freed.
+	CodeInsufficientStorage = "insufficient_storage"
+	CodeInternal            = "internal" // 500: a bug or a failing store; the message says which
 )
 
 // ErrorBody is every error response: {"error":{"code","message"}}.

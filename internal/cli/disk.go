@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/session"
 )
 
 // diskFlags are --disk and --disk-inodes: the size of a box's disk
@@ -123,21 +124,36 @@ func serveDisks(ctx context.Context, data string, f serveFlags, stderr io.Writer
 }
 
 // diskReport says whether disk limits can be enforced here (`harvest
-// doctor`).
+// doctor`), and what the data directory holds against what its sessions'
+// disks were promised.
 type diskReport struct {
 	Available bool   `json:"available"`
 	Mechanism string `json:"mechanism"`
 	Dir       string `json:"dir"` // where a disk was tried
 	Reason    string `json:"reason,omitempty"`
 	CreateMS  int64  `json:"create_ms,omitempty"` // making, mounting and removing the trial disk
+	// Space is the data directory's free space, floor and session disks
+	// (absent when there is no data directory yet); SpaceError why it
+	// could not be measured.
+	Space      *session.DiskUsage `json:"space,omitempty"`
+	SpaceError string             `json:"space_error,omitempty"`
 }
 
 // checkDisks tries a small disk in the server's data directory (or, when
-// it does not exist yet, in the temporary directory).
-func checkDisks(ctx context.Context) diskReport {
+// it does not exist yet, in the temporary directory), and measures the
+// data directory's space with the floor minFree.
+func checkDisks(ctx context.Context, data string, minFree session.MinFree) diskReport {
 	r := diskReport{Mechanism: "a sparse ext4 image per session, loop-mounted (bytes and inodes enforced by the kernel)"}
-	dir, err := serverDataDir("")
-	if err != nil || !isDir(dir) {
+	dir, err := serverDataDir(data)
+	exists := err == nil && isDir(dir)
+	if exists {
+		u, err := session.ReadDiskUsage(ctx, dir, minFree)
+		if err != nil {
+			r.SpaceError = err.Error()
+		} else {
+			r.Space = &u
+		}
+	} else {
 		dir = os.TempDir()
 	}
 	r.Dir = dir
@@ -155,10 +171,32 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-func printDiskReport(w io.Writer, r diskReport) {
+func printDiskReport(w io.Writer, r diskReport, minFree session.MinFree) {
 	if r.Available {
 		fmt.Fprintf(w, "\ndisk limits: ok: %s; a trial disk in %s took %d ms\n", r.Mechanism, r.Dir, r.CreateMS)
+	} else {
+		fmt.Fprintf(w, "\ndisk limits: UNAVAILABLE: %s\n  harvest serve then refuses to start, unless given --no-disk-limits (the sessions' workspaces, /tmp and HOME can then fill the host's disk)\n", r.Reason)
+	}
+	if r.SpaceError != "" {
+		fmt.Fprintf(w, "data directory: cannot measure its space: %s\n", r.SpaceError)
+	}
+	u := r.Space
+	if u == nil {
 		return
 	}
-	fmt.Fprintf(w, "\ndisk limits: UNAVAILABLE: %s\n  harvest serve then refuses to start, unless given --no-disk-limits (the sessions' workspaces, /tmp and HOME can then fill the host's disk)\n", r.Reason)
+	fmt.Fprintf(w, "data directory %s: %s free of %s", u.Dir, session.Approx(u.Free), session.Approx(u.Size))
+	switch {
+	case u.Floor == 0:
+		fmt.Fprintf(w, "; no floor (--min-free 0): new work is taken whatever is free\n")
+	case u.Below():
+		fmt.Fprintf(w, "; BELOW the floor of %s (--min-free %s): harvest serve refuses new sessions, resumes and environment builds (507) until space is freed\n", session.Approx(u.Floor), minFree)
+	default:
+		fmt.Fprintf(w, "; floor %s (--min-free %s): %s before harvest serve refuses new work\n", session.Approx(u.Floor), minFree, session.Approx(u.Free-u.Floor))
+	}
+	fmt.Fprintf(w, "session disks: %d, holding %s of the host; %d live (mounted) ones were promised %s in all, %s more than they hold",
+		u.Disks, session.Approx(u.Allocated), u.Live, session.Approx(u.Promised), session.Approx(u.PromisedFree))
+	if u.PromisedFree > u.Free {
+		fmt.Fprintf(w, ": %.1f× the free space (disks are sparse: each session is bounded by its limit, not their sum)", float64(u.PromisedFree)/float64(max(u.Free, 1)))
+	}
+	fmt.Fprintln(w)
 }

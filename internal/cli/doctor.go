@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/session"
 )
 
 // agentReport says whether an external agent's CLI is installed.
@@ -62,6 +63,7 @@ func checkAgents(ctx context.Context) []agentReport {
 
 func newDoctorCmd() *cobra.Command {
 	var asJSON bool
+	var data, minFreeFlag string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check which sandbox backends and agent CLIs work on this machine, and how to fix the others",
@@ -70,15 +72,21 @@ say why and how to fix it. Then the external agents' CLIs (--agent claudecode,
 terminal, opencode): installed under $HARVEST_CLI_PREFIX (default
 /opt/harvest/npm, where scripts/setup puts them) and their versions. Then
 whether disk limits (--disk) can be enforced here: a small disk is made,
-mounted and removed in the data directory. Exits 0
+mounted and removed in the data directory; and the data directory's free
+space against its floor (harvest serve --min-free) and against the disk
+limits promised to its live sessions. Exits 0
 when at least one isolating backend works; the CLIs are optional.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 			defer cancel()
+			minFree, err := session.ParseMinFree(minFreeFlag)
+			if err != nil {
+				return exitCode(2, err)
+			}
 			reports := backends.Doctor(ctx, backends.Options{})
 			agents := checkAgents(ctx)
-			disks := checkDisks(ctx)
+			disks := checkDisks(ctx, data, minFree)
 			ok := false
 			for _, r := range reports {
 				if r.Available && r.Isolating {
@@ -138,7 +146,7 @@ when at least one isolating backend works; the CLIs are optional.`,
 				if len(reports) > 0 && reports[0].Agent != "" {
 					fmt.Fprintf(out, "\nin-box agent: %s\n", reports[0].Agent)
 				}
-				printDiskReport(out, disks)
+				printDiskReport(out, disks, minFree)
 				fmt.Fprintln(out)
 				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "AGENT\tSTATUS\tCLI")
@@ -158,5 +166,7 @@ when at least one isolating backend works; the CLIs are optional.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&data, "data", "", "the server's data directory (default $HARVEST_HOME, else ~/.harvest)")
+	cmd.Flags().StringVar(&minFreeFlag, "min-free", "", "the floor of free space the server keeps there, as harvest serve --min-free (default: 10% of the filesystem, at least 1g, at most 5g)")
 	return cmd
 }

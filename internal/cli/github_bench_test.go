@@ -14,6 +14,7 @@ import (
 
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/sim/ghsim"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // BenchmarkGitHubWebhook: a real harvest serve, the GitHub stand-in and
@@ -124,4 +125,94 @@ func firstModelRequest(b *testing.B, simURL, marker string) time.Time {
 	}
 	b.Fatalf("no model request mentions %s", marker)
 	return time.Time{}
+}
+
+// BenchmarkGitHubRateLimitStorm: a real harvest serve on the GitHub
+// stand-in; each iteration puts the app's installation under a secondary
+// limit (403, Retry-After: 15), then 100 mentions arrive (by a person
+// without write access, so each is answered with a reply and starts
+// nothing). It reports the requests Harvest sent inside the window besides
+// the one GitHub refused (inside-window, must be 0), the refused ones
+// (refused), and how long after the window's end the last reply reached
+// GitHub (drain-s).
+//
+//	go test -run '^$' -bench GitHubRateLimitStorm -benchtime 1x ./internal/cli/
+func BenchmarkGitHubRateLimitStorm(b *testing.B) {
+	const mentions, window = 100, 15 * time.Second
+	g := newGHEnv(b)
+	e := newServeEnvWith(b, githubScript)
+	s := e.start(g.serveArgs()...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		b.Fatal(err)
+	}
+	c := e.client(s)
+	ctx := context.Background()
+	var issues []int
+	for i := range 10 {
+		n, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: fmt.Sprint("storm ", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		issues = append(issues, n)
+	}
+	replies := func() int {
+		n := 0
+		for _, r := range g.gs.Requests() {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/comments") && byHarvest(r) && r.Status == http.StatusCreated {
+				n++
+			}
+		}
+		return n
+	}
+	// Harvest knows the installation and has its token.
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "mallory", Repo: "acme/calc", Number: g.issue, Body: "@harvest warm up"}); err != nil {
+		b.Fatal(err)
+	}
+	waitHTTP(b, time.Minute, "the warm-up reply", func() bool { return replies() == 1 })
+	var inside, refused, drain []float64
+	// for range b.N, not b.Loop: with this body, b.Loop's keep-alive
+	// crashes go1.26.8's compiler (escape analysis, a nil type).
+	for range b.N {
+		before := replies()
+		start := time.Now()
+		if err := g.gs.SetSecondaryLimit(ghsim.SecondaryLimitSpec{LimitScope: ghsim.LimitScope{InstallationID: g.inst}, For: int(window / time.Second)}); err != nil {
+			b.Fatal(err)
+		}
+		for i := range mentions {
+			if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "mallory", Repo: "acme/calc", Number: issues[i%len(issues)], Body: fmt.Sprintf("@harvest storm %d", i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		waitHTTP(b, 5*time.Minute, "the storm's replies", func() bool { return replies() >= before+mentions })
+		end := start.Add(window)
+		var in, ref float64
+		var last time.Time
+		for _, r := range g.gs.Requests() {
+			if !byHarvest(r) || r.Time.Before(start) {
+				continue
+			}
+			switch {
+			case r.Time.Before(end) && r.Status == http.StatusForbidden:
+				ref++
+			case r.Time.Before(end):
+				in++
+			}
+			if r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/comments") && r.Time.After(last) {
+				last = r.Time
+			}
+		}
+		inside = append(inside, in)
+		refused = append(refused, ref)
+		drain = append(drain, last.Sub(end).Seconds())
+		if in != 0 {
+			b.Errorf("%v requests sent inside the window", in)
+		}
+	}
+	ds, err := c.GitHubDeliveries(ctx, wire.DeliveryFailed, 0)
+	if err != nil || len(ds) != 0 {
+		b.Errorf("failed deliveries: %v, %v", ds, err)
+	}
+	b.ReportMetric(pct(inside, 100), "inside-window")
+	b.ReportMetric(pct(refused, 100), "refused")
+	b.ReportMetric(pct(drain, 50), "drain-s")
 }

@@ -94,7 +94,7 @@ Start here:
 	root.AddCommand(newAgentCmds()...)
 	root.AddCommand(newSimCmd())
 	root.AddCommand(newServeCmd(), newSessionCmd(), newTokenCmd(), newSecretCmd(), newPrepareCmd())
-	root.AddCommand(newMemoryCmd(), newStoreCmd())
+	root.AddCommand(newMemoryCmd(), newStoreCmd(), newGitHubCmd())
 	return root
 }
 

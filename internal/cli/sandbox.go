@@ -38,8 +38,16 @@ func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Create boxes and run commands in them",
+		Long: `Create boxes and run commands in them, and manage the boxes on this machine.
+
+A box outlives the process that made it only on purpose: harvest serve
+leaves its sessions' boxes running when it stops, for its next start to
+reattach (unless --stop-boxes-on-exit), and harvest sandbox run --keep keeps
+its box. harvest sandbox ls lists every box; harvest sandbox prune destroys
+those no running Harvest owns, and never a running one's; harvest sandbox
+rm destroys the boxes you name.`,
 	}
-	cmd.AddCommand(newSandboxRunCmd(), newSandboxLsCmd(), newSandboxRmCmd())
+	cmd.AddCommand(newSandboxRunCmd(), newSandboxLsCmd(), newSandboxRmCmd(), newSandboxPruneCmd())
 	return cmd
 }
 
@@ -106,7 +114,7 @@ failed, 126 if the command could not be executed, 127 if it was not found.`,
 	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringVar(&f.tty, "tty", "auto", "pseudo-terminal: auto (when stdin is a terminal), always or never")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow --backend host: run directly on this machine with NO isolation")
-	fl.BoolVar(&f.keep, "keep", false, "keep the box after the command ends (remove it with harvest sandbox rm)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the box after the command ends (remove it with harvest sandbox rm ID, or harvest sandbox prune: no running Harvest owns it)")
 	return cmd
 }
 

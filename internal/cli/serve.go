@@ -62,6 +62,7 @@ type serveFlags struct {
 	grace      time.Duration
 	disk       diskFlags
 	noDisks    bool
+	minFree    string
 	github     githubFlags
 	refresh    time.Duration
 	repoConfig string
@@ -77,6 +78,9 @@ type serveFlags struct {
 	maxSess    int
 	sharedData bool
 	carryMax   string
+	stopBoxes  bool
+	config     string
+	printCfg   bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -105,9 +109,23 @@ SIGINT or SIGTERM drains it for a restart: new sessions and messages get
 API keeps answering reads and event streams, and running turns get
 --shutdown-grace to finish; then what still runs is interrupted (marked so,
 and resumed by the next start) and it exits. A second signal skips the
-rest of the grace. Nothing is lost either way, nor by kill -9. As PID 1 (a
-container without an init) it runs the server as its child and reaps the
-orphans the kernel gives it, like tini.
+rest of the grace. Nothing is lost either way, nor by kill -9. The
+sessions' boxes are left running for the next start to reattach; to stop
+for good, give --stop-boxes-on-exit: then they are destroyed after the
+drain and the idle sessions suspended (their next message resumes them on
+a new box). Boxes a server left that no running server owns (it was
+stopped without the flag, or killed) are removed by harvest sandbox prune.
+Warm boxes (--pool) never outlive the server. As PID 1 (a container
+without an init) it runs the server as its child and reaps the orphans
+the kernel gives it, like tini.
+
+Settings: every flag below is also a key of a YAML config file, --config
+FILE (or $HARVEST_CONFIG): the flag's name without its --, a list for a
+repeatable flag, a mapping for a NAME=VALUE one (see README: A config
+file). The command line wins over the file, the file over the
+environment, the environment over the defaults; a mistake in the file is
+reported with its line. --print-config prints the effective settings as
+such a file, secrets redacted.
 
 Repositories: the admin token's sessions may copy any directory but /proc,
 /sys, /dev and the data directory, and clone any git URL. A user token's
@@ -132,9 +150,20 @@ the checked address is the one dialed. To allow an internal server, give
 checked.`,
 		Example: `  harvest serve
   harvest serve --listen 127.0.0.1:8080 --data /srv/harvest
+  harvest serve --config /etc/harvest/serve.yaml --pool 4
+  harvest serve --config /etc/harvest/serve.yaml --print-config
   HARVEST_HOME=/tmp/h harvest serve --sim-script task.yaml`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := applyServeConfig(cmd.Flags(), configPath(f.config))
+			if err != nil {
+				return err
+			}
+			if f.printCfg {
+				return printServeConfig(cmd.OutOrStdout(), cmd.Flags(), cfg)
+			}
+			return cfg.explain(serve(cmd, f)) // f as the file set it
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", DefaultListen, "address to listen on, HOST:PORT (port 0: any free port)")
@@ -146,6 +175,7 @@ checked.`,
 	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
+	fl.StringVar(&f.minFree, "min-free", "", "free space kept on the data directory's filesystem: below it new sessions, resumes and environment builds are refused (507); a size like 5g, a share like 10%, or 0 for none (default: 10% of the filesystem, at least 1g, at most 5g)")
 	fl.BoolVar(&f.noDisks, "no-disk-limits", false, "run sessions without disk limits (their workspaces, /tmp and HOME can fill the host's disk; sessions say limits_enforced.disk false), where disks cannot be made: without it, harvest serve refuses to start there")
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
@@ -165,6 +195,16 @@ checked.`,
 	addNodeFlags(fl, &f)
 	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
+	fl.BoolVar(&f.stopBoxes, "stop-boxes-on-exit", false, "on SIGTERM or SIGINT, after the drain, destroy the sessions' boxes (idle sessions are suspended: their next message resumes them) instead of leaving them running for the next start to reattach")
+	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see README: A config file)")
+	fl.BoolVar(&f.printCfg, "print-config", false, "print the effective settings (flags, --config, environment, defaults) as a config file, secrets redacted, and exit")
+	annotate(fl, "egress-internal", configAnnotation, configKeyValue)
+	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file"} {
+		annotate(fl, name, configAnnotation, configSecretFile)
+	}
+	annotate(fl, "data", envAnnotation, "HARVEST_HOME")
+	annotate(fl, "store", envAnnotation, "HARVEST_STORE")
+	annotate(fl, "model", envAnnotation, "HARVEST_MODEL")
 	return cmd
 }
 
@@ -247,6 +287,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return exitCode(2, err)
 	}
+	minFree, err := session.ParseMinFree(f.minFree)
+	if err != nil {
+		return exitCode(2, err)
+	}
 	data, err := serverDataDir(f.data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -258,6 +302,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err := os.MkdirAll(data, 0o711); err != nil {
 		return exitCode(exitHarvestError, fmt.Errorf("creating the data directory %s: %w (pass --data or set HARVEST_HOME to a writable directory)", data, err))
 	}
+	// Before any box is made or reattached: this server's boxes are
+	// recorded with its owner (servestop.go).
+	own, err := holdServerOwner(cmd.Context(), data, stderr)
+	if err != nil {
+		return exitCode(exitHarvestError, err)
+	}
+	defer own.Release()
 	if err := serveDisks(cmd.Context(), data, f, stderr); err != nil {
 		return err
 	}
@@ -266,7 +317,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	ghsvc, _, err := f.github.forge(data, f.clone, logger)
+	ghsvc, ghc, err := f.github.forge(data, f.clone, logger)
 	if err != nil {
 		return exitCode(2, err)
 	}
@@ -290,6 +341,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 	defer st.Close()
+	if ghc != nil {
+		// What a node learns of GitHub's limits and installations, the
+		// others know (gh's package doc, "Limits"); before anything asks
+		// GitHub.
+		ghc.ShareLimits(ghbot.SharedMarks(st))
+	}
 	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
 	if err != nil {
 		return exitCode(exitHarvestError, err)
@@ -321,7 +378,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		jopt.Publisher = bus
 	}
 	j := journal.New(st, jopt)
-	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime}, stderr: stderr}
+	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime, Owner: own.ID()}, stderr: stderr}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
 		Defaults: repoDefaults,
@@ -374,8 +431,8 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
-		Disks: !f.noDisks, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes},
-		Node: node, CarryMax: carryMax,
+		Disks: !f.noDisks, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
+		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes,
 	})
 	if err != nil {
 		j.Close(context.Background())
@@ -454,6 +511,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopSweep(); <-swept }()
 	}
 	var webhook http.Handler
+	var deliveries server.GitHubDeliveries
 	if ghsvc != nil {
 		var sessions ghbot.Sessions = mgr
 		if node != nil {
@@ -470,7 +528,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		hcfg := f.github.hooks
 		hcfg.Shared = node != nil
 		hooks := ghbot.NewHooks(ghsvc, st, sessions, hcfg)
-		webhook = hooks
+		webhook, deliveries = hooks, hooks
 		hctx, stopHooks := context.WithCancel(context.Background())
 		hooksDone := make(chan struct{})
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
@@ -484,7 +542,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if f.natsFollow {
 		follow = followBus(bus)
 	}
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook,
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
 		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes})
 	if err != nil {
 		closeAll(hard)
@@ -523,6 +581,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	closeCtx, cancelClose := context.WithTimeout(abandon, closeBound)
 	closeAll(closeCtx)
 	cancelClose()
+	if f.stopBoxes {
+		sweepOwnBoxes(own, stderr, logger)
+	}
 	if failed != nil {
 		return exitCode(exitHarvestError, failed)
 	}
@@ -539,6 +600,9 @@ const closeBound = 20 * time.Second
 func drainTurns(mgr *session.Manager, grace time.Duration, hard context.Context, stderr io.Writer, logger *slog.Logger) {
 	drained := mgr.Drain()
 	fmt.Fprintf(stderr, "harvest: draining: new sessions and messages get 503; running turns have %s to finish\n", grace)
+	if mgr.StopsBoxes() {
+		fmt.Fprintln(stderr, "harvest: --stop-boxes-on-exit: then the sessions' boxes are destroyed, and idle sessions suspended (their next message resumes them)")
+	}
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	start := time.Now()

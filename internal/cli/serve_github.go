@@ -27,6 +27,7 @@ type githubFlags struct {
 	showCost      bool
 	prLabels      []string
 	progressEvery time.Duration
+	mirrorRefresh time.Duration
 }
 
 func (g *githubFlags) add(fl *pflag.FlagSet) {
@@ -48,6 +49,7 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.BoolVar(&g.showCost, "github-show-cost", false, "show what a session's turns cost in its GitHub comments")
 	fl.StringArrayVar(&g.prLabels, "github-pr-label", nil, "a label added to every pull request Harvest opens (repeatable; made in the repository when missing)")
 	fl.DurationVar(&g.progressEvery, "github-progress-every", ghbot.DefaultProgressEvery, "least time between two edits of a progress comment while a turn runs")
+	fl.DurationVar(&g.mirrorRefresh, "github-mirror-refresh", 5*time.Minute, "how often the mirrors of repositories with live sessions or recent activity are fetched in the background (and after a push event), so a session's checkout needs no fetch; 0: every checkout fetches")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
 
@@ -94,13 +96,17 @@ func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *s
 			return nil, nil, fmt.Errorf("--public-url %q: %w", g.publicURL, err)
 		}
 	}
+	if g.mirrorRefresh < 0 {
+		return nil, nil, fmt.Errorf("--github-mirror-refresh %s: 0 or more", g.mirrorRefresh)
+	}
+	cfg.Logger = logger.With("component", "github")
 	gc, err := gh.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	svc, err := ghbot.New(ghbot.Config{
 		GitHub: gc, Mirrors: &workspace.Mirrors{Dir: filepath.Join(data, "mirrors"), Opts: clone},
-		BaseURL: g.publicURL, Logger: logger,
+		BaseURL: g.publicURL, Logger: logger, MirrorRefresh: g.mirrorRefresh,
 		CommitAuthor: g.commitAuthor, ShowCost: g.showCost, PRLabels: g.prLabels, ProgressEvery: g.progressEvery,
 	})
 	if err != nil {

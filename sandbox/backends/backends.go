@@ -30,7 +30,16 @@ type Options struct {
 	// LocalPool is how many idle shims the local backend keeps ready (faster
 	// creates for a long-running process; 0 for one-shot use).
 	LocalPool int
+	// Owner is the owner (package owner) the local and docker backends
+	// record their new boxes with, held by the caller (a server's shared
+	// owner). Empty: each provider's own instance, released with it.
+	Owner string
 }
+
+// OwnersDir is where the owners' lock files of the backends opened with o
+// are (package owner): one directory for all, beside their run dirs
+// (owner.DirFor of each).
+func (o Options) OwnersDir() string { return o.runDir("owners") }
 
 func (o Options) runDir(name string) string {
 	if o.RunDir == "" {
@@ -55,14 +64,15 @@ var All = []Backend{
 		Name: local.Name, Isolating: true,
 		Describe: "Linux namespaces (bubblewrap) and cgroups; no daemon",
 		New: func(o Options) sandbox.Provider {
-			return local.New(local.Config{RunDir: o.runDir(local.Name), AgentBinary: o.AgentBinary, PoolSize: o.LocalPool})
+			return local.New(local.Config{RunDir: o.runDir(local.Name), AgentBinary: o.AgentBinary, PoolSize: o.LocalPool, Owner: o.Owner})
 		},
 	},
 	{
 		Name: docker.Name, Isolating: true,
 		Describe: "containers through the Docker Engine API",
 		New: func(o Options) sandbox.Provider {
-			return docker.New(docker.Config{RunDir: o.runDir(docker.Name), AgentBinary: o.AgentBinary, Host: o.DockerHost, Image: o.DockerImage, Runtime: o.DockerRuntime})
+			return docker.New(docker.Config{RunDir: o.runDir(docker.Name), AgentBinary: o.AgentBinary, Host: o.DockerHost, Image: o.DockerImage, Runtime: o.DockerRuntime,
+				Owner: o.Owner})
 		},
 	},
 	{

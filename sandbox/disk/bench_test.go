@@ -16,7 +16,8 @@ import (
 //
 // Create is a sparse file, mkfs.ext4 (a process) and a loop mount, for the
 // default size (20 GiB, 1.3M inodes) and a small one; Remove is the lazy
-// unmount and the image's deletion.
+// unmount and the image's deletion. What a disk costs the host's disk is
+// TestNewDiskCost's (go test -run TestNewDiskCost -v ./sandbox/disk/).
 func BenchmarkCreate(b *testing.B) {
 	testreq.Check(b, testreq.Disks, disk.Check(context.Background(), ""))
 	for _, size := range []disk.Size{{}, {Bytes: 64 << 20}} {

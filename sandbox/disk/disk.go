@@ -32,29 +32,85 @@
 //     bounded by the same limit as the workspaces, and HOME (agent CLIs keep
 //     their state there) survives a box's destroy and recreate.
 //
+// # The filesystem: every feature named, none left to a config file
+//
+// mkfs.ext4 runs with MKE2FS_CONFIG=/dev/null and an explicit feature list
+// (-O none,...), so what a disk is does not depend on the host's
+// /etc/mke2fs.conf (a missing or old one once left disks ext2-like: no
+// journal, 128-byte inodes, every inode table written at once — 166 MB of
+// host disk for an empty 20 GiB image). The features (mkfsArgs):
+//
+//   - has_journal: metadata changes are journaled, so a disk is consistent
+//     after a host crash (the journal is replayed at the next mount;
+//     TestCrashReplay cuts the loop device off mid-write and checks it).
+//     The journal is sized explicitly (journalBytes: 1/64 of the disk,
+//     between 4 and 32 MiB) rather than mke2fs's 128 MiB for 20 GiB: once
+//     written it stays allocated in the image, so it bounds what a disk
+//     that has been used costs beyond its files. (Unpacking 25,000 files
+//     took the same time with a 32, 64 or 128 MiB journal: BENCHMARKS.md.)
+//     -e remount-ro: after an I/O error the filesystem stops taking writes
+//     rather than go on (the superblock says so, whatever mounts it).
+//   - metadata_csum rather than uninit_bg (they exclude each other):
+//     checksums on every metadata block, the group descriptors included
+//     (what uninit_bg's checksums covered, and what lets mke2fs leave
+//     inode tables and bitmaps unwritten), and on the journal's blocks
+//     (jbd2 checksum v3), so a torn or stale journal block is refused at
+//     replay instead of being written over the filesystem.
+//   - extent, flex_bg (16 groups), 64bit, huge_file, dir_nlink,
+//     extra_isize, dir_index, filetype, ext_attr, large_file, sparse_super:
+//     ext4 as every distribution makes it; 256-byte inodes (-I 256: room
+//     for nanosecond times and inline extended attributes).
+//   - no resize_inode: it reserves group descriptor blocks for growing the
+//     filesystem 1024-fold, and mke2fs writes them (4 MiB of the image for
+//     20 GiB). Disks are never grown today; if they are, the kernel grows
+//     a filesystem without them (it switches to meta_bg).
+//   - -m 0, -N inodes, -b 4096: see Size.
+//
+// And the extended options: assume_storage_prezeroed (e2fsprogs ≥ 1.47;
+// lazy_itable_init and lazy_journal_init without it): inode tables, bitmaps
+// and the journal are not written, and the groups are marked zeroed so the
+// kernel does not zero them either at mount. That is exact, not a
+// shortcut: the image is a new sparse file, whose holes read as the zeros
+// mke2fs would write. The risk mke2fs's manual names for
+// lazy_journal_init — a crash before the journal has been overwritten once,
+// replaying stale transactions of an earlier filesystem on the same device —
+// needs such stale blocks, and a new image has none (and metadata_csum's
+// journal checksums would refuse them). nodiscard: there is nothing to
+// discard in a new sparse file. With an older mke2fs the groups are not
+// marked zeroed, and the noinit_itable mount option keeps the kernel from
+// zeroing them (which would allocate them in the image).
+//
 // # Life of a disk
 //
 // The image is sparse: it takes host space only as the box writes, and the
 // filesystem is mounted with discard, so files deleted inside give their
-// blocks back to the host (the loop driver punches holes). mkfs writes no
-// inode tables or journal (lazy_itable_init, lazy_journal_init, and
-// noinit_itable at mount: the holes of a fresh sparse file read as the
-// zeros they would hold), so a 20 GiB disk costs a few MiB of host space
-// and tens of milliseconds to create (BENCHMARKS.md).
+// blocks back to the host (the loop driver punches holes, once the
+// deletion's transaction has committed: within seconds). A new 20 GiB
+// disk costs about 0.3 MiB of host space (the superblocks and their
+// backups, group descriptors, root directory and the journal's first
+// blocks; 1.1 MiB for 100 GiB, 12 MiB for 1 TiB, where the backups grow;
+// TestNewDiskCost, BENCHMARKS.md) and tens of milliseconds to create. A
+// used one costs its files, the inode table blocks of every file it ever
+// held (ext4 never gives those back) and at most its journal: emptied
+// after holding 25,000 files, a 20 GiB disk holds 38 MB.
 //
 // A mount lasts until it is unmounted or the host reboots, so it survives a
 // box's destroy and recreate and a restart of Harvest. Mount re-establishes
 // it after a reboot (or finds it in place, matching the loop device's
-// backing file against Image, and does nothing); Remove unmounts it (lazily:
-// a box still running keeps its view until it ends) and deletes the image.
-// The loop device is set up with autoclear, so it is released with the last
-// unmount. Nothing runs in the background.
+// backing file against Image, and does nothing), replaying the journal if
+// the host crashed; Unmount lets go of it and keeps the image; Remove
+// unmounts it (lazily: a box still running keeps its view until it ends)
+// and deletes the image. The loop device is set up with autoclear, so it
+// is released with the last unmount. Nothing runs in the background but
+// the kernel's own: each mounted disk has a jbd2 thread and an
+// ext4-rsv-conversion rescuer (two kernel tasks).
 //
 // The host is overcommitted on purpose: disks are sparse, so many boxes with
 // a 20 GiB limit may share a smaller host disk. Each box is bounded by its
 // limit; the sum of what boxes actually write is bounded by the host's
-// free space, as with any thin provisioning. `harvest doctor` reports
-// whether disks can be made here.
+// free space, as with any thin provisioning. Callers that admit work
+// (package session) keep a floor of free space on the host; Stat says what
+// an image holds. `harvest doctor` reports whether disks can be made here.
 //
 // Requirements: root (loop devices, mount), /dev/loop-control, mkfs.ext4
 // (e2fsprogs) and ext4 in the kernel. Check says which is missing.
@@ -134,7 +190,7 @@ type Disk struct {
 	Dir   string `json:"dir"`   // its mount point
 }
 
-// mkfsTimeout bounds mkfs.ext4, which writes a few MiB.
+// mkfsTimeout bounds mkfs.ext4, which writes well under a MiB.
 const mkfsTimeout = time.Minute
 
 // Create makes the disk's image (unless it exists: then size is not
@@ -150,7 +206,7 @@ func Create(ctx context.Context, d Disk, size Size) error {
 		return err
 	}
 	if _, err := os.Stat(d.Image); errors.Is(err, os.ErrNotExist) {
-		if err := makeImage(ctx, d.Image, size); err != nil {
+		if err := makeImage(ctx, d.Image, size, true); err != nil {
 			return err
 		}
 	} else if err != nil {
@@ -159,7 +215,10 @@ func Create(ctx context.Context, d Disk, size Size) error {
 	return d.Mount(ctx)
 }
 
-func makeImage(ctx context.Context, image string, size Size) (err error) {
+// makeImage makes a new sparse image and formats it; prezeroed asks
+// mkfs.ext4 to mark its groups zeroed (mkfsArgs), falling back to an
+// mkfs that cannot.
+func makeImage(ctx context.Context, image string, size Size, prezeroed bool) (err error) {
 	if err := os.MkdirAll(filepath.Dir(image), 0o700); err != nil {
 		return fmt.Errorf("creating the disk image's directory: %w", err)
 	}
@@ -186,22 +245,75 @@ func makeImage(ctx context.Context, image string, size Size) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, mkfs, "-q", "-F",
-		"-b", strconv.Itoa(blockSize),
-		"-m", "0", // no blocks reserved for root: Harvest's copy gets no more than the box
-		"-N", strconv.FormatInt(size.Inodes, 10),
-		"-L", "harvest-disk",
-		"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
-		tmp)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "MKE2FS_CONFIG=/dev/null"}
-	cmd.WaitDelay = 5 * time.Second
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("formatting disk image %s (mkfs.ext4): %w: %s", image, err, strings.TrimSpace(string(out)))
+	out, err := runMkfs(ctx, mkfs, mkfsArgs(size, tmp, prezeroed))
+	if err != nil && prezeroed && strings.Contains(out, "assume_storage_prezeroed") {
+		// e2fsprogs before 1.47: the same disk, its groups not marked
+		// zeroed (the noinit_itable mount option covers that).
+		out, err = runMkfs(ctx, mkfs, mkfsArgs(size, tmp, false))
+	}
+	if err != nil {
+		return fmt.Errorf("formatting disk image %s (mkfs.ext4): %w: %s", image, err, out)
 	}
 	if err := os.Rename(tmp, image); err != nil {
 		return fmt.Errorf("creating disk image %s: %w", image, err)
 	}
 	return nil
+}
+
+// Features is the ext4 feature list of every disk, all of it: -O none
+// first, so nothing comes from mke2fs's built-in defaults or a config file.
+// See the package doc for why each is there (and resize_inode is not).
+const Features = "none,has_journal,extent,flex_bg,metadata_csum,64bit,huge_file,dir_nlink,extra_isize,sparse_super,large_file,filetype,dir_index,ext_attr"
+
+// Journal sizes: journalBytes is 1/64 of the disk within these.
+const (
+	minJournal = 4 << 20 // ext4's smallest (1024 blocks)
+	maxJournal = 32 << 20
+)
+
+// journalBytes is the journal's size for a disk of size bytes. A used
+// journal stays allocated in the image: it is a used disk's fixed cost.
+func journalBytes(size int64) int64 {
+	return min(max(size/64, minJournal), maxJournal)
+}
+
+// mkfsArgs is mkfs.ext4's command line for an image: every feature and
+// size stated (with prezeroed, the groups are marked zeroed: e2fsprogs ≥
+// 1.47).
+func mkfsArgs(size Size, image string, prezeroed bool) []string {
+	ext := "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0"
+	if prezeroed {
+		ext += ",assume_storage_prezeroed=1"
+	}
+	return []string{"-q", "-F",
+		"-O", Features,
+		"-b", strconv.Itoa(blockSize),
+		"-I", "256",
+		"-G", "16", // flex_bg: 16 groups' metadata together
+		"-J", "size=" + strconv.FormatInt(journalBytes(size.Bytes)>>20, 10),
+		"-m", "0", // no blocks reserved for root: Harvest's copy gets no more than the box
+		"-N", strconv.FormatInt(size.Inodes, 10),
+		"-L", "harvest-disk",
+		"-e", "remount-ro", // an I/O error stops writes rather than going on
+		"-E", ext,
+		image}
+}
+
+// runMkfs runs mkfs.ext4 with no configuration file (MKE2FS_CONFIG
+// /dev/null: mkfsArgs says everything) and returns its output, less the
+// warning that the empty configuration has no ext4 section.
+func runMkfs(ctx context.Context, mkfs string, args []string) (string, error) {
+	cmd := exec.CommandContext(ctx, mkfs, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "MKE2FS_CONFIG=/dev/null"}
+	cmd.WaitDelay = 5 * time.Second
+	b, err := cmd.CombinedOutput()
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.Contains(l, "mke2fs.conf") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "; "), err
 }
 
 // Mount mounts the disk's image at Dir (creating Dir) unless it is already
@@ -236,25 +348,50 @@ func (d Disk) Mounted() (bool, error) { return d.mounted() }
 // gone is not an error. A box that still has the disk's
 // directories mounted keeps them until it ends (the unmount is lazy).
 func (d Disk) Remove() error {
-	if err := d.check(); err != nil {
+	if err := d.Unmount(); err != nil {
 		return err
-	}
-	for {
-		m, err := d.mounted()
-		if err != nil {
-			return err
-		}
-		if !m {
-			break
-		}
-		if err := unix.Unmount(d.Dir, unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmounting disk %s: %w", d.Dir, err)
-		}
 	}
 	if err := os.Remove(d.Image); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing disk image %s: %w", d.Image, err)
 	}
 	return nil
+}
+
+// Unmount unmounts the disk (lazily, as Remove) and keeps its image, for
+// a disk nothing writes to any more that must still be kept: it then
+// costs what its image holds, and no loop device, mount or kernel thread.
+// Mount brings it back. Unmounting a disk that is not mounted is not an
+// error.
+func (d Disk) Unmount() error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	for {
+		m, err := d.mounted()
+		if err != nil || !m {
+			return err
+		}
+		if err := unix.Unmount(d.Dir, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting disk %s: %w", d.Dir, err)
+		}
+	}
+}
+
+// ImageStat is what an image costs the host.
+type ImageStat struct {
+	// Size is the image's length: the disk's limit (Size.Bytes).
+	Size int64
+	// Allocated is the host space it takes (st_blocks), what du reports.
+	Allocated int64
+}
+
+// StatImage says what the image at path costs the host.
+func StatImage(path string) (ImageStat, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return ImageStat{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return ImageStat{Size: st.Size, Allocated: st.Blocks * 512}, nil
 }
 
 // Usage is what a mounted disk holds.

@@ -15,8 +15,12 @@ import (
 // mountOptions: discard gives deleted blocks back to the host (the loop
 // driver punches holes in the image); noinit_itable keeps the kernel from
 // zeroing inode tables the sparse image already reads as zeros (which would
-// allocate them on the host); errors=remount-ro is ext4's default, stated.
-const mountOptions = "discard,noinit_itable,errors=remount-ro"
+// allocate them on the host) on a disk an older mke2fs could not mark
+// zeroed; data=ordered (ext4's default, stated) writes a file's data before
+// the metadata that points at it is committed, so a crash never shows a
+// file holding another's old blocks; errors=remount-ro (as the superblock
+// says) stops writes after an I/O error.
+const mountOptions = "discard,noinit_itable,data=ordered,errors=remount-ro"
 
 // attached returns a loop device that image is attached to, or "". A disk
 // whose mount was detached lazily (Remove, or a reboot-like umount -l)
@@ -27,14 +31,27 @@ func attached(image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, f := range devs {
-		b, err := os.ReadFile(f)
-		if err == nil && strings.TrimSpace(string(b)) == img {
-			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
-		}
+	devs, err := Attached()
+	return devs[img], err
+}
+
+// Attached lists the files attached to loop devices, each with its
+// device: the images of the disks that are mounted, or that a box still
+// holds after a lazy unmount — the disks that can still be written.
+func Attached() (map[string]string, error) {
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
 	}
-	return "", nil
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		out[strings.TrimSpace(string(b))] = "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+	}
+	return out, nil
 }
 
 // UnmountUnder unmounts every disk mounted at or below dir (lazily) and

@@ -136,6 +136,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
 // Name is the backend's name.
@@ -152,6 +153,8 @@ const (
 	LabelRunDir   = "dev.harvest.rundir"
 	LabelCreated  = "dev.harvest.created"
 	LabelDeadline = "dev.harvest.deadline"
+	// LabelOwner names the owner (package owner) the box was made under.
+	LabelOwner = "dev.harvest.owner"
 )
 
 // Paths inside a box.
@@ -181,6 +184,15 @@ type Config struct {
 	Runtime string
 	// Logger receives warnings (default slog.Default()).
 	Logger *slog.Logger
+	// Owner is the owner (package owner) every box this provider starts is
+	// labelled with (LabelOwner), which the caller holds: a server's
+	// shared owner. Default: the provider's own instance, made at the
+	// first Start and released by Close (a one-shot command's boxes).
+	Owner string
+	// OwnersDir holds the owners' lock files (package owner). Default:
+	// owner.DirFor(RunDir): with the default run dirs, the one every
+	// backend shares and harvest sandbox prune looks in.
+	OwnersDir string
 }
 
 // Provider runs boxes as docker containers. It is safe for concurrent use.
@@ -191,6 +203,8 @@ type Provider struct {
 	mu     sync.Mutex
 	cli    *client.Client // created on first use
 	cliErr error
+	inst   *owner.Hold // made on first need (boxOwner)
+	closed bool
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -201,6 +215,7 @@ var _ sandbox.Lister = (*Provider)(nil)
 func New(cfg Config) *Provider {
 	cfg.Image = cmp.Or(cfg.Image, DefaultImage)
 	cfg.RunDir = cmp.Or(cfg.RunDir, sandbox.DefaultRunDir(Name))
+	cfg.OwnersDir = cmp.Or(cfg.OwnersDir, owner.DirFor(cfg.RunDir, Name))
 	if abs, err := filepath.Abs(cfg.RunDir); err == nil {
 		cfg.RunDir = abs
 	}
@@ -214,16 +229,42 @@ func New(cfg Config) *Provider {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Close releases the connection to dockerd. Boxes keep running.
+// Close releases the connection to dockerd and the provider's instance.
+// Boxes keep running: owned by Config.Owner, or by no one (the instance's:
+// harvest sandbox prune removes them).
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
+	p.inst.Release()
+	p.inst = nil
 	if p.cli == nil {
 		return nil
 	}
 	err := p.cli.Close()
 	p.cli, p.cliErr = nil, nil
 	return err
+}
+
+// boxOwner is the owner a started box is labelled with: Config.Owner, or
+// the provider's instance (made now if need be).
+func (p *Provider) boxOwner() (string, error) {
+	if p.cfg.Owner != "" {
+		return p.cfg.Owner, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inst == nil {
+		if p.closed {
+			return "", errors.New("the docker backend is closed")
+		}
+		h, err := owner.NewInstance(p.cfg.OwnersDir)
+		if err != nil {
+			return "", fmt.Errorf("owning the box: %w", err)
+		}
+		p.inst = h
+	}
+	return p.inst.ID(), nil
 }
 
 // client returns the docker client, creating it on first use. Creating it

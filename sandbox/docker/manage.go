@@ -18,6 +18,7 @@ import (
 
 	"github.com/harvest-dev/harvest/internal/procutil"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
 // decode reads the docker part of a handle and checks it names a box dir.
@@ -184,6 +185,23 @@ func (p *Provider) Destroy(ctx context.Context, h sandbox.Handle) error {
 // when it is there and matches the container, else are rebuilt from the
 // container's labels (enough to Destroy it).
 func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
+	bs, err := p.ListOwned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.Handle, len(bs))
+	for i, b := range bs {
+		out[i] = b.Handle
+	}
+	return out, nil
+}
+
+var _ owner.Lister = (*Provider)(nil)
+
+// ListOwned implements owner.Lister: List's boxes with the owner each
+// container is labelled with (LabelOwner; "" on a container made before
+// owners were recorded).
+func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
 	cli, err := p.client()
 	if err != nil {
 		return nil, err
@@ -196,15 +214,19 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 		}
 		return nil, fmt.Errorf("listing docker boxes: %w", err)
 	}
-	var out []sandbox.Handle
+	var out []owner.Box
 	for _, c := range res.Items {
 		id := c.Labels[LabelBox]
 		if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
 			continue
 		}
+		own := c.Labels[LabelOwner]
+		if owner.CheckID(own) != nil {
+			own = ""
+		}
 		boxDir := filepath.Join(p.cfg.RunDir, id)
 		if h, ok := readHandle(boxDir, id, c.ID); ok {
-			out = append(out, h)
+			out = append(out, owner.Box{Handle: h, Owner: own})
 			continue
 		}
 		data, _ := json.Marshal(handleData{ContainerID: c.ID, RunDir: boxDir})
@@ -215,7 +237,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 		if t, err := time.Parse(time.RFC3339, c.Labels[LabelDeadline]); err == nil {
 			h.Deadline = t
 		}
-		out = append(out, h)
+		out = append(out, owner.Box{Handle: h, Owner: own})
 	}
 	return out, nil
 }

@@ -64,6 +64,10 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	own, err := p.boxOwner()
+	if err != nil {
+		return nil, err
+	}
 
 	boxDir, runDir, err := p.makeBoxDir(spec)
 	if err != nil {
@@ -82,6 +86,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 
 	deadline := created.Add(spec.Timeout)
 	cfg, hostCfg := p.containerConfig(spec, bin, runDir, created, deadline, ro)
+	cfg.Labels[LabelOwner] = own
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: containerName(spec.ID), Config: cfg, HostConfig: hostCfg})
 	if err != nil {
 		switch {

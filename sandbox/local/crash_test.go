@@ -16,8 +16,10 @@ import (
 )
 
 // TestStartAfterCrash: a Harvest killed with SIGKILL, along with its warm
-// boxes (a container killed whole, say), leaves their cgroups, named
-// pool-PID-N after it, in the run's parent cgroups, and their run dirs.
+// boxes (a container killed whole, say), leaves their cgroups in the run's
+// parent cgroups, and their run dirs; here an older Harvest's, named
+// pool-PID-N after it (TestWarmBoxesOfADeadHarvest: today's, named for
+// their instance).
 // The next start of the backend removes all of it, the parents included:
 // nothing else would (Close never ran), and they used to stay until a
 // later clean stop.

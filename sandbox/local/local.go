@@ -57,6 +57,12 @@
 // cgroup and the run dir: no process, zombie, mount or cgroup is left behind
 // (see endBox for why the shim must outlive its box).
 //
+// Each box records its owner (package owner, owners.go): the server that
+// made it, whose next start reattaches it, or the provider's own instance.
+// Boxes whose owner no longer runs are what `harvest sandbox prune`
+// destroys; warm boxes are named for the instance that prepared them and
+// die with it (pool.go).
+//
 // Requirements: root (cgroups, and the shim's mounts into boxes), bubblewrap
 // 0.8 or newer (--disable-userns), unprivileged user namespaces, Linux 5.12 or
 // newer (mount_setattr). `harvest doctor` checks each and says how to fix it.
@@ -83,6 +89,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/sandbox/local/shim"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
 // Name is the backend's name.
@@ -106,6 +113,16 @@ type Config struct {
 	PoolSize int
 	// Logger receives background errors (refilling the pool). Default: none.
 	Logger *slog.Logger
+	// Owner is the owner (package owner) every box this provider starts is
+	// recorded with, which the caller holds: a server's shared owner, so
+	// that its next start owns the boxes it reattaches. Default: the
+	// provider's own instance, which ends with Close (a one-shot command's
+	// boxes). Warm boxes are always the instance's (pool.go).
+	Owner string
+	// OwnersDir holds the owners' lock files (package owner). Default:
+	// owner.DirFor(RunDir): with the default run dirs, the one every
+	// backend shares and harvest sandbox prune looks in.
+	OwnersDir string
 }
 
 // Provider runs boxes with bubblewrap.
@@ -124,6 +141,7 @@ type Provider struct {
 	mu     sync.Mutex
 	shims  map[string]<-chan struct{} // shims we started: closed when reaped
 	closed bool
+	inst   *owner.Hold // this provider's instance, made on first need (instance)
 }
 
 var (
@@ -144,6 +162,9 @@ func New(cfg Config) *Provider {
 		}
 		sum := sha256.Sum256([]byte(abs))
 		cfg.CgroupParent = "harvest/" + hex.EncodeToString(sum[:])[:12]
+	}
+	if cfg.OwnersDir == "" {
+		cfg.OwnersDir = owner.DirFor(cfg.RunDir, Name)
 	}
 	return &Provider{cfg: cfg, shims: map[string]<-chan struct{}{}}
 }
@@ -177,22 +198,30 @@ func (p *Provider) ready() error {
 			p.readyErr = fmt.Errorf("local backend run dir: %w", err)
 			return
 		}
-		p.reapStalePools()
+		p.reapDeadWarm()
 		// The parent cgroups of a Harvest killed (SIGKILL) with no box
 		// left but its warm ones: nothing else removes them (Close never
 		// ran). A no-op while any box is there; Create makes them again.
 		p.cg.RemoveParent()
 		p.pruneRoots()
-		p.mu.Lock()
-		if p.cfg.PoolSize > 0 && !p.closed {
-			p.pool = newPool(p, p.cfg.PoolSize)
+		if p.cfg.PoolSize > 0 {
+			inst, err := p.instance()
+			p.mu.Lock()
+			switch {
+			case err != nil:
+				p.log("keeping warm boxes", err)
+			case !p.closed:
+				p.pool = newPool(p, p.cfg.PoolSize, inst.ID())
+			}
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 	})
 	return p.readyErr
 }
 
-// Close releases the provider's idle shims. Boxes keep running.
+// Close releases the provider's warm boxes (ended) and its instance.
+// Boxes it started keep running: owned by Config.Owner, or by no one (the
+// instance's: harvest sandbox prune removes them).
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -200,6 +229,11 @@ func (p *Provider) Close() error {
 	p.pool = nil
 	p.mu.Unlock()
 	pl.close()
+	p.mu.Lock()
+	inst := p.inst
+	p.inst = nil
+	p.mu.Unlock()
+	inst.Release()
 	if p.cg != nil {
 		p.cg.RemoveParent()
 	}
@@ -218,6 +252,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	spec, err = sandbox.PrepareSpec(spec)
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(spec.ID, poolPrefix) {
+		return nil, fmt.Errorf("box id %q: ids starting with %q name the local backend's warm boxes; choose another", spec.ID, poolPrefix)
 	}
 	if err := p.ready(); err != nil {
 		return nil, err
@@ -239,11 +276,21 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		CPUs:        spec.Limits.CPUs,
 	}
 	dir := p.boxDir(spec.ID)
+	own, err := p.boxOwner()
+	if err != nil {
+		return nil, err
+	}
 	var w *warmBox
 	if len(mounts) == 0 { // warm boxes have no mounts (mounts.go)
 		w = p.takeWarm(ctx, spec.User, home)
 	}
 	if w != nil {
+		// Its owner is recorded before it takes the box's name: a box
+		// named for no pool is never without one (ListOwned).
+		if err := writeOwner(filepath.Join(p.cfg.RunDir, w.name), own); err != nil {
+			w.discard(filepath.Join(p.cfg.RunDir, w.name))
+			return nil, err
+		}
 		if err := os.Rename(filepath.Join(p.cfg.RunDir, w.name), dir); err != nil {
 			w.discard(filepath.Join(p.cfg.RunDir, w.name))
 			if errors.Is(err, os.ErrExist) {
@@ -259,7 +306,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 			w.discard(dir)
 			return nil, fmt.Errorf("setting the box's limits: %w", err)
 		}
-	} else if w, err = p.prepareBox(ctx, spec.ID, spec.User, home, lim, mounts); err != nil {
+	} else if w, err = p.prepareBox(ctx, spec.ID, own, spec.User, home, lim, mounts); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -418,8 +465,15 @@ func (p *Provider) waitShim(ctx context.Context, id string, shimID procutil.ID) 
 	}
 }
 
-// Destroy implements sandbox.Provider.
+// Destroy implements sandbox.Provider. It takes warm boxes' handles too
+// (ListOwned).
 func (p *Provider) Destroy(ctx context.Context, h sandbox.Handle) error {
+	if warmOwner(h.ID) != "" && len(h.Data) == 0 {
+		if err := p.ready(); err != nil {
+			return err
+		}
+		return p.destroyWarm(ctx, h.ID)
+	}
 	d, err := p.decode(h)
 	if err != nil {
 		return err
@@ -459,7 +513,7 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == "etc" || e.Name() == "root" || strings.HasPrefix(e.Name(), poolPrefix) {
+		if !e.IsDir() || e.Name() == "etc" || e.Name() == "root" || strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), poolPrefix) {
 			continue
 		}
 		h := sandbox.Handle{ID: e.Name(), Backend: Name}

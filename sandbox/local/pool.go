@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/sandbox/local/shim"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
 // Warm boxes
@@ -33,17 +35,24 @@ import (
 // the agent. A claim costs about a millisecond.
 //
 // With Config.PoolSize > 0 the provider keeps that many boxes prepared for
-// the default box user, each named "pool-PID-N" (its cgroup and its run dir).
+// the default box user, each named "pool-INSTANCE-N" (its cgroup and its run
+// dir), INSTANCE being the provider's instance owner (package owner): a
+// random name held, with a flock, by this process alone and for its life.
 // Start takes one, renames its run dir and cgroup to the box id, sets the
 // box's limits and claims it; a goroutine prepares a replacement. A spec the
 // pool cannot serve (another user or HOME, or read-only mounts: see
 // mounts.go), or an empty pool, prepares a box on the spot and claims it at
 // once: the same code path.
 //
-// A shim whose stdin reaches EOF before a claim (Close, or Harvest died) kills
-// its warm box and removes its cgroups and run dir. Pool boxes of a Harvest
-// that died otherwise are reaped by the next provider: their names carry the
-// owner's pid.
+// Warm boxes never outlive their provider. Close ends them. A shim whose
+// stdin reaches EOF before a claim (Close, or Harvest died, kill -9
+// included) kills its warm box and removes its cgroups and run dir. What a
+// shim could not clean (it was killed too: a container stopped, a PID
+// namespace ended) is reaped by the next provider on the run dir, or by
+// `harvest sandbox prune`: the warm boxes of every instance whose lock no
+// process holds (reapDeadWarm). Not by pid: a restarted container's server
+// runs under the same pid as the dead one, and would take the dead one's
+// boxes for its own (and collide with their names).
 
 const poolPrefix = "pool-"
 
@@ -64,7 +73,9 @@ type warmBox struct {
 
 // prepareBox starts a shim in a new cgroup and has it prepare a box, with
 // mounts (the pool's boxes have none).
-func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, home string, lim cgroups.Limits, mounts []boxMount) (_ *warmBox, err error) {
+// A box started at once (own: its owner) records its owner in its run dir
+// before anything else is made; a warm box's name says its owner.
+func (p *Provider) prepareBox(ctx context.Context, name, own string, u sandbox.User, home string, lim cgroups.Limits, mounts []boxMount) (_ *warmBox, err error) {
 	root, err := p.root.dir(p.cfg.RunDir, p.agent, p.cg.Version == 2, u, home, rootMountPoints(mounts, home))
 	if err != nil {
 		return nil, fmt.Errorf("preparing the box's root: %w", err)
@@ -75,6 +86,12 @@ func (p *Provider) prepareBox(ctx context.Context, name string, u sandbox.User, 
 			return nil, fmt.Errorf("box %s already exists: choose another id or destroy it first", name)
 		}
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if own != "" {
+		if err := writeOwner(dir, own); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	cg, err := p.cg.Create(name, lim)
 	if err != nil {
@@ -196,6 +213,7 @@ func (w *warmBox) discard(dir string) {
 // by the provider (Close).
 type pool struct {
 	p      *Provider
+	owner  string // the provider's instance: it names the warm boxes
 	size   int
 	idle   chan *warmBox
 	refill chan struct{}
@@ -214,8 +232,8 @@ const maxPreparing = 2
 // before preparing its own (it only waits when one is on its way).
 const maxPoolWait = time.Second
 
-func newPool(p *Provider, size int) *pool {
-	pl := &pool{p: p, size: size, idle: make(chan *warmBox, size), refill: make(chan struct{}, 1), stop: make(chan struct{})}
+func newPool(p *Provider, size int, owner string) *pool {
+	pl := &pool{p: p, owner: owner, size: size, idle: make(chan *warmBox, size), refill: make(chan struct{}, 1), stop: make(chan struct{})}
 	pl.wg.Add(1)
 	go pl.run()
 	pl.kick()
@@ -247,11 +265,11 @@ func (pl *pool) run() {
 		for len(pl.idle)+pl.inflight < pl.size && pl.inflight < maxPreparing {
 			pl.inflight++
 			pl.seq++
-			name := poolPrefix + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(pl.seq)
+			name := poolPrefix + pl.owner + "-" + strconv.Itoa(pl.seq)
 			pl.wg.Add(1)
 			go func() {
 				defer pl.wg.Done()
-				w, err := pl.p.prepareBox(ctx, name, defaultUser, defaultHome, poolLimits, nil)
+				w, err := pl.p.prepareBox(ctx, name, "", defaultUser, defaultHome, poolLimits, nil)
 				pl.mu.Lock()
 				pl.inflight--
 				pl.mu.Unlock()
@@ -346,35 +364,68 @@ func (pl *pool) close() {
 	}
 }
 
-// reapStalePools removes warm boxes left by a Harvest that died (their
-// owner's pid no longer runs): processes, cgroups and run dirs.
-func (p *Provider) reapStalePools() {
-	stale := map[string]bool{}
+// warmOwner is the owner a warm box's name says ("pool-OWNER-N"), or "".
+func warmOwner(name string) string {
+	rest, ok := strings.CutPrefix(name, poolPrefix)
+	if !ok {
+		return ""
+	}
+	own, _, ok := strings.Cut(rest, "-")
+	if !ok || owner.CheckID(own) != nil {
+		return ""
+	}
+	return own
+}
+
+// reapDeadWarm removes the warm boxes of instances no process holds (a
+// Harvest that died, and whose shims could not clean up): processes,
+// cgroups and run dirs. An instance another process holds is left alone,
+// whatever its pid.
+func (p *Provider) reapDeadWarm() {
+	byOwner := map[string][]string{}
 	ids, _ := p.cg.List()
 	ents, _ := os.ReadDir(p.cfg.RunDir)
 	for _, e := range ents {
 		ids = append(ids, e.Name())
 	}
 	for _, id := range ids {
-		rest, ok := strings.CutPrefix(id, poolPrefix)
+		if own := warmOwner(id); own != "" && !slices.Contains(byOwner[own], id) {
+			byOwner[own] = append(byOwner[own], id)
+		}
+	}
+	for own, names := range byOwner {
+		c, ok, err := owner.TryClaim(p.cfg.OwnersDir, own)
+		if err != nil {
+			p.log("looking for dead warm boxes", err)
+			continue
+		}
 		if !ok {
 			continue
 		}
-		owner, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(owner)
-		if err != nil {
-			continue
+		for _, id := range names {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := p.destroyWarm(ctx, id); err != nil {
+				p.log("removing a dead Harvest's warm box", err)
+			}
+			cancel()
 		}
-		if _, err := procutil.Lookup(pid); err != nil {
-			stale[id] = true
-		}
+		c.Release()
 	}
-	for id := range stale {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cg := p.cg.Open(id)
-		_ = cg.Kill(ctx)
-		_ = cg.Remove(ctx)
-		_ = os.RemoveAll(filepath.Join(p.cfg.RunDir, id))
-		cancel()
+}
+
+// destroyWarm kills and removes the warm box name of an instance that is
+// gone (its shim with it, or there is nothing left but its cgroup and run
+// dir).
+func (p *Provider) destroyWarm(ctx context.Context, name string) error {
+	cg := p.cg.Open(name)
+	if err := cg.Kill(ctx); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("warm box %s: %w", name, err)
 	}
+	if err := cg.Remove(ctx); err != nil {
+		return fmt.Errorf("warm box %s: %w", name, err)
+	}
+	if err := os.RemoveAll(filepath.Join(p.cfg.RunDir, name)); err != nil {
+		return fmt.Errorf("warm box %s: %w", name, err)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package local_test
 import (
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -44,10 +43,13 @@ func TestPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids, _ := mgr.List()
+	bs, err := p.ListOwned(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pooled := 0
-	for _, id := range ids {
-		if strings.HasPrefix(id, "pool-"+strconv.Itoa(os.Getpid())+"-") {
+	for _, b := range bs {
+		if b.Warm {
 			pooled++
 		}
 	}
@@ -55,9 +57,9 @@ func TestPool(t *testing.T) {
 		t.Error("no idle shims were waiting")
 	}
 	p.Close()
-	ids, _ = mgr.List()
+	ids, _ := mgr.List()
 	for _, id := range ids {
-		if strings.HasPrefix(id, "pool-"+strconv.Itoa(os.Getpid())+"-") {
+		if strings.HasPrefix(id, "pool-") {
 			t.Errorf("pool cgroup %s left after Close", id)
 		}
 	}

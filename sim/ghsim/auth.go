@@ -150,7 +150,7 @@ func (s *Server) sees(tok *token, r *repo) bool {
 	case tok == nil:
 		return !r.private
 	case tok.kind == tokInstallation:
-		return r.owner == tok.inst.account && (tok.repos == nil || tok.repos[r.id])
+		return tok.inst.covers(r) && (tok.repos == nil || tok.repos[r.id])
 	}
 	return !r.private || s.role(tok.user, r).rank() > 0
 }

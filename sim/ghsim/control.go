@@ -33,7 +33,7 @@ type AppSpec struct {
 	WebhookURL    string            `json:"webhook_url,omitempty"`
 	WebhookSecret string            `json:"webhook_secret,omitempty"`
 	Permissions   map[string]string `json:"permissions,omitempty"` // default DefaultAppPermissions
-	Events        []string          `json:"events,omitempty"`      // empty: every event
+	Events        []string          `json:"events,omitempty"`      // empty: every event (GET /app lists them all)
 }
 
 // DefaultAppPermissions are what Harvest's App asks for.
@@ -152,10 +152,18 @@ func (s *Server) ensureUser(login, typ string) *user {
 }
 
 // InstallationSpec installs an App on an account (a user or organization,
-// made if new) for all its repositories.
+// made if new), for all its repositories or the ones listed, with the
+// App's permissions or fewer (installation created).
 type InstallationSpec struct {
 	AppID   int64  `json:"app_id"`
 	Account string `json:"account"`
+	// Repos names the account's repositories it covers ("selected");
+	// empty: all of them.
+	Repos []string `json:"repos,omitempty"`
+	// Permissions granted, at most the App's (default: the App's).
+	Permissions map[string]string `json:"permissions,omitempty"`
+	// Login is who installs it (default the account).
+	Login string `json:"login,omitempty"`
 }
 
 // CreateInstallation installs an App and returns the installation id.
@@ -175,8 +183,32 @@ func (s *Server) CreateInstallation(spec InstallationSpec) (int64, error) {
 			return 0, fmt.Errorf("app %s is already installed on %s", a.slug, acct.login)
 		}
 	}
-	in := &installation{id: s.newID(), app: a, account: acct, created: s.now()}
+	perms := clonePerms(a.permissions)
+	if len(spec.Permissions) > 0 {
+		for k, v := range spec.Permissions {
+			if levelRank(v) == 0 || levelRank(a.permissions[k]) < levelRank(v) {
+				return 0, fmt.Errorf("permission %s: %s is more than app %s asks for (%q)", k, v, a.slug, a.permissions[k])
+			}
+		}
+		perms = clonePerms(spec.Permissions)
+	}
+	sender, err := s.installer(spec.Login, acct)
+	if err != nil {
+		return 0, err
+	}
+	in := &installation{id: s.newID(), app: a, account: acct, perms: perms, created: s.now(), updated: s.now()}
+	if len(spec.Repos) > 0 {
+		in.selected = map[int64]bool{}
+		for _, name := range spec.Repos {
+			r := s.repoByName(acct.login, name)
+			if r == nil {
+				return 0, fmt.Errorf("repository %s/%s: %w", acct.login, name, ErrNotFound)
+			}
+			in.selected[r.id] = true
+		}
+	}
 	s.insts[in.id] = in
+	s.emitInstallation(in, "created", sender, sender)
 	return in.id, nil
 }
 

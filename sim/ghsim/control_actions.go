@@ -349,6 +349,8 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 		}
 		controlReply(w, struct{}{}, s.SetWebhookURL(id, *in.URL))
 	})
+	s.installationRoutes(m)
+	s.limitRoutes(m)
 	m.HandleFunc("GET "+p+"requests", func(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, s.Requests())
 	})

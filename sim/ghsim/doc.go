@@ -65,20 +65,40 @@
 // the new sha and a pull_request synchronize.
 //
 // The control API (control.go) sets things up and acts as people: CreateApp,
-// CreateInstallation, AddUser, CreateRepo (a directory's git history or one
-// commit of its files), SetPermission, ProtectBranch, OpenIssue, Comment,
-// AddLabel, Assign, OpenPull, ReviewComment (diff_hunk from git's diff of
-// base...head; a review of its own, as on GitHub), SubmitReview (a body
-// and several comments, one review), MergePull (a merge commit made with
-// git merge-tree, the base moved to it), ClosePull, EditComment (as a
-// person: changes.body.from), CompleteCheckSuite, Token. Each is also POST
-// /_sim/github/<noun> with the same fields as JSON, for a test in another
-// process; GET /_sim/github/requests is the request log (Requests), GET
+// CreateInstallation (all the account's repositories or some, with the
+// App's permissions or fewer), AddUser, CreateRepo (a directory's git
+// history or one commit of its files), SetPermission, ProtectBranch,
+// OpenIssue, Comment, AddLabel, Assign, OpenPull, ReviewComment (diff_hunk
+// from git's diff of base...head; a review of its own, as on GitHub),
+// SubmitReview (a body and several comments, one review), MergePull (a
+// merge commit made with git merge-tree, the base moved to it), ClosePull,
+// EditComment (as a person: changes.body.from), CompleteCheckSuite, Token;
+// managing an installation (installs.go): SuspendInstallation,
+// UnsuspendInstallation, DeleteInstallation, SetInstallationRepos,
+// AcceptPermissions; GitHub's limits and faults (limits.go): SetRateLimit,
+// SetSecondaryLimit, AddFault. Each is also POST /_sim/github/<noun> with
+// the same fields as JSON, for a test in another process; GET
+// /_sim/github/requests is the request log (Requests: each request's time,
+// credential header, body and, for REST, the answer's body), GET
 // /_sim/github/deliveries the delivery log (?wait=1 waits for the queue to
 // drain), POST /_sim/github/deliveries/{id}/redeliver,
 // /_sim/github/apps/{id}/bad-signature and /_sim/github/apps/{id}/webhook-url
 // the rest. Unknown things are 404 and bad input 400, each with
 // {"error": "..."}.
+//
+// # Limits
+//
+// Every authenticated REST answer carries GitHub's x-ratelimit-limit,
+// -remaining, -used, -reset and -resource headers, counted per
+// installation, App and person over an hour from the first request
+// (DefaultRateLimit, or SetRateLimit's). Past it a request is refused 403
+// with remaining 0 and "API rate limit exceeded for installation ID N.".
+// SetSecondaryLimit refuses every request of a scope (REST 403 or 429
+// with "You have exceeded a secondary rate limit..." and Retry-After
+// unless told otherwise; git 429) until it ends. AddFault answers the
+// next matching REST requests with a 5xx, or slowly. Refused requests
+// are in the request log like the others, so a test can assert that none
+// was sent inside a window.
 //
 // # Webhooks
 //
@@ -87,8 +107,17 @@
 // the delivery GitHub would send (WebhookKinds): issues opened, labeled,
 // assigned; issue_comment created, edited; pull_request opened (also via
 // REST), synchronize (a push), closed (merged or not);
-// pull_request_review_comment created (each comment of a review, then)
-// pull_request_review submitted; check_suite completed. Headers: X-GitHub-Event, X-GitHub-Delivery (a
+// pull_request_review_comment created (each comment of a review, then);
+// pull_request_review submitted; check_suite completed; push (one per
+// branch a git push created, moved or deleted, before the pull requests'
+// synchronize). The installation's
+// own events go to its App whatever it subscribes to: installation
+// created, deleted, suspend, unsuspend, new_permissions_accepted;
+// installation_repositories added, removed. An installation covers its
+// account's repositories (all, or those selected): only those get
+// webhooks, tokens and GET .../installation; a suspended one gets no
+// webhook and mints no token (403 "This installation has been
+// suspended"), and suspending or deleting one revokes its tokens. Headers: X-GitHub-Event, X-GitHub-Delivery (a
 // UUID), X-GitHub-Hook-ID, X-GitHub-Hook-Installation-Target-Type/-ID,
 // X-Hub-Signature-256 and X-Hub-Signature over the exact body, User-Agent
 // GitHub-Hookshot/...; the payload carries action, sender, repository,
@@ -110,9 +139,12 @@
 // repository), no merge strategies but a merge commit, no team review
 // requests, no review_requested or pull request labeled webhooks, no
 // dismissals or pending reviews, no label removal or assignees
-// endpoints, no rate limits, no conditional requests (ETag), no 301 for
-// renamed repositories, no webhook retries. Installations cover all of the
-// account's repositories.
+// endpoints, no search or GraphQL rate limits (only "core"), no
+// conditional requests (ETag), no 301 for renamed repositories, no
+// webhook retries, no push events for tags. Comments made by a person
+// carry performed_via_github_app null, which GitHub's issue_comment edited
+// schema does not allow; the edited event is validated on an App's
+// comment only.
 //
 // # Concurrency
 //
@@ -128,14 +160,13 @@
 //
 // # Schemas
 //
-// testdata/rest.json.gz and testdata/webhooks.json.gz are the operations
-// and webhooks served, with every component they reference, cut by
-// internal/extract from the npm tarballs @octokit/openapi@23.0.2
-// (generated/api.github.com.json, OpenAPI 3.0.3) and
-// @octokit/openapi-webhooks@12.1.0 (OpenAPI 3.1); testdata/SOURCE.json
-// records their sha512 integrity, which the tool checks. Tests validate
-// every REST response and request body with kin-openapi and every webhook
-// payload with santhosh-tekuri/jsonschema/v6, and fail if the server
-// serves an operation or webhook the subset lacks. To add one: add it to
-// ops.go, run the tool (README.md), add the handler and a test.
+// Package ghschema holds GitHub's own descriptions, whole, as published in
+// the npm packages @octokit/openapi@23.0.2 (generated/api.github.com.json,
+// OpenAPI 3.0.3) and @octokit/openapi-webhooks@12.1.0 (OpenAPI 3.1),
+// pinned by internal/extract, which checks each tarball's npm integrity
+// (ghschema/descriptions/SOURCE.json records it and each file's SHA-256).
+// Tests validate every REST request and answer and every webhook payload
+// against them with formats asserted (ghschema.CheckExchanges does a whole
+// request and delivery log), and fail if the server serves an operation
+// or webhook GitHub does not describe.
 package ghsim

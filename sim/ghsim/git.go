@@ -377,7 +377,15 @@ func loginOf(u *user) string {
 
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	capture *bytes.Buffer // nil: the body is not kept
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.capture != nil {
+		w.capture.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -406,8 +414,13 @@ func (s *Server) afterPush(ctx context.Context, owner, name string, pusher *user
 		s.logger.Warn("reading branches after a push", "repo", r.fullName(), "err", err)
 		return
 	}
+	old := r.branches
 	r.branches = br
 	r.pushed = s.now()
+	if pusher == nil {
+		pusher = r.owner
+	}
+	s.emitPushes(ctx, r, old, br, pusher)
 	for _, is := range sortedIssues(r) {
 		if is.pr == nil || is.state != "open" {
 			continue

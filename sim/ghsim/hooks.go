@@ -315,7 +315,7 @@ type wireInstallRef struct {
 func (s *Server) emit(r *repo, kind WebhookKind, event, action string, payload func(hookCommon) any, sender *user) {
 	for _, in := range s.sortedInstallations() {
 		a := in.app
-		if in.account != r.owner || a.webhookURL == "" || (len(a.events) > 0 && !slices.Contains(a.events, event)) {
+		if !in.covers(r) || in.suspendedBy != nil || a.webhookURL == "" || (len(a.events) > 0 && !slices.Contains(a.events, event)) {
 			continue
 		}
 		common := hookCommon{Repository: s.wRepo(r), Sender: s.wUser(sender),

@@ -91,6 +91,20 @@ func TestWebhooks(t *testing.T) {
 		t.Error("bob (read) closed a pull request")
 	}
 
+	// The installation managed: a repository taken out and put back, new
+	// permissions accepted, suspended and unsuspended; another account's
+	// installed and uninstalled.
+	_, err = w.srv.CreateRepo(ctx, ghsim.RepoSpec{Owner: "acme", Name: "extra", Dir: w.srcDir})
+	must(err)
+	must(w.srv.SetInstallationRepos(ghsim.InstallationReposSpec{InstallationID: w.instID, Login: "alice", Remove: []string{"extra"}}))
+	must(w.srv.SetInstallationRepos(ghsim.InstallationReposSpec{InstallationID: w.instID, Login: "alice", Add: []string{"extra"}}))
+	must(w.srv.AcceptPermissions(ghsim.InstallationPermissionsSpec{InstallationID: w.instID, Login: "alice", Permissions: ghsim.DefaultAppPermissions}))
+	must(w.srv.SuspendInstallation(ghsim.InstallationActionSpec{InstallationID: w.instID, Login: "alice"}))
+	must(w.srv.UnsuspendInstallation(ghsim.InstallationActionSpec{InstallationID: w.instID, Login: "alice"}))
+	other, err := w.srv.CreateInstallation(ghsim.InstallationSpec{AppID: w.app.ID, Account: "globex"})
+	must(err)
+	must(w.srv.DeleteInstallation(ghsim.InstallationActionSpec{InstallationID: other}))
+
 	ds, err := w.srv.WaitDeliveries(ctx)
 	must(err)
 	seen := map[ghsim.WebhookKind]bool{}
@@ -127,7 +141,7 @@ func TestWebhooks(t *testing.T) {
 			} `json:"sender"`
 		}
 		json.Unmarshal(r.Body, &p)
-		if p.Action != d.Action || p.Installation.ID != w.instID || p.Sender.Login == "" {
+		if p.Action != d.Action || (p.Installation.ID != w.instID && p.Installation.ID != other) || p.Sender.Login == "" {
 			t.Errorf("%s: action %q installation %d sender %q", d.Kind, p.Action, p.Installation.ID, p.Sender.Login)
 		}
 	}

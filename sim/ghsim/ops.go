@@ -2,14 +2,14 @@ package ghsim
 
 // An Operation is one REST operation the stand-in serves, named as GitHub's
 // OpenAPI description names it: the method and the path template exactly as
-// they appear under "paths". The schema subset in testdata holds exactly
-// these (see internal/extract), and a test fails if the two drift apart.
+// they appear under "paths". A test fails if one is not in GitHub's
+// description (package ghschema).
 type Operation struct {
 	Method string // GET, POST, PATCH, DELETE
 	Path   string // like /repos/{owner}/{repo}/issues/{issue_number}
 }
 
-// operations is the REST subset, in the order the doc lists it.
+// operations are the REST operations served, in the order the doc lists them.
 var operations = []Operation{
 	{"GET", "/app"},
 	{"GET", "/repos/{owner}/{repo}/installation"},
@@ -62,11 +62,22 @@ const (
 	HookPullRequestReviewComment WebhookKind = "pull-request-review-comment-created"
 	HookPullRequestReview        WebhookKind = "pull-request-review-submitted"
 	HookCheckSuiteCompleted      WebhookKind = "check-suite-completed"
+	HookPush                     WebhookKind = "push"
+
+	HookInstallationCreated        WebhookKind = "installation-created"
+	HookInstallationDeleted        WebhookKind = "installation-deleted"
+	HookInstallationSuspend        WebhookKind = "installation-suspend"
+	HookInstallationUnsuspend      WebhookKind = "installation-unsuspend"
+	HookInstallationNewPermissions WebhookKind = "installation-new-permissions-accepted"
+	HookInstallationReposAdded     WebhookKind = "installation-repositories-added"
+	HookInstallationReposRemoved   WebhookKind = "installation-repositories-removed"
 )
 
 // WebhookKinds lists every kind the stand-in delivers.
 func WebhookKinds() []WebhookKind {
 	return []WebhookKind{HookIssueCommentCreated, HookIssueCommentEdited, HookIssuesOpened,
 		HookIssuesLabeled, HookIssuesAssigned, HookPullRequestOpened, HookPullRequestSynchronize,
-		HookPullRequestClosed, HookPullRequestReviewComment, HookPullRequestReview, HookCheckSuiteCompleted}
+		HookPullRequestClosed, HookPullRequestReviewComment, HookPullRequestReview, HookCheckSuiteCompleted, HookPush,
+		HookInstallationCreated, HookInstallationDeleted, HookInstallationSuspend, HookInstallationUnsuspend,
+		HookInstallationNewPermissions, HookInstallationReposAdded, HookInstallationReposRemoved}
 }

@@ -47,7 +47,7 @@ func (s *Server) getRepoInstallation(w http.ResponseWriter, req *http.Request) {
 	r := s.repoByName(req.PathValue("owner"), req.PathValue("repo"))
 	if r != nil {
 		for _, in := range s.insts {
-			if in.app == a && in.account == r.owner {
+			if in.app == a && in.covers(r) {
 				writeJSON(w, http.StatusOK, s.wInstallation(in))
 				return
 			}
@@ -87,12 +87,19 @@ func (s *Server) createToken(w http.ResponseWriter, req *http.Request) {
 	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
 		return
 	}
+	if in.suspendedBy != nil {
+		writeError(w, http.StatusForbidden, "This installation has been suspended")
+		return
+	}
 	tok, err := s.mint(in, body)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	}
 	out := wireToken{Token: tok.value, ExpiresAt: ts(tok.expires), Permissions: tok.perms, RepositorySelection: "all"}
+	if in.selected != nil && tok.repos == nil {
+		out.RepositorySelection = "selected"
+	}
 	if tok.repos != nil {
 		out.RepositorySelection = "selected"
 		for _, r := range s.sortedRepos() {
@@ -109,13 +116,13 @@ func (s *Server) createToken(w http.ResponseWriter, req *http.Request) {
 func (s *Server) mint(in *installation, body tokenRequest) (*token, error) {
 	t := &token{kind: tokInstallation, value: newToken("ghs_"), inst: in,
 		perms: map[string]string{}, expires: s.now().Add(s.opts.TokenTTL)}
-	for k, v := range in.app.permissions {
+	for k, v := range in.perms {
 		t.perms[k] = v
 	}
 	if len(body.Permissions) > 0 {
 		t.perms = map[string]string{}
 		for k, v := range body.Permissions {
-			if levelRank(v) == 0 || levelRank(in.app.permissions[k]) < levelRank(v) {
+			if levelRank(v) == 0 || levelRank(in.perms[k]) < levelRank(v) {
 				return nil, fmt.Errorf("The permissions requested are not granted to this installation.")
 			}
 			t.perms[k] = v
@@ -125,14 +132,14 @@ func (s *Server) mint(in *installation, body tokenRequest) (*token, error) {
 		t.repos = map[int64]bool{}
 		for _, name := range body.Repositories {
 			r := s.repoByName(in.account.login, name)
-			if r == nil {
+			if r == nil || !in.covers(r) {
 				return nil, fmt.Errorf("There is at least one repository that does not exist or is not accessible to the parent installation.")
 			}
 			t.repos[r.id] = true
 		}
 		for _, id := range body.RepositoryIDs {
 			r := s.repos[id]
-			if r == nil || r.owner != in.account {
+			if r == nil || !in.covers(r) {
 				return nil, fmt.Errorf("There is at least one repository that does not exist or is not accessible to the parent installation.")
 			}
 			t.repos[r.id] = true

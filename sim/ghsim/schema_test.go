@@ -2,105 +2,28 @@ package ghsim_test
 
 import (
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/harvest-dev/harvest/sim/ghsim"
+	"github.com/harvest-dev/harvest/sim/ghsim/ghschema"
 )
 
-// The pinned subsets of GitHub's own descriptions (internal/extract).
-
-func readGz(t testing.TB, name string) []byte {
-	t.Helper()
-	f, err := os.Open("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-var (
-	restOnce sync.Once
-	restDoc  *openapi3.T
-	restErr  error
-	hookOnce sync.Once
-	hookComp *jsonschema.Compiler
-	hookDoc  map[string]any
-	hookErr  error
-)
-
-func init() { openapi3.SchemaErrorDetailsDisabled = true }
-
-func loadREST(t testing.TB) *openapi3.T {
-	restOnce.Do(func() {
-		l := openapi3.NewLoader()
-		restDoc, restErr = l.LoadFromData(readGz(t, "rest.json.gz"))
-	})
-	if restErr != nil {
-		t.Fatal(restErr)
-	}
-	return restDoc
-}
-
-// hookSchema compiles the webhook schema of kind.
-func hookSchema(t testing.TB, kind ghsim.WebhookKind) *jsonschema.Schema {
-	t.Helper()
-	hookOnce.Do(func() {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(readGz(t, "webhooks.json.gz")))
-		if err != nil {
-			hookErr = err
-			return
-		}
-		hookDoc = doc.(map[string]any)
-		hookComp = jsonschema.NewCompiler()
-		hookErr = hookComp.AddResource("https://ghsim.test/webhooks.json", doc)
-	})
-	if hookErr != nil {
-		t.Fatal(hookErr)
-	}
-	h, _ := hookDoc["webhooks"].(map[string]any)[string(kind)].(map[string]any)
-	if h == nil {
-		t.Fatalf("webhook %s: not in the pinned subset", kind)
-	}
-	ref := h["post"].(map[string]any)["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)["$ref"].(string)
-	s, err := hookComp.Compile("https://ghsim.test/webhooks.json" + ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+// GitHub's own descriptions, whole (package ghschema).
 
 // validateHook checks a webhook payload against its kind's schema.
 func validateHook(t testing.TB, kind ghsim.WebhookKind, payload []byte) error {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
-	if err != nil {
-		return err
-	}
-	return hookSchema(t, kind).Validate(v)
+	t.Helper()
+	return ghschema.ValidateHook(string(kind), payload)
 }
 
-// matchOperation finds the operation a request path is an instance of,
-// preferring the template with more literal segments.
+// matchOperation finds the operation the stand-in serves that a request
+// path is an instance of, preferring the template with more literal
+// segments.
 func matchOperation(method, path string) (ghsim.Operation, bool) {
 	path = strings.TrimPrefix(path, "/api/v3")
 	segs := strings.Split(strings.Trim(path, "/"), "/")
@@ -138,98 +61,18 @@ func matchOperation(method, path string) (ghsim.Operation, bool) {
 }
 
 // validateREST checks a request body and a response against the
-// operation's description: the status must be one it documents (else, for
-// an error, GitHub's basic-error shape) and the body its schema.
+// operation's description.
 func validateREST(t testing.TB, op ghsim.Operation, status int, reqBody, respBody []byte) error {
-	doc := loadREST(t)
-	item := doc.Paths.Find(op.Path)
-	if item == nil {
-		return fmt.Errorf("%s %s: not in the subset", op.Method, op.Path)
-	}
-	o := item.GetOperation(op.Method)
-	if o == nil {
-		return fmt.Errorf("%s %s: not in the subset", op.Method, op.Path)
-	}
-	if len(reqBody) > 0 && o.RequestBody != nil {
-		var v any
-		if err := json.Unmarshal(reqBody, &v); err != nil {
-			return fmt.Errorf("request body: %w", err)
-		}
-		mt := o.RequestBody.Value.Content.Get("application/json")
-		if err := mt.Schema.Value.VisitJSON(v); err != nil {
-			return fmt.Errorf("request body %s: %w", reqBody, err)
-		}
-	}
-	r := o.Responses.Status(status)
-	var schema *openapi3.Schema
-	switch {
-	case r != nil && r.Value.Content.Get("application/json") != nil:
-		schema = r.Value.Content.Get("application/json").Schema.Value
-	case r != nil && status == http.StatusNoContent:
-		return nil
-	case status >= 200 && status < 300:
-		return fmt.Errorf("status %d: not documented for %s %s", status, op.Method, op.Path)
-	default:
-		schema = doc.Components.Schemas["basic-error"].Value
-	}
-	var v any
-	if err := json.Unmarshal(respBody, &v); err != nil {
-		return fmt.Errorf("response body: %w", err)
-	}
-	if err := visit(schema, v); err != nil {
-		return fmt.Errorf("response %d: %w", status, err)
-	}
-	return nil
+	t.Helper()
+	return ghschema.ValidateREST(op.Method, op.Path, status, reqBody, respBody)
 }
 
-// visit validates v. kin-openapi checks a oneOf with a discriminator
-// (GET /user and GET /users/{username}: private-user or public-user by
-// user_view_type) only against the branch the discriminator names, so a
-// top-level oneOf must also match exactly one branch on its own. Here it
-// can: public-user forbids other fields, and private-user requires fields
-// a public body lacks.
-func visit(schema *openapi3.Schema, v any) error {
-	if err := schema.VisitJSON(v, openapi3.MultiErrors()); err != nil {
-		return err
-	}
-	if len(schema.OneOf) == 0 {
-		return nil
-	}
-	var errs []error
-	for _, it := range schema.OneOf {
-		if err := it.Value.VisitJSON(v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", it.Ref, err))
-		}
-	}
-	if n := len(schema.OneOf) - len(errs); n != 1 {
-		return fmt.Errorf("matches %d branches of oneOf: %v", n, errs)
-	}
-	return nil
-}
-
-// TestSubsetCoversServer: every operation and webhook the stand-in serves
-// is in the pinned subset, and the subset says where it came from.
-func TestSubsetCoversServer(t *testing.T) {
-	doc := loadREST(t)
-	for _, op := range ghsim.Operations() {
-		item := doc.Paths.Find(op.Path)
-		if item == nil || item.GetOperation(op.Method) == nil {
-			t.Errorf("%s %s: served but not in testdata/rest.json.gz; run internal/extract", op.Method, op.Path)
-		}
-	}
-	for _, k := range ghsim.WebhookKinds() {
-		hookSchema(t, k)
-	}
-	var src struct {
-		REST     struct{ Package, Version, Integrity string } `json:"rest"`
-		Webhooks struct{ Package, Version, Integrity string } `json:"webhooks"`
-		Ops      []string                                     `json:"operations"`
-	}
-	b, err := os.ReadFile("testdata/SOURCE.json")
+// TestDescriptionsCoverServer: every operation and webhook the stand-in
+// serves is in GitHub's pinned descriptions, which are the files
+// SOURCE.json names (their SHA-256 checked) from the pinned packages.
+func TestDescriptionsCoverServer(t *testing.T) {
+	src, err := ghschema.Source()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &src); err != nil {
 		t.Fatal(err)
 	}
 	if src.REST.Package != "@octokit/openapi" || src.REST.Version != "23.0.2" || !strings.HasPrefix(src.REST.Integrity, "sha512-") {
@@ -238,12 +81,22 @@ func TestSubsetCoversServer(t *testing.T) {
 	if src.Webhooks.Package != "@octokit/openapi-webhooks" || src.Webhooks.Version != "12.1.0" || !strings.HasPrefix(src.Webhooks.Integrity, "sha512-") {
 		t.Errorf("SOURCE.json webhooks: %+v", src.Webhooks)
 	}
-	if len(src.Ops) != len(ghsim.Operations()) {
-		t.Errorf("SOURCE.json lists %d operations, the server serves %d: run internal/extract", len(src.Ops), len(ghsim.Operations()))
+	for _, op := range ghsim.Operations() {
+		if !ghschema.HasOperation(op.Method, op.Path) {
+			t.Errorf("%s %s: served but not in GitHub's description", op.Method, op.Path)
+		}
+	}
+	for _, k := range ghsim.WebhookKinds() {
+		if _, err := ghschema.HookSchema(string(k)); err != nil {
+			t.Errorf("webhook %s: %v", k, err)
+		}
+	}
+	if n := ghschema.Paths(); n < 500 {
+		t.Errorf("the REST description has %d paths: not the whole description", n)
 	}
 }
 
-// validatingTransport checks every REST exchange against the subset and
+// validatingTransport checks every REST exchange against the description and
 // counts which operations answered with success.
 type validatingTransport struct {
 	t    testing.TB

@@ -51,6 +51,8 @@ type Request struct {
 	Status int             `json:"status"`
 	Body   json.RawMessage `json:"body"` // REST and control requests; null for git
 	Header http.Header     `json:"header"`
+	// Response is the body of a REST answer (null for git and control).
+	Response json.RawMessage `json:"response"`
 }
 
 // Server is the GitHub stand-in. Start it with Start; Close stops it.
@@ -83,6 +85,8 @@ type Server struct {
 	suites map[int64]*checkSuite
 	reqs   []Request
 	hooks  deliveries
+	limits map[string]*budget // by scope (limits.go)
+	faults []*fault
 }
 
 // Start makes the stand-in and serves it until Close.
@@ -213,7 +217,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		req.URL.Path = "/"
 	}
 	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	s.mux.ServeHTTP(rw, req)
+	control := strings.HasPrefix(req.URL.Path, "/_sim/")
+	if !isGit && !control {
+		rw.capture = &bytes.Buffer{}
+	}
+	if control || s.limit(rw, req, isGit) {
+		s.mux.ServeHTTP(rw, req)
+	}
 	var raw json.RawMessage
 	switch {
 	case len(body) == 0:
@@ -226,8 +236,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return // reading the log does not grow it
 	}
 	s.mu.Lock()
+	var resp json.RawMessage
+	if rw.capture != nil && json.Valid(rw.capture.Bytes()) {
+		resp = rw.capture.Bytes()
+	}
 	s.reqs = append(s.reqs, Request{Seq: len(s.reqs) + 1, Time: start, Method: req.Method,
-		Path: req.RequestURI, Query: req.URL.RawQuery, Status: rw.status, Body: raw, Header: req.Header.Clone()})
+		Path: req.RequestURI, Query: req.URL.RawQuery, Status: rw.status, Body: raw, Header: req.Header.Clone(), Response: resp})
 	if i := strings.IndexByte(s.reqs[len(s.reqs)-1].Path, '?'); i >= 0 {
 		s.reqs[len(s.reqs)-1].Path = s.reqs[len(s.reqs)-1].Path[:i]
 	}

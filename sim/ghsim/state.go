@@ -67,7 +67,19 @@ type installation struct {
 	id      int64
 	app     *app
 	account *user
-	created time.Time
+	perms   map[string]string // granted: the app's, or fewer until accepted
+	// selected: nil covers every repository of the account ("all");
+	// else only these ("selected").
+	selected    map[int64]bool
+	suspendedBy *user
+	suspendedAt time.Time
+	created     time.Time
+	updated     time.Time
+}
+
+// covers reports whether the installation reaches r.
+func (in *installation) covers(r *repo) bool {
+	return r.owner == in.account && (in.selected == nil || in.selected[r.id])
 }
 
 type tokenKind int

@@ -163,7 +163,17 @@ func (s *Server) wApp(a *app) *wireApp {
 		ClientID: fmt.Sprintf("Iv1.%016x", a.id), Owner: s.wUser(a.owner), Name: a.name,
 		ExternalURL: s.base, HTMLURL: s.base + "/apps/" + a.slug,
 		CreatedAt: ts(a.created), UpdatedAt: ts(a.created),
-		Permissions: a.permissions, Events: nonNil(a.events)}
+		Permissions: a.permissions, Events: appEvents(a)}
+}
+
+// appEvents are the events an App is subscribed to, as GitHub lists them:
+// an App registered with none listed gets every event the stand-in sends
+// (installation events go to every App and are not listed).
+func appEvents(a *app) []string {
+	if len(a.events) > 0 {
+		return a.events
+	}
+	return []string{"check_suite", "issue_comment", "issues", "pull_request", "pull_request_review_comment", "push"}
 }
 
 func nonNil[T any](l []T) []T {
@@ -197,14 +207,23 @@ type wireInstallation struct {
 }
 
 func (s *Server) wInstallation(in *installation) wireInstallation {
-	return wireInstallation{ID: in.id, ClientID: fmt.Sprintf("Iv1.%016x", in.app.id),
+	w := wireInstallation{ID: in.id, ClientID: fmt.Sprintf("Iv1.%016x", in.app.id),
 		Account: s.wUser(in.account), RepositorySelection: "all",
 		AccessTokensURL: fmt.Sprintf("%s/app/installations/%d/access_tokens", s.api, in.id),
 		RepositoriesURL: s.api + "/installation/repositories",
 		HTMLURL:         fmt.Sprintf("%s/settings/installations/%d", s.base, in.id),
 		AppID:           in.app.id, AppSlug: in.app.slug, TargetID: in.account.id, TargetType: in.account.typ,
-		Permissions: in.app.permissions, Events: nonNil(in.app.events),
-		CreatedAt: ts(in.created), UpdatedAt: ts(in.created), SingleFilePaths: []string{}}
+		Permissions: clonePerms(in.perms), Events: appEvents(in.app),
+		CreatedAt: ts(in.created), UpdatedAt: ts(in.updated), SingleFilePaths: []string{}}
+	if in.selected != nil {
+		w.RepositorySelection = "selected"
+	}
+	if in.suspendedBy != nil {
+		w.SuspendedBy = s.wUser(in.suspendedBy)
+		at := ts(in.suspendedAt)
+		w.SuspendedAt = &at
+	}
+	return w
 }
 
 type wireRepo struct {

@@ -84,8 +84,8 @@ func (s *Store) LoadDelivery(ctx context.Context, d *store.Delivery) error {
 		payload = []byte{}
 	}
 	return s.write(ctx, "postgres: load delivery "+d.ID, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
-			d.ID, d.Event, payload, d.ReceivedAt, d.State, d.Attempts, d.Result, ts(d.DoneAt))
+		_, err := tx.Exec(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+			d.ID, d.Event, payload, d.ReceivedAt, d.State, d.Attempts, d.Result, ts(d.DoneAt), ts(d.NotBefore), d.Replays)
 		return loaded("delivery "+d.ID, err)
 	})
 }

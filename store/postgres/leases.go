@@ -23,8 +23,8 @@ func ttlArg(ttl time.Duration) int64 { return ttl.Microseconds() }
 
 // HeartbeatNode registers n or refreshes it, live until now+ttl.
 func (s *Store) HeartbeatNode(ctx context.Context, n store.Node, ttl time.Duration) (store.Node, error) {
-	if n.ID == "" || n.Capacity < 0 {
-		return store.Node{}, fmt.Errorf("postgres: heartbeat of node %q: want an id and a capacity >= 0 (got %d)", n.ID, n.Capacity)
+	if n.ID == "" || n.Capacity < store.NodeFull {
+		return store.Node{}, fmt.Errorf("postgres: heartbeat of node %q: want an id and a capacity >= 0, or store.NodeFull (got %d)", n.ID, n.Capacity)
 	}
 	n.Leases = 0
 	err := s.write(ctx, "heartbeat of node "+n.ID, func(tx pgx.Tx) error {

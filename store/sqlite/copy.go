@@ -82,8 +82,8 @@ GROUP BY repo, owner ORDER BY repo, owner`)
 // LoadDelivery stores d as it is.
 func (s *Store) LoadDelivery(ctx context.Context, d *store.Delivery) error {
 	return s.write(ctx, "sqlite: load delivery "+d.ID, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?)`,
-			d.ID, d.Event, d.Payload, ts(d.ReceivedAt), d.State, d.Attempts, d.Result, ts(d.DoneAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (`+deliveryCols+`) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+			d.ID, d.Event, d.Payload, ts(d.ReceivedAt), d.State, d.Attempts, d.Result, ts(d.DoneAt), ts(d.NotBefore), d.Replays)
 		return loaded("delivery "+d.ID, err)
 	})
 }

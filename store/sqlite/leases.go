@@ -20,8 +20,8 @@ import (
 
 // HeartbeatNode registers n or refreshes it, live until now+ttl.
 func (s *Store) HeartbeatNode(ctx context.Context, n store.Node, ttl time.Duration) (store.Node, error) {
-	if n.ID == "" || n.Capacity < 0 {
-		return store.Node{}, fmt.Errorf("sqlite: heartbeat of node %q: want an id and a capacity >= 0 (got %d)", n.ID, n.Capacity)
+	if n.ID == "" || n.Capacity < store.NodeFull {
+		return store.Node{}, fmt.Errorf("sqlite: heartbeat of node %q: want an id and a capacity >= 0, or store.NodeFull (got %d)", n.ID, n.Capacity)
 	}
 	now := s.now().UTC()
 	n.Heartbeat, n.Expires, n.Leases = now, now.Add(ttl), 0

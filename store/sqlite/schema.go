@@ -276,6 +276,20 @@ WHERE s.state NOT IN ('stopped', 'failed') AND s.repos <> 'null'
 	AND COALESCE(json_extract(r.value, '$.github'), '') <> '' AND COALESCE(json_extract(r.value, '$.branch'), '') <> ''
 ORDER BY s.created_at, s.id;
 `},
+	// When a delivery is due and how often it was replayed; GitHub's
+	// limits as the nodes share them (store.GitHubMark).
+	{"github-limits", `
+ALTER TABLE deliveries ADD COLUMN not_before INTEGER NOT NULL DEFAULT 0; -- 0: due now
+ALTER TABLE deliveries ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX deliveries_received ON deliveries (received_at DESC, id DESC);
+CREATE TABLE github_marks (
+	scope TEXT NOT NULL,                   -- installation:ID, app, token, repo:owner/name
+	kind  TEXT NOT NULL,                   -- secondary, core, suspended, pushed, ...
+	until INTEGER NOT NULL,                -- ns since the epoch, UTC
+	note  TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (scope, kind)
+) STRICT, WITHOUT ROWID;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -3,7 +3,10 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/harvest-dev/harvest/store"
 )
@@ -72,5 +75,151 @@ func testDeliveries(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	if _, err := st.GetDelivery(ctx, d1.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the pruned delivery: %v", err)
+	}
+}
+
+// testDeliveryQueue: a failed attempt makes a delivery due later with why;
+// one held back by a limit gives its attempt back; a failed delivery is
+// replayed once however many ask at once (the others are conflicts), a
+// pending or done one is not; the list is newest first, by state, bounded.
+func testDeliveryQueue(t *testing.T, open func(t *testing.T) store.Store) {
+	st := open(t)
+	ctx := context.Background()
+	for i, id := range []string{"q-1", "q-2", "q-3"} {
+		if err := st.AddDelivery(ctx, &store.Delivery{ID: id, Event: "issue_comment", Payload: []byte(`{}`), ReceivedAt: base.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.BeginDelivery(ctx, "q-1"); err != nil {
+		t.Fatal(err)
+	}
+	due := base.Add(time.Minute)
+	if err := st.RetryDelivery(ctx, "q-1", due, "GitHub answered 502"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.GetDelivery(ctx, "q-1")
+	if err != nil || d.State != store.DeliveryPending || d.Attempts != 1 || !d.NotBefore.Equal(due) || d.Result != "GitHub answered 502" {
+		t.Fatalf("after a retry: %+v, %v", d, err)
+	}
+	if _, err := st.BeginDelivery(ctx, "q-1"); err != nil {
+		t.Fatal(err)
+	}
+	later := base.Add(time.Hour)
+	if err := st.DeferDelivery(ctx, "q-1", later, "a secondary rate limit"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := st.GetDelivery(ctx, "q-1"); d.Attempts != 1 || !d.NotBefore.Equal(later) || d.Result != "a secondary rate limit" {
+		t.Fatalf("after a deferral: %+v; want the attempt given back", d)
+	}
+	if p, _ := st.PendingDeliveries(ctx, 0); len(p) != 3 || !p[0].NotBefore.Equal(later) {
+		t.Fatalf("pending: %+v; want all three, q-1 due later", p)
+	}
+	for _, f := range []func() error{
+		func() error { return st.RetryDelivery(ctx, "nope", due, "") },
+		func() error { return st.DeferDelivery(ctx, "nope", due, "") },
+	} {
+		if err := f(); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("postponing a missing delivery: %v", err)
+		}
+	}
+
+	// Replays.
+	if _, err := st.ReplayDelivery(ctx, "q-1"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("replaying a pending delivery: %v, want ErrConflict", err)
+	}
+	if _, err := st.ReplayDelivery(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("replaying a missing delivery: %v", err)
+	}
+	if err := st.FinishDelivery(ctx, "q-1", store.DeliveryFailed, "not installed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishDelivery(ctx, "q-2", store.DeliveryDone, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReplayDelivery(ctx, "q-2"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("replaying a done delivery: %v, want ErrConflict", err)
+	}
+	var wg sync.WaitGroup
+	var won, lost atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch _, err := st.ReplayDelivery(ctx, "q-1"); {
+			case err == nil:
+				won.Add(1)
+			case errors.Is(err, store.ErrConflict):
+				lost.Add(1)
+			default:
+				t.Errorf("a concurrent replay: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 || lost.Load() != 7 {
+		t.Fatalf("8 concurrent replays: %d won, %d conflicts; want 1 and 7", won.Load(), lost.Load())
+	}
+	d, err = st.GetDelivery(ctx, "q-1")
+	if err != nil || d.State != store.DeliveryPending || d.Attempts != 0 || !d.NotBefore.IsZero() || !d.DoneAt.IsZero() || d.Replays != 1 ||
+		d.Result != "replayed; it had failed: not installed" {
+		t.Fatalf("the replayed delivery: %+v, %v", d, err)
+	}
+
+	// Listing.
+	all, err := st.ListDeliveries(ctx, store.DeliveryFilter{})
+	if err != nil || len(all) != 3 || all[0].ID != "q-3" || all[2].ID != "q-1" || string(all[0].Payload) != `{}` {
+		t.Fatalf("list: %v, %v; want q-3, q-2, q-1", ids(all), err)
+	}
+	if done, _ := st.ListDeliveries(ctx, store.DeliveryFilter{State: store.DeliveryDone}); len(done) != 1 || done[0].ID != "q-2" {
+		t.Errorf("done ones: %v", ids(done))
+	}
+	if one, _ := st.ListDeliveries(ctx, store.DeliveryFilter{Limit: 1}); len(one) != 1 || one[0].ID != "q-3" {
+		t.Errorf("limit 1: %v", ids(one))
+	}
+}
+
+func ids(ds []*store.Delivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+// testGitHubMarks: a mark is listed until it ends; a later one replaces
+// an earlier one, never the other way; one is deleted; scopes are apart.
+func testGitHubMarks(t *testing.T, open func(t *testing.T) store.Store) {
+	st := open(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	put := func(m store.GitHubMark) {
+		t.Helper()
+		if err := st.PutGitHubMark(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(store.GitHubMark{Scope: "installation:1", Kind: "secondary", Until: now.Add(time.Minute), Note: "first"})
+	put(store.GitHubMark{Scope: "installation:1", Kind: "secondary", Until: now.Add(30 * time.Second), Note: "shorter"})
+	put(store.GitHubMark{Scope: "installation:1", Kind: "core", Until: now.Add(-time.Second), Note: "ended"})
+	put(store.GitHubMark{Scope: "installation:2", Kind: "suspended", Until: now.Add(time.Hour)})
+	ms, err := st.GitHubMarks(ctx, "installation:1")
+	if err != nil || len(ms) != 1 || ms[0].Kind != "secondary" || !ms[0].Until.Equal(now.Add(time.Minute)) || ms[0].Note != "first" {
+		t.Fatalf("marks: %+v, %v; want the first secondary only", ms, err)
+	}
+	put(store.GitHubMark{Scope: "installation:1", Kind: "secondary", Until: now.Add(2 * time.Minute), Note: "longer"})
+	if ms, _ := st.GitHubMarks(ctx, "installation:1"); len(ms) != 1 || ms[0].Note != "longer" {
+		t.Fatalf("after a later one: %+v", ms)
+	}
+	if err := st.DeleteGitHubMark(ctx, "installation:2", "suspended"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := st.GitHubMarks(ctx, "installation:2"); len(ms) != 0 {
+		t.Errorf("a deleted mark: %+v", ms)
+	}
+	if err := st.DeleteGitHubMark(ctx, "installation:9", "core"); err != nil {
+		t.Errorf("deleting a mark that is not there: %v", err)
+	}
+	if err := st.PutGitHubMark(ctx, store.GitHubMark{Kind: "core", Until: now}); err == nil {
+		t.Error("a mark without a scope was stored")
 	}
 }

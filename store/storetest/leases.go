@@ -60,6 +60,9 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 	if _, err := st.HeartbeatNode(ctx, store.Node{Addr: "x:1"}, time.Hour); err == nil {
 		t.Error("HeartbeatNode without an id succeeded")
 	}
+	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-x", Capacity: -2}, time.Hour); err == nil {
+		t.Error("HeartbeatNode with a capacity of -2 succeeded")
+	}
 	before := time.Now()
 	a, err := st.HeartbeatNode(ctx, store.Node{ID: "node-a", Addr: "10.0.0.1:8080", Capacity: 50}, time.Hour)
 	if err != nil {
@@ -101,6 +104,13 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 	}
 	if ns[1].Addr != "10.0.0.9:9090" || ns[1].Capacity != 20 || ns[1].Leases != 0 {
 		t.Errorf("node-b listed as %+v, want its last heartbeat's address and capacity", ns[1])
+	}
+	// A node that takes nothing at the moment says so, and is listed so.
+	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-b", Addr: "10.0.0.9:9090", Capacity: store.NodeFull}, time.Hour); err != nil {
+		t.Fatalf("HeartbeatNode with NodeFull: %v", err)
+	}
+	if ns, err := st.ListNodes(ctx); err != nil || len(ns) != 2 || ns[1].Capacity != store.NodeFull {
+		t.Errorf("ListNodes after node-b's NodeFull heartbeat = %+v, %v", ns, err)
 	}
 	// A dead node that beats again is back.
 	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-c"}, time.Hour); err != nil {

@@ -1,32 +1,37 @@
-// Command extract cuts, from GitHub's published OpenAPI descriptions as
-// pinned npm tarballs, the subset the stand-in serves: the REST operations
-// ghsim.Operations names and the webhooks ghsim.WebhookKinds names, with
-// every component they reference (transitively), examples dropped. It
-// writes them, gzipped, with a note of where they came from:
+// Command extract pins GitHub's published OpenAPI descriptions, whole, as
+// the stand-in's test data (package ghschema): the REST description
+// (generated/api.github.com.json of @octokit/openapi) and the webhooks
+// one (the same file of @octokit/openapi-webhooks), each gzipped as it
+// is, with a note of where it came from and the SHA-256 of its content:
 //
 //	go run ./sim/ghsim/internal/extract \
 //	    -rest /tmp/octo/octokit-openapi-23.0.2.tgz \
 //	    -webhooks /tmp/octo/octokit-openapi-webhooks-12.1.0.tgz \
-//	    -out sim/ghsim/testdata
+//	    -out sim/ghsim/ghschema/descriptions
 //
 // The tarballs are `npm pack @octokit/openapi@23.0.2` and
 // `npm pack @octokit/openapi-webhooks@12.1.0`; each is checked against the
-// npm integrity pinned below before it is read.
+// npm integrity pinned below before it is read. Nothing is cut: what the
+// stand-in serves is checked against everything GitHub describes.
 //
 // With -examples (`npm pack @octokit/webhooks-examples@7.6.1`: recorded
 // payloads of real deliveries, from octokit/webhooks) it also writes
 // webhook-examples.json.gz: the examples of the events Harvest handles
-// (exampleEvents), every action, as the package has them. No @octokit
-// package pins an examples version to an openapi-webhooks one; 7.6.1 is
-// the package's latest, the one current with openapi-webhooks 12.x.
+// (exampleEvents), every action, as the package has them (package ghbot
+// parses each). No @octokit package pins an examples version to an
+// openapi-webhooks one; 7.6.1 is the package's latest, the one current
+// with openapi-webhooks 12.x. Without -examples the examples' note in
+// SOURCE.json is kept as it was.
 package main
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,18 +39,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"github.com/harvest-dev/harvest/sim/ghsim"
 )
 
-// Source names one pinned npm tarball.
+// Source names one pinned npm tarball and the file taken from it.
 type Source struct {
 	Package   string `json:"package"`
 	Version   string `json:"version"`
-	Integrity string `json:"integrity"` // npm's: "sha512-" + base64
+	Integrity string `json:"integrity"` // npm's: "sha512-" + base64, of the tarball
 	File      string `json:"file"`      // inside the tarball
-	Subset    string `json:"subset"`    // the file written in testdata
+	Pinned    string `json:"pinned"`    // the gzipped copy written
+	SHA256    string `json:"sha256"`    // of the file's content (set when written)
 }
 
 // The pins. Changing a version means a new integrity; the tool refuses a
@@ -56,34 +59,34 @@ var (
 		Version:   "23.0.2",
 		Integrity: "sha512-pV8M7L9GY23AybNvTmo2nyjmpmnt6+2sRE/tqr0ZLQcPS4lnw7u5eZGNmwRNkBC3D7gZXbFx5AHzLUVRBXGDhg==",
 		File:      "package/generated/api.github.com.json",
-		Subset:    "rest.json.gz",
+		Pinned:    "api.github.com.json.gz",
 	}
 	examplesSource = Source{
 		Package:   "@octokit/webhooks-examples",
 		Version:   "7.6.1",
 		Integrity: "sha512-De6U3XB6O3DtCa7bKgCMzTHdeopqqZ6SNivMYJnK65ierKL1AnNIA0tkRYCRS7lwGT792d+Ps1WbfHlso6MynQ==",
 		File:      "package/api.github.com/index.json",
-		Subset:    "webhook-examples.json.gz",
+		Pinned:    "webhook-examples.json.gz",
 	}
 	webhooksSource = Source{
 		Package:   "@octokit/openapi-webhooks",
 		Version:   "12.1.0",
 		Integrity: "sha512-Z5eDsLCUNbx1zHpZb1LNQirADqdMTvWJQ/deahi0ws+tWWnwHXB+Pr4jfmM9OrETS9Y5iW8ZRu1fdbudObhLrg==",
 		File:      "package/generated/api.github.com.json",
-		Subset:    "webhooks.json.gz",
+		Pinned:    "webhooks.api.github.com.json.gz",
 	}
 )
 
 // exampleEvents are the events Harvest's webhook side handles (package
 // ghbot), whose recorded examples are kept.
 var exampleEvents = []string{"issue_comment", "issues", "pull_request", "pull_request_review",
-	"pull_request_review_comment", "check_suite", "installation", "installation_repositories"}
+	"pull_request_review_comment", "check_suite", "installation", "installation_repositories", "push"}
 
 func main() {
 	rest := flag.String("rest", "", "the @octokit/openapi tarball (npm pack)")
 	hooks := flag.String("webhooks", "", "the @octokit/openapi-webhooks tarball (npm pack)")
 	examples := flag.String("examples", "", "the @octokit/webhooks-examples tarball (npm pack); optional")
-	out := flag.String("out", "sim/ghsim/testdata", "directory to write the subsets to")
+	out := flag.String("out", "sim/ghsim/ghschema/descriptions", "directory to write the pinned descriptions to")
 	flag.Parse()
 	if *rest == "" || *hooks == "" {
 		fmt.Fprintln(os.Stderr, "extract: give -rest TARBALL and -webhooks TARBALL")
@@ -96,46 +99,32 @@ func main() {
 }
 
 func run(restTGZ, hooksTGZ, examplesTGZ, out string) error {
-	doc, err := readPinned(restTGZ, restSource)
-	if err != nil {
-		return err
-	}
-	var ops []string
-	for _, op := range ghsim.Operations() {
-		ops = append(ops, op.Method+" "+op.Path)
-	}
-	sub, err := restSubset(doc)
-	if err != nil {
-		return err
-	}
-	if err := writeGz(filepath.Join(out, restSource.Subset), sub); err != nil {
-		return err
-	}
-
-	wdoc, err := readPinned(hooksTGZ, webhooksSource)
-	if err != nil {
-		return err
-	}
-	wsub, err := webhooksSubset(wdoc)
-	if err != nil {
-		return err
-	}
-	if err := writeGz(filepath.Join(out, webhooksSource.Subset), wsub); err != nil {
-		return err
-	}
-	var kinds []string
-	for _, k := range ghsim.WebhookKinds() {
-		kinds = append(kinds, string(k))
+	var srcs []Source
+	for _, p := range []struct {
+		tgz string
+		src Source
+	}{{restTGZ, restSource}, {hooksTGZ, webhooksSource}} {
+		b, err := readPinned(p.tgz, p.src)
+		if err != nil {
+			return err
+		}
+		if !json.Valid(b) {
+			return fmt.Errorf("%s: %s is not JSON", p.tgz, p.src.File)
+		}
+		sum := sha256.Sum256(b)
+		p.src.SHA256 = hex.EncodeToString(sum[:])
+		if err := writeGz(filepath.Join(out, p.src.Pinned), b); err != nil {
+			return err
+		}
+		srcs = append(srcs, p.src)
 	}
 	note := map[string]any{
-		"generator":  "go run ./sim/ghsim/internal/extract",
-		"rest":       restSource,
-		"webhooks":   webhooksSource,
-		"operations": ops,
-		"hooks":      kinds,
+		"generator": "go run ./sim/ghsim/internal/extract",
+		"rest":      srcs[0],
+		"webhooks":  srcs[1],
 	}
 	if examplesTGZ != "" {
-		raw, err := readPinnedRaw(examplesTGZ, examplesSource)
+		raw, err := readPinned(examplesTGZ, examplesSource)
 		if err != nil {
 			return err
 		}
@@ -144,8 +133,8 @@ func run(restTGZ, hooksTGZ, examplesTGZ, out string) error {
 			return fmt.Errorf("%s: %s: %w", examplesTGZ, examplesSource.File, err)
 		}
 		var keep []map[string]any
-		for _, e := range all {
-			for _, name := range exampleEvents {
+		for _, name := range exampleEvents {
+			for _, e := range all {
 				if e["name"] == name {
 					keep = append(keep, map[string]any{"name": name, "examples": e["examples"]})
 				}
@@ -154,13 +143,15 @@ func run(restTGZ, hooksTGZ, examplesTGZ, out string) error {
 		if len(keep) != len(exampleEvents) {
 			return fmt.Errorf("%s: %d of the %d events have examples", examplesTGZ, len(keep), len(exampleEvents))
 		}
-		if err := writeGz(filepath.Join(out, examplesSource.Subset), keep); err != nil {
+		b, _ := json.Marshal(keep)
+		sum := sha256.Sum256(b)
+		src := examplesSource
+		src.SHA256 = hex.EncodeToString(sum[:])
+		if err := writeGz(filepath.Join(out, src.Pinned), b); err != nil {
 			return err
 		}
-		note["examples"] = examplesSource
-		note["example_events"] = exampleEvents
+		note["examples"], note["example_events"] = src, exampleEvents
 	} else if b, err := os.ReadFile(filepath.Join(out, "SOURCE.json")); err == nil {
-		// Keep the examples' note when they are not extracted again.
 		var old map[string]any
 		if json.Unmarshal(b, &old) == nil && old["examples"] != nil {
 			note["examples"], note["example_events"] = old["examples"], old["example_events"]
@@ -170,21 +161,8 @@ func run(restTGZ, hooksTGZ, examplesTGZ, out string) error {
 	return os.WriteFile(filepath.Join(out, "SOURCE.json"), append(b, '\n'), 0o644)
 }
 
-// readPinned checks the tarball's integrity and returns its description.
-func readPinned(path string, src Source) (map[string]any, error) {
-	b, err := readPinnedRaw(path, src)
-	if err != nil {
-		return nil, err
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", path, src.File, err)
-	}
-	return doc, nil
-}
-
-// readPinnedRaw checks the tarball's integrity and returns src.File.
-func readPinnedRaw(path string, src Source) ([]byte, error) {
+// readPinned checks the tarball's integrity and returns the file it pins.
+func readPinned(path string, src Source) ([]byte, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -206,115 +184,16 @@ func readPinnedRaw(path string, src Source) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if h.Name != src.File {
-			continue
+		if h.Name == src.File {
+			return io.ReadAll(tr)
 		}
-		return io.ReadAll(tr)
 	}
 }
 
-func restSubset(doc map[string]any) (map[string]any, error) {
-	paths, _ := doc["paths"].(map[string]any)
-	keep := map[string]any{}
-	for _, op := range ghsim.Operations() {
-		item, _ := paths[op.Path].(map[string]any)
-		o, ok := item[strings.ToLower(op.Method)]
-		if !ok {
-			return nil, fmt.Errorf("%s %s: not in the description", op.Method, op.Path)
-		}
-		dst, _ := keep[op.Path].(map[string]any)
-		if dst == nil {
-			dst = map[string]any{}
-			keep[op.Path] = dst
-		}
-		dst[strings.ToLower(op.Method)] = o
-	}
-	sub := map[string]any{
-		"openapi": doc["openapi"],
-		"info":    doc["info"],
-		"paths":   keep,
-	}
-	return withComponents(sub, doc)
-}
-
-func webhooksSubset(doc map[string]any) (map[string]any, error) {
-	hooks, _ := doc["webhooks"].(map[string]any)
-	keep := map[string]any{}
-	for _, k := range ghsim.WebhookKinds() {
-		h, ok := hooks[string(k)]
-		if !ok {
-			return nil, fmt.Errorf("webhook %s: not in the description", k)
-		}
-		keep[string(k)] = h
-	}
-	sub := map[string]any{
-		"openapi":  doc["openapi"],
-		"info":     doc["info"],
-		"webhooks": keep,
-	}
-	return withComponents(sub, doc)
-}
-
-// withComponents strips examples from sub and adds every component it
-// references, transitively.
-func withComponents(sub, doc map[string]any) (map[string]any, error) {
-	comps, _ := doc["components"].(map[string]any)
-	out := map[string]any{}
-	var queue []string
-	seen := map[string]bool{}
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch v := v.(type) {
-		case map[string]any:
-			m := map[string]any{}
-			for k, x := range v {
-				if k == "examples" || k == "example" {
-					continue
-				}
-				if s, ok := x.(string); ok && k == "$ref" && !seen[s] {
-					seen[s] = true
-					queue = append(queue, s)
-				}
-				m[k] = walk(x)
-			}
-			return m
-		case []any:
-			l := make([]any, len(v))
-			for i, x := range v {
-				l[i] = walk(x)
-			}
-			return l
-		}
-		return v
-	}
-	res := walk(sub).(map[string]any)
-	for len(queue) > 0 {
-		ref := queue[0]
-		queue = queue[1:]
-		parts := strings.Split(strings.TrimPrefix(ref, "#/components/"), "/")
-		if !strings.HasPrefix(ref, "#/components/") || len(parts) != 2 {
-			return nil, fmt.Errorf("reference %s: not a component", ref)
-		}
-		kind, _ := comps[parts[0]].(map[string]any)
-		c, ok := kind[parts[1]]
-		if !ok {
-			return nil, fmt.Errorf("reference %s: missing", ref)
-		}
-		if out[parts[0]] == nil {
-			out[parts[0]] = map[string]any{}
-		}
-		out[parts[0]].(map[string]any)[parts[1]] = walk(c)
-	}
-	res["components"] = out
-	return res, nil
-}
-
-func writeGz(path string, v any) error {
+func writeGz(path string, b []byte) error {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	enc := json.NewEncoder(zw)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(v); err != nil {
+	if _, err := zw.Write(b); err != nil {
 		return err
 	}
 	if err := zw.Close(); err != nil {

@@ -113,7 +113,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message: stored before the reply; queued while the agent works, or interrupting the turn
-         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing.
+         * @description The message and its message.queued event are stored together before the reply. With an Idempotency-Key header the send is safe to retry (after a timeout, a lost connection or a 503 while the server restarts): the same key, from the same token on the same session, gives back the message stored the first time and stores nothing; the same key with a different body is 409 conflict. While the server drains for a restart it answers 503 with Retry-After and stores nothing. A message to a suspended session resumes it: below the server's floor of free space that is 507, and nothing is stored.
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -474,6 +474,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/github/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List GitHub's webhook deliveries as stored and processed, newest first (admin)
+         * @description A delivery that failed for good (its result says why, and whether the person who asked was told) can be replayed. harvest github deliveries [--failed] prints these.
+         */
+        get: operations["listGitHubDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/github/deliveries/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A delivery's id: GitHub's X-GitHub-Delivery */
+                id: components["parameters"]["DeliveryID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Process a delivery that failed for good again, as if it had just arrived (admin). Body: none or {}
+         * @description Once and only once: of two replays at once one wins and the other is a 409; a delivery still pending (its own retries) or done is a 409 too. harvest github replay ID does this.
+         */
+        post: operations["replayGitHubDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory": {
         parameters: {
             query?: never;
@@ -558,12 +601,49 @@ export interface components {
              */
             expires_at?: string;
         };
+        GitHubDelivery: {
+            /** @description GitHub's X-GitHub-Delivery */
+            id: string;
+            /** @description X-GitHub-Event: issue_comment, push, installation, ... */
+            event: string;
+            action?: string;
+            /** @description owner/name, from the payload */
+            repo?: string;
+            /** @description The issue or pull request, from the payload */
+            number?: number;
+            /** @description Who did it on GitHub */
+            sender?: string;
+            /**
+             * Format: int64
+             * @description The app's installation it came from
+             */
+            installation?: number;
+            /** @enum {string} */
+            state: "pending" | "done" | "failed";
+            /** @description Attempts since it arrived or was last replayed (one held back by GitHub's limits is not counted) */
+            attempts: number;
+            replays: number;
+            /** @description What it did (done); why it failed (failed); why the last attempt failed, or what holds it back (pending) */
+            result?: string;
+            /** Format: date-time */
+            received_at: string;
+            /** Format: date-time */
+            done_at?: string;
+            /**
+             * Format: date-time
+             * @description When a pending delivery is due again
+             */
+            not_before?: string;
+        };
+        GitHubDeliveryList: {
+            deliveries: components["schemas"]["GitHubDelivery"][];
+        };
         ErrorBody: {
             error: components["schemas"]["ErrorInfo"];
         };
         ErrorInfo: {
             /** @enum {string} */
-            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "internal" | "too_slow" | "deleted";
+            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "insufficient_storage" | "internal" | "too_slow" | "deleted";
             /** @description What was wrong and what to do */
             message: string;
             /** @description With code invalid: every problem of the request, one an item, each saying what to change */
@@ -1182,6 +1262,15 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /** @description The server's data directory has less free space than its floor (harvest serve --min-free): nothing was stored or made (for a message: it resumes a suspended session, and was not stored); retrying does not help until space is freed or the floor lowered. The message says what is free and the floor, and to an admin where */
+        InsufficientStorage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
         /** @description The server is shutting down or draining for a restart: nothing was stored; retry after Retry-After seconds */
         Unavailable: {
             headers: {
@@ -1193,6 +1282,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description A delivery's id: GitHub's X-GitHub-Delivery */
+        DeliveryID: string;
         /** @description A session id, as returned on creation */
         SessionID: string;
         /** @description The repository: owner/name (GitHub), or the source sessions give it by (a directory on the server, a git URL) */
@@ -1393,6 +1484,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getSession: {
@@ -1484,6 +1576,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     cancelTurn: {
@@ -1978,6 +2071,7 @@ export interface operations {
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEnvironment: {
@@ -2102,6 +2196,73 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+        };
+    };
+    listGitHubDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this state */
+                state?: "pending" | "done" | "failed";
+                /** @description At most this many (default 100) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GitHubDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    replayGitHubDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A delivery's id: GitHub's X-GitHub-Delivery */
+                id: components["parameters"]["DeliveryID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pending again; it will be processed */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GitHubDelivery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The delivery is not failed (pending, or done), or another replay took it */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
         };
     };
     listMemory: {
