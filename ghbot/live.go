@@ -2,6 +2,7 @@ package ghbot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-github/v75/github"
 
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -39,9 +41,11 @@ import (
 // and the step it is on, edited as the agent goes: at most one edit every
 // Config.ProgressEvery, never two at once on one comment (the latest
 // state wins: what changed while an edit was in flight is in the next
-// one), through the shared client (gh.GitHub.Client), whose rate limiter
-// holds an edit back rather than spend a penalty. An edit notifies no
-// one: the turn's end is told in a new comment (AfterTurn).
+// one), through the shared client (gh.GitHub.Client) and its limiter: a
+// live edit is Background (it keeps off the budget's reserve, left for
+// work people wait for) and NoWait (inside a window it fails at once and
+// is put off to the window's end, never holding the turn's end up). An
+// edit notifies no one: the turn's end is told in a new comment (tell.go).
 //
 // Earlier turns' sections are kept as GitHub has them (read once per
 // session, when the first turn is watched after a start or a restart);
@@ -247,11 +251,30 @@ func (w *liveWatch) run() {
 		w.dirty = false
 		w.mu.Unlock()
 		last = time.Now()
-		ctx, cancel := context.WithTimeout(w.ctx, editTimeout)
+		// Deferrable, and never waiting inside a window: a limited edit
+		// is put off to the window's end (the latest state then).
+		ctx, cancel := context.WithTimeout(gh.NoWait(gh.Background(w.ctx)), editTimeout)
 		w.d.mu.Lock()
 		err := w.s.setSection(ctx, w.c, w.d, w.turn, text)
 		w.d.mu.Unlock()
 		cancel()
+		if at := gh.RetryAt(err); errors.Is(err, gh.ErrRateLimited) && !at.IsZero() {
+			w.mu.Lock()
+			w.dirty = true
+			w.mu.Unlock()
+			t := time.NewTimer(time.Until(at))
+			select {
+			case <-w.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+			continue
+		}
 		if err != nil && w.ctx.Err() == nil {
 			w.s.log.Warn("showing a turn's progress", "session", w.d.session, "turn", w.turn, "err", err)
 		}

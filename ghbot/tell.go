@@ -183,7 +183,7 @@ func (s *Service) answer(ctx context.Context, c *github.Client, t session.TurnEn
 	b.WriteString("\n\n<!-- harvest-turn-end: " + sess.ID + " " + t.Turn + " -->")
 	owner, name := split(trig.Repo)
 	if trig.ReviewComment != 0 {
-		_, _, err := c.PullRequests.CreateCommentInReplyTo(ctx, owner, name, trig.Number, b.String(), trig.ReviewComment)
+		err := replyInThread(ctx, c, owner, name, trig.Number, trig.ReviewComment, b.String())
 		if err == nil {
 			return nil
 		}
@@ -212,4 +212,20 @@ func (s *Service) react(ctx context.Context, c *github.Client, t session.TurnEnd
 	if err != nil {
 		s.log.Warn("reacting to what asked for a turn", "session", t.Session.ID, "err", err)
 	}
+}
+
+// replyInThread answers a review comment in its thread, through the
+// endpoint GitHub describes for it (POST
+// /repos/{owner}/{repo}/pulls/{n}/comments/{id}/replies, {"body"}).
+// go-github's CreateCommentInReplyTo posts {body, in_reply_to} to
+// …/pulls/{n}/comments instead, which GitHub's description says needs a
+// commit and a path.
+func replyInThread(ctx context.Context, c *github.Client, owner, name string, pr int, comment int64, body string) error {
+	u := fmt.Sprintf("repos/%s/%s/pulls/%d/comments/%d/replies", owner, name, pr, comment)
+	req, err := c.NewRequest("POST", u, map[string]string{"body": body})
+	if err != nil {
+		return err
+	}
+	_, err = c.Do(ctx, req, new(github.PullRequestComment))
+	return explain(err, "replying in the review comment's thread")
 }
