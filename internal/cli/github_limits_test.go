@@ -395,7 +395,7 @@ func TestGitHubReplay(t *testing.T) {
 	if n := len(mustSessions(t, c)); n != 1 {
 		t.Errorf("%d sessions after the replays; want 1", n)
 	}
-	if n := g.count(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)); n != 1 {
+	if n := g.reactions(fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid), "eyes"); n != 1 {
 		t.Errorf("the comment got %d 👀; want 1", n)
 	}
 	// Replaying it again: it is done, not failed.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -146,6 +147,19 @@ func (g *ghEnv) count(method, path string) int {
 	n := 0
 	for _, r := range g.gs.Requests() {
 		if r.Method == method && r.Path == path && r.Status < 300 {
+			n++
+		}
+	}
+	return n
+}
+
+// reactions is how many reactions content the stand-in was asked to
+// make at path (as received, /api/v3 included).
+func (g *ghEnv) reactions(path, content string) int {
+	n := 0
+	for _, r := range g.gs.Requests() {
+		var b struct{ Content string }
+		if r.Method == http.MethodPost && r.Path == path && r.Status < 300 && json.Unmarshal(r.Body, &b) == nil && b.Content == content {
 			n++
 		}
 	}
@@ -518,7 +532,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	c2 := e.client(s2)
 	waitHTTP(t, 2*time.Minute, "the session of the delivery", func() bool { return len(mustSessions(t, c2)) > 0 })
 	ada := g.client(t, g.ada)
-	waitComment(t, ctx, ada, g.issue, "Cost so far")
+	waitComment(t, ctx, ada, g.issue, "<!-- harvest-turn-end: ")
 
 	// GitHub's "Redeliver": the same delivery again. Harvest processes
 	// deliveries one at a time, oldest first: the redelivery, if it were
@@ -527,7 +541,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	// the two, nothing of the first delivery's processing may happen again
 	// (its 👀 is made by processing it).
 	eyes := fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)
-	reacted := g.count(http.MethodPost, eyes)
+	reacted := g.reactions(eyes, "eyes")
 	if reacted == 0 {
 		t.Fatalf("the first delivery's comment got no 👀")
 	}
@@ -552,7 +566,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	testbin.WaitFor(t, time.Minute, "the 👀 on Ada's comment after the redelivery", func() bool {
 		return g.requested(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", after))
 	})
-	if n := g.count(http.MethodPost, eyes); n != reacted {
+	if n := g.reactions(eyes, "eyes"); n != reacted {
 		t.Errorf("the redelivery was processed again: the first comment's 👀 was made %d times before it, %d after", reacted, n)
 	}
 
@@ -682,7 +696,7 @@ func TestGitHubClaudeCode(t *testing.T) {
 	}
 	sha := mustBranch(t, g, pr.GetHead().GetRef())
 	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
-	if got := testbin.Git(t, bare, "log", "-1", "--format=%s|%cn", sha); got != "Fix add (Claude Code)|Harvest" {
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%s|%cn", sha); got != "Fix add (Claude Code)|harvest[bot]" {
 		t.Errorf("the pushed commit: %q", got)
 	}
 	ss := mustSessions(t, e.client(s))
@@ -938,7 +952,7 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	if err != nil || len(pr) != 1 || pr[0].GetDraft() {
 		t.Fatalf("the API session's pull request: %+v, %v; want one, ready", pr, err)
 	}
-	if got := testbin.Git(t, bare, "log", "-1", "--format=%an|%cn", mustBranch(t, g, head)); got != "Harvest (Harvest)|Harvest" && got != "Harvest|Harvest" {
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%an|%cn", mustBranch(t, g, head)); got != "harvest[bot]|harvest[bot]" {
 		t.Errorf("the API session's commit: %q; want the bot as author and committer", got)
 	}
 
