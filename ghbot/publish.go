@@ -120,18 +120,19 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if err != nil {
 		return err
 	}
+	aheadOf, ahead := "", 0 // the count of aheadOf's own commits, once asked
 	if remote == "" {
 		// Not on GitHub yet: pushed only when it has commits of its own
 		// (asked in the box: its origin/BASE is the base as of the
 		// session's clone or its last fetch).
-		ahead, err := s.ahead(ctx, t, *r, head)
-		if err != nil {
+		if ahead, err = s.ahead(ctx, t, *r, head); err != nil {
 			return err
 		}
 		if ahead == 0 {
 			w.unchanged = true
 			return nil
 		}
+		aheadOf = head
 	}
 	if remote != head && head != "" {
 		// Committed, not pushed: push it for the agent, from the box, so
@@ -157,9 +158,10 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if r.PRNumber != 0 {
 		return s.updatePR(ctx, t, c, r)
 	}
-	ahead, err := s.ahead(ctx, t, *r, remote)
-	if err != nil {
-		return err
+	if aheadOf != remote {
+		if ahead, err = s.ahead(ctx, t, *r, remote); err != nil {
+			return err
+		}
 	}
 	if ahead == 0 {
 		w.unchanged = true
@@ -376,18 +378,23 @@ func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Re
 	if f := t.Outcome.Finished; f != nil {
 		result = strings.TrimSpace(f.Result)
 	}
-	var body string
-	if f, err := readBoxFile(ctx, t.Box, r, DescriptionFile); err == nil && strings.TrimSpace(f) != "" {
-		first, rest, _ := strings.Cut(strings.TrimSpace(f), "\n")
-		d.title, body = strings.TrimSpace(strings.TrimLeft(first, "# ")), strings.TrimSpace(rest)
-	}
+	// One run in the box reads the description file, the template and
+	// the branch's commits.
+	var body, tpl string
 	var commits []commitLine
-	if out, err := boxGit(ctx, t.Box, r, nil, "log", "--max-count=21", "--format=%H%x1f%s", "refs/remotes/origin/"+r.Base+"..refs/heads/"+r.Branch, "--"); err == nil {
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+	if parts, err := readDescription(ctx, t.Box, r); err == nil {
+		if f := strings.TrimSpace(parts[0]); f != "" {
+			first, rest, _ := strings.Cut(f, "\n")
+			d.title, body = strings.TrimSpace(strings.TrimLeft(first, "# ")), strings.TrimSpace(rest)
+		}
+		tpl = strings.TrimSpace(parts[1])
+		for _, line := range strings.Split(strings.TrimSpace(parts[2]), "\n") {
 			if sha, subj, ok := strings.Cut(line, "\x1f"); ok && shaPattern.MatchString(sha) {
 				commits = append(commits, commitLine{sha: sha, subject: subj})
 			}
 		}
+	} else {
+		s.log.Warn("reading the pull request's description in the box", "session", t.Session.ID, "repo", r.Name, "err", err)
 	}
 	if d.title == "" && len(commits) == 1 {
 		d.title = commits[0].subject
@@ -404,10 +411,7 @@ func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Re
 	}
 	d.title = truncate(d.title, 200)
 	if body == "" {
-		body = result
-		if tpl, err := readBoxFile(ctx, t.Box, r, ".github/pull_request_template.md"); err == nil {
-			d.template = strings.TrimSpace(tpl)
-		}
+		body, d.template = result, tpl
 	}
 	var b strings.Builder
 	b.WriteString(truncate(body, 40000))
@@ -438,21 +442,31 @@ func (s *Service) sessionLink(id string) string {
 	return "`" + id + "`"
 }
 
-// readBoxFile reads a small file of the box's repository, through the box
-// (a symlink there resolves in the box, never on the host).
-func readBoxFile(ctx context.Context, box *sandbox.Sandbox, r store.Repo, rel string) (string, error) {
-	var out bytes.Buffer
+// readDescription reads, in one run in the box (a symlink there
+// resolves in the box, never on the host): the agent's description file,
+// the repository's pull request template (64 KiB of each at most) and the
+// branch's commits that its base lacks (the latest 21: hash, 0x1f,
+// subject). A file that is not there is "".
+func readDescription(ctx context.Context, box *sandbox.Sandbox, r store.Repo) ([3]string, error) {
+	var out, errb bytes.Buffer
+	const script = `head -c 65536 -- "$1" 2>/dev/null | tr -d '\036'; printf '\036'; head -c 65536 -- "$2" 2>/dev/null | tr -d '\036'; printf '\036'; ` +
+		`git log --max-count=21 --format=%H%x1f%s "$3" --`
 	st, err := box.Run(ctx, &sandbox.Cmd{
-		Args: []string{"head", "-c", "65536", "--", rel}, Dir: box.WorkspacePath(r.Name),
-		Stdout: &out, OutputLimit: 64 << 10, Timeout: 30 * time.Second,
+		Args: []string{"sh", "-c", script, "sh", DescriptionFile, ".github/pull_request_template.md",
+			"refs/remotes/origin/" + r.Base + "..refs/heads/" + r.Branch},
+		Dir: box.WorkspacePath(r.Name), Stdout: &out, Stderr: &errb, OutputLimit: 256 << 10, Timeout: 30 * time.Second,
 	})
 	if err != nil {
-		return "", err
+		return [3]string{}, err
 	}
 	if !st.Success() {
-		return "", fmt.Errorf("reading %s in the box: %s", rel, st)
+		return [3]string{}, fmt.Errorf("reading the description in the box (%s): %s", st, strings.TrimSpace(errb.String()))
 	}
-	return out.String(), nil
+	parts := strings.SplitN(out.String(), "\x1e", 3)
+	if len(parts) != 3 {
+		return [3]string{}, fmt.Errorf("reading the description in the box: %d parts, not 3", len(parts))
+	}
+	return [3]string{parts[0], parts[1], parts[2]}, nil
 }
 
 func setRepo(st *store.Session, name string, fn func(*store.Repo)) {
