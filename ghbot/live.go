@@ -39,7 +39,9 @@ import (
 //
 // During a turn its section shows the agent's todo list as a checklist
 // and the step it is on, edited as the agent goes: at most one edit every
-// Config.ProgressEvery, never two at once on one comment (the latest
+// Config.ProgressEvery (the first one ProgressEvery after the turn
+// begins: a short turn is shown at its end only), never two at once on
+// one comment (the latest
 // state wins: what changed while an edit was in flight is in the next
 // one), through the shared client (gh.GitHub.Client) and its limiter: a
 // live edit is Background (it keeps off the budget's reserve, left for
@@ -159,7 +161,7 @@ func (s *Service) WatchTurn(ctx context.Context, t session.TurnStart) session.Tu
 	}
 	w := &liveWatch{s: s, c: c, d: d, turn: t.Turn, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.dirty = true // the turn's section appears at once: "Working"
+	w.dirty = true // the turn's section appears ("Working") even with no event
 	w.kick <- struct{}{}
 	go w.run()
 	return w
@@ -226,14 +228,16 @@ func (w *liveWatch) Done() {
 
 func (w *liveWatch) run() {
 	defer close(w.done)
-	var last time.Time
+	// The first edit too waits ProgressEvery: a turn shorter than that
+	// costs no request until its end, which writes the section anyway.
+	last := time.Now()
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-w.kick:
 		}
-		if wait := w.s.cfg.ProgressEvery - time.Since(last); !last.IsZero() && wait > 0 {
+		if wait := w.s.cfg.ProgressEvery - time.Since(last); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-w.stop:
