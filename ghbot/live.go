@@ -41,13 +41,13 @@ import (
 // and the step it is on, edited as the agent goes: at most one edit every
 // Config.ProgressEvery (the first one ProgressEvery after the turn
 // begins: a short turn is shown at its end only), never two at once on
-// one comment (the latest
-// state wins: what changed while an edit was in flight is in the next
-// one), through the shared client (gh.GitHub.Client) and its limiter: a
-// live edit is Background (it keeps off the budget's reserve, left for
-// work people wait for) and NoWait (inside a window it fails at once and
-// is put off to the window's end, never holding the turn's end up). An
-// edit notifies no one: the turn's end is told in a new comment (tell.go).
+// one comment (the latest state wins: what changed while an edit was in
+// flight is in the next one), through the shared client
+// (gh.GitHub.Client) and its limiter: a live edit is Background (it keeps
+// off the budget's reserve, left for work people wait for) and NoWait
+// (inside a window it fails at once and is put off to the window's end,
+// never holding the turn's end up). An edit notifies no one: the turn's
+// end is told in a new comment (tell.go).
 //
 // Earlier turns' sections are kept as GitHub has them (read once per
 // session, when the first turn is watched after a start or a restart);
