@@ -317,7 +317,13 @@ func (s *Service) dressPR(ctx context.Context, t session.TurnEnd, c *github.Clie
 		}
 	}
 	if len(s.cfg.PRLabels) > 0 {
-		if _, _, err := c.Issues.AddLabelsToIssue(ctx, owner, name, pr.GetNumber(), s.cfg.PRLabels); err != nil {
+		// {"labels": [...]}, as GitHub's description has it (go-github's
+		// AddLabelsToIssue sends a bare array, which it does not).
+		req, err := c.NewRequest("POST", fmt.Sprintf("repos/%s/%s/issues/%d/labels", owner, name, pr.GetNumber()), map[string][]string{"labels": s.cfg.PRLabels})
+		if err == nil {
+			_, err = c.Do(ctx, req, &[]*github.Label{})
+		}
+		if err != nil {
 			s.log.Warn("labelling the pull request", "session", t.Session.ID, "pr", pr.GetHTMLURL(), "err", explain(err, "adding labels"))
 		}
 	}

@@ -489,6 +489,9 @@ func TestGitHubInstallationsAndMirrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr2 := prOf(issue2)
+	// The turn's end tells Ada after the pull request: wait for it, so that
+	// nothing of this session's is sent once the installation is suspended.
+	waitComment(t, context.Background(), g.client(t, g.ada), issue2, "<!-- harvest-turn-end: ")
 	var boxPush time.Time
 	for _, r := range g.gs.Requests() {
 		if byHarvest(r) && strings.HasSuffix(r.Path, "/git-receive-pack") && r.Time.After(asked) && boxPush.IsZero() {
