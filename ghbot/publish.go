@@ -343,10 +343,14 @@ func (s *Service) updatePR(ctx context.Context, t session.TurnEnd, c *github.Cli
 	}
 	body := pr.GetBody()
 	i := strings.Index(body, sectionBegin)
-	j := strings.Index(body, sectionEnd)
-	if i < 0 || j < i {
+	if i < 0 {
 		return nil // no section: a person's pull request, or they took it out
 	}
+	j := strings.Index(body[i:], sectionEnd)
+	if j < 0 {
+		return nil // they took its end out: the section is theirs now
+	}
+	j += i
 	d := s.description(ctx, t, *r)
 	nb := body[:i] + sectionBegin + "\n" + d.section + "\n" + body[j:]
 	if nb == body || len(nb) > 65000 {
@@ -436,7 +440,8 @@ func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Re
 		fmt.Fprintf(&b, "\n\nFixes #%d", l.Number)
 	}
 	fmt.Fprintf(&b, "\n\nMade by Harvest session %s.", s.sessionLink(t.Session.ID))
-	d.section = strings.TrimSpace(b.String())
+	// What the agent wrote cannot end the section early (or start another).
+	d.section = strings.TrimSpace(strings.NewReplacer(sectionBegin, "", sectionEnd, "").Replace(b.String()))
 	return d
 }
 
