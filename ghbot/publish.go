@@ -342,22 +342,30 @@ func (s *Service) updatePR(ctx context.Context, t session.TurnEnd, c *github.Cli
 		return nil
 	}
 	body := pr.GetBody()
-	i := strings.Index(body, sectionBegin)
-	if i < 0 {
+	if !strings.Contains(body, sectionBegin) {
 		return nil // no section: a person's pull request, or they took it out
 	}
-	j := strings.Index(body[i:], sectionEnd)
-	if j < 0 {
-		return nil // they took its end out: the section is theirs now
-	}
-	j += i
-	d := s.description(ctx, t, *r)
-	nb := body[:i] + sectionBegin + "\n" + d.section + "\n" + body[j:]
-	if nb == body || len(nb) > 65000 {
+	nb, ok := replaceSection(body, s.description(ctx, t, *r).section)
+	if !ok || nb == body || len(nb) > 65000 {
 		return nil
 	}
 	_, _, err = c.PullRequests.Edit(ctx, owner, name, r.PRNumber, &github.PullRequest{Body: github.Ptr(nb)})
 	return explain(err, fmt.Sprintf("updating the description of pull request #%d", r.PRNumber))
+}
+
+// replaceSection writes section between body's markers, keeping the rest
+// of body; false when body has no whole section (no beginning, or no end
+// after it: whoever took a marker out made the section theirs).
+func replaceSection(body, section string) (string, bool) {
+	i := strings.Index(body, sectionBegin)
+	if i < 0 {
+		return body, false
+	}
+	j := strings.Index(body[i:], sectionEnd)
+	if j < 0 {
+		return body, false
+	}
+	return body[:i] + sectionBegin + "\n" + section + "\n" + body[i+j:], true
 }
 
 // prText is a pull request's description as Harvest writes it.
