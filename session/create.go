@@ -86,6 +86,9 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 		v.Queue = append(v.Queue, first)
 	}
+	if first != nil {
+		m.remember(ctx, s.ID, first.ID)
+	}
 	if queued {
 		// No room here: nobody owns it now, and the first node with room
 		// takes it over (place.go).

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/environment"
 
@@ -118,6 +120,7 @@ type env struct {
 	stop   bool // withStopBoxes
 	// minFree is Config.MinFree (withMinFree).
 	minFree MinFree
+	tracer  trace.TracerProvider
 	st      store.Store
 	j       *journal.Journal
 	m       *Manager
@@ -135,6 +138,7 @@ type envConfig struct {
 	stop   bool
 	// minFree is Config.MinFree.
 	minFree MinFree
+	tracer  trace.TracerProvider
 }
 
 // withMinFree sets the Manager's floor of free space (Config.MinFree).
@@ -192,6 +196,9 @@ func withBuilder(b **environment.Builder, mod func(e *env, c *environment.Config
 	}
 }
 
+// withTracer traces the Manager's turns with tp (Config.Tracer).
+func withTracer(tp trace.TracerProvider) envOpt { return func(c *envConfig) { c.tracer = tp } }
+
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
 func withoutManager(c *envConfig) { c.noOpen = true }
@@ -214,7 +221,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, tracer: c.tracer}
 	if !c.noOpen {
 		e.open()
 	}
@@ -246,6 +253,7 @@ func (e *env) open() {
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
 		MinFree:      e.minFree,
+		Tracer:       e.tracer,
 	})
 	if err != nil {
 		e.T.Fatal(err)

@@ -187,7 +187,6 @@ func TestGitHubRateLimits(t *testing.T) {
 	if logs := s.stderr.String(); !strings.Contains(logs, "GitHub's rate limit: holding requests back") {
 		t.Errorf("harvest serve's log does not say it held requests back:\n%s", logs)
 	}
-	checkExchanges(t, g)
 }
 
 // harvestCLI runs the real harvest binary with args in e's environment and
@@ -312,7 +311,6 @@ func TestGitHubPermanentFailures(t *testing.T) {
 	if n := len(mustSessions(t, c)); n != 0 {
 		t.Errorf("%d sessions; the failures started none", n)
 	}
-	checkExchanges(t, g)
 }
 
 // TestGitHubReplay: a delivery that failed for good (the repository was
@@ -417,7 +415,6 @@ func TestGitHubReplay(t *testing.T) {
 	if code, out := e.harvestCLI("github", "replay", p.ID, "--server", s.url); code != 1 || !strings.Contains(out, "pending") {
 		t.Errorf("replaying a pending delivery: exit %d\n%s", code, out)
 	}
-	checkExchanges(t, g)
 }
 
 // TestGitHubInstallationsAndMirrors: the mirror a session clones is kept
@@ -478,6 +475,9 @@ func TestGitHubInstallationsAndMirrors(t *testing.T) {
 	waitHTTP(t, time.Minute, "the mirror's fetch after the push event", func() bool {
 		return harvestGit(pushAt, time.Now().Add(time.Hour), "/acme/calc.git/git-upload-pack") > 0
 	})
+	// Heard of: the push event is done (the mirror's fetch may still run;
+	// the next checkout waits for it rather than fetching again).
+	delivery(t, c, wire.DeliveryDone, func(d wire.GitHubDelivery) bool { return d.Event == "push" && d.Sender == "ada" })
 
 	// The next session clones the fresh mirror: no fetch before its push.
 	issue2, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: "add is still wrong"})
@@ -577,5 +577,4 @@ func TestGitHubInstallationsAndMirrors(t *testing.T) {
 		t.Errorf("no token of the new installation %d was minted", inst)
 	}
 	prOf(issue3)
-	checkExchanges(t, g)
 }

@@ -79,6 +79,10 @@ func newGHEnv(t testing.TB) *ghEnv {
 	}
 	t.Cleanup(func() { gs.Close() })
 	g := &ghEnv{gs: gs}
+	// Everything the stand-in said in the test, every REST answer and
+	// webhook, is checked against GitHub's whole published descriptions
+	// at its end (before the stand-in closes).
+	t.Cleanup(func() { checkExchanges(t, g) })
 	const secret = "webhook-secret-0123"
 	if g.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Name: "Harvest", WebhookSecret: secret}); err != nil {
 		t.Fatal(err)
