@@ -149,5 +149,4 @@ func TestGitHubWhatPeopleSee(t *testing.T) {
 	if len(prs) != 1 {
 		t.Errorf("%d pull requests; want only the first session's", len(prs))
 	}
-	checkExchanges(t, g)
 }
