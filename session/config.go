@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
@@ -174,7 +176,17 @@ type Config struct {
 	// instructions, and a first session seeds it (see memory.go).
 	Memory *memory.Service
 	// Logger receives what goes wrong in the background; nil discards it.
+	// Every turn logs a line when it starts and when it ends, with the
+	// session, the turn and (with a Tracer) the trace.
 	Logger *slog.Logger
+	// Observer, when set, hears of every turn's end and every model call,
+	// for an operator's metrics (package telemetry). Nil: nobody does.
+	Observer Observer
+	// Tracer, when set, traces every turn (tracing.go): a trace begun by
+	// the request that sent its message (Create's, SendMessage's context)
+	// goes on through the session's provisioning, the turn, its model
+	// calls and its tools. Nil: nothing is traced.
+	Tracer trace.TracerProvider
 	// Node, when set, makes this server one of several nodes sharing the
 	// store: it runs only the sessions it holds a lease on (see "Several
 	// nodes" in the package doc). Nil: the only server of its store.

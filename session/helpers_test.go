@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/environment"
 
@@ -120,6 +122,7 @@ type env struct {
 	minFree MinFree
 	// diskPool is Config.DiskPool (withDiskPool).
 	diskPool int
+	tracer   trace.TracerProvider
 	st       store.Store
 	j        *journal.Journal
 	m        *Manager
@@ -139,6 +142,7 @@ type envConfig struct {
 	minFree MinFree
 	// diskPool is Config.DiskPool.
 	diskPool int
+	tracer   trace.TracerProvider
 }
 
 // withDiskPool keeps n disks of the default size ready (Config.DiskPool).
@@ -199,6 +203,9 @@ func withBuilder(b **environment.Builder, mod func(e *env, c *environment.Config
 	}
 }
 
+// withTracer traces the Manager's turns with tp (Config.Tracer).
+func withTracer(tp trace.TracerProvider) envOpt { return func(c *envConfig) { c.tracer = tp } }
+
 // withoutManager leaves opening the store and the Manager to the test
 // (env.open).
 func withoutManager(c *envConfig) { c.noOpen = true }
@@ -221,7 +228,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer}
 	if !c.noOpen {
 		e.open()
 	}
@@ -255,6 +262,7 @@ func (e *env) open() {
 		MinFree:      e.minFree,
 		DiskPool:     e.diskPool,
 		OwnersDir:    filepath.Join(e.DataDir, "owners"),
+		Tracer:       e.tracer,
 	})
 	if err != nil {
 		e.T.Fatal(err)

@@ -161,7 +161,7 @@ func (f agentRunFlags) validate() error {
 	case f.cpus < 0:
 		return fmt.Errorf("--cpus %v: must be positive", f.cpus)
 	}
-	if _, err := openEgress(f.egress, nil, nil); err != nil { // checks the list; serves nothing yet
+	if _, err := openEgress(f.egress, nil, nil, nil); err != nil { // checks the list; serves nothing yet
 		return err
 	}
 	if _, err := f.mcpGuard(); err != nil {

@@ -361,6 +361,18 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	return sb, nil
 }
 
+// PoolStats says how the warm pool is doing (sandbox.Pooler): zero
+// without one (Config.PoolSize 0, or once closed).
+func (p *Provider) PoolStats() sandbox.PoolStats {
+	p.mu.Lock()
+	pl := p.pool
+	p.mu.Unlock()
+	if pl == nil {
+		return sandbox.PoolStats{}
+	}
+	return sandbox.PoolStats{Size: pl.size, Ready: len(pl.idle), Hits: pl.hits.Load(), Misses: pl.misses.Load()}
+}
+
 func (p *Provider) takeWarm(ctx context.Context, u sandbox.User, home string) *warmBox {
 	p.mu.Lock()
 	pl := p.pool
