@@ -66,6 +66,12 @@ var DefaultPorts = []int{443, 80}
 // Resolver looks names up; *net.Resolver is one.
 type Resolver = netguard.Resolver
 
+// Observer hears of the proxy's requests. EgressRequest runs on the
+// request's goroutine, after its log line, and must return at once.
+type Observer interface {
+	EgressRequest(Stats)
+}
+
 // Config configures a Proxy. Only Allow is required.
 type Config struct {
 	// Allow lists the hosts a box may reach: exact names
@@ -95,6 +101,10 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	Logger *slog.Logger
+	// Observer, when set, hears of every request once it has ended, as
+	// the grant's onStats does, and of those without a token too
+	// (package telemetry counts them).
+	Observer Observer
 
 	// MaxTunnels caps the tunnels and plain-HTTP requests running at once
 	// across all sessions; DefaultMaxTunnels when 0.

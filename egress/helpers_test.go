@@ -147,6 +147,9 @@ func newStatsLog() *statsLog { return &statsLog{ch: make(chan Stats, 100)} }
 
 func (s *statsLog) add(st Stats) { s.ch <- st }
 
+// EgressRequest makes a statsLog the proxy's Observer.
+func (s *statsLog) EgressRequest(st Stats) { s.add(st) }
+
 // next waits for the next Stats.
 func (s *statsLog) next(t *testing.T) Stats {
 	t.Helper()

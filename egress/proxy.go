@@ -28,6 +28,7 @@ type Proxy struct {
 	resolver Resolver
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	logger   *slog.Logger
+	obs      Observer
 	idle     time.Duration
 	maxDur   time.Duration
 	slots    chan struct{} // one per running tunnel or request
@@ -118,6 +119,7 @@ func New(cfg Config) (*Proxy, error) {
 		resolver: cfg.Resolver,
 		dial:     cfg.Dial,
 		logger:   cfg.Logger,
+		obs:      cfg.Observer,
 		idle:     cmp(cfg.IdleTimeout, DefaultIdleTimeout),
 		maxDur:   cmp(cfg.MaxDuration, DefaultMaxDuration),
 		slots:    make(chan struct{}, cmp(cfg.MaxTunnels, DefaultMaxTunnels)),
@@ -240,6 +242,9 @@ func (p *Proxy) lookup(r *http.Request) *grant {
 func (p *Proxy) record(g *grant, st Stats) {
 	if g == nil {
 		p.log(st)
+		if p.obs != nil {
+			p.obs.EgressRequest(st)
+		}
 		return
 	}
 	g.mu.Lock()
@@ -253,6 +258,9 @@ func (p *Proxy) record(g *grant, st Stats) {
 	st.Session = g.session
 	st.Totals = g.totals
 	p.log(st)
+	if p.obs != nil {
+		p.obs.EgressRequest(st)
+	}
 	if g.onStats != nil {
 		g.onStats(st)
 	}

@@ -203,7 +203,8 @@ func TestForbiddenAddresses(t *testing.T) {
 // request and closes its open tunnel.
 func TestToken(t *testing.T) {
 	upstream := echoServer(t)
-	h := newHarness(t, Config{Allow: []string{"pkg.harvest.test"}})
+	observed := newStatsLog()
+	h := newHarness(t, Config{Allow: []string{"pkg.harvest.test"}, Observer: observed})
 	h.net.route("pkg.harvest.test", "203.0.113.7", 443, upstream)
 	stats := newStatsLog()
 	tok, revoke := h.p.Grant("s5", stats.add)
@@ -224,6 +225,12 @@ func TestToken(t *testing.T) {
 		t.Errorf("resolved %v, dialed %v without a token", lookups, dialed)
 	}
 	stats.none(t)
+	// The proxy's Observer hears of them, which no grant does.
+	for range 4 {
+		if st := observed.next(t); st.Allowed || st.Status != 407 || st.Session != "" || st.Method != "CONNECT" {
+			t.Errorf("a request without a live token, observed as %+v", st)
+		}
+	}
 
 	_, _, tc := connect(t, h.addr, "pkg.harvest.test:443", basic(tok))
 	if _, err := tc.Write([]byte("ping")); err != nil {
@@ -239,6 +246,9 @@ func TestToken(t *testing.T) {
 	}
 	if st := stats.next(t); st.End != "revoked" || st.BytesUp != 4 || st.BytesDown != 4 {
 		t.Errorf("stats %+v", st)
+	}
+	if st := observed.next(t); st.Session != "s5" || st.End != "revoked" || !st.Allowed {
+		t.Errorf("the tunnel, observed as %+v", st)
 	}
 	revoke() // idempotent
 	if resp, _, _ := connect(t, h.addr, "pkg.harvest.test:443", basic(tok)); resp.StatusCode != 407 {

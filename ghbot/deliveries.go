@@ -38,13 +38,16 @@ func (h *Hooks) finish(ctx context.Context, d *store.Delivery, result string, er
 	switch {
 	case err == nil && strings.HasPrefix(result, "suspended:"):
 		h.log.Warn("a webhook delivery for a suspended installation: nothing done", "delivery", d.ID, "event", d.Event, "result", result)
+		h.observe(d.Event, DeliveryIgnored)
 		h.record(fctx, d, store.DeliveryDone, result)
 	case err == nil:
 		h.log.Info("webhook delivery processed", "delivery", d.ID, "event", d.Event, "result", result)
+		h.observe(d.Event, outcome(result))
 		h.record(fctx, d, store.DeliveryDone, result)
 	case errors.Is(err, gh.ErrSuspended):
 		result = "suspended: " + err.Error()
 		h.log.Warn("a webhook delivery for a suspended installation: nothing done", "delivery", d.ID, "event", d.Event, "err", err)
+		h.observe(d.Event, DeliveryIgnored)
 		h.record(fctx, d, store.DeliveryDone, result)
 	case errors.Is(err, gh.ErrRateLimited) && !isPermanent(err):
 		at := gh.RetryAt(err)
@@ -52,6 +55,7 @@ func (h *Hooks) finish(ctx context.Context, d *store.Delivery, result string, er
 			at = now
 		}
 		at = at.Add(rand.N(time.Second)) // deliveries held back together do not all go at once
+		h.observe(d.Event, DeliveryDeferred)
 		h.log.Info("a webhook delivery is held back by GitHub's limits", "delivery", d.ID, "event", d.Event, "until", at.UTC().Format(time.RFC3339), "err", err)
 		if err := h.st.DeferDelivery(fctx, d.ID, at, "held back until "+at.UTC().Format(time.RFC3339)+": "+err.Error()); err != nil {
 			h.log.Error("putting off a webhook delivery", "delivery", d.ID, "err", err)
@@ -61,6 +65,7 @@ func (h *Hooks) finish(ctx context.Context, d *store.Delivery, result string, er
 		if !isPermanent(err) {
 			why = fmt.Sprintf("failed %d times; the last: %v", d.Attempts, err)
 		}
+		h.observe(d.Event, DeliveryFailed)
 		h.log.Error("a webhook delivery failed for good", "delivery", d.ID, "event", d.Event, "attempts", d.Attempts, "err", err)
 		if told := h.tellFailure(fctx, d, err); told != "" {
 			why += " (" + told + ")"
@@ -68,6 +73,7 @@ func (h *Hooks) finish(ctx context.Context, d *store.Delivery, result string, er
 		h.record(fctx, d, store.DeliveryFailed, why)
 	default:
 		wait := min(h.cfg.Retry<<min(d.Attempts-1, 5), time.Minute)
+		h.observe(d.Event, DeliveryRetry)
 		h.log.Warn("processing a webhook delivery failed; trying again", "delivery", d.ID, "event", d.Event, "attempt", d.Attempts, "in", wait, "err", err)
 		if err := h.st.RetryDelivery(fctx, d.ID, now.Add(wait), err.Error()); err != nil {
 			h.log.Error("scheduling a webhook delivery's next attempt", "delivery", d.ID, "err", err)

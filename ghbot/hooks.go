@@ -9,11 +9,16 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/gh"
+	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -94,6 +99,58 @@ type HookConfig struct {
 	// does not: a claim it left when it was killed would hold the
 	// delivery up after its restart.
 	Shared bool
+	// Observer, when set, hears of every delivery received and of every
+	// processing attempt (package telemetry counts them).
+	Observer Observer
+	// Tracer, when set, traces each processing attempt as a span, the
+	// root of the trace of the session it starts or of the turn its
+	// message causes (session.Config.Tracer continues it).
+	Tracer trace.TracerProvider
+}
+
+// Observer hears of webhook deliveries: Delivery runs on the goroutine
+// that received or processed one, and must return at once. event is the
+// X-GitHub-Event header as sent (for a refused delivery, unchecked).
+type Observer interface {
+	Delivery(event string, r DeliveryResult)
+}
+
+// DeliveryResult says what became of a delivery, a closed set.
+type DeliveryResult string
+
+// What the receiver answered (ServeHTTP), then what processing did (Run).
+const (
+	DeliveryAccepted  DeliveryResult = "accepted"  // stored, to be processed: 202
+	DeliveryDuplicate DeliveryResult = "duplicate" // a redelivery of one stored before: 202, not processed again
+	DeliveryRejected  DeliveryResult = "rejected"  // a bad signature (401) or a malformed delivery (4xx)
+	DeliveryUnstored  DeliveryResult = "unstored"  // the store failed: 503
+	DeliveryActed     DeliveryResult = "acted"     // processed: a session started, a message sent
+	DeliveryIgnored   DeliveryResult = "ignored"   // processed: nothing for Harvest to do
+	DeliveryDeclined  DeliveryResult = "declined"  // processed: the sender may not ask (told so in the thread)
+	DeliveryDeferred  DeliveryResult = "deferred"  // held back by GitHub's limits: processed once they allow
+	DeliveryRetry     DeliveryResult = "retry"     // processing failed; it is tried again
+	DeliveryFailed    DeliveryResult = "failed"    // processing failed for good
+)
+
+// DeliveryResults lists every DeliveryResult.
+var DeliveryResults = []DeliveryResult{DeliveryAccepted, DeliveryDuplicate, DeliveryRejected, DeliveryUnstored,
+	DeliveryActed, DeliveryIgnored, DeliveryDeclined, DeliveryDeferred, DeliveryRetry, DeliveryFailed}
+
+func (h *Hooks) observe(event string, r DeliveryResult) {
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.Delivery(event, r)
+	}
+}
+
+// outcome classifies what processing a delivery said it did.
+func outcome(result string) DeliveryResult {
+	switch {
+	case strings.HasPrefix(result, "ignored:"):
+		return DeliveryIgnored
+	case strings.HasPrefix(result, "refused "):
+		return DeliveryDeclined
+	}
+	return DeliveryActed
 }
 
 // Hooks receives GitHub's webhook deliveries (ServeHTTP) and processes
@@ -151,6 +208,7 @@ func NewHooks(svc *Service, st HookStore, sessions Sessions, cfg HookConfig) *Ho
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
 	}
+	svc.deliveries = st // to tell what asked for a turn (notify.go)
 	return &Hooks{svc: svc, st: st, sessions: sessions, cfg: cfg, log: svc.log, now: svc.cfg.Now,
 		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, perms: map[string]permEntry{}, holder: newHolder()}
 }
@@ -167,6 +225,9 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := gh.ReadDelivery(r, h.svc.gh.WebhookSecret())
+	if err != nil {
+		h.observe(r.Header.Get("X-GitHub-Event"), DeliveryRejected)
+	}
 	if errors.Is(err, gh.ErrSignature) {
 		h.log.Warn("refused a webhook delivery with a bad signature", "delivery", r.Header.Get("X-GitHub-Delivery"), "remote", r.RemoteAddr)
 		http.Error(w, "bad signature: "+err.Error(), http.StatusUnauthorized)
@@ -187,14 +248,17 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// Accepted as the first time was; only one is processed.
+		h.observe(d.Event, DeliveryDuplicate)
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintf(w, "delivery %s was received before; not processed again\n", d.ID)
 		return
 	case err != nil:
+		h.observe(d.Event, DeliveryUnstored)
 		h.log.Error("storing a webhook delivery", "delivery", d.ID, "err", err)
 		http.Error(w, "the delivery could not be stored; redeliver it", http.StatusServiceUnavailable)
 		return
 	}
+	h.observe(d.Event, DeliveryAccepted)
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -351,12 +415,26 @@ func (h *Hooks) processClaimed(ctx context.Context, id string) {
 	// A delivery never waits for one of GitHub's windows (the queue would
 	// wait with it): it is put off until the window ends (finish).
 	pctx, cancel := context.WithTimeout(gh.NoWait(ctx), processTimeout)
+	pctx, span := h.span(pctx, d)
 	result, err := h.process(pctx, d)
+	tracing.End(span, err)
 	cancel()
 	if ctx.Err() != nil {
 		return // shutting down: pending, processed again at the next start
 	}
 	h.finish(ctx, d, result, err)
+}
+
+// span starts the span of one processing attempt of d: the root of a
+// new trace (GitHub sends no trace context), or nothing without a Tracer.
+func (h *Hooks) span(ctx context.Context, d *store.Delivery) (context.Context, trace.Span) {
+	if h.cfg.Tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background()) // records nothing
+	}
+	return h.cfg.Tracer.Tracer("github.com/harvest-dev/harvest/ghbot").Start(ctx, "github.delivery "+d.Event,
+		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("github.event", d.Event), attribute.String("github.delivery", d.ID),
+			attribute.Int("harvest.attempt", d.Attempts)))
 }
 
 // processTimeout bounds one attempt at a delivery: every call to GitHub

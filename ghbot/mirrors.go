@@ -31,6 +31,10 @@ import (
 // MirrorRefresh and a minute, older than the last push known, or lacks the
 // ref it starts from; and always when the app is not subscribed to push
 // events (pushes would go unnoticed).
+// A checkout that finds a fetch of the mirror running, begun after the
+// last push known, waits for it (a minute at most) rather than asking
+// GitHub again: a push, its background fetch and a mention right after
+// cost one fetch.
 
 // mirrorState is what this process knows of its mirrors. Guarded by
 // Service.mu.
@@ -39,7 +43,23 @@ type mirrorState struct {
 	active  map[string]time.Time // repo → its last activity
 	next    map[string]time.Time // repo → no background fetch before (a window, a failure)
 	wake    chan struct{}        // buffered 1: a push or a new repository
+	// flying is the fetch of each repo running now, the latest begun: a
+	// checkout that finds one begun after the last push waits for it
+	// (up to mirrorJoin) instead of asking GitHub a second time.
+	flying map[string]*mirrorFetch
 }
+
+// mirrorFetch is one fetch of a mirror; done is closed when it ends,
+// however it ends.
+type mirrorFetch struct {
+	start time.Time
+	done  chan struct{}
+}
+
+// mirrorJoin bounds how long a checkout waits for a fetch already running
+// (one held back by GitHub's limits may wait long): past it, the checkout
+// fetches itself.
+const mirrorJoin = time.Minute
 
 // mirrorRecent is how long a repository with no live session is kept
 // fresh after its last activity.
@@ -51,6 +71,7 @@ const mirrorTick = 30 * time.Second
 
 func (m *mirrorState) init() {
 	m.fetched, m.active, m.next = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+	m.flying = map[string]*mirrorFetch{}
 	m.wake = make(chan struct{}, 1)
 }
 
@@ -98,6 +119,7 @@ func (s *Service) fresh(ctx context.Context, repo string) (string, bool) {
 	if s.cfg.MirrorRefresh <= 0 || !s.gh.Subscribed(ctx, "push") {
 		return "", false
 	}
+	s.join(ctx, repo)
 	path, err := s.mirrorPath(repo)
 	if err != nil {
 		return "", false
@@ -115,6 +137,25 @@ func (s *Service) fresh(ctx context.Context, repo string) (string, bool) {
 		return "", false
 	}
 	return path, true
+}
+
+// join waits for the fetch of repo running now, if it began after the
+// last push known (it will bring what a checkout needs), for mirrorJoin
+// at most or until ctx ends.
+func (s *Service) join(ctx context.Context, repo string) {
+	s.mu.Lock()
+	f := s.mirrors.flying[repoKey(repo)]
+	s.mu.Unlock()
+	if f == nil || !s.gh.LastPush(ctx, repo).Before(f.start) {
+		return
+	}
+	t := time.NewTimer(mirrorJoin)
+	defer t.Stop()
+	select {
+	case <-f.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // mirrorHas reports whether the mirror at path has what r's checkout
@@ -147,6 +188,19 @@ func (s *Service) mirrorHas(ctx context.Context, path string, r *store.Repo) boo
 func (s *Service) fetchMirror(ctx context.Context, scope gh.Scope, repo, def string) (string, error) {
 	var path string
 	start := s.cfg.Now()
+	k := repoKey(repo)
+	f := &mirrorFetch{start: start, done: make(chan struct{})}
+	s.mu.Lock()
+	s.mirrors.flying[k] = f
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.mirrors.flying[k] == f {
+			delete(s.mirrors.flying, k)
+		}
+		s.mu.Unlock()
+		close(f.done)
+	}()
 	err := s.gh.Git(ctx, []string{repo}, func(ctx context.Context) error {
 		var err error
 		path, err = s.cfg.Mirrors.Sync(ctx, workspace.Remote{
@@ -162,7 +216,7 @@ func (s *Service) fetchMirror(ctx context.Context, scope gh.Scope, repo, def str
 		return "", err
 	}
 	s.mu.Lock()
-	s.mirrors.fetched[repoKey(repo)] = start
+	s.mirrors.fetched[k] = start
 	s.mu.Unlock()
 	return path, nil
 }

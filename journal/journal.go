@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
@@ -120,6 +121,37 @@ type Journal struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
+
+	// Counts for Stats.
+	stored, commits, retries, cutOff atomic.Uint64
+}
+
+// Stats are a Journal's running counts, for an operator's metrics
+// (package telemetry reads them when it is scraped).
+type Stats struct {
+	// Stored counts the events stored (and handed to subscribers);
+	// Commits the transactions that stored them (a commit groups what
+	// was queued); Retries the commits that failed and were retried.
+	Stored, Commits, Retries uint64
+	// Queued is how many events wait for the writer now.
+	Queued int
+	// Subscribers is how many subscriptions run now (replaying or
+	// live); CutOff counts those ended as too slow (ErrTooSlow).
+	Subscribers int
+	CutOff      uint64
+}
+
+// Stats returns the journal's counts. It takes the journal's locks
+// briefly, never waits for the writer.
+func (j *Journal) Stats() Stats {
+	j.mu.Lock()
+	queued := len(j.queue)
+	j.mu.Unlock()
+	j.subMu.RLock()
+	subs := len(j.all)
+	j.subMu.RUnlock()
+	return Stats{Stored: j.stored.Load(), Commits: j.commits.Load(), Retries: j.retries.Load(),
+		Queued: queued, Subscribers: subs, CutOff: j.cutOff.Load()}
 }
 
 // sessionState is the journal's counter for one session. Fields are guarded

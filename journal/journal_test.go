@@ -454,6 +454,9 @@ func TestCommitRetried(t *testing.T) {
 	if len(stored) != 51 {
 		t.Fatalf("%d events stored, want 51", len(stored))
 	}
+	if s := j.Stats(); s.Retries != 3 || s.Stored != 51 || s.Queued != 0 || s.Subscribers != 1 {
+		t.Fatalf("Stats = %+v: want 3 retries, 51 stored, none queued, 1 subscriber", s)
+	}
 }
 
 // TestCloseGivesUp: when the store keeps failing, Close returns when its

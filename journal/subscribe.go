@@ -285,6 +285,7 @@ func (s *Subscription) offer(evs []event.Event) {
 			i := slices.IndexFunc(s.queue, func(q event.Event) bool { return event.Coalescable(q.Type()) })
 			if i < 0 {
 				s.endLocked(ErrTooSlow)
+				s.j.cutOff.Add(1)
 				return
 			}
 			s.dropped++

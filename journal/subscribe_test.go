@@ -156,6 +156,11 @@ func TestSlowSubscriberCutOff(t *testing.T) {
 		t.Fatalf("slow subscriber got %d events before the cut-off", len(prefix))
 	}
 	gapless(t, "slow subscriber before the cut-off", prefix, 1)
+	// The journal's counts say so: n stored, one subscriber cut off, the
+	// fast one still running.
+	if st := j.Stats(); st.Stored != uint64(n) || st.CutOff != 1 || st.Subscribers != 1 || st.Commits == 0 || st.Commits > uint64(n) {
+		t.Fatalf("Stats = %+v: want %d stored, 1 cut off, 1 subscriber, 1..%d commits", st, n, n)
+	}
 	// It resubscribes from where it got to and loses nothing.
 	again, err := j.Subscribe(ctx, "s", lastSeq(prefix))
 	if err != nil {

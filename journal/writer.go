@@ -176,6 +176,7 @@ func (j *Journal) store(evs []event.Event, msgs []*store.Message, fences []store
 			err = j.st.AppendEvents(j.ctx, evs)
 		}
 		if err == nil {
+			j.commits.Add(1)
 			j.mu.Lock()
 			j.commitErr = nil
 			j.mu.Unlock()
@@ -185,6 +186,7 @@ func (j *Journal) store(evs []event.Event, msgs []*store.Message, fences []store
 			return err
 		}
 		if j.ctx.Err() == nil {
+			j.retries.Add(1)
 			j.mu.Lock()
 			j.commitErr = err
 			j.mu.Unlock()
@@ -228,6 +230,7 @@ func (j *Journal) reset(s *sessionState, err error) {
 // (Subscription.offer does not, nor may Publish).
 func (j *Journal) fanout(batch []entry) {
 	bySession := map[string][]event.Event{}
+	var stored uint64
 	for i := range batch {
 		e := &batch[i]
 		if e.flush || e.err != nil {
@@ -238,7 +241,9 @@ func (j *Journal) fanout(batch []entry) {
 			ev.Data = enc.Payload
 		}
 		bySession[ev.Session] = append(bySession[ev.Session], ev)
+		stored++
 	}
+	j.stored.Add(stored)
 	j.subMu.RLock()
 	for id, evs := range bySession {
 		for sub := range j.subs[id] {

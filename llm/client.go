@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/harvest-dev/harvest/internal/tracing"
 )
 
 // Provider is one model API. Implementations make exactly one HTTP attempt per
@@ -35,17 +41,51 @@ type Client struct {
 	Retry RetryPolicy
 	// Prices prices responses in Cost; nil means DefaultPrices.
 	Prices *PriceTable
+	// Observer, when set, hears of every Stream (and Complete) call once
+	// it has ended, retries included (package telemetry counts them).
+	Observer Observer
 }
+
+// Observer hears of a Client's model calls. ModelCall runs on the
+// caller's goroutine after the call and must return at once.
+type Observer interface {
+	ModelCall(Call)
+}
+
+// Call is one Stream call, with its retries, as an Observer hears of it.
+type Call struct {
+	// Provider is the provider's name; Model the model asked for.
+	Provider, Model string
+	Duration        time.Duration
+	// Attempts is how many HTTP attempts it took (0: refused before any).
+	Attempts int
+	// Usage and CostUSD are the response's (zero for a failed call);
+	// Priced is false when the price table does not know the model.
+	Usage   Usage
+	CostUSD float64
+	Priced  bool
+	// Err is nil, or the *Error the call returned.
+	Err error
+}
+
+// tracer is this package's tracing scope.
+const tracer = "github.com/harvest-dev/harvest/llm"
 
 // String returns "provider/model".
 func (c *Client) String() string { return c.Provider.Name() + "/" + c.Model }
 
 // Stream sends req with retries (see the package doc) and streams deltas to fn,
 // which may be nil. Errors are *Error; errors.Is works with the Err* kinds.
-func (c *Client) Stream(ctx context.Context, req Request, fn func(Event)) (*Response, error) {
+func (c *Client) Stream(ctx context.Context, req Request, fn func(Event)) (resp *Response, err error) {
 	if req.Model == "" {
 		req.Model = c.Model
 	}
+	start := time.Now()
+	ctx, span := tracing.Start(ctx, tracer, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.system", c.Provider.Name()), attribute.String("gen_ai.request.model", req.Model)))
+	attempts := 0
+	defer func() { c.observe(span, start, req.Model, attempts, resp, err) }()
 	if err := req.Validate(); err != nil {
 		return nil, &Error{Kind: ErrBadRequest, Provider: c.Provider.Name(), Message: err.Error(), Err: err}
 	}
@@ -57,9 +97,9 @@ func (c *Client) Stream(ctx context.Context, req Request, fn func(Event)) (*Resp
 			user(ev)
 		}
 	}
-	var resp *Response
-	err := c.retry(ctx, req, func(ctx context.Context) error {
+	err = c.retry(ctx, req, func(ctx context.Context) error {
 		var err error
+		attempts++
 		resp, err = c.Provider.Stream(ctx, req, fn)
 		return err
 	}, func() bool { return delivered })
@@ -67,6 +107,32 @@ func (c *Client) Stream(ctx context.Context, req Request, fn func(Event)) (*Resp
 		return nil, err
 	}
 	return resp, nil
+}
+
+// observe ends a Stream call's span and tells the Observer.
+func (c *Client) observe(span trace.Span, start time.Time, model string, attempts int, resp *Response, err error) {
+	if c.Observer == nil && !span.IsRecording() {
+		return
+	}
+	call := Call{Provider: c.Provider.Name(), Model: model, Duration: time.Since(start), Attempts: attempts, Err: err}
+	if resp != nil {
+		call.Usage = resp.Usage
+		call.CostUSD, call.Priced = c.Cost(resp)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("harvest.attempts", call.Attempts))
+		if resp != nil {
+			span.SetAttributes(attribute.String("gen_ai.response.model", resp.Model),
+				attribute.Int("gen_ai.usage.input_tokens", resp.Usage.PromptTokens()),
+				attribute.Int("gen_ai.usage.output_tokens", resp.Usage.OutputTokens),
+				attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(resp.StopReason)}),
+				attribute.Float64("harvest.cost_usd", call.CostUSD))
+		}
+	}
+	tracing.End(span, err)
+	if c.Observer != nil {
+		c.Observer.ModelCall(call)
+	}
 }
 
 // Complete is Stream without streaming to the caller: it returns the whole

@@ -138,6 +138,22 @@ func TestPriceLookup(t *testing.T) {
 		if p, ok := table.Lookup(model); ok {
 			t.Errorf("Lookup(%q) = %v; a variant must not borrow a base model's price", model, p)
 		}
+		if k, ok := table.Key(model); ok || k != "" {
+			t.Errorf("Key(%q) = %q, %v; want none", model, k, ok)
+		}
+	}
+	// Key: one name per model, whatever the spelling.
+	for model, want := range map[string]string{
+		"CLAUDE-SONNET-4-5":           "claude-sonnet-4-5",
+		"claude-sonnet-4-5-20250929":  "claude-sonnet-4-5",
+		"openrouter/openai/gpt-4.1":   "gpt-4.1",
+		"gpt-4.1-2025-04-14":          "gpt-4.1",
+		"anthropic/claude-sonnet-4-5": "claude-sonnet-4-5",
+		"Mixed-Case":                  "mixed-case",
+	} {
+		if k, ok := table.Key(model); !ok || k != want {
+			t.Errorf("Key(%q) = %q, %v; want %q", model, k, ok, want)
+		}
 	}
 }
 

@@ -103,14 +103,29 @@ func (t *PriceTable) Set(model string, p Price) {
 func (t *PriceTable) Lookup(model string) (Price, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
+	key, ok := t.keyLocked(model)
+	return t.prices[key], ok
+}
+
+// Key returns the name the table prices model under (its own lower-cased,
+// or its snapshot's alias, without an endpoint prefix), and whether it
+// prices it: one name for every spelling of a model, and a bounded set of
+// them, as metrics' labels want.
+func (t *PriceTable) Key(model string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.keyLocked(model)
+}
+
+func (t *PriceTable) keyLocked(model string) (string, bool) {
 	m := strings.ToLower(strings.TrimSpace(model))
 	for m != "" {
-		if p, ok := t.prices[m]; ok {
-			return p, true
+		if _, ok := t.prices[m]; ok {
+			return m, true
 		}
 		if base, ok := snapshotAlias(m); ok {
-			if p, ok := t.prices[base]; ok {
-				return p, true
+			if _, ok := t.prices[base]; ok {
+				return base, true
 			}
 		}
 		_, rest, ok := strings.Cut(m, "/")
@@ -119,7 +134,7 @@ func (t *PriceTable) Lookup(model string) (Price, bool) {
 		}
 		m = rest
 	}
-	return Price{}, false
+	return "", false
 }
 
 // Cost returns the USD cost of usage u on model, and whether the model is

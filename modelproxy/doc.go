@@ -91,6 +91,15 @@
 // calls in flight together can overshoot it by what they cost. An upstream
 // that reports no usage is not counted (logged as a warning).
 //
+// # Watching it
+//
+// Config.Observer hears of every request once it is answered (how it
+// ended, its usage: package telemetry's metrics). A model call of a grant
+// with a Trace is a span ("chat MODEL", with its tokens and cost) under the
+// span of the context Trace returns: the session's turn running, so a CLI's
+// model calls land in its turn's trace although the CLI knows nothing of
+// it. Nothing of the trace is sent upstream.
+//
 // # Concurrency
 //
 // A Proxy is safe for concurrent use; one serves every session. Proxy.mu

@@ -16,6 +16,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/harvest-dev/harvest/internal/tracing"
 )
 
 // route is where a request goes.
@@ -48,8 +54,9 @@ type exchange struct {
 	status  int    // the upstream's, or the proxy's refusal
 	meter   *meter // set for a 2xx answer to a model call
 	once    sync.Once
-	usage   *Usage // once recorded
-	problem string // why the upstream could not answer, for the log
+	usage   *Usage     // once recorded
+	problem string     // why the upstream could not answer, for the log
+	span    trace.Span // a model call's, in the grant's trace (a no-op without one)
 }
 
 // ServeHTTP checks the request's session token and the session's budget,
@@ -89,6 +96,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.refuse(w, r, api, g.acct.session, *ref)
 			return
 		}
+		ex.startSpan(api)
 	}
 
 	// The upstream request ends with the client's, with Serve's context,
@@ -297,6 +305,9 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, api, session stri
 	}
 	p.logger.Log(context.Background(), level, "model request refused", "session", session, "method", r.Method,
 		"path", r.URL.Path, "status", ref.status, "reason", ref.msg, "remote", r.RemoteAddr)
+	if p.obs != nil {
+		p.obs.ProxyRequest(Request{API: api, Status: ref.status, Result: ResultRefused})
+	}
 }
 
 // rewrite points the outgoing request at the upstream, with the real key
@@ -476,11 +487,60 @@ func (ex *exchange) record() {
 	})
 }
 
+// tracerScope is this package's tracing scope.
+const tracerScope = "github.com/harvest-dev/harvest/modelproxy"
+
+// startSpan starts a model call's span, a child of the span of the
+// grant's Trace context; without one, span is a no-op.
+func (ex *exchange) startSpan(api string) {
+	ctx := context.Background()
+	if ex.g.trace != nil {
+		ctx = ex.g.trace()
+	}
+	_, ex.span = tracing.Start(ctx, tracerScope, "chat "+ex.model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.system", api),
+			attribute.String("gen_ai.request.model", ex.model), attribute.Bool("harvest.stream", ex.stream),
+			attribute.String("harvest.via", "proxy")))
+}
+
+// endSpan ends a model call's span with what the exchange learnt.
+func (ex *exchange) endSpan(res Result) {
+	span := ex.span
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", ex.status), attribute.String("harvest.result", string(res)))
+	if u := ex.usage; u != nil {
+		span.SetAttributes(attribute.String("gen_ai.response.model", u.Model),
+			attribute.Int("gen_ai.usage.input_tokens", u.Tokens.PromptTokens()),
+			attribute.Int("gen_ai.usage.output_tokens", u.Tokens.OutputTokens),
+			attribute.Float64("harvest.cost_usd", u.CostUSD), attribute.Bool("harvest.complete", u.Complete))
+	}
+	if res != ResultOK {
+		msg := ex.problem
+		if msg == "" {
+			msg = fmt.Sprintf("the model API answered %d", ex.status)
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
+}
+
 // done ends an exchange: usage of a response cut short is recorded as far
 // as it was reported, and the request is logged.
 func (ex *exchange) done() {
 	if ex.meter != nil {
 		ex.record()
+	}
+	res := ResultUpstreamError
+	switch {
+	case ex.problem != "":
+		res = ResultFailed
+	case ex.status >= 200 && ex.status < 300:
+		res = ResultOK
+	}
+	if ex.span != nil {
+		ex.endSpan(res)
 	}
 	attrs := []any{"session", ex.g.acct.session, "method", ex.method, "path", ex.path, "status", ex.status,
 		"ms", time.Since(ex.start).Milliseconds()}
@@ -498,7 +558,10 @@ func (ex *exchange) done() {
 	if ex.problem == "" && (ex.status == http.StatusUnauthorized || ex.status == http.StatusForbidden) {
 		// The API refused the real key: the box cannot fix that.
 		ex.p.logger.Warn("the model API refused Harvest's key: check the API key configured for it", attrs...)
-		return
+	} else {
+		ex.p.logger.Info("model request", attrs...)
 	}
-	ex.p.logger.Info("model request", attrs...)
+	if o := ex.p.obs; o != nil {
+		o.ProxyRequest(Request{API: ex.route.up.api, Model: ex.model, Status: ex.status, Result: res, Duration: time.Since(ex.start), Usage: ex.usage})
+	}
 }

@@ -76,7 +76,50 @@ type Config struct {
 	// Logger gets one line per request (never a key or a token); nil
 	// discards.
 	Logger *slog.Logger
+	// Observer, when set, hears of every request once it is answered
+	// (package telemetry counts them). Nil: nobody does.
+	Observer Observer
 }
+
+// Observer hears of the proxy's requests. ProxyRequest runs on the
+// request's goroutine, after the log line, and must return at once.
+type Observer interface {
+	ProxyRequest(Request)
+}
+
+// Request is one request as an Observer hears of it.
+type Request struct {
+	// API is "anthropic" or "openai" ("" for a path the proxy does not
+	// serve); Model the model a model call asked for ("" for other
+	// requests).
+	API, Model string
+	// Status is what the box got; Result how the request ended.
+	Status   int
+	Result   Result
+	Duration time.Duration
+	// Usage is a model call's recorded usage (a 2xx answer), else nil.
+	Usage *Usage
+}
+
+// Result says how a request through the proxy ended.
+type Result string
+
+// The results, a closed set.
+const (
+	// ResultOK: the upstream answered 2xx.
+	ResultOK Result = "ok"
+	// ResultRefused: the proxy answered itself (no such route, no valid
+	// token, a body too large, a spent budget): nothing was forwarded.
+	ResultRefused Result = "refused"
+	// ResultUpstreamError: the upstream answered with an error status.
+	ResultUpstreamError Result = "upstream_error"
+	// ResultFailed: the upstream could not be reached or broke off, the
+	// token was revoked meanwhile, or the client went away.
+	ResultFailed Result = "failed"
+)
+
+// Results lists every Result.
+var Results = []Result{ResultOK, ResultRefused, ResultUpstreamError, ResultFailed}
 
 // DefaultBudgetHelp tells how to raise a spent budget.
 const DefaultBudgetHelp = "raise the session's budget (limits.budget_usd) to go on"
@@ -101,6 +144,12 @@ type Grant struct {
 	// request's goroutine and must not block long. nil: usage is only
 	// counted.
 	OnUsage func(Usage)
+	// Trace, when set, returns the context a model call of this grant's
+	// is traced in: its span ("chat MODEL") is a child of that context's
+	// span (the session's turn running). nil, or a context without a
+	// recording span (between turns, tracing off): the call is not traced.
+	// Called on the request's goroutine; it must return at once.
+	Trace func() context.Context
 }
 
 // Proxy forwards model API requests from boxes to the real APIs. It is an
@@ -114,6 +163,7 @@ type Proxy struct {
 	budgetHelp string
 	secrets    [][]byte // every real key to scrub from responses
 	rp         *httputil.ReverseProxy
+	obs        Observer
 
 	mu       sync.Mutex
 	tokens   map[[sha256.Size]byte]*grant // by the token's hash
@@ -131,6 +181,7 @@ type upstream struct {
 type grant struct {
 	acct    *account
 	onUsage func(Usage)
+	trace   func() context.Context
 	// revoked is cancelled by revoke: requests in flight with the token are
 	// cancelled with it.
 	revoked context.Context
@@ -156,6 +207,7 @@ func New(cfg Config) (*Proxy, error) {
 		logger:     cfg.Logger,
 		maxBody:    cfg.MaxBodyBytes,
 		budgetHelp: cfg.BudgetHelp,
+		obs:        cfg.Observer,
 		tokens:     map[[sha256.Size]byte]*grant{},
 		sessions:   map[string]*account{},
 	}
@@ -255,7 +307,7 @@ func (p *Proxy) Grant(g Grant) (token string, revoke func()) {
 	}
 	acct.budget = max(g.BudgetUSD, 0)
 	acct.grants++
-	p.tokens[h] = &grant{acct: acct, onUsage: g.OnUsage, revoked: ctx, revoke: cancel}
+	p.tokens[h] = &grant{acct: acct, onUsage: g.OnUsage, trace: g.Trace, revoked: ctx, revoke: cancel}
 	p.mu.Unlock()
 
 	var once sync.Once

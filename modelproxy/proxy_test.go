@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/llm/providers"
 	"github.com/harvest-dev/harvest/sim"
@@ -268,7 +269,8 @@ func queryOf(r sim.Request) string {
 // through again. A budget on an unpriced model cannot be enforced and is
 // refused.
 func TestBudget(t *testing.T) {
-	h := newHarness(t, chatScript, nil)
+	var heard requestLog
+	h := newHarness(t, chatScript, func(c *Config) { c.Observer = &heard })
 	var got usageLog
 	tok := h.grant(Grant{Session: "sess-1", BudgetUSD: 0.50, OnUsage: got.add})
 	ctx := context.Background()
@@ -339,6 +341,45 @@ func TestBudget(t *testing.T) {
 	if us := free.all(); len(us) != 1 || us[0].Priced || us[0].CostUSD != 0 || us[0].Tokens.InputTokens != 10 {
 		t.Errorf("unpriced usage %+v", us)
 	}
+	// The observer heard every request, each once it was answered (which
+	// is after the client has the answer): three went through, each with
+	// its usage, and six were refused for the budget without a usage.
+	testbin.WaitFor(t, 10*time.Second, "the observer hearing the 9 requests", func() bool { return len(heard.all()) == 9 })
+	by := map[Result]int{}
+	for _, r := range heard.all() {
+		by[r.Result]++
+		switch r.Result {
+		case ResultOK:
+			if r.Usage == nil || r.Status != 200 || r.Model == "" || r.API == "" {
+				t.Errorf("a model call answered 2xx, heard as %+v", r)
+			}
+		case ResultRefused:
+			if r.Usage != nil || (r.Status != 402 && r.Status != 400) {
+				t.Errorf("a refused call heard as %+v", r)
+			}
+		}
+	}
+	if by[ResultOK] != 3 || by[ResultRefused] != 6 {
+		t.Errorf("heard %v, want 3 ok and 6 refused", by)
+	}
+}
+
+// requestLog records what an Observer hears.
+type requestLog struct {
+	mu sync.Mutex
+	rs []Request
+}
+
+func (l *requestLog) ProxyRequest(r Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rs = append(l.rs, r)
+}
+
+func (l *requestLog) all() []Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.rs)
 }
 
 // Without a live token nothing is forwarded: no token, a wrong one, a

@@ -114,4 +114,11 @@
 // its Sandbox's connection: closing the Sandbox or losing the box closes
 // them and fails pending Accepts, Dials, Reads and Writes with ErrClosed
 // naming the box. A recovered Sandbox must listen (and dial) again.
+//
+// # Measured
+//
+// Observe wraps a Provider so that an Observer (harvest serve's metrics)
+// hears of every create, recover, stop and destroy, and of every command
+// started in its boxes (the exec round trip): the backends know nothing
+// of it. A provider with a warm pool says how it does (Pooler).
 package sandbox

@@ -216,7 +216,15 @@ func (sb *Sandbox) Start(ctx context.Context, cmd *Cmd) (*Process, error) {
 		prm.TTY = &proto.TTY{Rows: cmd.TTY.Rows, Cols: cmd.TTY.Cols}
 	}
 	var r proto.ExecReply
-	if _, err := sb.c.call(ctx, proto.MethodExec, prm, nil, &r); err != nil {
+	var t0 time.Time
+	if sb.obs != nil {
+		t0 = time.Now()
+	}
+	_, err = sb.c.call(ctx, proto.MethodExec, prm, nil, &r)
+	if sb.obs != nil {
+		sb.obs.BoxOp(sb.handle.Backend, OpExec, time.Since(t0), err)
+	}
+	if err != nil {
 		sb.c.dropStream(id)
 		return nil, fmt.Errorf("starting %q in box %s: %w", cmd.Args[0], sb.handle.ID, err)
 	}

@@ -16,6 +16,8 @@ type Sandbox struct {
 	provider Provider
 	c        *client
 	hello    proto.HelloReply
+	// obs, when set (Observe), hears of every command started.
+	obs Observer
 }
 
 // Connect performs the hello handshake on nc (a fresh connection to the box's

@@ -229,6 +229,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Health":              reflect.TypeFor[Health](),
 		"GitHubDelivery":      reflect.TypeFor[wire.GitHubDelivery](),
 		"GitHubDeliveryList":  reflect.TypeFor[wire.GitHubDeliveryList](),
+		"Readiness":           reflect.TypeFor[Readiness](),
+		"ReadyCheck":          reflect.TypeFor[wire.ReadyCheck](),
 		"ErrorBody":           reflect.TypeFor[ErrorBody](),
 		"ErrorInfo":           reflect.TypeFor[ErrorInfo](),
 	}

@@ -20,6 +20,8 @@ import (
 func (s *Server) table() []route {
 	return []route{
 		{http.MethodGet, "/healthz", public, s.health},
+		{http.MethodGet, "/readyz", public, s.ready},
+		{http.MethodGet, "/metrics", admin, s.metrics},
 		{http.MethodGet, "/openapi.json", public, s.openAPI},
 
 		// A browser's sign-in: websession.go.
@@ -117,14 +119,16 @@ func noBody(w http.ResponseWriter, r *http.Request) *apiError {
 	return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("%s %s takes no body: send none (or {})", r.Method, r.URL.Path))
 }
 
+// health says the process is alive: 200 while it serves, draining or
+// not (a liveness probe must not restart a server finishing its turns);
+// /readyz says whether it takes new work.
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "shutting_down", Version: s.cfg.Version})
 		return nil
 	}
 	if s.cfg.Manager.Draining() {
-		// Still serving, but a load balancer should send new work elsewhere.
-		writeJSON(w, http.StatusServiceUnavailable, Health{Status: "draining", Version: s.cfg.Version})
+		writeJSON(w, http.StatusOK, Health{Status: "draining", Version: s.cfg.Version})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.cfg.Version})

@@ -115,6 +115,13 @@ type Config struct {
 	NodeLive func(ctx context.Context, node string) (bool, error)
 	// Version is reported by /healthz.
 	Version string
+	// Ready are the checks of GET /readyz besides draining (which the
+	// server checks itself): the store, the backends, the disk. Each
+	// runs with a deadline of ReadyTimeout; all run at once.
+	Ready []ReadyCheck
+	// Metrics serves GET /metrics to admin tokens (package telemetry's
+	// Prometheus handler); nil answers 404.
+	Metrics http.Handler
 	// KeepAlive is how often an idle event stream gets a comment line, so
 	// proxies and clients see the connection is alive (default 15s).
 	KeepAlive time.Duration
@@ -122,6 +129,17 @@ type Config struct {
 	// stops reading for this long is disconnected (default 30s).
 	WriteTimeout time.Duration
 }
+
+// ReadyCheck is one check of GET /readyz: Check returns nil when it
+// passes, else an error whose message says why and what to do (it is
+// shown to anyone: it must name no secret).
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// ReadyTimeout bounds each check of GET /readyz.
+const ReadyTimeout = 5 * time.Second
 
 // Server is the HTTP API. It is an http.Handler; serve it with an
 // http.Server, and call Drain before that server's Shutdown.
@@ -258,7 +276,7 @@ func (s *Server) dispatch(rts []route) http.Handler {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiError {
-	if s.draining.Load() && rt.path != "/healthz" {
+	if s.draining.Load() && rt.path != "/healthz" && rt.path != "/readyz" {
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down: retry in a few seconds")
 	}
 	var c caller

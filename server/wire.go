@@ -12,6 +12,7 @@ type (
 	ErrorBody    = wire.ErrorBody
 	ErrorInfo    = wire.ErrorInfo
 	Health       = wire.Health
+	Readiness    = wire.Readiness
 	SessionList  = wire.SessionList
 	EventPage    = wire.EventPage
 	LockInfo     = wire.LockInfo

@@ -157,7 +157,7 @@ func (m *Manager) proxy(model string) (*modelproxy.Proxy, error) {
 	if p, ok := m.proxies[name]; ok {
 		return p, nil
 	}
-	p, err := agents.NewProxy(m.cfg.Models, model, m.log)
+	p, err := agents.NewProxy(m.cfg.Models, model, m.log, m.cfg.proxyObserver())
 	if err != nil {
 		return nil, err
 	}

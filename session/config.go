@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/egress"
@@ -123,6 +125,18 @@ type Config struct {
 	// removes a data directory with live sessions left in it unmounts
 	// them first (disk.UnmountUnder).
 	Disks bool
+	// DiskPool is how many disks of the default size (Defaults'
+	// DiskBytes and DiskInodes) to keep made and mounted ahead of demand,
+	// with Disks on (package sandbox/disk, Pool): a new session takes
+	// one with a rename and a bind mount instead of a mkfs.ext4 and a
+	// loop mount. They are in DataDir/disks/pool, count against MinFree,
+	// and never outlive the Manager (Close removes them; a killed
+	// server's are removed at the next start, or by harvest sandbox
+	// prune). 0: none.
+	DiskPool int
+	// OwnersDir holds the owners' lock files (package sandbox/owner): the
+	// disk pool's instance is held there. Default owner.DefaultDir().
+	OwnersDir string
 	// MinFree is the floor of free space kept on DataDir's filesystem:
 	// below it, new sessions, resumes of suspended ones and environment
 	// builds are refused (ErrInsufficientStorage; admission.go). The zero
@@ -162,7 +176,17 @@ type Config struct {
 	// instructions, and a first session seeds it (see memory.go).
 	Memory *memory.Service
 	// Logger receives what goes wrong in the background; nil discards it.
+	// Every turn logs a line when it starts and when it ends, with the
+	// session, the turn and (with a Tracer) the trace.
 	Logger *slog.Logger
+	// Observer, when set, hears of every turn's end and every model call,
+	// for an operator's metrics (package telemetry). Nil: nobody does.
+	Observer Observer
+	// Tracer, when set, traces every turn (tracing.go): a trace begun by
+	// the request that sent its message (Create's, SendMessage's context)
+	// goes on through the session's provisioning, the turn, its model
+	// calls and its tools. Nil: nothing is traced.
+	Tracer trace.TracerProvider
 	// Node, when set, makes this server one of several nodes sharing the
 	// store: it runs only the sessions it holds a lease on (see "Several
 	// nodes" in the package doc). Nil: the only server of its store.

@@ -86,6 +86,9 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 		v.Queue = append(v.Queue, first)
 	}
+	if first != nil {
+		m.remember(ctx, s.ID, first.ID)
+	}
 	if queued {
 		// No room here: nobody owns it now, and the first node with room
 		// takes it over (place.go).
@@ -233,6 +236,9 @@ func (m *Manager) newSession(ctx context.Context, owner string, req CreateReques
 	var first *store.Message
 	if strings.TrimSpace(req.Prompt) != "" {
 		first = &store.Message{ID: newMessageID(), Session: id, Text: req.Prompt, Mode: mode, State: store.MessageQueued, CreatedAt: now}
+		if req.PromptKey != "" {
+			first.Key, first.KeyOwner = req.PromptKey, owner
+		}
 	}
 	return s, first, nil
 }

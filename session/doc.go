@@ -209,6 +209,16 @@
 // with several nodes (a crash between starting a box and storing its
 // handle leaks that box until its deadline).
 //
+// # Watched
+//
+// Config.Observer hears of every turn's end and every model call (the
+// builtin agent's, through the Manager's clients; a box's, through its
+// model proxies), and Stats says what runs now and counts the leases:
+// package telemetry makes metrics of them (observe.go). Config.Tracer
+// traces a turn from the request that sent its message (tracing.go).
+// Every turn logs its start and end with the session, the turn and its
+// trace.
+//
 // # Workspaces
 //
 // A session's repositories are copied (or cloned) once, under

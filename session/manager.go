@@ -59,6 +59,14 @@ type Manager struct {
 	// server.
 	carry *carrier
 
+	// counts are the running counts of Stats.
+	counts struct {
+		leasesTaken, leasesRenewed, leasesLost, takenOver atomic.Uint64
+	}
+	// traces holds the trace of each queued message whose sender was
+	// traced, until a turn takes it (tracing.go).
+	traces traceBook
+
 	pmu       sync.Mutex
 	providers map[string]sandbox.Provider
 	owned     []io.Closer // providers the Manager opened itself
@@ -182,6 +190,7 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	m.deleting[id] = true
 	r := m.runners[id]
 	m.mu.Unlock()
+	m.traces.forget(id)
 	defer func() {
 		m.mu.Lock()
 		delete(m.deleting, id)
@@ -279,6 +288,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closed = true
 	m.mu.Unlock()
 	m.stopAll(errShutdown)
+	defer m.closeDiskPool() // pool disks never outlive the server
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()
@@ -485,6 +495,9 @@ func (m *Manager) client(model string) (*llm.Client, error) {
 	c, err := providers.Open(m.cfg.Models, model)
 	if err != nil {
 		return nil, err
+	}
+	if m.cfg.Observer != nil {
+		c.Observer = m.cfg.Observer
 	}
 	m.clients[model] = c
 	return c, nil

@@ -40,6 +40,9 @@ func TestNodesHandOver(t *testing.T) {
 	if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node != "a" {
 		t.Fatalf("lease of the session A created: %+v %v", l, err)
 	}
+	if st := e.m.Stats(); st.LeasesHeld != 1 || st.LeasesTaken < 1 || st.Runners != 1 {
+		t.Errorf("A's Stats with its session: %+v; want 1 lease held, taken, 1 runner", st)
+	}
 	if _, err := b.Send(ctx, "owner-1", v.ID, "msg refused", ""); !errors.Is(err, ErrElsewhere) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("B's send to A's session: %v, want ErrElsewhere", err)
 	}
@@ -56,6 +59,10 @@ func TestNodesHandOver(t *testing.T) {
 		l, err := e.st.GetLease(ctx, v.ID)
 		return err == nil && l.Node == "b"
 	})
+	waitFor(t, "B to count the takeover", func() bool { return b.Stats().TakenOver == 1 })
+	if st := b.Stats(); st.LeasesTaken < 1 || st.LeasesLost != 0 {
+		t.Errorf("B's Stats after the takeover: %+v; want a lease taken, none lost", st)
+	}
 	m, err := b.Send(ctx, "owner-1", v.ID, "msg two", "")
 	if err != nil {
 		t.Fatal(err)

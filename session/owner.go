@@ -172,6 +172,7 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 	m.mu.Lock()
 	m.node.held[id] = &held{lease: l, sent: sent}
 	m.mu.Unlock()
+	m.counts.leasesTaken.Add(1)
 	m.log.Debug("took the lease", "session", id, "epoch", l.Epoch)
 	return nil
 }
@@ -191,6 +192,7 @@ func (m *Manager) leaseLost(l store.Lease, cause error) {
 	}
 	m.mu.Unlock()
 	if mine {
+		m.counts.leasesLost.Add(1)
 		m.j.Unfence(l.Session)
 		m.log.Warn("lost the lease of a session: its runner stops here; the node that took it over goes on", "session", l.Session, "epoch", l.Epoch, "err", cause)
 	}
@@ -331,6 +333,7 @@ func (m *Manager) renewLeases(ctx context.Context) {
 		m.log.Warn("renewing the leases; retrying", "leases", len(hs), "err", err)
 		return
 	}
+	m.counts.leasesRenewed.Add(uint64(len(renewed)))
 	ok := make(map[string]store.Lease, len(renewed))
 	for _, l := range renewed {
 		ok[l.Session] = l
@@ -408,6 +411,7 @@ func (m *Manager) takeover(ctx context.Context) error {
 		if err != nil {
 			continue // another node was quicker
 		}
+		m.counts.takenOver.Add(1)
 		m.log.Info("taking over a session nobody owns", "session", c.s.ID, "state", c.s.State, "previous", c.l.Node, "epoch", c.l.Epoch)
 		m.wake(c.s.ID, wakeOpts{start: true})
 		unlock()

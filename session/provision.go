@@ -10,9 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/workspace"
@@ -27,7 +31,10 @@ const startTimeout = 2 * time.Minute
 
 // provision makes the session's workspaces, box and agent, and moves it to
 // idle. Errors that retrying cannot fix are fatal (the session fails).
-func (r *runner) provision() error {
+func (r *runner) provision() (err error) {
+	// In the trace of the message it provisions for (tracing.go).
+	pctx, span := r.span(r.ctx, r.d.traces.first(r.id), "session.provision", attribute.String("harvest.backend", r.s.Backend))
+	defer func() { endSpan(span, err) }()
 	if r.s.State != store.StateProvisioning {
 		if err := r.setState(r.ctx, store.StateProvisioning, r.envReason(), nil); err != nil {
 			return err
@@ -40,11 +47,15 @@ func (r *runner) provision() error {
 	if moved != "" {
 		r.append(r.event("", event.SessionState{State: string(r.s.State), Reason: moved}))
 	}
+	_, wspan := tracing.Start(pctx, tracerScope, "session.workspaces", trace.WithAttributes(attribute.Int("harvest.repos", len(r.s.Repos))))
 	fresh, err := r.d.host.prepareWorkspaces(r.ctx, r.s)
+	tracing.End(wspan, err)
 	if err != nil {
 		return err
 	}
+	_, bspan := tracing.Start(pctx, tracerScope, "session.box", trace.WithAttributes(attribute.String("harvest.backend", r.s.Backend), attribute.String("harvest.agent", r.s.Agent)))
 	sb, ag, err := r.startBox(fresh)
+	tracing.End(bspan, err)
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,8 @@ type runnerDeps struct {
 	// carry carries the session's workspace between nodes (nil on a
 	// lone server).
 	carry *carrier
+	// traces are the traces of the queued messages (tracing.go).
+	traces *traceBook
 }
 
 // runnerHost is what a runner asks of its Manager: the services the
@@ -155,7 +157,7 @@ func (r *runner) append(ev event.Event) {
 func newRunner(m *Manager, id string) *runner {
 	ctx, cancel := context.WithCancelCause(m.base)
 	r := &runner{
-		d:  runnerDeps{st: m.st, j: m.j, clock: m.clock, cfg: &m.cfg, host: m, carry: m.carry},
+		d:  runnerDeps{st: m.st, j: m.j, clock: m.clock, cfg: &m.cfg, host: m, carry: m.carry, traces: &m.traces},
 		id: id, log: m.log.With("session", id),
 		ctx: ctx, cancel: cancel,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
@@ -562,6 +564,7 @@ func (r *runner) dropBox() {
 
 // dropQueue marks every queued message dropped.
 func (r *runner) dropQueue() error {
+	r.d.traces.forget(r.id)
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	q, err := r.d.st.Messages(ctx, r.id, store.MessageQueued)

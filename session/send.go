@@ -130,6 +130,7 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 		}
 		return nil, fmt.Errorf("storing the message for session %s: %w (it may still be stored: send it again with the same idempotency key to find out)", id, err)
 	}
+	m.remember(ctx, id, msg.ID)
 	if queued {
 		m.release(id)
 		return msg, nil

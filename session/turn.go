@@ -7,8 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -43,7 +48,15 @@ func (r *runner) runTurn(msg *store.Message) error {
 		r.lockRetry, r.lockSaid = time.Time{}, ""
 	}
 
-	tctx, tcancel := context.WithCancelCause(r.ctx)
+	// The turn's span, in the trace of the request that sent its message
+	// (tracing.go); it ends when the turn is over, however it ended.
+	started := time.Now()
+	sctx, span := r.span(r.ctx, d.traces.take(r.id, msg.ID), "session.turn "+tid,
+		attribute.String("harvest.turn", tid), attribute.String("harvest.agent", r.s.Agent),
+		attribute.String("harvest.model", r.s.Model), attribute.String("harvest.message", msg.ID))
+	var end event.Payload // the event that ended it
+	defer func() { r.turnOver(span, tid, end, started) }()
+	tctx, tcancel := context.WithCancelCause(sctx)
 	defer tcancel(nil)
 	ctl := &turnCtl{msgSeq: msg.Seq, cancel: tcancel, done: make(chan struct{})}
 	r.mu.Lock()
@@ -69,15 +82,31 @@ func (r *runner) runTurn(msg *store.Message) error {
 		return err
 	}
 	r.append(r.event(tid, event.MessageDelivered{MessageID: msg.ID}))
+	r.log.Info("turn started", append([]any{"turn", tid, "agent", r.s.Agent, "message", msg.ID}, traceAttrs(span)...)...)
 	r.curTurn.Store(&tid)
 	defer r.curTurn.Store(nil)
 
 	ag := r.ag
-	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: kindOf(r.s.Agent).Caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	caps := kindOf(r.s.Agent).Caps
+	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog,
+		watch: r.watchTurn(tid, msg)}
+	if caps.ModelInBox && span.IsRecording() {
+		// Its tools run in the box, inside its CLI: their spans are made
+		// from its events.
+		sink.tools = map[string]trace.Span{}
+	}
 	sink.last.Store(d.clock.Now().UnixNano())
 	outc := make(chan agent.Outcome, 1)
 	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
 	out := r.supervise(tctx, tcancel, outc, sink)
+	if sink.watch != nil {
+		sink.watch.Done()
+	}
+	sink.endTools()
+	end = sink.end
+	if end == nil {
+		end = out.Payload() // a deleted session's: not journaled
+	}
 
 	cause := context.Cause(tctx)
 	if errors.Is(context.Cause(r.ctx), errDeleted) {
@@ -97,7 +126,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 	if errors.Is(cause, errCancelled) && reason != "" {
 		reason += "; queued messages, if any, wait for the next message"
 	}
-	r.afterTurn(tid, out)
+	r.afterTurn(tid, msg, out)
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	if err := r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
@@ -112,6 +141,35 @@ func (r *runner) runTurn(msg *store.Message) error {
 	}
 	d.carry.checkpoint(r.ctx, r.fence, r.s, tid)
 	return nil
+}
+
+// turnOver ends a turn's span, logs its end and tells the Observer.
+// end is the event that ended it (nil: the turn never began, its
+// message stays queued).
+func (r *runner) turnOver(span trace.Span, tid string, end event.Payload, started time.Time) {
+	res, ok := turnResult(end)
+	if !ok {
+		span.SetAttributes(attribute.String("harvest.outcome", "not_begun"))
+		span.End()
+		return
+	}
+	d := time.Since(started)
+	attrs := []any{"turn", tid, "outcome", res.Outcome, "ms", d.Milliseconds()}
+	if res.Failure != "" {
+		attrs = append(attrs, "failure", string(res.Failure))
+	}
+	r.log.Info("turn ended", append(attrs, traceAttrs(span)...)...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("harvest.outcome", res.Outcome))
+		if res.Failure != "" {
+			span.SetAttributes(attribute.String("harvest.failure", string(res.Failure)))
+			span.SetStatus(codes.Error, "the turn failed: "+string(res.Failure))
+		}
+	}
+	span.End()
+	if o := r.d.cfg.Observer; o != nil {
+		o.TurnEnded(r.s.Agent, res, d)
+	}
 }
 
 // dropLease releases the session lock, if the runner holds it.
@@ -193,16 +251,54 @@ type turnSink struct {
 	checkpoints bool
 	ctx         context.Context // the turn's
 	watchdog    time.Duration
-	last        atomic.Int64 // clock time of the last event, ns
+	// watch is the forge's watch of the turn (nil: none).
+	watch TurnWatch
+	last  atomic.Int64 // clock time of the last event, ns
 	// Read by the runner after the turn's goroutine is done.
 	usage event.Usage
 	cost  float64
+	end   event.Payload // the event that ended the turn, once emitted
+	// tools are the spans of the tool calls running, by call id, for an
+	// agent whose tools run in the box (nil: none are made here).
+	tools map[string]trace.Span
+}
+
+// toolSpan starts or ends the span of a tool call an agent in the box
+// reported, from its tool.started and tool.finished events.
+func (t *turnSink) toolSpan(p event.Payload) {
+	switch v := p.(type) {
+	case event.ToolStarted:
+		_, span := tracing.Start(t.ctx, tracerScope, "tool "+v.Tool, trace.WithAttributes(
+			attribute.String("harvest.tool", v.Tool), attribute.String("harvest.call", v.CallID)))
+		t.tools[v.CallID] = span
+	case event.ToolFinished:
+		if span := t.tools[v.CallID]; span != nil {
+			if v.IsError {
+				span.SetStatus(codes.Error, "the tool answered an error")
+			}
+			span.End()
+			delete(t.tools, v.CallID)
+		}
+	}
+}
+
+// endTools ends the spans of the tool calls the turn left unfinished.
+// Called once the turn's goroutine is done.
+func (t *turnSink) endTools() {
+	for id, span := range t.tools {
+		span.SetStatus(codes.Error, "the turn ended before the tool call")
+		span.End()
+		delete(t.tools, id)
+	}
 }
 
 func (t *turnSink) emit(p event.Payload) {
 	r := t.r
 	now := r.d.clock.Now()
 	t.last.Store(now.UnixNano())
+	if t.tools != nil {
+		t.toolSpan(p)
+	}
 	switch v := p.(type) {
 	case event.StepFinished:
 		t.usage = t.usage.Add(v.Usage)
@@ -220,6 +316,7 @@ func (t *turnSink) emit(p event.Payload) {
 	ev := event.Event{Session: r.id, Time: now.UTC(), Turn: t.tid, Agent: t.agent, Data: p}
 	switch p.(type) {
 	case event.TurnFinished, event.TurnCancelled, event.TurnFailed:
+		t.end = p
 		ctx, cancel := r.finalCtx()
 		defer cancel()
 		if _, err := r.d.j.AppendSync(ctx, ev); err != nil {
@@ -227,6 +324,9 @@ func (t *turnSink) emit(p event.Payload) {
 		}
 	default:
 		r.append(ev)
+	}
+	if t.watch != nil {
+		t.watch.See(ev)
 	}
 }
 

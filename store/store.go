@@ -239,6 +239,14 @@ type Message struct {
 	RequestHash []byte `json:"-"`
 }
 
+// StateCount is how many sessions are in a state (CountSessions), and
+// the disk they were promised (the sum of their limits.disk_bytes).
+type StateCount struct {
+	State     State
+	Sessions  int
+	DiskBytes int64
+}
+
 // SessionFilter selects sessions for ListSessions; zero fields match all.
 type SessionFilter struct {
 	Owner  string
@@ -497,6 +505,10 @@ type Store interface {
 	UpdateSession(ctx context.Context, id string, fn func(*Session) error) (*Session, error)
 	// DeleteSession removes the session with its messages and events.
 	DeleteSession(ctx context.Context, id string) error
+	// CountSessions counts the sessions in each state (states with none
+	// are left out), with the sum of their limits.disk_bytes: what an
+	// operator's metrics show, in one query however many there are.
+	CountSessions(ctx context.Context) ([]StateCount, error)
 
 	// AddMessage stores a message (ID set by the caller), assigning its Seq.
 	AddMessage(ctx context.Context, m *Message) error

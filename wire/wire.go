@@ -71,13 +71,32 @@ const (
 	StreamInternal    = "internal"    // a server failure (logged): reconnect with Last-Event-ID; report it if it repeats
 )
 
-// Health is the body of GET /healthz.
+// Health is the body of GET /healthz: whether the process is alive.
 type Health struct {
-	// Status is "ok", or (with status 503) "draining" (a restart is under
-	// way: reads and streams are served, new sessions and messages are
-	// not) or "shutting_down".
+	// Status is "ok", or "draining" (a restart is under way: reads and
+	// streams are served, new sessions and messages are not; still 200:
+	// the process is alive, GET /readyz says it takes no new work), or,
+	// with status 503, "shutting_down" (the API is closing).
 	Status  string `json:"status"`
 	Version string `json:"version"`
+}
+
+// Readiness is the body of GET /readyz: whether the server can take
+// work, check by check (200 when every check passed, else 503).
+type Readiness struct {
+	// Status is "ready" or "not_ready".
+	Status string       `json:"status"`
+	Checks []ReadyCheck `json:"checks"`
+}
+
+// ReadyCheck is one check of GET /readyz.
+type ReadyCheck struct {
+	// Name says what was checked: "draining", "store", "backend local",
+	// "disk".
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Error says why it failed, and what to do.
+	Error string `json:"error,omitempty"`
 }
 
 // SessionList is the body of GET /v1/sessions: one page, newest first.

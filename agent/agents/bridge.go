@@ -101,6 +101,9 @@ type modelBridge struct {
 	meter bool
 	mu    sync.Mutex
 	usage []modelproxy.Usage // during a turn (OnUsage runs on the proxy's request goroutines)
+	// turnCtx is the context of the turn running (nil between turns): the
+	// model calls the proxy forwards are spans of its trace.
+	turnCtx context.Context
 }
 
 // bridgeModel serves p in req's box and returns the bridge, the in-box URL
@@ -111,7 +114,7 @@ func bridgeModel(ctx context.Context, req Request, p *modelproxy.Proxy, meter bo
 		return nil, "", "", fmt.Errorf("bridging the model endpoint into the box: %w", err)
 	}
 	b := &modelBridge{proxy: p, session: req.SessionID, budget: req.Limits.BudgetUSD, ln: ln, served: make(chan struct{}), meter: meter}
-	token, revoke := p.Grant(modelproxy.Grant{Session: req.SessionID, OnUsage: b.onUsage})
+	token, revoke := p.Grant(modelproxy.Grant{Session: req.SessionID, OnUsage: b.onUsage, Trace: b.trace})
 	b.revoke = revoke
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopServe = cancel
@@ -130,13 +133,30 @@ func (b *modelBridge) onUsage(u modelproxy.Usage) {
 	b.mu.Unlock()
 }
 
+// trace is the proxy's Grant.Trace: the turn's context, whose span the
+// model calls are children of (none between turns).
+func (b *modelBridge) trace() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.turnCtx == nil {
+		return context.Background()
+	}
+	return b.turnCtx
+}
+
 // turn sets the turn's budget on the proxy (what the session spent so far
 // plus the budget) and runs ag's turn; with meter, the usage the proxy
 // measured becomes the turn's step.finished events and totals.
 func (b *modelBridge) turn(ctx context.Context, ag agent.Agent, prompt string, emit func(event.Payload)) agent.Outcome {
 	b.mu.Lock()
 	b.usage = nil
+	b.turnCtx = ctx
 	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.turnCtx = nil
+		b.mu.Unlock()
+	}()
 	if b.budget > 0 {
 		b.proxy.SetBudget(b.session, b.proxy.Spent(b.session)+b.budget)
 	}

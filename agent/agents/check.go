@@ -135,8 +135,8 @@ func APIOf(models providers.Config, model string) string {
 
 // NewProxy returns a model proxy for the endpoint of model (a Harvest model
 // name, "endpoint/model") as models configures it: its real key is what
-// the proxy adds.
-func NewProxy(models providers.Config, model string, log *slog.Logger) (*modelproxy.Proxy, error) {
+// the proxy adds; obs, if not nil, hears of its requests.
+func NewProxy(models providers.Config, model string, log *slog.Logger, obs modelproxy.Observer) (*modelproxy.Proxy, error) {
 	name, _, err := llm.ParseModel(model)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func NewProxy(models providers.Config, model string, log *slog.Logger) (*modelpr
 		return nil, fmt.Errorf("model %q: no endpoint %q is configured", model, name)
 	}
 	up := &modelproxy.Upstream{BaseURL: e.BaseURL, APIKey: e.APIKey}
-	cfg := modelproxy.Config{Prices: models.Prices, Logger: log}
+	cfg := modelproxy.Config{Prices: models.Prices, Logger: log, Observer: obs}
 	switch api := APIOf(models, model); api {
 	case "anthropic":
 		cfg.Anthropic = up

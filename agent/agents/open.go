@@ -206,7 +206,7 @@ func (req *Request) proxy() (*modelproxy.Proxy, error) {
 	if req.Proxy != nil {
 		return req.Proxy(req.Model)
 	}
-	return NewProxy(req.Models, req.Model, req.Logger)
+	return NewProxy(req.Models, req.Model, req.Logger, nil)
 }
 
 // wireMCP gathers the agent's MCP servers (the caller's and the

@@ -9,9 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/tools"
 	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/llm"
 )
 
@@ -113,6 +118,9 @@ func (t *turn) runTools(calls []llm.ToolUse, truncated bool) ([]llm.Block, *agen
 	return blocks, stop
 }
 
+// tracerScope is this package's tracing scope.
+const tracerScope = "github.com/harvest-dev/harvest/agent/builtin"
+
 // maxLiveOutput bounds the tool.output events of one call; what the model
 // gets is bounded separately by the tool.
 const maxLiveOutput = 1 << 20
@@ -137,9 +145,16 @@ func (t *turn) execute(outs []callOutcome, run []int) {
 		go func() {
 			defer wg.Done()
 			start := t.a.now()
+			// A span of the turn's trace, when it is traced.
+			ctx, span := tracing.Start(ctx, tracerScope, "tool "+o.call.Name, trace.WithAttributes(
+				attribute.String("harvest.tool", o.call.Name), attribute.String("harvest.call", o.call.ID)))
 			o.res = t.a.reg.Run(ctx, t.a.env, o.call.Name, o.call.Input)
 			o.dur = t.a.now().Sub(start)
 			o.ran = true
+			if o.res.IsError && span.IsRecording() {
+				span.SetStatus(codes.Error, "the tool answered an error")
+			}
+			span.End()
 		}()
 	}
 	done := make(chan struct{})

@@ -487,15 +487,26 @@ func TestServeSIGTERMDrains(t *testing.T) {
 			t.Fatalf("POST %s while draining: %d, Retry-After %q, %s; want 503 unavailable saying it restarts, with Retry-After", w.path, resp.StatusCode, resp.Header.Get("Retry-After"), body.String())
 		}
 	}
-	// /healthz tells a load balancer to send new work elsewhere.
-	if resp, err := http.Get(p.url + "/healthz"); err != nil {
-		t.Fatal(err)
-	} else {
+	// /readyz tells a load balancer to send new work elsewhere, and why;
+	// /healthz that the process is alive (a liveness probe must not kill
+	// a server finishing its turns).
+	for _, probe := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/readyz", http.StatusServiceUnavailable, `"name":"draining","ok":false,"error":"the server is draining for a restart`},
+		{"/healthz", http.StatusOK, `"status":"draining"`},
+	} {
+		resp, err := http.Get(p.url + probe.path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var body bytes.Buffer
 		body.ReadFrom(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body.String(), `"draining"`) {
-			t.Fatalf("GET /healthz while draining: %d %s; want 503 draining", resp.StatusCode, body.String())
+		if resp.StatusCode != probe.status || !strings.Contains(body.String(), probe.want) {
+			t.Fatalf("GET %s while draining: %d %s; want %d with %s", probe.path, resp.StatusCode, body.String(), probe.status, probe.want)
 		}
 	}
 	// Reads work.

@@ -83,7 +83,7 @@ func openAgent(ctx context.Context, f agentRunFlags, kind agent.Kind, model *mod
 		return nil, err
 	}
 	if f.egress != "" {
-		eg, err := openEgress(f.egress, nil, nil)
+		eg, err := openEgress(f.egress, nil, nil, nil)
 		if err != nil {
 			return nil, err
 		}

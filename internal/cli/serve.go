@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,6 +31,7 @@ import (
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/telemetry"
 	"github.com/harvest-dev/harvest/web"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -81,6 +80,7 @@ type serveFlags struct {
 	stopBoxes  bool
 	config     string
 	printCfg   bool
+	tel        telemetryFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -172,7 +172,7 @@ checked.`,
 	fl.StringVar(&f.model, "model", "", "default model of new sessions, as provider/model")
 	fl.StringVar(&f.simScript, "sim-script", "", "serve every model from harvest sim with this script instead of a model API")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow sessions on the host backend: tools run on this machine with NO isolation")
-	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, for faster session starts")
+	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, and session disks of the default size (--disk) made and mounted ahead of demand in DATA/disks/pool, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.minFree, "min-free", "", "free space kept on the data directory's filesystem: below it new sessions, resumes and environment builds are refused (507); a size like 5g, a share like 10%, or 0 for none (default: 10% of the filesystem, at least 1g, at most 5g)")
@@ -194,6 +194,7 @@ checked.`,
 	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see README: Running on several machines)")
 	addNodeFlags(fl, &f)
 	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")
+	f.tel.add(fl)
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	fl.BoolVar(&f.stopBoxes, "stop-boxes-on-exit", false, "on SIGTERM or SIGINT, after the drain, destroy the sessions' boxes (idle sessions are suspended: their next message resumes them) instead of leaving them running for the next start to reattach")
 	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see README: A config file)")
@@ -206,22 +207,6 @@ checked.`,
 	annotate(fl, "store", envAnnotation, "HARVEST_STORE")
 	annotate(fl, "model", envAnnotation, "HARVEST_MODEL")
 	return cmd
-}
-
-// serverDataDir is harvest serve's data directory: the flag, else
-// $HARVEST_HOME, else ~/.harvest.
-func serverDataDir(flag string) (string, error) {
-	if flag != "" {
-		return filepath.Abs(flag)
-	}
-	if d := os.Getenv("HARVEST_HOME"); d != "" {
-		return filepath.Abs(d)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no home directory for the data directory: set HARVEST_HOME or pass --data (%v)", err)
-	}
-	return filepath.Join(home, ".harvest"), nil
 }
 
 func serve(cmd *cobra.Command, f serveFlags) error {
@@ -316,7 +301,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if f.quiet {
 		level = slog.LevelWarn
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	tel, err := newServeTelemetry(cmd.Context(), f.tel, stderr, level)
+	if err != nil {
+		return err
+	}
+	defer tel.stop()
+	logger := tel.logs.Logger
 	ghsvc, ghc, err := f.github.forge(data, f.clone, logger)
 	if err != nil {
 		return exitCode(2, err)
@@ -325,7 +315,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if ghsvc != nil {
 		forge = ghsvc
 	}
-	eg, err := openEgress(f.egress, f.internal, logger)
+	eg, err := openEgress(f.egress, f.internal, logger, tel.metrics)
 	if err != nil {
 		return exitCode(2, err)
 	}
@@ -341,6 +331,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, err)
 	}
 	defer st.Close()
+	st = store.Observe(st, tel.metrics)
 	if ghc != nil {
 		// What a node learns of GitHub's limits and installations, the
 		// others know (gh's package doc, "Limits"); before anything asks
@@ -378,7 +369,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		jopt.Publisher = bus
 	}
 	j := journal.New(st, jopt)
-	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime, Owner: own.ID()}, stderr: stderr}
+	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime, Owner: own.ID()}, stderr: stderr, observe: tel.metrics}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
 		Defaults: repoDefaults,
@@ -399,6 +390,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		j.Close(context.Background())
 		return exitCode(exitHarvestError, err)
+	}
+	if node != nil {
+		tel.logs.SetNode(node.ID)
 	}
 	mgr, err := session.NewManager(session.Config{
 		Environments: builder, RefreshEvery: refreshEvery(f.refresh),
@@ -431,8 +425,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		DataDir: data, Models: models.cfg, DefaultModel: models.model,
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
-		Disks: !f.noDisks, Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
+		Disks: !f.noDisks, DiskPool: f.pool, OwnersDir: provs.opts.OwnersDir(), Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
 		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes,
+		Observer: tel.metrics, Tracer: tel.tracing.TracerProvider(),
 	})
 	if err != nil {
 		j.Close(context.Background())
@@ -527,6 +522,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		}
 		hcfg := f.github.hooks
 		hcfg.Shared = node != nil
+		hcfg.Observer, hcfg.Tracer = tel.metrics, tel.tracing.TracerProvider()
 		hooks := ghbot.NewHooks(ghsvc, st, sessions, hcfg)
 		webhook, deliveries = hooks, hooks
 		hctx, stopHooks := context.WithCancel(context.Background())
@@ -542,8 +538,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if f.natsFollow {
 		follow = followBus(bus)
 	}
+	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes})
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes,
+		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)
 		return exitCode(exitHarvestError, err)
@@ -551,7 +549,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if host, _, _ := net.SplitHostPort(f.listen); !isLoopback(host) {
 		fmt.Fprintf(stderr, "harvest: WARNING: listening on %s, beyond this machine, over plain HTTP: tokens cross the network in clear; put a TLS proxy in front\n", f.listen)
 	}
-	hs := &http.Server{Handler: nodeHandler(api, mgr, st, node, f, logger, stderr), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	stopMetrics, err := tel.serveMetrics(f.tel.metricsListen, stderr)
+	if err != nil {
+		closeAll(hard)
+		return err
+	}
+	defer stopMetrics()
+	hs := &http.Server{Handler: tel.tracing.Handler(nodeHandler(api, mgr, st, node, f, logger, stderr)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -595,79 +599,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 // grace is over: serve exits within --shutdown-grace plus about this.
 const closeBound = 20 * time.Second
 
-// drainTurns stops the Manager taking new work and waits for its running
-// turns to end, for grace at most or until hard.
-func drainTurns(mgr *session.Manager, grace time.Duration, hard context.Context, stderr io.Writer, logger *slog.Logger) {
-	drained := mgr.Drain()
-	fmt.Fprintf(stderr, "harvest: draining: new sessions and messages get 503; running turns have %s to finish\n", grace)
-	if mgr.StopsBoxes() {
-		fmt.Fprintln(stderr, "harvest: --stop-boxes-on-exit: then the sessions' boxes are destroyed, and idle sessions suspended (their next message resumes them)")
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	start := time.Now()
-	select {
-	case <-drained:
-		logger.Info("drained: no turn runs", "waited", time.Since(start).Round(time.Millisecond))
-	case <-t.C:
-		logger.Warn("the shutdown grace is over: interrupting the turns still running (the next start marks them interrupted and delivers the queue)", "grace", grace)
-	case <-hard.Done():
-		logger.Warn("interrupting the running turns (second signal)")
-	}
-}
-
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// ensureAdminToken makes sure DATA/admin-token holds the secret of an admin
-// token in the store: it creates both on first start, and remakes them if
-// the file is gone or names no token (a new database).
-func ensureAdminToken(ctx context.Context, st store.Store, data string) (path string, created bool, err error) {
-	path = filepath.Join(data, adminTokenFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		secret := string(bytes.TrimSpace(b))
-		t, err := st.TokenByHash(ctx, server.HashToken(secret))
-		if err == nil && t.Admin {
-			return path, false, nil
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return path, false, fmt.Errorf("checking the admin token of %s: %w", path, err)
-		}
-	case !errors.Is(err, os.ErrNotExist):
-		return path, false, fmt.Errorf("reading the admin token: %w", err)
-	}
-	secret, t := server.NewToken("admin", true, time.Now())
-	if err := st.CreateToken(ctx, t); err != nil {
-		return path, false, fmt.Errorf("creating the admin token: %w", err)
-	}
-	tmp, err := os.CreateTemp(data, ".admin-token-*")
-	if err != nil {
-		return path, false, fmt.Errorf("writing the admin token: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err = tmp.Chmod(0o600); err == nil {
-		_, err = tmp.WriteString(secret + "\n")
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-	}
-	if err != nil {
-		return path, false, fmt.Errorf("writing the admin token to %s: %w", path, err)
-	}
-	return path, true, nil
 }
 
 const mcpAllowHelp = "let sessions' and repositories' remote MCP servers be dialed at this internal address, which is otherwise refused: a host name, an IP, or a CIDR network, each optionally with :PORT (mcp.internal, 127.0.0.1:3000, 10.0.0.0/8, [fd00::5]:8080; repeatable)"
@@ -678,11 +615,11 @@ const internalHelp = "NAME=IP:PORT: a package registry on your own network (a co
 
 // openEgress makes the egress proxy of --egress-allow and
 // --egress-internal, or nil without either.
-func openEgress(allow string, internal []string, logger *slog.Logger) (*egress.Proxy, error) {
+func openEgress(allow string, internal []string, logger *slog.Logger, obs egress.Observer) (*egress.Proxy, error) {
 	if strings.TrimSpace(allow) == "" && len(internal) == 0 {
 		return nil, nil
 	}
-	cfg := egress.Config{Allow: egress.Expand(strings.Split(allow, ",")), Logger: logger}
+	cfg := egress.Config{Allow: egress.Expand(strings.Split(allow, ",")), Logger: logger, Observer: obs}
 	for _, s := range internal {
 		name, ap, err := egress.ParseInternal(s)
 		if err != nil {

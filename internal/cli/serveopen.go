@@ -24,6 +24,8 @@ import (
 type providerSet struct {
 	opts   backends.Options
 	stderr io.Writer
+	// observe, when set, hears of every box operation (the metrics).
+	observe sandbox.Observer
 
 	mu    sync.Mutex
 	open_ map[string]sandbox.Provider
@@ -39,6 +41,7 @@ func (p *providerSet) open(name string) (sandbox.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	pr = sandbox.Observe(pr, p.observe)
 	if name == "host" {
 		fmt.Fprintln(p.stderr, "harvest:", unsafeWarning)
 	}
@@ -47,6 +50,17 @@ func (p *providerSet) open(name string) (sandbox.Provider, error) {
 	}
 	p.open_[name] = pr
 	return pr, nil
+}
+
+// list returns the backends opened so far.
+func (p *providerSet) list() []sandbox.Provider {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]sandbox.Provider, 0, len(p.open_))
+	for _, pr := range p.open_ {
+		out = append(out, pr)
+	}
+	return out
 }
 
 func (p *providerSet) close() {

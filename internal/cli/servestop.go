@@ -15,6 +15,7 @@ import (
 
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/owner"
+	"github.com/harvest-dev/harvest/session"
 )
 
 // Which boxes are a server's
@@ -151,5 +152,26 @@ func ownerListers(ctx context.Context, o backends.Options) ([]owner.Lister, func
 		for _, c := range closers {
 			c()
 		}
+	}
+}
+
+// drainTurns stops the Manager taking new work and waits for its running
+// turns to end, for grace at most or until hard.
+func drainTurns(mgr *session.Manager, grace time.Duration, hard context.Context, stderr io.Writer, logger *slog.Logger) {
+	drained := mgr.Drain()
+	fmt.Fprintf(stderr, "harvest: draining: new sessions and messages get 503; running turns have %s to finish\n", grace)
+	if mgr.StopsBoxes() {
+		fmt.Fprintln(stderr, "harvest: --stop-boxes-on-exit: then the sessions' boxes are destroyed, and idle sessions suspended (their next message resumes them)")
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-drained:
+		logger.Info("drained: no turn runs", "waited", time.Since(start).Round(time.Millisecond))
+	case <-t.C:
+		logger.Warn("the shutdown grace is over: interrupting the turns still running (the next start marks them interrupted and delivers the queue)", "grace", grace)
+	case <-hard.Done():
+		logger.Warn("interrupting the running turns (second signal)")
 	}
 }

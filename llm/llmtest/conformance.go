@@ -420,6 +420,8 @@ rules:
       usage: {input_tokens: 1000, output_tokens: 500, cache_read_input_tokens: 2000, cache_creation_input_tokens: 300}
 `)
 	c, _ := Client(t, b, s)
+	var calls Calls
+	c.Observer = &calls
 	req := request("hi")
 	req.Cache = true
 	resp, err := c.Complete(context.Background(), req)
@@ -447,6 +449,9 @@ rules:
 	usd, ok := c.Cost(resp)
 	if !ok || math.Abs(usd-wantUSD) > 1e-12 || usd <= 0 {
 		t.Errorf("cost %v (priced %v), want %v", usd, ok, wantUSD)
+	}
+	if call := calls.Only(t); call.Usage != want || !call.Priced || call.CostUSD != usd || call.Attempts != 1 || call.Err != nil {
+		t.Errorf("the observer heard %+v: want usage %+v costing %v, one attempt", call, want, usd)
 	}
 	unpriced := *c
 	unpriced.Model = "no-such-model"

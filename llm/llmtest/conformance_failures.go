@@ -33,6 +33,8 @@ rules:
   - {name: ok, reply: {text: "recovered after two failures"}}
 `, tc.status))
 			c, sleeps := Client(t, b, s)
+			var calls Calls
+			c.Observer = &calls
 			var retries []llm.RetryInfo
 			c.Retry.OnRetry = func(r llm.RetryInfo) { retries = append(retries, r) }
 			var ev Events
@@ -54,6 +56,10 @@ rules:
 			if len(retries) != 2 {
 				t.Errorf("%d retries reported, want 2", len(retries))
 			}
+			// One call for the observer, with its three attempts.
+			if call := calls.Only(t); call.Err != nil || call.Attempts != 3 || call.Model != b.Model || call.Provider != c.Provider.Name() || call.Usage.OutputTokens == 0 || call.Duration <= 0 {
+				t.Errorf("the observer heard %+v: want a success after 3 attempts, with usage", call)
+			}
 			if got := Statuses(s.Log()); fmt.Sprint(got) != fmt.Sprint([]int{tc.status, tc.status, 200}) {
 				t.Errorf("sim saw statuses %v", got)
 			}
@@ -67,11 +73,16 @@ rules:
   - {name: down, reply: {error: {status: 500, message: "the backend is down"}}}
 `)
 	c, sleeps := Client(t, b, s)
+	var calls Calls
+	c.Observer = &calls
 	c.Retry.MaxAttempts = 3
 	_, err := c.Complete(context.Background(), request("hi"))
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != llm.ErrServer || e.Attempts != 3 || e.Status != 500 {
 		t.Fatalf("err %v, want ErrServer after 3 attempts", err)
+	}
+	if call := calls.Only(t); !errors.Is(call.Err, llm.ErrServer) || call.Attempts != 3 || call.Usage != (llm.Usage{}) || call.CostUSD != 0 {
+		t.Errorf("the observer heard %+v: want the ErrServer after 3 attempts, no usage", call)
 	}
 	if !strings.Contains(err.Error(), "the backend is down") || !strings.Contains(err.Error(), "gave up after 3 attempts") {
 		t.Errorf("error %q does not say what happened", err)

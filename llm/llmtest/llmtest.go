@@ -100,6 +100,31 @@ func Client(t testing.TB, b Backend, s *Sim) (*llm.Client, *Sleeps) {
 	}, sl
 }
 
+// Calls records what a Client's Observer hears.
+type Calls struct {
+	mu   sync.Mutex
+	List []llm.Call
+}
+
+// ModelCall implements llm.Observer.
+func (c *Calls) ModelCall(call llm.Call) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.List = append(c.List, call)
+}
+
+// Only returns the one call heard, failing the test when there were
+// more or none.
+func (c *Calls) Only(t testing.TB) llm.Call {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.List) != 1 {
+		t.Fatalf("the observer heard %d calls, want 1: %+v", len(c.List), c.List)
+	}
+	return c.List[0]
+}
+
 // Events records streamed events. Its Add is the callback to pass to Stream.
 type Events struct {
 	List []llm.Event

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,6 +34,27 @@ func attached(image string) (string, error) {
 	}
 	devs, err := Attached()
 	return devs[img], err
+}
+
+// rundownWait bounds how long attachedSettled waits for a loop device to
+// let go of its image after its last unmount.
+const rundownWait = 3 * time.Second
+
+// attachedSettled is attached, after giving the kernel time to release a
+// device that is on its way out: an autoclear loop device is released by
+// a kernel worker after its last unmount (loop_rundown_workfn), so right
+// after an umount returns it may still list the image for a moment, the
+// longer the busier the machine. A device still there after rundownWait
+// is held by something (a box's mount namespace after a lazy unmount).
+func attachedSettled(image string) (string, error) {
+	deadline := time.Now().Add(rundownWait)
+	for {
+		dev, err := attached(image)
+		if err != nil || dev == "" || time.Now().After(deadline) {
+			return dev, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Attached lists the files attached to loop devices, each with its
@@ -93,7 +115,7 @@ func UnmountUnder(dir string) (int, error) {
 // mountImage attaches image to a free loop device (autoclear: released at
 // the last unmount) and mounts it at dir, nosuid and nodev.
 func mountImage(image, dir string) error {
-	if dev, err := attached(image); err != nil {
+	if dev, err := attachedSettled(image); err != nil {
 		return fmt.Errorf("disk image %s: %w", image, err)
 	} else if dev != "" {
 		return fmt.Errorf("disk image %s is still in use on %s (a box from before an unmount still running on it?): destroy that box, or run losetup -d %s once it is gone", image, dev, dev)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -223,6 +224,10 @@ type pool struct {
 	mu       sync.Mutex
 	seq      int
 	inflight int
+
+	// hits and misses count the takes a warm box served and those that
+	// had to prepare one (PoolStats).
+	hits, misses atomic.Uint64
 }
 
 // maxPreparing bounds how many warm boxes are prepared at once.
@@ -299,7 +304,20 @@ var (
 // When none is ready but one is being prepared, it waits for that one (up to
 // maxPoolWait): that is never slower than preparing another beside it.
 func (pl *pool) take(ctx context.Context, u sandbox.User, home string) *warmBox {
-	if pl == nil || u != defaultUser || home != defaultHome {
+	if pl == nil {
+		return nil
+	}
+	w := pl.takeWarm(ctx, u, home)
+	if w == nil {
+		pl.misses.Add(1)
+	} else {
+		pl.hits.Add(1)
+	}
+	return w
+}
+
+func (pl *pool) takeWarm(ctx context.Context, u sandbox.User, home string) *warmBox {
+	if u != defaultUser || home != defaultHome {
 		return nil
 	}
 	var timeout <-chan time.Time

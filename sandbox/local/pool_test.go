@@ -43,6 +43,21 @@ func TestPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Six starts, each served by a warm box or prepared on the spot
+	// (PoolStats, what the metrics show).
+	if ps := p.PoolStats(); ps.Size != 2 || ps.Hits+ps.Misses != 6 || ps.Hits == 0 || ps.Ready > 2 {
+		t.Errorf("PoolStats after 6 starts = %+v: want size 2, 6 takes, some hits", ps)
+	}
+	// A box for another user cannot come from the pool: a miss.
+	before := p.PoolStats()
+	other, err := p.Start(ctx, sandbox.Spec{User: sandbox.User{UID: 4242, GID: 4242}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Destroy(ctx)
+	if ps := p.PoolStats(); ps.Misses != before.Misses+1 || ps.Hits != before.Hits {
+		t.Errorf("PoolStats after a start for another user = %+v (before %+v): want one more miss", ps, before)
+	}
 	bs, err := p.ListOwned(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -357,3 +357,28 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return nil
 	})
 }
+
+// CountSessions counts the sessions by state, with their promised disk.
+func (s *Store) CountSessions(ctx context.Context) ([]store.StateCount, error) {
+	rows, err := s.pool.Query(ctx, `SELECT state, count(*), COALESCE(SUM((limits->>'disk_bytes')::bigint), 0)::bigint
+FROM sessions GROUP BY state ORDER BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.StateCount
+	for rows.Next() {
+		var c store.StateCount
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n, &c.DiskBytes); err != nil {
+			return nil, fmt.Errorf("postgres: count sessions: %w", err)
+		}
+		c.State, c.Sessions = store.State(st), int(n)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: count sessions: %w", err)
+	}
+	return out, nil
+}

@@ -322,3 +322,27 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return nil
 	})
 }
+
+// CountSessions counts the sessions by state, with their promised disk.
+func (s *Store) CountSessions(ctx context.Context) ([]store.StateCount, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT state, count(*), COALESCE(SUM(json_extract(limits, '$.disk_bytes')), 0)
+FROM sessions GROUP BY state ORDER BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.StateCount
+	for rows.Next() {
+		var c store.StateCount
+		var st string
+		if err := rows.Scan(&st, &c.Sessions, &c.DiskBytes); err != nil {
+			return nil, fmt.Errorf("sqlite: count sessions: %w", err)
+		}
+		c.State = store.State(st)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count sessions: %w", err)
+	}
+	return out, nil
+}

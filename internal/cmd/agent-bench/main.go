@@ -477,7 +477,7 @@ func externalTurn(ctx context.Context, p *local.Provider, s *sim.Script, tmp, ki
 	go srv.Serve(up)
 	defer srv.Close()
 	models := providers.Config{Endpoints: map[string]providers.Endpoint{"anthropic": {BaseURL: "http://" + up.Addr().String(), APIKey: "sk-ant-agent-bench"}}}
-	proxy, err := agents.NewProxy(models, "anthropic/"+model, nil)
+	proxy, err := agents.NewProxy(models, "anthropic/"+model, nil, nil)
 	if err != nil {
 		die("%v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,10 +24,12 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/memory"
+	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/telemetry"
 )
 
 // API is a running server over a Stack. The Manager runs on the wall
@@ -69,6 +72,8 @@ type config struct {
 	stack     []stacktest.Option
 	logger    *slog.Logger
 	nodeLive  func(ctx context.Context, node string) (bool, error)
+	metrics   *telemetry.Metrics
+	tracing   *telemetry.Tracing
 }
 
 // Option changes what New builds.
@@ -95,6 +100,14 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // accepted while it says their node is live).
 func WithNodeLive(f func(ctx context.Context, node string) (bool, error)) Option {
 	return func(c *config) { c.nodeLive = f }
+}
+
+// WithTelemetry watches the server as harvest serve does: m measures the
+// store, the boxes, the sessions and the journal and is served at
+// /metrics (admin) and behind /readyz's checks; tr (may be nil, or off)
+// traces the API's requests and the turns.
+func WithTelemetry(m *telemetry.Metrics, tr *telemetry.Tracing) Option {
+	return func(c *config) { c.metrics, c.tracing = m, tr }
 }
 
 // WithSimHits makes SimHits count the model requests.
@@ -151,15 +164,51 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	}
 	a.Store, a.Journal = a.Open(cfg.journal)
 	a.SecretKey = secrets.GenerateKey()
+	backends := a.Backends
+	var observer session.Observer
+	var ready []server.ReadyCheck
+	var metrics http.Handler
+	if m := cfg.metrics; m != nil {
+		// As harvest serve wires it (internal/cli/servetelemetry.go).
+		a.Store = store.Observe(a.Store, m)
+		var mu sync.Mutex
+		observed := map[string]sandbox.Provider{}
+		backends = func(name string) (sandbox.Provider, error) {
+			p, err := a.Backends(name)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if observed[name] == nil {
+				observed[name] = sandbox.Observe(p, m)
+			}
+			return observed[name], nil
+		}
+		observer, metrics = m, m.Handler(nil)
+		m.Watch(telemetry.Sources{Store: a.Store, Journal: a.Journal, Backends: func() []sandbox.Provider {
+			p, _ := backends("local")
+			return []sandbox.Provider{p}
+		}, Disk: func(ctx context.Context) (session.DiskUsage, error) { return a.Manager.DiskUsage(ctx) },
+			Logger: logger, Sessions: managerStats{a}})
+		ready = []server.ReadyCheck{
+			{Name: "store", Check: telemetry.StoreReady(a.Store, logger)},
+			{Name: "disk", Check: telemetry.DiskReady(func(ctx context.Context) (session.DiskUsage, error) { return a.Manager.DiskUsage(ctx) }, logger)},
+			{Name: "backend local", Check: telemetry.BackendReady(func() (sandbox.Provider, error) { return backends("local") }, 30*time.Second)},
+		}
+	}
 	var err error
 	a.Manager, err = session.NewManager(session.Config{
 		Store: a.Store, Journal: a.Journal,
-		Backends:     a.Backends,
+		Backends:     backends,
 		DataDir:      a.DataDir,
+		Disks:        a.Disks,
 		Sources:      a.Sources,
 		Models:       a.Models(),
 		DefaultModel: stacktest.Model,
 		Logger:       logger,
+		Observer:     observer,
+		Tracer:       cfg.tracing.TracerProvider(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +222,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 		t.Fatal(err)
 	}
 	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
-		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive})
+		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +230,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: a.statuses.wrap(a.Server), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: cfg.tracing.Handler(a.statuses.wrap(a.Server)), ReadHeaderTimeout: 10 * time.Second}
 	if cfg.sndBuf > 0 {
 		hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			if a.SmallBufs.Load() {
@@ -214,6 +263,17 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	a.Bob, a.BobID = a.Token("bob", false)
 	a.AdminC, a.AliceC, a.BobC = a.Client(a.Admin), a.Client(a.Alice), a.Client(a.Bob)
 	return a
+}
+
+// managerStats reads the Manager's Stats once it exists (Watch is
+// called before it is made).
+type managerStats struct{ a *API }
+
+func (s managerStats) Stats() session.Stats {
+	if s.a.Manager == nil {
+		return session.Stats{}
+	}
+	return s.a.Manager.Stats()
 }
 
 // Token stores a new token named name and returns its secret and id.

@@ -11,8 +11,51 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Whether the server is up (no token needed) */
+        /**
+         * Whether the process is alive (no token needed): a liveness probe
+         * @description 200 while the server serves, draining for a restart included (status draining: it finishes its turns; GET /readyz says it takes no new work). 503 only once its API is closing.
+         */
         get: operations["health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether the server can take new work (no token needed): a readiness probe
+         * @description Every check at once, each within 5 s: not draining, the store reachable, the default sandbox backend usable, the data directory's filesystem above its floor of free space (harvest serve's). 503 names the checks that failed and why.
+         */
+        get: operations["ready"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics (admin): sessions, turns, boxes, models, proxies, webhooks, store, journal, leases, disk
+         * @description The Prometheus text exposition format (OpenMetrics when the scraper asks for it). Every label comes from a fixed set: no session id, user or path. README: Operating it lists the families. harvest serve --metrics-listen serves the same on an address of its own, without a token.
+         */
+        get: operations["metrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -653,6 +696,22 @@ export interface components {
             /** @enum {string} */
             status: "ok" | "draining" | "shutting_down";
             version: string;
+        };
+        Readiness: {
+            /** @enum {string} */
+            status: "ready" | "not_ready";
+            checks: components["schemas"]["ReadyCheck"][];
+        };
+        ReadyCheck: {
+            /**
+             * @description What was checked: draining, store, backend NAME, disk
+             * @example store
+             * @example backend local
+             */
+            name: string;
+            ok: boolean;
+            /** @description Why it failed, and what to do */
+            error?: string;
         };
         /** @description The session's place in a workflow (present only for sessions in one) */
         Collab: {
@@ -1310,7 +1369,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Serving */
+            /** @description Alive: ok, or draining */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1319,7 +1378,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description Draining for a restart (reads and event streams still served, new sessions and messages refused) or shutting down */
+            /** @description Shutting down: the API is closing */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1328,6 +1387,61 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+        };
+    };
+    ready: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready: every check passed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /** @description Not ready: the failed checks say why */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+        };
+    };
+    metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
         };
     };
     openapi: {
