@@ -245,6 +245,10 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 	if !f.UpdatedBefore.IsZero() {
 		where = append(where, "updated_at < "+arg(f.UpdatedBefore))
 	}
+	if f.After != nil {
+		// A row comparison: an index condition on sessions_created.
+		where = append(where, "(created_at, id) < ("+arg(f.After.CreatedAt)+", "+arg(f.After.ID)+")")
+	}
 	q := `SELECT ` + sessionCols + ` FROM sessions`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

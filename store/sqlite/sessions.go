@@ -217,6 +217,11 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		where = append(where, "updated_at < ?")
 		args = append(args, ts(f.UpdatedBefore))
 	}
+	if f.After != nil {
+		// A row value: SQLite seeks the sessions_created index to it.
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, ts(f.After.CreatedAt), f.After.ID)
+	}
 	q := `SELECT ` + sessionCols + ` FROM sessions`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
