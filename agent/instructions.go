@@ -33,7 +33,7 @@ How to work:
 If you are blocked — the task cannot be done as asked, or something outside your control stops you — write STUCK.md at the root of the repository you were working in, explaining in plain language: the problem that blocks you, what you tried, and the current state of the work. Then stop.`
 
 // gitWorkflow is said for each workspace on a session branch.
-const gitWorkflow = `Git: you work on branch %s of %s. Commit your changes there with clear messages, and push them with ` + "`git push`" + ` before you say you are done: Harvest opens the pull request from what you pushed (you may write its description to .git/HARVEST_PR.md, its title on the first line). Pushing another branch, a tag, the default branch or a deletion is refused.`
+const gitWorkflow = `Git: you work on branch %s of %s. Commit your changes there with clear messages, and push them with ` + "`git push`" + ` before you say you are done: Harvest opens the pull request from what you pushed. Describe the change for its reviewers in .git/HARVEST_PR.md (inside .git, so it is never committed): the first line is the pull request's title (a short imperative sentence, no "#"), the rest its description in Markdown; write it again when a later change makes it wrong. If you change nothing, commit nothing and say why. Your commits are authored by Harvest's bot and credit the person who asked with a Co-authored-by trailer: keep the trailer. Pushing another branch, a tag, the default branch or a deletion is refused.`
 
 // maxInstructionFile bounds AGENTS.md / CLAUDE.md / FORK.md / STUCK.md.
 const maxInstructionFile = 64 << 10

@@ -178,15 +178,59 @@ func (c *Client) CreateSession(ctx context.Context, req wire.CreateRequest) (*wi
 
 // ListOptions filter ListSessions; zero fields match all.
 type ListOptions struct {
-	States        []wire.State
+	States []wire.State
+	// Limit: ListSessions returns at most this many (0: all, page after
+	// page); for ListSessionsPage it is the page's size (0: the server's
+	// default, 1000).
 	Limit         int
 	UpdatedBefore time.Time
 	Owner         string // a token id (admins)
+	// Cursor continues a list (ListSessionsPage): the NextCursor of the page
+	// before.
+	Cursor string
+	// PageSize is the size of the pages ListSessions asks for (0: 1000, the
+	// largest the server answers).
+	PageSize int
 }
 
-// ListSessions lists sessions, newest first.
+// maxPage is the largest page GET /v1/sessions answers.
+const maxPage = 1000
+
+// ListSessions lists sessions, newest first: every one that matches (or
+// o.Limit), following the pages of GET /v1/sessions.
 func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*wire.Session, error) {
+	want, size := o.Limit, o.PageSize
+	if size <= 0 || size > maxPage {
+		size = maxPage
+	}
+	var out []*wire.Session
+	for {
+		o.Limit = size
+		if want > 0 {
+			o.Limit = min(size, want-len(out))
+		}
+		p, err := c.ListSessionsPage(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Sessions...)
+		if p.NextCursor == "" || (want > 0 && len(out) >= want) {
+			return out, nil
+		}
+		if p.NextCursor == o.Cursor {
+			return nil, fmt.Errorf("GET /v1/sessions answered the same cursor twice (%s): not following it", p.NextCursor)
+		}
+		o.Cursor = p.NextCursor
+	}
+}
+
+// ListSessionsPage lists one page of sessions, newest first; its NextCursor
+// (as o.Cursor) asks for the next.
+func (c *Client) ListSessionsPage(ctx context.Context, o ListOptions) (*wire.SessionList, error) {
 	q := url.Values{}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
 	if len(o.States) > 0 {
 		var s []string
 		for _, st := range o.States {
@@ -207,7 +251,7 @@ func (c *Client) ListSessions(ctx context.Context, o ListOptions) ([]*wire.Sessi
 	if err := c.request(ctx, http.MethodGet, "/v1/sessions", q, nil, &l); err != nil {
 		return nil, err
 	}
-	return l.Sessions, nil
+	return &l, nil
 }
 
 // GetSession returns a session with its queue.

@@ -161,6 +161,13 @@ func (b *Builder) Home(id string) string { return filepath.Join(b.cfg.Dir, id, "
 // setup ran).
 func (b *Builder) Artifacts(id string) string { return filepath.Join(b.cfg.Dir, id, "artifacts.tar") }
 
+// Layer is the tree of what an environment's setup left in its checkout
+// (the files Artifacts holds, unpacked by the setup's box), shown under a
+// session's checkout as a read-only layer (sandbox.Workspace.Layer) on
+// backends that take one. Environments built before it have none: their
+// sessions unpack Artifacts.
+func (b *Builder) Layer(id string) string { return filepath.Join(b.cfg.Dir, id, "checkout") }
+
 // LogPath is an environment's build log.
 func (b *Builder) LogPath(id string) string { return filepath.Join(b.cfg.Dir, id, "build.log") }
 
@@ -383,7 +390,44 @@ func (b *Builder) setup(ctx context.Context, env *store.Environment, dir, ws str
 	if err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("the setup's files: %s is not a file the box made: %v", artifactsName, err)
 	}
+	// The same files as a tree, unpacked in the box, for the sessions'
+	// checkouts' layer (Layer): never read by the host, only shown to
+	// boxes, read-only.
+	if b.layers(req.Backend) {
+		errb.Reset()
+		st, err = box.Run(sctx, &sandbox.Cmd{
+			Args:   []string{"sh", "-c", `mkdir /tmp/` + layerName + ` && tar -xf /tmp/` + artifactsName + ` -C /tmp/` + layerName},
+			Stderr: &errb, OutputLimit: 64 << 10, Timeout: b.cfg.SetupTimeout,
+		})
+		if err != nil {
+			return err
+		}
+		if !st.Success() {
+			return fmt.Errorf("unpacking the setup's files for the sessions' layer (%s): %s", st, strings.TrimSpace(errb.String()))
+		}
+		layerPath := filepath.Join(dir, "tmp", layerName)
+		if fi, err := os.Lstat(layerPath); err != nil || !fi.IsDir() {
+			return fmt.Errorf("the setup's files: %s is not a directory the box made: %v", layerName, err)
+		}
+		if err := os.Rename(layerPath, b.Layer(env.ID)); err != nil {
+			return err
+		}
+	}
 	return os.Rename(tarPath, b.Artifacts(env.ID))
+}
+
+// layerName is the tree of the files a setup left in the checkout.
+const layerName = "harvest-layer"
+
+// layers reports whether backend shows a workspace's layer (a
+// sandbox.LayerProvider): its environments get one.
+func (b *Builder) layers(backend string) bool {
+	p, err := b.cfg.Provider(backend)
+	if err != nil {
+		return false
+	}
+	lp, ok := p.(sandbox.LayerProvider)
+	return ok && lp.WorkspaceLayers()
 }
 
 // artifactsName is the tar of the files a setup left in the checkout.

@@ -104,6 +104,14 @@ func TestBuildSetupScript(t *testing.T) {
 	if c := tarFile(t, b.Artifacts(e.ID), "deps/lib.txt"); c != "installed\n" {
 		t.Fatalf("the checkout's installed deps in the artifacts: %q", c)
 	}
+	// The same as a tree, for the local backend's checkout layer: the
+	// setup's files only, not the repository's.
+	if c, err := os.ReadFile(filepath.Join(b.Layer(e.ID), "deps", "lib.txt")); err != nil || string(c) != "installed\n" {
+		t.Fatalf("the checkout's installed deps in the layer: %q %v", c, err)
+	}
+	if _, err := os.Stat(filepath.Join(b.Layer(e.ID), "main.txt")); err == nil {
+		t.Fatal("the layer holds the repository's own files")
+	}
 	if l, _ := os.ReadFile(b.LogPath(e.ID)); !strings.Contains(string(l), "mode=setup") || strings.Contains(string(l), "s3cret-canary") {
 		t.Fatalf("build.log: %s", l)
 	}

@@ -27,10 +27,17 @@
 // HOME is the environment's HOME under a copy-on-write layer of its own
 // (sandbox.Spec.HomeLayer: an overlay in the box's mount namespace on the
 // local backend; a copy on docker), and what the setup left in the
-// checkout beyond the repository's own files is copied into the session's
-// fresh checkout, in the box. Host code never runs the repository's code
-// or git in a tree a box has written. `harvest run` starts from one the
-// same way (use.go has the steps both take).
+// checkout beyond the repository's own files (node_modules, .venv,
+// target/) is its checkout's layer on the local backend: a tree of them
+// (Builder.Layer, unpacked by the setup's box) shown under the session's
+// fresh checkout by an overlay in the box (sandbox.Workspace.Layer), so a
+// start costs one mount whatever their size, and the session's writes to
+// them land in its checkout (copied up), never in the environment. On
+// docker, and for environments built before layers, they are copied into
+// the fresh checkout from a tar, in the box (Builder.Artifacts). Host code
+// never runs the repository's code or git in a tree a box has written.
+// `harvest run` starts from one the same way (use.go has the steps both
+// take).
 //
 // Docker gets a copy of HOME on the session's disk rather than the
 // committed image per environment seed 000 suggests: in an image, the

@@ -21,6 +21,8 @@ import (
 // (package session) and for `harvest run`:
 //
 //	host: spec.HomeLayer = Home(id)          (a box with a disk)
+//	host: the checkout's Workspace.Layer = Layer(id)   (a backend that takes
+//	      layers, a box with a disk, an environment built with one), else:
 //	host: PlaceArtifacts(Artifacts(id), checkout)   a copy of a file into .git
 //	box:  UnpackArtifacts                     tar -xf in the checkout, in the box
 //	box:  RunStart                            .harvest/start.sh, else the server's

@@ -39,6 +39,16 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// CommitAuthor is who authors a session's commits: AuthorBot (""
+	// too) or AuthorRequester (identity.go).
+	CommitAuthor string
+	// ShowCost puts what a turn cost in Harvest's comments.
+	ShowCost bool
+	// PRLabels are added to every pull request Harvest opens.
+	PRLabels []string
+	// ProgressEvery is the least time between two edits of a progress
+	// comment during a turn (default DefaultProgressEvery).
+	ProgressEvery time.Duration
 	// MirrorRefresh is how often the mirrors of live and recently active
 	// repositories are fetched in the background (mirrors.go); a
 	// checkout clones a mirror fetched this recently (and after the last
@@ -59,7 +69,14 @@ type Service struct {
 	env       map[string][]string // session → its box's git environment (the latest endpoint's)
 	defaults  map[string]string   // owner/name → default branch
 	protected map[string]protCache
-	mirrors   mirrorState
+	botID     int64 // the app's bot account's id (identity.go)
+	// deliveries are the webhook deliveries, to tell what asked for a
+	// turn (notify.go); nil without webhooks.
+	deliveries deliveryReader
+	// docs are the progress comments of the turns being watched
+	// (live.go), handed from the watch to the turn's end.
+	docs    map[string]*progressDoc
+	mirrors mirrorState
 }
 
 type protCache struct {
@@ -83,12 +100,22 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	switch cfg.CommitAuthor {
+	case "":
+		cfg.CommitAuthor = AuthorBot
+	case AuthorBot, AuthorRequester:
+	default:
+		return nil, fmt.Errorf("ghbot: commit author %q: %s or %s", cfg.CommitAuthor, AuthorBot, AuthorRequester)
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = DefaultProgressEvery
+	}
 	g := cfg.Git
 	if g == nil {
 		g = gitproxy.New(gitproxy.Config{Logger: cfg.Logger})
 	}
 	s := &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
-		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}}
+		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}, docs: map[string]*progressDoc{}}
 	s.mirrors.init()
 	return s, nil
 }
@@ -160,23 +187,6 @@ func (s *Service) defaultBranch(ctx context.Context, c *github.Client, repo stri
 	return b, nil
 }
 
-// Identities: who authors a session's commits and who commits them.
-func (s *Service) identities(ctx context.Context, sess *store.Session) (author, committer gh.Identity, err error) {
-	bot, err := s.gh.Bot(ctx)
-	if err != nil {
-		return gh.Identity{}, gh.Identity{}, err
-	}
-	author = bot
-	if l := sess.GitHub; l != nil && l.Requester != "" {
-		name := l.RequesterName
-		if name == "" {
-			name = l.Requester
-		}
-		author = gh.Identity{Login: l.Requester, ID: l.RequesterID, Name: name + " (Harvest)", Email: s.gh.Noreply(l.RequesterID, l.Requester)}
-	}
-	return author, bot, nil
-}
-
 // Checkout syncs the repository's mirror and clones it onto the session's
 // branch.
 func (s *Service) Checkout(ctx context.Context, sess *store.Session, r *store.Repo, dst string, owner workspace.Owner) error {
@@ -208,13 +218,14 @@ func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Re
 			return err
 		}
 	}
-	author, _, err := s.identities(ctx, sess)
+	author, _, coauthor, err := s.identities(ctx, c, sess)
 	if err != nil {
 		return err
 	}
 	ref := r.Ref
 	head, err := s.cfg.Mirrors.Clone(ctx, path, dst, workspace.Checkout{
-		Ref: ref, Branch: r.Branch, OriginURL: s.gh.RepoURL(r.GitHub), Name: author.Name, Email: author.Email, Owner: owner,
+		Ref: ref, Branch: r.Branch, OriginURL: s.gh.RepoURL(r.GitHub), Name: author.Name, Email: author.Email,
+		Hooks: coauthorHooks(coauthor), Owner: owner,
 	})
 	if err != nil {
 		return err
@@ -249,7 +260,11 @@ type endpoint struct {
 
 // Endpoint prepares the git endpoint for a box of sess.
 func (s *Service) Endpoint(ctx context.Context, sess *store.Session, emit func(event.Payload)) (agents.GitEndpoint, error) {
-	author, committer, err := s.identities(ctx, sess)
+	c, err := s.client(sess)
+	if err != nil {
+		return nil, err
+	}
+	author, committer, _, err := s.identities(ctx, c, sess)
 	if err != nil {
 		return nil, err
 	}

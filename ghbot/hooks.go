@@ -208,6 +208,7 @@ func NewHooks(svc *Service, st HookStore, sessions Sessions, cfg HookConfig) *Ho
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
 	}
+	svc.deliveries = st // to tell what asked for a turn (notify.go)
 	return &Hooks{svc: svc, st: st, sessions: sessions, cfg: cfg, log: svc.log, now: svc.cfg.Now,
 		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, perms: map[string]permEntry{}, holder: newHolder()}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-github/v75/github"
 
-	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -86,45 +85,6 @@ func (s *Service) progressBody(session, status, details string) string {
 	return b.String()
 }
 
-// updateProgress edits the progress comment of a session started on
-// GitHub at the end of a turn: how it ended, the summary, the pull
-// request, the cost so far.
-func (s *Service) updateProgress(ctx context.Context, sess *store.Session, out agent.Outcome) error {
-	l := sess.GitHub
-	if l == nil || l.Progress == 0 {
-		return nil
-	}
-	var status, details string
-	switch {
-	case out.Finished != nil:
-		status = "✅ Done."
-		details = quoteBlock(truncate(strings.TrimSpace(out.Finished.Result), 4000))
-	case out.Failed != nil:
-		status = "❌ The turn failed (" + string(out.Failed.Kind) + "): " + truncate(out.Failed.Error, 500)
-	case out.Cancelled != nil:
-		status = "⏹️ Stopped: " + out.Cancelled.Reason
-	default:
-		status = "…"
-	}
-	var prs []string
-	for _, r := range sess.Repos {
-		if r.PRURL != "" {
-			prs = append(prs, fmt.Sprintf("Pull request: %s", r.PRURL))
-		}
-	}
-	if len(prs) > 0 {
-		details = strings.TrimSpace(details + "\n\n" + strings.Join(prs, "\n"))
-	}
-	details = strings.TrimSpace(details + fmt.Sprintf("\n\nCost so far: $%.4f", sess.CostUSD))
-	c, err := s.gh.Client(repoScope(l.Repo))
-	if err != nil {
-		return err
-	}
-	owner, name := split(l.Repo)
-	_, _, err = c.Issues.EditComment(ctx, owner, name, l.Progress, &github.IssueComment{Body: github.Ptr(s.progressBody(sess.ID, status, details))})
-	return explain(err, "editing the progress comment")
-}
-
 func quoteBlock(s string) string {
 	if s == "" {
 		return ""
@@ -132,29 +92,31 @@ func quoteBlock(s string) string {
 	return quote(s)
 }
 
-// Ended edits the progress comment of a session that failed or stopped:
-// it says so, and why, with its pull requests and cost.
+// Ended adds the end of a session that failed or stopped to its progress
+// comment: that it ended, and why, with its pull requests and cost.
 func (s *Service) Ended(ctx context.Context, sess *store.Session) error {
-	l := sess.GitHub
-	if l == nil || l.Progress == 0 {
+	d := s.doc(sess)
+	if d == nil {
 		return nil
 	}
-	status := "⏹️ The session stopped."
+	defer s.forget(sess.ID)
+	text := "### ⏹️ The session stopped."
 	if sess.State == store.StateFailed {
-		status = "❌ The session failed: " + truncate(sess.Error, 500)
+		text = "### ❌ The session failed\n\n" + quote(truncate(sess.Error, 1000))
 	}
-	var details []string
 	for _, r := range sess.Repos {
 		if r.PRURL != "" {
-			details = append(details, "Pull request: "+r.PRURL)
+			text += "\n\nPull request: " + r.PRURL
 		}
 	}
-	details = append(details, fmt.Sprintf("Cost: $%.4f", sess.CostUSD))
-	c, err := s.gh.Client(repoScope(l.Repo))
+	if s.cfg.ShowCost {
+		text += fmt.Sprintf("\n\nCost: $%.4f", sess.CostUSD)
+	}
+	c, err := s.gh.Client(repoScope(d.repo))
 	if err != nil {
 		return err
 	}
-	owner, name := split(l.Repo)
-	_, _, err = c.Issues.EditComment(ctx, owner, name, l.Progress, &github.IssueComment{Body: github.Ptr(s.progressBody(sess.ID, status, strings.Join(details, "\n\n")))})
-	return explain(err, "editing the progress comment")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return s.setSection(ctx, c, d, "end", func(int) string { return text })
 }

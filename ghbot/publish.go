@@ -27,35 +27,57 @@ const DescriptionFile = ".git/HARVEST_PR.md"
 const maxCommits = 100
 
 // AfterTurn publishes a turn's work on each GitHub repository of the
-// session: the commits the agent made on the session's branch become
-// git.committed events; what it committed and did not push is pushed from
-// the box through the git endpoint; and once the branch is on GitHub with
-// commits the base does not have, the pull request is opened (unless the
-// session's PR mode is none). Each repository is done on its own: one
-// failing does not stop the others, and all failures are returned.
+// session, then tells people (tell.go): the commits the agent made on the
+// session's branch become git.committed events; what it committed and did
+// not push is pushed from the box through the git endpoint; once the
+// branch has commits the base does not have, the pull request is opened
+// (unless the session's PR mode is none), and after every later turn its
+// body's Harvest section is written again. A branch with no commits of
+// its own is never pushed: no empty branch, no pull request. Each
+// repository is done on its own: one failing does not stop the others,
+// and all failures are returned.
 func (s *Service) AfterTurn(ctx context.Context, t session.TurnEnd) error {
 	s.mu.Lock()
 	env := s.env[t.Session.ID]
 	s.mu.Unlock()
 	var errs []error
+	var works []repoWork
 	for i := range t.Session.Repos {
 		r := &t.Session.Repos[i] // a copy of the session's: publish keeps it current
 		if r.GitHub == "" {
 			continue
 		}
-		if err := s.publish(ctx, t, r, env); err != nil {
+		w := repoWork{repo: r}
+		if err := s.publish(ctx, t, r, env, &w); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", r.GitHub, err))
+			w.err = err
 		}
+		works = append(works, w)
 	}
 	if t.Session.GitHub != nil {
 		sess := *t.Session
 		sess.CostUSD += turnCost(t.Outcome)
-		if err := s.updateProgress(ctx, &sess, t.Outcome); err != nil {
+		if err := s.tell(ctx, t, &sess, works); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// repoWork is what a turn did on one repository, for telling people.
+type repoWork struct {
+	repo *store.Repo
+	// commits are the turn's new commits on the branch, oldest first.
+	commits []commitLine
+	// unchanged: the branch has no commit its base does not have (nothing
+	// was pushed).
+	unchanged bool
+	// opened: the pull request was opened by this turn.
+	opened bool
+	err    error
+}
+
+type commitLine struct{ sha, subject string }
 
 // turnCost is what a turn cost, as its outcome says.
 func turnCost(o agent.Outcome) float64 {
@@ -68,7 +90,7 @@ func turnCost(o agent.Outcome) float64 {
 	return 0
 }
 
-func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo, env []string) error {
+func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo, env []string, w *repoWork) error {
 	if t.Box == nil {
 		return nil
 	}
@@ -83,7 +105,7 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		return fmt.Errorf("branch %s is gone from the box's repository: check out %s again to publish", r.Branch, r.Branch)
 	}
 	if head != r.Head {
-		s.reportCommits(ctx, t, *r, head)
+		w.commits = s.reportCommits(ctx, t, *r, head)
 		if err := t.Update(ctx, func(st *store.Session) { setRepo(st, r.Name, func(x *store.Repo) { x.Head = head }) }); err != nil {
 			return err
 		}
@@ -98,6 +120,20 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if err != nil {
 		return err
 	}
+	aheadOf, ahead := "", 0 // the count of aheadOf's own commits, once asked
+	if remote == "" {
+		// Not on GitHub yet: pushed only when it has commits of its own
+		// (asked in the box: its origin/BASE is the base as of the
+		// session's clone or its last fetch).
+		if ahead, err = s.ahead(ctx, t, *r, head); err != nil {
+			return err
+		}
+		if ahead == 0 {
+			w.unchanged = true
+			return nil
+		}
+		aheadOf = head
+	}
 	if remote != head && head != "" {
 		// Committed, not pushed: push it for the agent, from the box, so
 		// the same endpoint and policy apply (git.pushed comes from it).
@@ -110,29 +146,43 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		}
 		remote = head
 	}
-	if remote == "" {
-		return nil // nothing on GitHub yet: no pull request
-	}
 	if remote != r.Pushed {
 		if err := t.Update(ctx, func(st *store.Session) { setRepo(st, r.Name, func(x *store.Repo) { x.Pushed = remote }) }); err != nil {
 			return err
 		}
 		r.Pushed = remote
 	}
-	if t.Session.PR == store.PRNone || r.PRNumber != 0 {
+	if t.Session.PR == store.PRNone {
 		return nil
 	}
-	// Whether the branch has commits its base does not, asked in the box
-	// (its origin/BASE is the base as of the session's clone or its last
-	// fetch).
-	n, err := boxGit(ctx, t.Box, *r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+remote, "--")
-	if err != nil {
-		return err
+	if r.PRNumber != 0 {
+		return s.updatePR(ctx, t, c, r)
 	}
-	if strings.TrimSpace(n) == "0" {
+	if aheadOf != remote {
+		if ahead, err = s.ahead(ctx, t, *r, remote); err != nil {
+			return err
+		}
+	}
+	if ahead == 0 {
+		w.unchanged = true
 		return nil // nothing the base does not have
 	}
+	w.opened = true
 	return s.openPR(ctx, t, c, r)
+}
+
+// ahead counts the commits of rev that the repository's base does not
+// have, asked in the box.
+func (s *Service) ahead(ctx context.Context, t session.TurnEnd, r store.Repo, rev string) (int, error) {
+	n, err := boxGit(ctx, t.Box, r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+rev, "--")
+	if err != nil {
+		return 0, err
+	}
+	var k int
+	if _, err := fmt.Sscan(strings.TrimSpace(n), &k); err != nil {
+		return 0, fmt.Errorf("counting the commits of %s: git said %q", r.Branch, strings.TrimSpace(n))
+	}
+	return k, nil
 }
 
 // commitLeftovers commits what a finished turn left uncommitted on the
@@ -176,8 +226,8 @@ func (s *Service) remoteHead(ctx context.Context, c *github.Client, owner, name,
 }
 
 // reportCommits emits git.committed for the branch's new commits, oldest
-// first (read in the box).
-func (s *Service) reportCommits(ctx context.Context, t session.TurnEnd, r store.Repo, head string) {
+// first (read in the box), and returns them.
+func (s *Service) reportCommits(ctx context.Context, t session.TurnEnd, r store.Repo, head string) []commitLine {
 	from := r.Head
 	if from == "" {
 		from = "refs/remotes/origin/" + r.Base
@@ -189,20 +239,34 @@ func (s *Service) reportCommits(ctx context.Context, t session.TurnEnd, r store.
 		// the head alone.
 		out, err = boxGit(ctx, t.Box, r, nil, "log", "-1", "--format=%H%x1f%an <%ae>%x1f%s", head, "--")
 		if err != nil {
-			return
+			return nil
 		}
 	}
+	var cs []commitLine
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.SplitN(line, "\x1f", 3)
 		if len(f) != 3 || !shaPattern.MatchString(f[0]) {
 			continue
 		}
 		t.Emit(event.GitCommitted{Repo: r.Name, Branch: r.Branch, SHA: f[0], Author: f[1], Message: f[2]})
+		cs = append(cs, commitLine{sha: f[0], subject: f[2]})
 	}
+	return cs
 }
 
+// Harvest's section of a pull request's body: between these markers,
+// written again after every turn; the rest of the body is the people's,
+// never touched after the pull request is opened. A body whose markers a
+// person removed is left alone from then on (they took the section out),
+// and a pull request Harvest adopted (a person's) never gets one.
+const (
+	sectionBegin = "<!-- harvest:begin (Harvest rewrites this part after each turn; edit outside it) -->"
+	sectionEnd   = "<!-- harvest:end -->"
+)
+
 // openPR opens the session's pull request for r (or adopts the open one
-// of its branch, after a crash between opening it and storing it).
+// of its branch, after a crash between opening it and storing it), asks
+// the requester to review it and labels it.
 func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo) error {
 	owner, name := split(r.GitHub)
 	var pr *github.PullRequest
@@ -210,12 +274,17 @@ func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Clien
 	if err != nil {
 		return explain(err, "looking for the pull request of "+r.Branch)
 	}
-	if len(open) > 0 {
+	created := len(open) == 0
+	if !created {
 		pr = open[0]
 	} else {
-		title, body := s.description(ctx, t, *r)
+		d := s.description(ctx, t, *r)
+		body := sectionBegin + "\n" + d.section + "\n" + sectionEnd
+		if d.template != "" {
+			body += "\n\n" + d.template
+		}
 		pr, _, err = c.PullRequests.Create(ctx, owner, name, &github.NewPullRequest{
-			Title: github.Ptr(title), Head: github.Ptr(r.Branch), Base: github.Ptr(r.Base), Body: github.Ptr(body),
+			Title: github.Ptr(d.title), Head: github.Ptr(r.Branch), Base: github.Ptr(r.Base), Body: github.Ptr(truncate(body, 60000)),
 			Draft: github.Ptr(t.Session.PR != store.PRReady), MaintainerCanModify: github.Ptr(true),
 		})
 		if err != nil {
@@ -230,72 +299,193 @@ func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Clien
 	}
 	r.PRNumber, r.PRURL = num, url
 	t.Emit(event.PROpened{Repo: r.Name, Number: num, URL: url, Branch: r.Branch, Base: r.Base, Draft: pr.GetDraft()})
+	if created {
+		s.dressPR(ctx, t, c, r, pr)
+	}
 	return nil
 }
 
-// description is the pull request's title and body: the agent's
-// description file if it wrote one, else the session's title (or the
-// turn's result) and the result; the issue it fixes; the repository's
-// template; a link to the session.
-func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Repo) (title, body string) {
+// dressPR asks the person who asked to review a new pull request (not
+// when they wrote it: GitHub refuses an author as reviewer) and adds the
+// configured labels. Neither is worth failing the turn: GitHub's refusal
+// (a 422: not a collaborator, say) is logged.
+func (s *Service) dressPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo, pr *github.PullRequest) {
+	owner, name := split(r.GitHub)
+	if l := t.Session.GitHub; l != nil && l.Requester != "" && !strings.EqualFold(l.Requester, pr.GetUser().GetLogin()) {
+		if _, _, err := c.PullRequests.RequestReviewers(ctx, owner, name, pr.GetNumber(), github.ReviewersRequest{Reviewers: []string{l.Requester}}); err != nil {
+			s.log.Warn("asking for a review", "session", t.Session.ID, "pr", pr.GetHTMLURL(), "reviewer", l.Requester, "err", explain(err, "requesting a review"))
+		}
+	}
+	if len(s.cfg.PRLabels) > 0 {
+		// {"labels": [...]}, as GitHub's description has it (go-github's
+		// AddLabelsToIssue sends a bare array, which it does not).
+		req, err := c.NewRequest("POST", fmt.Sprintf("repos/%s/%s/issues/%d/labels", owner, name, pr.GetNumber()), map[string][]string{"labels": s.cfg.PRLabels})
+		if err == nil {
+			_, err = c.Do(ctx, req, &[]*github.Label{})
+		}
+		if err != nil {
+			s.log.Warn("labelling the pull request", "session", t.Session.ID, "pr", pr.GetHTMLURL(), "err", explain(err, "adding labels"))
+		}
+	}
+}
+
+// updatePR writes the Harvest section of the session's pull request
+// again after a turn (when the body still has its markers), keeping the
+// rest of the body as people left it.
+func (s *Service) updatePR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo) error {
+	owner, name := split(r.GitHub)
+	pr, _, err := c.PullRequests.Get(ctx, owner, name, r.PRNumber)
+	if err != nil {
+		return explain(err, fmt.Sprintf("reading pull request #%d", r.PRNumber))
+	}
+	if pr.GetState() != "open" {
+		return nil
+	}
+	body := pr.GetBody()
+	if !strings.Contains(body, sectionBegin) {
+		return nil // no section: a person's pull request, or they took it out
+	}
+	nb, ok := replaceSection(body, s.description(ctx, t, *r).section)
+	if !ok || nb == body || len(nb) > 65000 {
+		return nil
+	}
+	_, _, err = c.PullRequests.Edit(ctx, owner, name, r.PRNumber, &github.PullRequest{Body: github.Ptr(nb)})
+	return explain(err, fmt.Sprintf("updating the description of pull request #%d", r.PRNumber))
+}
+
+// replaceSection writes section between body's markers, keeping the rest
+// of body; false when body has no whole section (no beginning, or no end
+// after it: whoever took a marker out made the section theirs).
+func replaceSection(body, section string) (string, bool) {
+	i := strings.Index(body, sectionBegin)
+	if i < 0 {
+		return body, false
+	}
+	j := strings.Index(body[i:], sectionEnd)
+	if j < 0 {
+		return body, false
+	}
+	return body[:i] + sectionBegin + "\n" + section + "\n" + body[i+j:], true
+}
+
+// prText is a pull request's description as Harvest writes it.
+type prText struct {
+	title string
+	// section is Harvest's part of the body (between the markers).
+	section string
+	// template is the repository's pull request template, for people to
+	// fill in (outside the section), when the agent wrote no description.
+	template string
+}
+
+// description is the pull request's title and Harvest's section of its
+// body, from the change itself:
+//
+//   - the agent's description file (DescriptionFile: first line the
+//     title, the rest the body), read in the box;
+//   - else the title is the branch's one commit's subject, or the first
+//     line of the turn's result, or its latest commit's subject; the body
+//     the turn's result;
+//
+// then the branch's commits, the issue it fixes and a link to the
+// session. Never the issue's title: the pull request is the change, not
+// the request.
+func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Repo) prText {
+	var d prText
 	var result string
 	if f := t.Outcome.Finished; f != nil {
 		result = strings.TrimSpace(f.Result)
 	}
-	if d, err := readBoxFile(ctx, t.Box, r, DescriptionFile); err == nil && strings.TrimSpace(d) != "" {
-		first, rest, _ := strings.Cut(strings.TrimSpace(d), "\n")
-		title, body = strings.TrimSpace(strings.TrimLeft(first, "# ")), strings.TrimSpace(rest)
-	}
-	if title == "" {
-		title = t.Session.Title
-	}
-	if title == "" {
-		first, _, _ := strings.Cut(result, "\n")
-		title = strings.TrimSpace(strings.TrimLeft(first, "# "))
-	}
-	if title == "" {
-		title = "Harvest: " + r.Branch
-	}
-	if len(title) > 200 {
-		title = title[:200]
-	}
-	if body == "" {
-		body = result
-		if tpl, err := readBoxFile(ctx, t.Box, r, ".github/pull_request_template.md"); err == nil && strings.TrimSpace(tpl) != "" {
-			body = strings.TrimSpace(body + "\n\n" + tpl)
+	// One run in the box reads the description file, the template and
+	// the branch's commits.
+	var body, tpl string
+	var commits []commitLine
+	if parts, err := readDescription(ctx, t.Box, r); err == nil {
+		if f := strings.TrimSpace(parts[0]); f != "" {
+			first, rest, _ := strings.Cut(f, "\n")
+			d.title, body = strings.TrimSpace(strings.TrimLeft(first, "# ")), strings.TrimSpace(rest)
 		}
-	}
-	var tail []string
-	if l := t.Session.GitHub; l != nil && !l.IsPR && strings.EqualFold(l.Repo, r.GitHub) {
-		tail = append(tail, fmt.Sprintf("Fixes #%d", l.Number))
-	}
-	if s.cfg.BaseURL != "" {
-		tail = append(tail, fmt.Sprintf("Made by Harvest session [%s](%s/sessions/%s).", t.Session.ID, strings.TrimRight(s.cfg.BaseURL, "/"), t.Session.ID))
+		tpl = strings.TrimSpace(parts[1])
+		for _, line := range strings.Split(strings.TrimSpace(parts[2]), "\n") {
+			if sha, subj, ok := strings.Cut(line, "\x1f"); ok && shaPattern.MatchString(sha) {
+				commits = append(commits, commitLine{sha: sha, subject: subj})
+			}
+		}
 	} else {
-		tail = append(tail, "Made by Harvest session "+t.Session.ID+".")
+		s.log.Warn("reading the pull request's description in the box", "session", t.Session.ID, "repo", r.Name, "err", err)
 	}
-	body = strings.TrimSpace(body + "\n\n" + strings.Join(tail, "\n\n"))
-	if len(body) > 60000 {
-		body = body[:60000]
+	if d.title == "" && len(commits) == 1 {
+		d.title = commits[0].subject
 	}
-	return title, body
+	if d.title == "" {
+		first, _, _ := strings.Cut(result, "\n")
+		d.title = strings.TrimSpace(strings.TrimLeft(first, "# "))
+	}
+	if d.title == "" && len(commits) > 0 {
+		d.title = commits[0].subject // the latest
+	}
+	if d.title == "" {
+		d.title = "Harvest: " + r.Branch
+	}
+	d.title = truncate(d.title, 200)
+	if body == "" {
+		body, d.template = result, tpl
+	}
+	var b strings.Builder
+	b.WriteString(truncate(body, 40000))
+	if len(commits) > 0 {
+		b.WriteString("\n\n<details><summary>Commits</summary>\n\n")
+		for i, cm := range commits {
+			if i == 20 {
+				b.WriteString("- …\n")
+				break
+			}
+			fmt.Fprintf(&b, "- %s %s\n", cm.sha[:7], oneLine(cm.subject, 120))
+		}
+		b.WriteString("\n</details>")
+	}
+	if l := t.Session.GitHub; l != nil && !l.IsPR && strings.EqualFold(l.Repo, r.GitHub) {
+		fmt.Fprintf(&b, "\n\nFixes #%d", l.Number)
+	}
+	fmt.Fprintf(&b, "\n\nMade by Harvest session %s.", s.sessionLink(t.Session.ID))
+	// What the agent wrote cannot end the section early (or start another).
+	d.section = strings.TrimSpace(strings.NewReplacer(sectionBegin, "", sectionEnd, "").Replace(b.String()))
+	return d
 }
 
-// readBoxFile reads a small file of the box's repository, through the box
-// (a symlink there resolves in the box, never on the host).
-func readBoxFile(ctx context.Context, box *sandbox.Sandbox, r store.Repo, rel string) (string, error) {
-	var out bytes.Buffer
+// sessionLink names a session, linked when the server has a public URL.
+func (s *Service) sessionLink(id string) string {
+	if s.cfg.BaseURL != "" {
+		return fmt.Sprintf("[%s](%s/sessions/%s)", id, strings.TrimRight(s.cfg.BaseURL, "/"), id)
+	}
+	return "`" + id + "`"
+}
+
+// readDescription reads, in one run in the box (a symlink there
+// resolves in the box, never on the host): the agent's description file,
+// the repository's pull request template (64 KiB of each at most) and the
+// branch's commits that its base lacks (the latest 21: hash, 0x1f,
+// subject). A file that is not there is "".
+func readDescription(ctx context.Context, box *sandbox.Sandbox, r store.Repo) ([3]string, error) {
+	var out, errb bytes.Buffer
+	const script = `head -c 65536 -- "$1" 2>/dev/null | tr -d '\036'; printf '\036'; head -c 65536 -- "$2" 2>/dev/null | tr -d '\036'; printf '\036'; ` +
+		`git log --max-count=21 --format=%H%x1f%s "$3" --`
 	st, err := box.Run(ctx, &sandbox.Cmd{
-		Args: []string{"head", "-c", "65536", "--", rel}, Dir: box.WorkspacePath(r.Name),
-		Stdout: &out, OutputLimit: 64 << 10, Timeout: 30 * time.Second,
+		Args: []string{"sh", "-c", script, "sh", DescriptionFile, ".github/pull_request_template.md",
+			"refs/remotes/origin/" + r.Base + "..refs/heads/" + r.Branch},
+		Dir: box.WorkspacePath(r.Name), Stdout: &out, Stderr: &errb, OutputLimit: 256 << 10, Timeout: 30 * time.Second,
 	})
 	if err != nil {
-		return "", err
+		return [3]string{}, err
 	}
 	if !st.Success() {
-		return "", fmt.Errorf("reading %s in the box: %s", rel, st)
+		return [3]string{}, fmt.Errorf("reading the description in the box (%s): %s", st, strings.TrimSpace(errb.String()))
 	}
-	return out.String(), nil
+	parts := strings.SplitN(out.String(), "\x1e", 3)
+	if len(parts) != 3 {
+		return [3]string{}, fmt.Errorf("reading the description in the box: %d parts, not 3", len(parts))
+	}
+	return [3]string{parts[0], parts[1], parts[2]}, nil
 }
 
 func setRepo(st *store.Session, name string, fn func(*store.Repo)) {

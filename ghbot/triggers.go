@@ -191,7 +191,7 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 // suspended. sent is false when s ended meanwhile: the caller starts a
 // new session instead.
 func (h *Hooks) followUp(ctx context.Context, d *store.Delivery, s *store.Session, text string) (result string, sent bool, err error) {
-	_, err = h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: text, Key: "github-" + d.ID, Sender: Owner})
+	_, err = h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: text, Key: deliveryKeyPrefix + d.ID, Sender: Owner})
 	if errors.Is(err, session.ErrConflict) {
 		if cur, gerr := h.st.GetSession(ctx, s.ID); gerr == nil && cur.State.Ended() {
 			return "", false, nil
@@ -253,6 +253,7 @@ func (h *Hooks) onIssue(ctx context.Context, d *store.Delivery, e *github.Issues
 // when not ""), and the progress comment says so.
 func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, req session.CreateRequest, followUp string) (string, error) {
 	req.ID = session.DerivedID(d.ID)
+	req.PromptKey = deliveryKeyPrefix + d.ID // the turn's end answers the delivery's sender (notify.go)
 	req.Limits.IdleTimeout = h.cfg.IdleTimeout
 	l := req.GitHub
 	id, err := h.progressComment(ctx, c, l.Repo, l.Number, req.ID)
@@ -260,6 +261,11 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 		return "", err
 	}
 	l.Progress = id
+	if r := &req.Repos[0]; r.Branch == "" && !l.IsPR {
+		if r.Branch, err = h.workBranch(ctx, c, l.Repo, l.Number, req.Title, req.ID); err != nil {
+			return "", err
+		}
+	}
 	v, err := h.sessions.Create(ctx, Owner, req)
 	var held *store.BranchHeldError
 	if errors.As(err, &held) {

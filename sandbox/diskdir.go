@@ -61,6 +61,19 @@ func PrepareDiskDir(s Spec) (tmp, home string, err error) {
 	case !fi.IsDir():
 		return "", "", fmt.Errorf("the box's HOME %s is not a directory", home)
 	}
+	for _, w := range s.Workspaces {
+		if w.Layer == "" {
+			continue
+		}
+		// The workspace overlay's work directory, as HOME's below.
+		work := WorkspaceLayerWork(s, w)
+		if err := os.RemoveAll(work); err != nil {
+			return "", "", err
+		}
+		if err := os.MkdirAll(work, 0o700); err != nil {
+			return "", "", fmt.Errorf("creating the work dir of workspace %s's layer: %w", w.Name, diskErr(s.DiskDir, err))
+		}
+	}
 	if s.HomeLayer != "" {
 		// The overlay's work directory: on the same filesystem as its
 		// upper (HOME), empty, the kernel's.

@@ -90,6 +90,28 @@ type Spec struct {
 type Workspace struct {
 	Name     string `json:"name"`
 	HostPath string `json:"host_path"`
+	// Layer, when set, is a host directory shown under the workspace,
+	// read-only and shared: the box sees HostPath's files over Layer's,
+	// and what it writes, Layer's files included (copied up first), or
+	// deletes lands in HostPath; Layer is never changed. A prepared
+	// environment's checkout files (node_modules, .venv, target/), given
+	// to a session's checkout in O(1) rather than unpacked into it. It
+	// needs DiskDir, on the filesystem of HostPath (the overlay's work
+	// directory is there: WorkspaceLayerWork). Only backends that are
+	// LayerProviders take it (the local one: an overlay mounted in the
+	// box's mount namespace, never in the host's); others refuse it.
+	Layer string `json:"layer,omitempty"`
+}
+
+// LayerProvider is a backend that takes Workspace.Layer.
+type LayerProvider interface {
+	WorkspaceLayers() bool
+}
+
+// WorkspaceLayerWork is the work directory of the overlay of workspace w
+// with a Layer: DiskDir/.layer-work/NAME.
+func WorkspaceLayerWork(s Spec, w Workspace) string {
+	return filepath.Join(s.DiskDir, ".layer-work", w.Name)
 }
 
 // Path is where the workspace appears inside a box (not on the host backend:
@@ -211,6 +233,18 @@ func (s Spec) Validate() error {
 		seen[w.Name] = true
 		if err := checkWorkspaceDir(w.HostPath, s.User); err != nil {
 			errs = append(errs, err)
+		}
+		if w.Layer != "" {
+			switch fi, err := os.Stat(w.Layer); {
+			case s.DiskDir == "":
+				bad("workspace %q: its layer %s needs a disk (disk dir) for the overlay's work directory", w.Name, w.Layer)
+			case !filepath.IsAbs(w.Layer):
+				bad("workspace %q: layer %q must be an absolute host path", w.Name, w.Layer)
+			case err != nil:
+				bad("workspace %q: layer: %v", w.Name, err)
+			case !fi.IsDir():
+				bad("workspace %q: layer %s is not a directory", w.Name, w.Layer)
+			}
 		}
 	}
 	errs = append(errs, s.checkMounts()...)
@@ -436,4 +470,15 @@ func FormatSize(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10) + "B"
+}
+
+// RefuseLayers is the error of a backend that is not a LayerProvider
+// given a workspace with a Layer (nil when none has one).
+func RefuseLayers(s Spec, backend string) error {
+	for _, w := range s.Workspaces {
+		if w.Layer != "" {
+			return &SpecError{Errs: []error{fmt.Errorf("workspace %q: the %s backend cannot show a layer under a workspace: give it the layer's files in the workspace itself", w.Name, backend)}}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -102,4 +103,40 @@ func BenchmarkCreateToFirstModelRequest(b *testing.B) {
 	}
 	b.StopTimer()
 	reportPercentiles(b, lat, "ms")
+}
+
+// BenchmarkListPageHTTP: a page of GET /v1/sessions through a real server
+// over loopback HTTP, with 10,000 suspended sessions in its store (SQLite):
+// the query, the conversion and the JSON, the client's decode (issue 23:
+// ≤ 100 ms a page).
+//
+//	go test -run '^$' -bench ListPageHTTP -benchtime 20x ./server/
+func BenchmarkListPageHTTP(b *testing.B) {
+	e := newAPIEnv(b)
+	ctx := context.Background()
+	t0 := time.Now().Add(-24 * time.Hour).UTC()
+	for i := range 10000 {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		s := &store.Session{ID: fmt.Sprintf("s-bench%06d", i), Owner: e.AliceID, State: store.StateSuspended, Title: "a suspended session",
+			Agent: "builtin", Model: "anthropic/claude-sonnet-4-5", Backend: "local", CreatedAt: at, UpdatedAt: at,
+			Repos: []store.Repo{{Name: "repo", Source: "/src/repo", Origin: "/src/repo", Path: "/data/workspaces/session/s-bench/repo"}}}
+		if err := e.Store.CreateSession(ctx, s, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			p, err := e.AliceC.ListSessionsPage(ctx, client.ListOptions{Limit: size})
+			if err != nil || p.NextCursor == "" {
+				b.Fatal(p, err)
+			}
+			mid := p.NextCursor
+			for b.Loop() {
+				q, err := e.AliceC.ListSessionsPage(ctx, client.ListOptions{Limit: size, Cursor: mid})
+				if err != nil || len(q.Sessions) != size {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -24,7 +24,7 @@ import (
 // /v1/sessions is only decoded here: the session layer checks every field
 // (Manager.Create), so one 400 lists every problem of a request.
 const (
-	maxLimit = 1000 // GET /v1/sessions?limit=
+	maxLimit = 1000 // GET /v1/sessions?limit=, and the page size without one
 	maxName  = 100  // token names, in characters
 
 	// bodyTimeout bounds reading a request body.
@@ -277,7 +277,9 @@ type listQuery struct {
 }
 
 // parseList parses the query of GET /v1/sessions: state (comma-separated,
-// repeatable), limit, updated_before (RFC 3339), owner (admins).
+// repeatable), limit (the page size: 1 to 1000, default 1000, what the list
+// answered before it had pages), cursor (a page's next_cursor),
+// updated_before (RFC 3339), owner (admins).
 func parseList(q map[string][]string) (listQuery, *apiError) {
 	var lq listQuery
 	for key, vals := range q {
@@ -306,6 +308,12 @@ func parseList(q map[string][]string) (listQuery, *apiError) {
 				return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("updated_before %q: give a time in RFC 3339, like 2025-01-02T15:04:05Z", vals[len(vals)-1]))
 			}
 			lq.filter.UpdatedBefore = t
+		case "cursor":
+			k, err := parseCursor(vals[len(vals)-1])
+			if err != nil {
+				return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("cursor %q: %v; pass back the next_cursor of a page as it is, or leave cursor out for the first page", clip(vals[len(vals)-1], 80), err))
+			}
+			lq.filter.After = k
 		case "owner":
 			o := vals[len(vals)-1]
 			if !validTokenID(o) {
@@ -313,7 +321,7 @@ func parseList(q map[string][]string) (listQuery, *apiError) {
 			}
 			lq.filter.Owner, lq.owner = o, true
 		default:
-			return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET /v1/sessions takes state, limit, updated_before and owner", key))
+			return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET /v1/sessions takes state, limit, cursor, updated_before and owner", key))
 		}
 	}
 	if lq.filter.Limit == 0 {

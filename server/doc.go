@@ -15,7 +15,9 @@
 //	GET    /healthz                      no token
 //	GET    /openapi.json                 no token
 //	POST   /v1/sessions                  CreateRequest → 201 View
-//	GET    /v1/sessions                  ?state=a,b&limit=N&updated_before=T&owner=TOK → SessionList
+//	GET    /v1/sessions                  ?state=a,b&limit=N&cursor=C&updated_before=T&owner=TOK → SessionList
+//	                                     (a page, newest first: limit 1-1000, default 1000; next_cursor
+//	                                     continues it, absent on the last page; cursor.go)
 //	GET    /v1/sessions/{id}             → View (state, queue, usage, cost)
 //	DELETE /v1/sessions/{id}             → 204
 //	POST   /v1/sessions/{id}/messages    SendRequest → 202 Message (stored with its event before the reply;

@@ -173,11 +173,19 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 		q.filter.Owner = c.token.ID
 	}
+	// One more than the page: whether there is a next page, without
+	// answering an empty last page to a caller who follows next_cursor.
+	size := q.filter.Limit
+	q.filter.Limit = size + 1
 	list, err := s.cfg.Manager.List(r.Context(), c.owner(), q.filter)
 	if err != nil {
 		return fromManager(err)
 	}
 	out := SessionList{Sessions: []*wire.Session{}}
+	if len(list) > size {
+		list = list[:size]
+		out.NextCursor = makeCursor(store.KeyOf(list[size-1]))
+	}
 	for _, x := range list {
 		out.Sessions = append(out.Sessions, c.session(x))
 	}

@@ -73,6 +73,10 @@ type CreateRequest struct {
 	// GitHub is the thread that started the session (set by the GitHub
 	// side, never from the wire).
 	GitHub *store.GitHubLink `json:"-"`
+	// PromptKey is the first message's idempotency key, as a later
+	// message's Outgoing.Key is, under the session's owner (the GitHub
+	// side names the webhook delivery that asked). Never from the wire.
+	PromptKey string `json:"-"`
 	// ID, when set, is the new session's id (the GitHub side derives it
 	// from a webhook delivery, so a delivery processed twice makes one
 	// session: the second create is ErrConflict). Never from the wire.

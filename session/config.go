@@ -125,6 +125,18 @@ type Config struct {
 	// removes a data directory with live sessions left in it unmounts
 	// them first (disk.UnmountUnder).
 	Disks bool
+	// DiskPool is how many disks of the default size (Defaults'
+	// DiskBytes and DiskInodes) to keep made and mounted ahead of demand,
+	// with Disks on (package sandbox/disk, Pool): a new session takes
+	// one with a rename and a bind mount instead of a mkfs.ext4 and a
+	// loop mount. They are in DataDir/disks/pool, count against MinFree,
+	// and never outlive the Manager (Close removes them; a killed
+	// server's are removed at the next start, or by harvest sandbox
+	// prune). 0: none.
+	DiskPool int
+	// OwnersDir holds the owners' lock files (package sandbox/owner): the
+	// disk pool's instance is held there. Default owner.DefaultDir().
+	OwnersDir string
 	// MinFree is the floor of free space kept on DataDir's filesystem:
 	// below it, new sessions, resumes of suspended ones and environment
 	// builds are refused (ErrInsufficientStorage; admission.go). The zero

@@ -236,6 +236,9 @@ func (m *Manager) newSession(ctx context.Context, owner string, req CreateReques
 	var first *store.Message
 	if strings.TrimSpace(req.Prompt) != "" {
 		first = &store.Message{ID: newMessageID(), Session: id, Text: req.Prompt, Mode: mode, State: store.MessageQueued, CreatedAt: now}
+		if req.PromptKey != "" {
+			first.Key, first.KeyOwner = req.PromptKey, owner
+		}
 	}
 	return s, first, nil
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -45,6 +47,13 @@ import (
 // disk holds a lock per image, so two sessions of a workflow provisioning
 // at once never mount it twice. Admission (admission.go) keeps a floor of
 // free space on the data directory's filesystem, which holds the images.
+//
+// With Config.DiskPool, disks of the default size are made ahead of
+// demand (disk.Pool, in DataDir/disks/pool, named by an instance the
+// Manager holds): a session asking for that size takes one with a rename
+// and a mount move instead of a mkfs.ext4 and a loop mount. They count
+// against admission like every image in DataDir/disks, none is made while
+// the data directory is below its floor, and Close removes them.
 //
 // Config.Disks turns disks on (harvest serve does, unless told
 // --no-disk-limits; it refuses to start where disks cannot be made: not
@@ -101,6 +110,84 @@ type diskState struct {
 	// low: the data directory was below its floor at the last look
 	// (admission.go), to log its crossings once.
 	low atomic.Bool
+
+	// pool keeps disks of the default size ready (Config.DiskPool;
+	// startDiskPool), held by inst; nil without one.
+	pool *disk.Pool
+	inst *owner.Hold
+}
+
+// startDiskPool starts keeping Config.DiskPool disks of the default size
+// ready (Recover, once disks are known to work here). A pool that cannot
+// start is logged: sessions make their disks as they come.
+func (m *Manager) startDiskPool(ctx context.Context) {
+	if !m.cfg.Disks || m.cfg.DiskPool <= 0 || !m.disksUsable(ctx) {
+		return
+	}
+	if m.diskPool() != nil || m.isClosed() {
+		return
+	}
+	ownersDir := cmp.Or(m.cfg.OwnersDir, owner.DefaultDir())
+	inst, err := owner.NewInstance(ownersDir)
+	if err != nil {
+		m.log.Warn("keeping disks ready: new sessions make theirs", "err", err)
+		return
+	}
+	p, err := disk.NewPool(disk.PoolConfig{
+		Dir:  filepath.Join(m.cfg.DataDir, "disks", "pool"),
+		Size: m.defaultDiskSize(), Count: m.cfg.DiskPool,
+		Owner: inst.ID(), OwnersDir: ownersDir,
+		Room: func() error {
+			if low, se, err := m.belowFloor(); err != nil {
+				return err
+			} else if low {
+				return se
+			}
+			return nil
+		},
+		Logger: m.log,
+	})
+	if err != nil {
+		inst.Release()
+		m.log.Warn("keeping disks ready: new sessions make theirs", "err", err)
+		return
+	}
+	m.disks.mu.Lock()
+	if m.disks.pool == nil {
+		m.disks.pool, m.disks.inst = p, inst
+		p, inst = nil, nil
+	}
+	m.disks.mu.Unlock()
+	p.Close() // (a second Recover's: the first one's stays)
+	inst.Release()
+	if m.isClosed() { // Close ran meanwhile, and may have missed it
+		m.closeDiskPool()
+	}
+}
+
+// defaultDiskSize is the disk a session gets when it asks for no size.
+func (m *Manager) defaultDiskSize() disk.Size {
+	return disk.Size{Bytes: m.cfg.Defaults.DiskBytes, Inodes: m.cfg.Defaults.DiskInodes}.WithDefaults()
+}
+
+// closeDiskPool removes the ready disks and lets go of the pool's
+// instance (Close).
+func (m *Manager) closeDiskPool() {
+	m.disks.mu.Lock()
+	p, inst := m.disks.pool, m.disks.inst
+	m.disks.pool, m.disks.inst = nil, nil
+	m.disks.mu.Unlock()
+	if err := p.Close(); err != nil {
+		m.log.Warn("removing the disks kept ready", "err", err)
+	}
+	inst.Release()
+}
+
+// diskPool is the pool of ready disks, or nil.
+func (m *Manager) diskPool() *disk.Pool {
+	m.disks.mu.Lock()
+	defer m.disks.mu.Unlock()
+	return m.disks.pool
 }
 
 // lock takes the lock of one image and returns its release.
@@ -150,7 +237,11 @@ func (m *Manager) ensureDisk(ctx context.Context, s *store.Session) error {
 			return nil // a workspace from before disks: left as it is
 		}
 		size := disk.Size{Bytes: s.Limits.DiskBytes, Inodes: s.Limits.DiskInodes}
-		if err := disk.Create(ctx, d, size); err != nil {
+		taken, err := m.diskPool().Take(ctx, d, size)
+		if err == nil && !taken {
+			err = disk.Create(ctx, d, size)
+		}
+		if err != nil {
 			return fatal(fmt.Errorf("creating the session's disk (limits.disk_bytes %s): %w", sandbox.FormatSize(size.WithDefaults().Bytes), m.hostFull(err)))
 		}
 	}

@@ -371,3 +371,72 @@ func TestDisksRemountedAfterReboot(t *testing.T) {
 		t.Errorf("the stopped session's image after its delete: %v", err)
 	}
 }
+
+// With Config.DiskPool, a session of the default disk size takes a disk
+// made ahead of demand (counted in DiskUsage, as any disk of the data
+// directory), the pool makes another, a session of another size makes its
+// own, and Close removes the ready disks.
+func TestSessionDiskPool(t *testing.T) {
+	needDisks(t)
+	e := newEnv(t, withDisks, withDiskPool(1))
+	s, err := sim.ParseScript("disk.yaml", []byte(diskScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Sim.Store(sim.New(s))
+	if err := e.m.Recover(testbin.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	pool := e.m.diskPool()
+	if pool == nil {
+		t.Fatal("no disk pool with Config.DiskPool 1")
+	}
+	testbin.WaitFor(t, time.Minute, "a disk ready", func() bool { return pool.Stats().Ready == 1 })
+	u, err := e.m.DiskUsage(testbin.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Disks != 1 || u.Live != 1 || u.Promised != disk.DefaultBytes {
+		t.Fatalf("DiskUsage with one pool disk ready: %+v, want it counted (1 disk, promised %d)", u, int64(disk.DefaultBytes))
+	}
+	if u.Allocated > 8<<20 {
+		t.Fatalf("a ready 20 GiB pool disk takes %d bytes of the host, more than an idle session's 8 MiB", u.Allocated)
+	}
+	t.Logf("a ready pool disk takes %d bytes of the host", u.Allocated)
+
+	v := e.create("msg one")
+	w := e.watch(v.ID)
+	w.Finished("t1")
+	if st := pool.Stats(); st.Hits != 1 {
+		t.Fatalf("pool %+v: the session did not take the ready disk", st)
+	}
+	d, _, _ := e.m.sessionDisk(v.Session)
+	if m, err := d.Mounted(); err != nil || !m {
+		t.Fatalf("the session's disk (from the pool) is not mounted at %s: %v %v", d.Dir, m, err)
+	}
+	if _, err := os.Stat(filepath.Join(v.Repos[0].Path, "README.md")); err != nil {
+		t.Fatalf("the workspace on the pool's disk: %v", err)
+	}
+	testbin.WaitFor(t, time.Minute, "the pool refilled", func() bool { return pool.Stats().Ready == 1 })
+
+	v2 := e.create("msg two", func(r *CreateRequest) { r.Limits.DiskBytes = 64 << 20 })
+	e.watch(v2.ID).Finished("t1")
+	if st := pool.Stats(); st.Hits != 1 {
+		t.Fatalf("pool %+v: a 64 MiB session took a default-sized disk", st)
+	}
+	d2, _, _ := e.m.sessionDisk(v2.Session)
+	if u, err := d2.Usage(); err != nil || u.Size.Bytes > 64<<20 {
+		t.Fatalf("the 64 MiB session's disk: %+v %v", u, err)
+	}
+
+	poolDir := filepath.Join(e.DataDir, "disks", "pool")
+	if err := e.m.Close(testbin.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(poolDir); len(ents) != 0 {
+		t.Fatalf("Close left %d entries in %s", len(ents), poolDir)
+	}
+	if m, err := d.Mounted(); err != nil || !m {
+		t.Fatalf("Close took the session's disk with the pool's: %v %v", m, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/harvest-dev/harvest/environment"
@@ -19,8 +20,10 @@ import (
 // environment's Builder). A session on a repository that has a ready one
 // starts from it: the environment's HOME is the lower layer of the
 // session's HOME (sandbox.Spec.HomeLayer), and what its setup left in the
-// checkout beyond the repository's files (node_modules, .venv, ...) is
-// copied into the session's fresh checkout, in the box. The environment is
+// checkout beyond the repository's files (node_modules, .venv, ...) is the
+// lower layer of the session's checkout where the backend takes one
+// (sandbox.Workspace.Layer), else copied into the session's fresh
+// checkout, in the box. The environment is
 // chosen at create and kept for the session's life (its HOME's changes
 // are layered on that one), so a newer environment serves new sessions
 // only.
@@ -34,6 +37,10 @@ type Environments interface {
 	// by the host, unpacked in a box).
 	Home(id string) string
 	Artifacts(id string) string
+	// Layer is the same files as Artifacts as a tree (made by the
+	// setup's box; missing for environments built before layers), shown
+	// under the checkout by backends that take a workspace layer.
+	Layer(id string) string
 }
 
 // RepoKey names a session's repository for environments: "github:owner/name"
@@ -79,6 +86,15 @@ func (r *runner) envReason() string {
 // layer, on a box with a disk) and puts its artifacts into the first
 // repository's fresh checkout (a copy of a file: nothing of it runs on the
 // host); it returns whether the box must unpack them.
+//
+// On a backend that takes workspace layers (sandbox.LayerProvider), with a
+// disk, the files are not copied: the environment's tree of them
+// (Environments.Layer) is shown under the checkout, read-only, copy-on-write
+// into it (sandbox.Workspace.Layer), for the price of a mount whatever
+// their size. The checkout then holds only the session's own changes to
+// them, so every box of the session gets the layer again: a marker on its
+// disk's box dir (Harvest's: the box never sees it) records that the
+// checkout was made for one.
 func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool, error) {
 	envs := r.d.cfg.Environments
 	if r.s.Environment == "" || envs == nil || len(r.s.Repos) == 0 {
@@ -103,7 +119,11 @@ func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool,
 		spec.HomeLayer = envs.Home(e.ID)
 	}
 	repo := r.s.Repos[0]
-	if _, ok := fresh[repo.Name]; !ok {
+	_, isFresh := fresh[repo.Name]
+	if layered, err := r.layer(spec, envs.Layer(e.ID), repo.Name, isFresh); err != nil || layered {
+		return false, err
+	}
+	if !isFresh {
 		return false, nil
 	}
 	_, owner := boxUser()
@@ -112,6 +132,43 @@ func (r *runner) environment(spec *sandbox.Spec, fresh map[string]copied) (bool,
 		return false, fmt.Errorf("giving %s its environment's files: %s", repo.Name, r.d.host.hideDataDir(err.Error()))
 	}
 	return placed, nil
+}
+
+// layerMarker, in a box's disk dir, records that its session's first
+// checkout was made for its environment's layer.
+const layerMarker = ".env-layer"
+
+// layer gives the workspace name of spec the environment's layer when the
+// backend takes one and the checkout is (fresh) or was made for it.
+func (r *runner) layer(spec *sandbox.Spec, layer, name string, fresh bool) (bool, error) {
+	if spec.DiskDir == "" {
+		return false, nil
+	}
+	p, err := r.d.host.provider(r.s.Backend)
+	if err != nil {
+		return false, nil
+	}
+	if lp, ok := p.(sandbox.LayerProvider); !ok || !lp.WorkspaceLayers() {
+		return false, nil
+	}
+	if fi, err := os.Stat(layer); err != nil || !fi.IsDir() {
+		return false, nil // built before layers: its tar is unpacked
+	}
+	marker := filepath.Join(spec.DiskDir, layerMarker)
+	if fresh {
+		if err := os.WriteFile(marker, []byte(r.s.Environment+"\n"), 0o600); err != nil {
+			return false, fmt.Errorf("recording the checkout's environment layer: %w", r.d.host.hostFull(err))
+		}
+	} else if _, err := os.Stat(marker); err != nil {
+		return false, nil // a checkout made with the files unpacked into it
+	}
+	for i := range spec.Workspaces {
+		if spec.Workspaces[i].Name == name {
+			spec.Workspaces[i].Layer = layer
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // fromEnvironment unpacks the environment's artifacts into the fresh

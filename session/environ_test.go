@@ -26,7 +26,7 @@ rules:
   - name: recheck
     when: {last_user: "env recheck"}
     reply:
-      tool_calls: [{name: bash, input: {command: "cat ~/.cache/tool/warm ~/.cache/tool/session /tmp/started; echo ENV-RECHECKED"}}]
+      tool_calls: [{name: bash, input: {command: "cat ~/.cache/tool/warm ~/.cache/tool/session /tmp/started deps/lib.txt deps/other.txt deps/new.txt; echo ENV-RECHECKED"}}]
       usage: {input_tokens: 100, output_tokens: 10}
   - name: checked
     when: {last_user: "env check", tool_result: "ENV-CHECKED"}
@@ -34,7 +34,7 @@ rules:
   - name: check
     when: {last_user: "env check"}
     reply:
-      tool_calls: [{name: bash, input: {command: "cat ~/.cache/tool/warm deps/lib.txt /tmp/started; echo mine >> ~/.cache/tool/session; echo ENV-CHECKED"}}]
+      tool_calls: [{name: bash, input: {command: "cat ~/.cache/tool/warm deps/lib.txt /tmp/started; echo mine >> ~/.cache/tool/session; echo session >> deps/lib.txt; echo new > deps/new.txt; echo ENV-CHECKED"}}]
       usage: {input_tokens: 100, output_tokens: 10}
 `
 
@@ -63,7 +63,7 @@ func testSessionEnvironment(t *testing.T, backend string) {
 	e.Sim.Store(sim.New(s))
 	for p, c := range map[string]string{
 		".gitignore":        "deps/\n",
-		".harvest/setup.sh": "mkdir -p ~/.cache/tool deps && echo warm > ~/.cache/tool/warm && echo installed > deps/lib.txt\n",
+		".harvest/setup.sh": "mkdir -p ~/.cache/tool deps && echo warm > ~/.cache/tool/warm && echo installed > deps/lib.txt && echo other > deps/other.txt\n",
 		".harvest/start.sh": "echo started $HARVEST_BOOT_MODE > /tmp/started\n",
 	} {
 		f := filepath.Join(e.Repo, p)
@@ -100,6 +100,28 @@ func testSessionEnvironment(t *testing.T, backend string) {
 	if _, err := os.Stat(filepath.Join(b.Home(built.ID), ".cache/tool/session")); err == nil {
 		t.Fatal("the session wrote into its environment's HOME")
 	}
+	// The checkout's installed files: on local a layer under the
+	// checkout (nothing copied into it but what the session changed), on
+	// docker unpacked into it. Either way the session's writes land in
+	// its checkout, never in the environment.
+	checkout := v.Repos[0].Path
+	if b, err := os.ReadFile(filepath.Join(checkout, "deps", "lib.txt")); err != nil || string(b) != "installed\nsession\n" {
+		t.Fatalf("the session's change to an installed file on the host: %q %v", b, err)
+	}
+	_, otherErr := os.Stat(filepath.Join(checkout, "deps", "other.txt"))
+	if backend == "local" {
+		if b, err := os.ReadFile(filepath.Join(b.Layer(built.ID), "deps", "lib.txt")); err != nil || string(b) != "installed\n" {
+			t.Fatalf("the environment's layer after the session wrote to it: %q %v", b, err)
+		}
+		if _, err := os.Stat(filepath.Join(b.Layer(built.ID), "deps", "new.txt")); err == nil {
+			t.Fatal("the session's new file landed in its environment's layer")
+		}
+		if otherErr == nil {
+			t.Fatal("an installed file the session never touched was copied into its checkout: the layer was not used")
+		}
+	} else if otherErr != nil {
+		t.Fatalf("docker: the installed files were not unpacked into the checkout: %v", otherErr)
+	}
 
 	// Suspend, then resume: the session's own HOME changes are kept.
 	e.Clock.Advance(DefaultIdleTimeout)
@@ -108,6 +130,9 @@ func testSessionEnvironment(t *testing.T, backend string) {
 	out = stacktest.Typed[event.ToolFinished](w, "t2", nil).Output
 	if !strings.Contains(out, "mine") || !strings.Contains(out, "warm") || !strings.Contains(out, "started start") {
 		t.Fatalf("after resume the HOME lost the session's changes or the environment's caches:\n%s", out)
+	}
+	if !strings.Contains(out, "installed\nsession\nother\nnew") {
+		t.Fatalf("after resume the checkout lost the environment's files or the session's changes to them:\n%s", out)
 	}
 }
 

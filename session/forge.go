@@ -60,11 +60,43 @@ type Forge interface {
 	Ended(ctx context.Context, s *store.Session) error
 }
 
+// TurnWatcher is an optional capability of a Forge: it shows a running
+// turn where people look (GitHub's progress comment, edited as the agent
+// goes). The runner calls WatchTurn when a turn begins, gives the watch
+// it returns (nil: none) each event the agent emits in the turn, and
+// calls its Done once the agent is done, before AfterTurn.
+type TurnWatcher interface {
+	WatchTurn(ctx context.Context, t TurnStart) TurnWatch
+}
+
+// TurnStart is a turn that begins, for TurnWatcher.WatchTurn.
+type TurnStart struct {
+	// Session is the session as the turn begins (a copy).
+	Session *store.Session
+	Turn    string
+	// Message is the message the turn delivers (its Key is the sender's
+	// idempotency key: ghbot's names the webhook delivery that sent it).
+	Message *store.Message
+}
+
+// TurnWatch sees one turn's events. See is called on the turn's
+// goroutine, once per event, in order, and must not block: a watch that
+// cannot keep up coalesces (it shows the latest state), it never holds
+// the agent up. Done is called once, after the last See; it may wait,
+// bounded, for what the watch is sending, so that nothing it sends lands
+// after AfterTurn's.
+type TurnWatch interface {
+	See(ev event.Event)
+	Done()
+}
+
 // TurnEnd is a finished turn, for Forge.AfterTurn.
 type TurnEnd struct {
 	// Session is the session as the turn left it (a copy).
 	Session *store.Session
 	Turn    string
+	// Message is the message the turn delivered.
+	Message *store.Message
 	// Box is the session's box, for reading its repositories (host code
 	// never runs git in a workspace).
 	Box     *sandbox.Sandbox
@@ -144,7 +176,7 @@ const forgeTimeout = 5 * time.Minute
 // afterTurn lets the forge publish a turn's work, bounded in time; a
 // failure is reported as an event and never fails the session (the next
 // turn publishes again).
-func (r *runner) afterTurn(tid string, out agent.Outcome) {
+func (r *runner) afterTurn(tid string, msg *store.Message, out agent.Outcome) {
 	f := r.d.cfg.Forge
 	if f == nil || r.box == nil || !hasForgeRepo(r.s) {
 		return
@@ -157,7 +189,7 @@ func (r *runner) afterTurn(tid string, out agent.Outcome) {
 		r.append(event.Event{Session: r.id, Time: r.d.clock.Now().UTC(), Agent: r.s.Agent, Data: p})
 	}
 	err := f.AfterTurn(ctx, TurnEnd{
-		Session: &cp, Turn: tid, Box: r.box, Outcome: out, Emit: emit,
+		Session: &cp, Turn: tid, Message: msg, Box: r.box, Outcome: out, Emit: emit,
 		Update: func(ctx context.Context, fn func(*store.Session)) error {
 			s, err := r.d.st.UpdateSession(ctx, r.id, func(s *store.Session) error {
 				fn(s)
@@ -173,6 +205,17 @@ func (r *runner) afterTurn(tid string, out agent.Outcome) {
 		r.log.Warn("publishing the turn's work", "turn", tid, "err", err)
 		emit(event.GitHubFailed{What: "publishing the turn's work", Error: r.d.host.hideDataDir(err.Error())})
 	}
+}
+
+// watchTurn asks the forge to watch turn tid (nil: it does not).
+func (r *runner) watchTurn(tid string, msg *store.Message) TurnWatch {
+	w, ok := r.d.cfg.Forge.(TurnWatcher)
+	if !ok || !hasForgeRepo(r.s) {
+		return nil
+	}
+	cp := *r.s
+	cp.Repos = append([]store.Repo(nil), r.s.Repos...)
+	return w.WatchTurn(r.ctx, TurnStart{Session: &cp, Turn: tid, Message: msg})
 }
 
 func hasForgeRepo(s *store.Session) bool {

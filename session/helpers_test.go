@@ -120,10 +120,12 @@ type env struct {
 	stop   bool // withStopBoxes
 	// minFree is Config.MinFree (withMinFree).
 	minFree MinFree
-	tracer  trace.TracerProvider
-	st      store.Store
-	j       *journal.Journal
-	m       *Manager
+	// diskPool is Config.DiskPool (withDiskPool).
+	diskPool int
+	tracer   trace.TracerProvider
+	st       store.Store
+	j        *journal.Journal
+	m        *Manager
 }
 
 type envConfig struct {
@@ -138,8 +140,13 @@ type envConfig struct {
 	stop   bool
 	// minFree is Config.MinFree.
 	minFree MinFree
-	tracer  trace.TracerProvider
+	// diskPool is Config.DiskPool.
+	diskPool int
+	tracer   trace.TracerProvider
 }
+
+// withDiskPool keeps n disks of the default size ready (Config.DiskPool).
+func withDiskPool(n int) envOpt { return func(c *envConfig) { c.diskPool = n } }
 
 // withMinFree sets the Manager's floor of free space (Config.MinFree).
 func withMinFree(f MinFree) envOpt { return func(c *envConfig) { c.minFree = f } }
@@ -221,7 +228,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, tracer: c.tracer}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer}
 	if !c.noOpen {
 		e.open()
 	}
@@ -253,6 +260,8 @@ func (e *env) open() {
 		Node:         e.node,
 		CarryMax:     carryMax(e.shared),
 		MinFree:      e.minFree,
+		DiskPool:     e.diskPool,
+		OwnersDir:    filepath.Join(e.DataDir, "owners"),
 		Tracer:       e.tracer,
 	})
 	if err != nil {

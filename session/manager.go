@@ -288,6 +288,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closed = true
 	m.mu.Unlock()
 	m.stopAll(errShutdown)
+	defer m.closeDiskPool() // pool disks never outlive the server
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()

@@ -28,6 +28,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return fmt.Errorf("recovering sessions: %w", ErrUnavailable)
 	}
 	m.startRefresh()
+	m.startDiskPool(ctx)
 	if m.node != nil {
 		// Several nodes: the keeper takes over, now and whenever a lease
 		// runs out, the sessions nobody owns, one at a time, each as

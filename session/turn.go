@@ -88,7 +88,8 @@ func (r *runner) runTurn(msg *store.Message) error {
 
 	ag := r.ag
 	caps := kindOf(r.s.Agent).Caps
-	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog}
+	sink := &turnSink{r: r, ag: ag, tid: tid, agent: r.s.Agent, checkpoints: caps.StepCheckpoints, ctx: tctx, watchdog: r.s.Limits.TurnWatchdog,
+		watch: r.watchTurn(tid, msg)}
 	if caps.ModelInBox && span.IsRecording() {
 		// Its tools run in the box, inside its CLI: their spans are made
 		// from its events.
@@ -98,6 +99,9 @@ func (r *runner) runTurn(msg *store.Message) error {
 	outc := make(chan agent.Outcome, 1)
 	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
 	out := r.supervise(tctx, tcancel, outc, sink)
+	if sink.watch != nil {
+		sink.watch.Done()
+	}
 	sink.endTools()
 	end = sink.end
 	if end == nil {
@@ -122,7 +126,7 @@ func (r *runner) runTurn(msg *store.Message) error {
 	if errors.Is(cause, errCancelled) && reason != "" {
 		reason += "; queued messages, if any, wait for the next message"
 	}
-	r.afterTurn(tid, out)
+	r.afterTurn(tid, msg, out)
 	ctx, cancel := r.finalCtx()
 	defer cancel()
 	if err := r.setState(ctx, store.StateIdle, reason, func(s *store.Session) {
@@ -247,7 +251,9 @@ type turnSink struct {
 	checkpoints bool
 	ctx         context.Context // the turn's
 	watchdog    time.Duration
-	last        atomic.Int64 // clock time of the last event, ns
+	// watch is the forge's watch of the turn (nil: none).
+	watch TurnWatch
+	last  atomic.Int64 // clock time of the last event, ns
 	// Read by the runner after the turn's goroutine is done.
 	usage event.Usage
 	cost  float64
@@ -318,6 +324,9 @@ func (t *turnSink) emit(p event.Payload) {
 		}
 	default:
 		r.append(ev)
+	}
+	if t.watch != nil {
+		t.watch.See(ev)
 	}
 }
 

@@ -263,7 +263,23 @@ type SessionFilter struct {
 	UpdatedBefore time.Time
 	// Limit bounds the result (0: no bound); newest first.
 	Limit int
+	// After continues a list where a page ended: only sessions after this
+	// one in the list's order (older, or as old with a smaller id). Keyset
+	// pagination on (created_at, id), which both stores index: a page costs
+	// the same wherever it starts, and sessions created meanwhile neither
+	// shift nor repeat the pages after it.
+	After *SessionKey
 }
+
+// SessionKey is a session's place in a list, newest first: its CreatedAt as
+// the store holds it, then its ID.
+type SessionKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// KeyOf is s's place in a list (SessionFilter.After).
+func KeyOf(s *Session) SessionKey { return SessionKey{CreatedAt: s.CreatedAt, ID: s.ID} }
 
 // Lock is a named lease (a session's sequential-collaboration lock).
 type Lock struct {

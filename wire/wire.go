@@ -99,9 +99,13 @@ type ReadyCheck struct {
 	Error string `json:"error,omitempty"`
 }
 
-// SessionList is the body of GET /v1/sessions.
+// SessionList is the body of GET /v1/sessions: one page, newest first.
 type SessionList struct {
 	Sessions []*Session `json:"sessions"`
+	// NextCursor, when set, continues the list: ask again with
+	// cursor=<it> (and the same filters) for the next page. Absent on the
+	// last page. Opaque: pass it back as it is.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // EventPage is the body of GET /v1/sessions/{id}/log.

@@ -168,7 +168,11 @@ type Checkout struct {
 	OriginURL string
 	// Name and Email, when set, are the clone's user.name and user.email.
 	Name, Email string
-	Owner       Owner
+	// Hooks are git hooks to install in the clone's .git/hooks (name →
+	// script, made executable), for the box's git to run: host git never
+	// runs hooks.
+	Hooks map[string]string
+	Owner Owner
 }
 
 // Clone makes dst (which must not exist) a clone of the mirror at path,
@@ -238,6 +242,24 @@ func (m *Mirrors) clone(ctx context.Context, path, dst string, c Checkout) (stri
 	for _, kv := range set {
 		if _, err := m.git(ctx, dst, nil, "config", kv[0], kv[1]); err != nil {
 			return "", err
+		}
+	}
+	if len(c.Hooks) > 0 {
+		dir := filepath.Join(dst, ".git", "hooks")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		for name, script := range c.Hooks {
+			if name == "" || strings.ContainsAny(name, `/\`) || name[0] == '.' {
+				return "", fmt.Errorf("git hook %q: not a hook name", name)
+			}
+			f := filepath.Join(dir, name)
+			if err := os.WriteFile(f, []byte(script), 0o755); err != nil {
+				return "", err
+			}
+			if err := os.Chmod(f, 0o755); err != nil { // whatever the umask
+				return "", err
+			}
 		}
 	}
 	head, err := m.git(ctx, dst, nil, "rev-parse", "HEAD")

@@ -116,6 +116,9 @@ func connectMCP(ctx context.Context, box *sandbox.Sandbox, servers []agent.MCPSe
 	return m, nil
 }
 
+// hostMCPProtocol is the MCP version spoken to Harvest's in-process servers.
+const hostMCPProtocol = "2025-11-25"
+
 func connectOne(ctx context.Context, box *sandbox.Sandbox, s agent.MCPServer, guard *netguard.Guard, workdir string, env []string, log *slog.Logger) (*mcpConn, error) {
 	c := &mcpConn{name: s.Name}
 	var tr mcp.Transport
@@ -155,8 +158,18 @@ func connectOne(ctx context.Context, box *sandbox.Sandbox, s agent.MCPServer, gu
 		}
 		tr = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}
 	}
+	var opts *mcp.ClientSessionOptions
+	if s.Kind() == agent.MCPHost {
+		// Harvest's own servers, in this process: the protocol before
+		// 2026-07-28, whose client does not keep a copy of every tool list
+		// it was sent. That cache saves round trips to a remote server, none
+		// to a handler called in-process, and it held ~80 KB per idle
+		// session (the memory server's tool schemas, decoded) in harvest
+		// serve (a heap profile at 200 idle sessions, issue 23).
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: hostMCPProtocol}
+	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "harvest", Version: "1"}, nil)
-	sess, err := cl.Connect(ctx, tr, nil)
+	sess, err := cl.Connect(ctx, tr, opts)
 	if err != nil {
 		c.close(context.WithoutCancel(ctx))
 		return nil, err

@@ -74,7 +74,12 @@ func BenchmarkGitHubWebhook(b *testing.B) {
 			}
 		}
 		// The session's first model request and its turn's end.
-		id := strings.TrimPrefix(opened.GetHead().GetRef(), "harvest/")
+		var id string
+		for _, v := range mustSessions(b, c) {
+			if v.GitHub != nil && v.GitHub.Number == issue {
+				id = v.ID
+			}
+		}
 		first := firstModelRequest(b, e.sim.URL, fmt.Sprintf("#%d", issue))
 		evs := follow(b, c, id, 0, "the turn's end", func(ev event.Event) bool { return ev.Data.EventType() == event.TypeTurnFinished })
 		ended := evs[len(evs)-1].Time

@@ -393,7 +393,7 @@ func TestGitHubReplay(t *testing.T) {
 	if n := len(mustSessions(t, c)); n != 1 {
 		t.Errorf("%d sessions after the replays; want 1", n)
 	}
-	if n := g.count(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)); n != 1 {
+	if n := g.reactions(fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid), "eyes"); n != 1 {
 		t.Errorf("the comment got %d 👀; want 1", n)
 	}
 	// Replaying it again: it is done, not failed.
@@ -489,6 +489,9 @@ func TestGitHubInstallationsAndMirrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr2 := prOf(issue2)
+	// The turn's end tells Ada after the pull request: wait for it, so that
+	// nothing of this session's is sent once the installation is suspended.
+	waitComment(t, context.Background(), g.client(t, g.ada), issue2, "<!-- harvest-turn-end: ")
 	var boxPush time.Time
 	for _, r := range g.gs.Requests() {
 		if byHarvest(r) && strings.HasSuffix(r.Path, "/git-receive-pack") && r.Time.After(asked) && boxPush.IsZero() {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -156,6 +157,19 @@ func (g *ghEnv) count(method, path string) int {
 	return n
 }
 
+// reactions is how many reactions content the stand-in was asked to
+// make at path (as received, /api/v3 included).
+func (g *ghEnv) reactions(path, content string) int {
+	n := 0
+	for _, r := range g.gs.Requests() {
+		var b struct{ Content string }
+		if r.Method == http.MethodPost && r.Path == path && r.Status < 300 && json.Unmarshal(r.Body, &b) == nil && b.Content == content {
+			n++
+		}
+	}
+	return n
+}
+
 // requested reports whether the stand-in served method path (as received,
 // /api/v3 included).
 func (g *ghEnv) requested(method, path string) bool {
@@ -177,7 +191,7 @@ func (g *ghEnv) requested(method, path string) bool {
 func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 	g := newGHEnv(t)
 	e := newServeEnvWith(t, githubScript)
-	s := e.start(g.serveArgs()...)
+	s := e.start(append(g.serveArgs(), "--github-show-cost", "--github-pr-label", "harvest", "--github-pr-label", "bot work")...)
 	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
 		t.Fatal(err)
 	}
@@ -210,30 +224,81 @@ func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 		return pr != nil
 	})
 	head := pr.GetHead().GetRef()
-	if !strings.HasPrefix(head, "harvest/s-") || pr.GetBase().GetRef() != "main" || !pr.GetDraft() {
-		t.Errorf("pull request %s → %s, draft %v; want harvest/s-… → main, draft", head, pr.GetBase().GetRef(), pr.GetDraft())
+	if want := fmt.Sprintf("harvest/%d-add-is-wrong", g.issue); head != want || pr.GetBase().GetRef() != "main" || !pr.GetDraft() {
+		t.Errorf("pull request %s → %s, draft %v; want %s → main, draft", head, pr.GetBase().GetRef(), pr.GetDraft(), want)
 	}
 	if !strings.Contains(pr.GetBody(), fmt.Sprintf("Fixes #%d", g.issue)) || !strings.Contains(pr.GetBody(), "Fixed add in calc.sh") {
 		t.Errorf("pull request body: %q", pr.GetBody())
 	}
-	// The branch holds the agent's commit, authored by Ada through
-	// Harvest, committed by the app's bot.
+	// Titled by the change (its one commit), not by the issue.
+	if pr.GetTitle() != "Fix add: it subtracted" {
+		t.Errorf("pull request title %q; want the commit's subject", pr.GetTitle())
+	}
+	// Ada is asked to review it; it carries the configured labels.
+	var reviewers, labels []string
+	waitHTTP(t, time.Minute, "the labels", func() bool {
+		is, _, err := ada.Issues.Get(ctx, "acme", "calc", pr.GetNumber())
+		labels = labels[:0]
+		for _, l := range is.Labels {
+			labels = append(labels, l.GetName())
+		}
+		return err == nil && len(labels) == 2
+	})
+
+	if got, _, err := ada.PullRequests.Get(ctx, "acme", "calc", pr.GetNumber()); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, u := range got.RequestedReviewers {
+			reviewers = append(reviewers, u.GetLogin())
+		}
+	}
+	if fmt.Sprint(reviewers) != "[ada]" {
+		t.Errorf("requested reviewers %v; want ada", reviewers)
+	}
+	if fmt.Sprint(labels) != "[bot work harvest]" && fmt.Sprint(labels) != "[harvest bot work]" {
+		t.Errorf("labels %v; want harvest and bot work", labels)
+	}
+	// The branch holds the agent's commit, authored and committed by the
+	// app's bot (its bot user's id in the address), Ada credited as
+	// co-author.
 	branches, err := g.gs.Branches("acme/calc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sha := branches[head]
+	bot, _, err := ada.Users.Get(ctx, "harvest%5Bbot%5D")
+	if err != nil {
+		t.Fatal(err)
+	}
 	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
-	got := testbin.Git(t, bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", sha)
-	if want := "Ada Lovelace (Harvest) <" + strconv.FormatInt(g.ada.ID, 10) + "+ada@users.noreply.127.0.0.1>|Harvest <harvest[bot]@users.noreply.127.0.0.1>|Fix add: it subtracted"; got != want {
+	got := testbin.Git(t, bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s|%(trailers:key=Co-authored-by,valueonly,separator=;)", sha)
+	botID := fmt.Sprintf("harvest[bot] <%d+harvest[bot]@users.noreply.127.0.0.1>", bot.GetID())
+	if want := botID + "|" + botID + "|Fix add: it subtracted|Ada Lovelace <" + strconv.FormatInt(g.ada.ID, 10) + "+ada@users.noreply.127.0.0.1>"; got != want {
 		t.Errorf("commit: %q\nwant     %q", got, want)
 	}
 	if b := testbin.Git(t, bare, "show", sha+":calc.sh"); !strings.Contains(b, "$1 + $2") {
 		t.Errorf("the pushed calc.sh: %q", b)
 	}
 
-	progress := waitComment(t, ctx, ada, g.issue, pr.GetHTMLURL())
-	if !strings.Contains(progress, "Cost so far: $") || !strings.Contains(progress, "Done") {
+	// The turn's end: a new comment tells Ada (a mention notifies her),
+	// with the summary, the pull request, the session's link and the
+	// cost; her comment gets 🚀 after 👀.
+	told := waitComment(t, ctx, ada, g.issue, "@ada ✅ Done")
+	for _, want := range []string{"Fixed add in calc.sh", pr.GetHTMLURL(), "http://harvest.example/sessions/s-", "cost so far $"} {
+		if !strings.Contains(told, want) {
+			t.Errorf("the turn's comment lacks %q: %q", want, told)
+		}
+	}
+	asked, _, err := ada.Issues.GetComment(ctx, "acme", "calc", cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := asked.GetReactions(); r.GetEyes() != 1 || r.GetRocket() != 1 || r.GetTotalCount() != 2 {
+		t.Errorf("reactions on Ada's comment: %+v; want 👀 and 🚀", r)
+	}
+
+	progress := waitComment(t, ctx, ada, g.issue, "<!-- harvest-session: ")
+	if !strings.Contains(progress, "Cost so far: $") || !strings.Contains(progress, "### Turn 1 · ✅ Done") || !strings.Contains(progress, pr.GetHTMLURL()) {
 		t.Errorf("progress comment: %q", progress)
 	}
 
@@ -309,6 +374,17 @@ func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 	if fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("a refused push changed the branches: %v → %v", before, after)
 	}
+	// That turn's end is told in a new comment too, the first one stays.
+	waitHTTP(t, time.Minute, "the second turn's comment", func() bool {
+		cs, _, err := ada.Issues.ListComments(ctx, "acme", "calc", g.issue, nil)
+		n := 0
+		for _, cm := range cs {
+			if strings.HasPrefix(cm.GetBody(), "@ada ") && strings.Contains(cm.GetBody(), "<!-- harvest-turn-end: "+v.ID) {
+				n++
+			}
+		}
+		return err == nil && n == 2
+	})
 	scan, found := strings.CutPrefix(out[strings.Index(out, "SCAN-START"):], "SCAN-START")
 	if !found || !strings.Contains(scan, "GIT_CONFIG_COUNT") {
 		t.Fatalf("the scan did not run:\n%s", out)
@@ -460,7 +536,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	c2 := e.client(s2)
 	waitHTTP(t, 2*time.Minute, "the session of the delivery", func() bool { return len(mustSessions(t, c2)) > 0 })
 	ada := g.client(t, g.ada)
-	waitComment(t, ctx, ada, g.issue, "Cost so far")
+	waitComment(t, ctx, ada, g.issue, "<!-- harvest-turn-end: ")
 
 	// GitHub's "Redeliver": the same delivery again. Harvest processes
 	// deliveries one at a time, oldest first: the redelivery, if it were
@@ -469,7 +545,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	// the two, nothing of the first delivery's processing may happen again
 	// (its 👀 is made by processing it).
 	eyes := fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)
-	reacted := g.count(http.MethodPost, eyes)
+	reacted := g.reactions(eyes, "eyes")
 	if reacted == 0 {
 		t.Fatalf("the first delivery's comment got no 👀")
 	}
@@ -494,7 +570,7 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	testbin.WaitFor(t, time.Minute, "the 👀 on Ada's comment after the redelivery", func() bool {
 		return g.requested(http.MethodPost, fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", after))
 	})
-	if n := g.count(http.MethodPost, eyes); n != reacted {
+	if n := g.reactions(eyes, "eyes"); n != reacted {
 		t.Errorf("the redelivery was processed again: the first comment's 👀 was made %d times before it, %d after", reacted, n)
 	}
 
@@ -624,7 +700,7 @@ func TestGitHubClaudeCode(t *testing.T) {
 	}
 	sha := mustBranch(t, g, pr.GetHead().GetRef())
 	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
-	if got := testbin.Git(t, bare, "log", "-1", "--format=%s|%cn", sha); got != "Fix add (Claude Code)|Harvest" {
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%s|%cn", sha); got != "Fix add (Claude Code)|harvest[bot]" {
 		t.Errorf("the pushed commit: %q", got)
 	}
 	ss := mustSessions(t, e.client(s))
@@ -880,7 +956,7 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	if err != nil || len(pr) != 1 || pr[0].GetDraft() {
 		t.Fatalf("the API session's pull request: %+v, %v; want one, ready", pr, err)
 	}
-	if got := testbin.Git(t, bare, "log", "-1", "--format=%an|%cn", mustBranch(t, g, head)); got != "Harvest (Harvest)|Harvest" && got != "Harvest|Harvest" {
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%an|%cn", mustBranch(t, g, head)); got != "harvest[bot]|harvest[bot]" {
 		t.Errorf("the API session's commit: %q; want the bot as author and committer", got)
 	}
 

@@ -163,6 +163,22 @@ func TestGitHubPullRequestThreadIsTheSession(t *testing.T) {
 	if got := testbin.Git(t, bare, "log", "-1", "--format=%s", after); got != "Address the review" || testbin.Git(t, bare, "rev-parse", after+"^") != before {
 		t.Errorf("after the review the branch is at %q on %s (was %s)", got, after, before)
 	}
+	// The review is answered once, on the pull request, mentioning its
+	// author, with what changed.
+	var answers []string
+	waitHTTP(t, time.Minute, "the review's answer", func() bool {
+		cs, _, err := g.client(t, g.ada).Issues.ListComments(ctx, "acme", "calc", pr.GetNumber(), nil)
+		answers = answers[:0]
+		for _, cm := range cs {
+			if strings.HasPrefix(cm.GetBody(), "@ada ✅ Done") && strings.Contains(cm.GetBody(), "Addressed the review.") {
+				answers = append(answers, cm.GetBody())
+			}
+		}
+		return err == nil && len(answers) > 0
+	})
+	if len(answers) != 1 || !strings.Contains(answers[0], after[:7]) {
+		t.Errorf("the review's answers: %q; want one naming %s", answers, after[:7])
+	}
 
 	// A failed check suite.
 	if _, err := g.gs.CompleteCheckSuite(ctx, ghsim.CheckSuiteSpec{Repo: "acme/calc", Number: pr.GetNumber(), Runs: []ghsim.CheckRunSpec{

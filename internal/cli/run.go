@@ -454,7 +454,9 @@ func runAgent(cmd *cobra.Command, f agentRunFlags, args []string) error {
 			return exitCode(exitHarvestError, err)
 		}
 		if env != nil {
-			if unpack, err = env.apply(&spec, filepath.Join(runDir, "box"), spec.Workspaces[0].HostPath, owner, stderr); err != nil {
+			lp, layers := p.(sandbox.LayerProvider)
+			layers = layers && lp.WorkspaceLayers()
+			if unpack, err = env.apply(&spec, filepath.Join(runDir, "box"), spec.Workspaces[0].HostPath, owner, layers, stderr); err != nil {
 				return exitCode(exitHarvestError, fmt.Errorf("starting from the prepared environment %s: %w (--cold starts without it)", env.env.ID, err))
 			}
 		}

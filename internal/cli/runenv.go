@@ -56,8 +56,10 @@ func findPreparedEnv(ctx context.Context, data string, src workspace.Source, bac
 
 // apply gives the box spec the environment's HOME (a box with a disk:
 // boxDir, made here when the run has none) and the first workspace,
-// checkout, its artifacts; it reports whether the box must unpack them.
-func (e *preparedEnv) apply(spec *sandbox.Spec, boxDir, checkout string, owner workspace.Owner, stderr io.Writer) (bool, error) {
+// checkout, its artifacts: as a layer under it when the backend takes one
+// (layers) and the environment has one, else copied for the box to
+// unpack; it reports whether the box must unpack them.
+func (e *preparedEnv) apply(spec *sandbox.Spec, boxDir, checkout string, owner workspace.Owner, layers bool, stderr io.Writer) (bool, error) {
 	if spec.DiskDir == "" {
 		if err := os.Mkdir(boxDir, 0o700); err != nil {
 			return false, err
@@ -84,6 +86,15 @@ func (e *preparedEnv) apply(spec *sandbox.Spec, boxDir, checkout string, owner w
 		fmt.Fprintf(stderr, "harvest: the prepared environment %s has no HOME on this machine: the box starts with a fresh one (harvest prepare --force rebuilds it)\n", e.env.ID)
 	default:
 		return false, err
+	}
+	layer := filepath.Join(e.dir, e.env.ID, "checkout")
+	if fi, err := os.Stat(layer); layers && err == nil && fi.IsDir() {
+		for i := range spec.Workspaces {
+			if spec.Workspaces[i].HostPath == checkout {
+				spec.Workspaces[i].Layer = layer
+				return false, nil
+			}
+		}
 	}
 	return environment.PlaceArtifacts(filepath.Join(e.dir, e.env.ID, "artifacts.tar"), checkout, owner)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
@@ -33,7 +35,9 @@ them.
 So prune destroys: the boxes of a server that is not running (left for its
 next start to reattach: SIGTERM leaves them, unless harvest serve
 --stop-boxes-on-exit), boxes kept by harvest sandbox run --keep, and the
-warm boxes of a Harvest that was killed. It leaves the boxes of every
+warm boxes of a Harvest that was killed, and the session disks it kept
+ready (DATA/disks/pool/pool-*: a running server removes its own at exit, and
+a killed one's at its next start). It leaves the boxes of every
 running server and command, and a server that starts while prune destroys
 its boxes waits for it. A stopped server's sessions are kept: its next
 start gives them new boxes on their kept workspaces.
@@ -51,7 +55,11 @@ with harvest sandbox rm ID.`,
 			o := backends.Options{AllowUnsafeHost: true}
 			ps, closeAll := ownerListers(ctx, o)
 			defer closeAll()
+			// The disks a killed server kept ready first: their owners'
+			// lock files are removed with the boxes' (owner.Prune).
+			drs, derr := disk.PrunePools(o.OwnersDir(), dryRun)
 			rs, err := owner.Prune(ctx, o.OwnersDir(), ps, dryRun)
+			rs, err = append(rs, drs...), errors.Join(err, derr)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ACTION\tBACKEND\tBOX\tOWNER")
 			failed := false

@@ -19,9 +19,14 @@ import (
 // githubFlags are harvest serve's GitHub settings: files, never secrets on
 // the command line.
 type githubFlags struct {
-	files         gh.Files
-	publicURL     string
-	hooks         ghbot.HookConfig
+	files     gh.Files
+	publicURL string
+	hooks     ghbot.HookConfig
+	// What people see (ghbot.Config).
+	commitAuthor  string
+	showCost      bool
+	prLabels      []string
+	progressEvery time.Duration
 	mirrorRefresh time.Duration
 }
 
@@ -40,6 +45,10 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&g.hooks.IdleTimeout, "github-idle-timeout", 0, "suspend a session GitHub started after this long idle (default the server's, 5m); the next mention, review or failed check on its thread resumes it")
 	fl.BoolVar(&g.hooks.KeepBranches, "github-keep-branches", false, "keep the branch of a session whose pull request is closed without being merged (default: delete the branches Harvest made)")
 	fl.StringArrayVar(&g.hooks.Users, "github-user", nil, "a person who may ask Harvest (repeatable; default anyone with write access)")
+	fl.StringVar(&g.commitAuthor, "github-commit-author", ghbot.AuthorBot, "who authors a session's commits: bot (the app's bot, the person who asked credited by a Co-authored-by trailer) or requester (the person who asked, as before)")
+	fl.BoolVar(&g.showCost, "github-show-cost", false, "show what a session's turns cost in its GitHub comments")
+	fl.StringArrayVar(&g.prLabels, "github-pr-label", nil, "a label added to every pull request Harvest opens (repeatable; made in the repository when missing)")
+	fl.DurationVar(&g.progressEvery, "github-progress-every", ghbot.DefaultProgressEvery, "least time between two edits of a progress comment while a turn runs")
 	fl.DurationVar(&g.mirrorRefresh, "github-mirror-refresh", 5*time.Minute, "how often the mirrors of repositories with live sessions or recent activity are fetched in the background (and after a push event), so a session's checkout needs no fetch; 0: every checkout fetches")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
@@ -69,6 +78,19 @@ func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *s
 			return nil, nil, fmt.Errorf("--github-repo %q: give owner/name or owner/*", r)
 		}
 	}
+	switch g.commitAuthor {
+	case ghbot.AuthorBot, ghbot.AuthorRequester:
+	default:
+		return nil, nil, fmt.Errorf("--github-commit-author %q: give %s or %s", g.commitAuthor, ghbot.AuthorBot, ghbot.AuthorRequester)
+	}
+	if g.progressEvery < time.Second {
+		return nil, nil, fmt.Errorf("--github-progress-every %s: give 1s or more (each edit is a request against the installation's rate limit)", g.progressEvery)
+	}
+	for _, l := range g.prLabels {
+		if strings.TrimSpace(l) == "" || len(l) > 50 {
+			return nil, nil, fmt.Errorf("--github-pr-label %q: give a label name of 1 to 50 characters", l)
+		}
+	}
 	if g.publicURL != "" {
 		if err := checkHTTPURL(g.publicURL); err != nil {
 			return nil, nil, fmt.Errorf("--public-url %q: %w", g.publicURL, err)
@@ -85,6 +107,7 @@ func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *s
 	svc, err := ghbot.New(ghbot.Config{
 		GitHub: gc, Mirrors: &workspace.Mirrors{Dir: filepath.Join(data, "mirrors"), Opts: clone},
 		BaseURL: g.publicURL, Logger: logger, MirrorRefresh: g.mirrorRefresh,
+		CommitAuthor: g.commitAuthor, ShowCost: g.showCost, PRLabels: g.prLabels, ProgressEvery: g.progressEvery,
 	})
 	if err != nil {
 		return nil, nil, err

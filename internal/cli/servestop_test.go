@@ -19,6 +19,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
+	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/sandbox/local"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
@@ -424,4 +425,120 @@ func hostPID(t *testing.T, pid int) int {
 	}
 	n, _ := strconv.Atoi(f[0])
 	return n
+}
+
+// poolDisks lists the images of the session disks the server of data
+// keeps ready (DATA/disks/pool).
+func poolDisks(t *testing.T, data string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(data, "disks", "pool"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ents {
+		if strings.HasSuffix(d.Name(), ".img") {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
+
+// TestServeDiskPool: a server keeps --pool session disks made ahead of
+// demand; a session takes one (and the pool makes another); a kill -9
+// leaves them, harvest sandbox prune removes them (a dry run only says
+// so), and so does the next start; a graceful stop removes its own.
+func TestServeDiskPool(t *testing.T) {
+	e := newServeEnv(t)
+	repo := stopRepo(t)
+	data := e.home
+	s := e.start()
+	c := e.client(s)
+	testbin.WaitFor(t, time.Minute, "two disks ready", func() bool { return len(poolDisks(t, data)) == 2 })
+	ready := poolDisks(t, data)
+	id := turnDone(t, c, "", repo, "msg one", 1)
+	if _, err := os.Stat(filepath.Join(data, "disks", "session", id+".img")); err != nil {
+		t.Fatalf("the session's disk: %v", err)
+	}
+	testbin.WaitFor(t, time.Minute, "the pool refilled", func() bool {
+		now := poolDisks(t, data)
+		return len(now) == 2 && !slices.Equal(now, ready)
+	})
+	if left := len(slices.DeleteFunc(poolDisks(t, data), func(n string) bool { return !slices.Contains(ready, n) })); left != 1 {
+		t.Errorf("the session did not take a ready disk: %v were ready, %v are", ready, poolDisks(t, data))
+	}
+
+	kill := func(s *serveProc) []string {
+		t.Helper()
+		testbin.WaitFor(t, time.Minute, "two disks ready", func() bool { return len(poolDisks(t, data)) == 2 })
+		if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		s.wait()
+		dead := poolDisks(t, data)
+		if len(dead) != 2 {
+			t.Fatalf("a killed server's ready disks: %v, want the 2 left", dead)
+		}
+		return dead
+	}
+	prune := func(args ...string) string {
+		t.Helper()
+		code, out, errs := runHarvest(t, e.env, "", append([]string{"sandbox", "prune"}, args...)...)
+		if code != 0 {
+			t.Fatalf("harvest sandbox prune %v: exit %d\n%s%s", args, code, out, errs)
+		}
+		return out
+	}
+
+	// Killed: the next start removes the dead server's ready disks.
+	dead := kill(s)
+	s = e.start()
+	testbin.WaitFor(t, time.Minute, "the new server's disks", func() bool { return len(poolDisks(t, data)) == 2 })
+	for _, n := range poolDisks(t, data) {
+		if slices.Contains(dead, n) {
+			t.Errorf("the killed server's disk %s outlived the next start", n)
+		}
+	}
+
+	// Killed again: prune removes them.
+	dead = kill(s)
+	out := prune("--dry-run")
+	for _, n := range dead {
+		if !regexp.MustCompile(`would destroy\s+disk\s+\S*` + regexp.QuoteMeta(n) + ` \(warm\)`).MatchString(out) {
+			t.Errorf("prune --dry-run does not say it would remove %s:\n%s", n, out)
+		}
+	}
+	if got := poolDisks(t, data); !slices.Equal(got, dead) {
+		t.Fatalf("a dry run removed disks: %v, then %v", dead, got)
+	}
+	out = prune()
+	if got := poolDisks(t, data); len(got) != 0 {
+		t.Fatalf("disks after prune: %v\n%s", got, out)
+	}
+	attached, err := disk.Attached()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for img := range attached {
+		if strings.Contains(img, "/disks/pool/") && strings.HasPrefix(img, realDir(t, data)) {
+			t.Errorf("%s still on a loop device after prune", img)
+		}
+	}
+
+	// A graceful stop takes its own with it.
+	s = e.start()
+	testbin.WaitFor(t, time.Minute, "two disks ready", func() bool { return len(poolDisks(t, data)) == 2 })
+	sigterm(t, s)
+	if got := poolDisks(t, data); len(got) != 0 {
+		t.Errorf("ready disks outlived a graceful stop: %v", got)
+	}
+}
+
+func realDir(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

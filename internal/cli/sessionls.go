@@ -57,7 +57,7 @@ func newSessionLsCmd(conn *connFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&states, "state", nil, "only sessions in these states (comma-separated or repeated)")
-	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (0: all, however many pages the server answers them in)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

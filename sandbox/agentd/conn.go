@@ -66,7 +66,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s:         s,
 		nc:        nc,
-		br:        bufio.NewReaderSize(nc, 64<<10),
+		br:        bufio.NewReaderSize(nc, 8<<10), // larger frames are read into their payload directly
 		streams:   map[uint32]stream{},
 		listeners: map[uint64]*boxListener{},
 		sem:       make(chan struct{}, maxConcurrentCalls),
@@ -113,7 +113,9 @@ func (c *conn) reply(id uint32, result any, blob []byte, err error) {
 }
 
 func (c *conn) writer() {
-	bw := bufio.NewWriterSize(retryingWriter{w: c.nc, closed: c.closed}, 64<<10)
+	// 16 KiB: it coalesces the queued frames of a busy stream into fewer
+	// writes; every box holds it (64 KiB before: the box's memory, issue 23).
+	bw := bufio.NewWriterSize(retryingWriter{w: c.nc, closed: c.closed}, 16<<10)
 	for {
 		c.wmu.Lock()
 		for len(c.queue) == 0 && !c.wclosed {

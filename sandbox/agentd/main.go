@@ -27,8 +27,12 @@ const (
 )
 
 // prewarmThreads is how many OS threads the agent creates at start and keeps
-// parked; see the package doc.
-const prewarmThreads = 8
+// parked; see the package doc. With one P the runtime needs a new thread only
+// when a goroutine blocks in a syscall long enough for sysmon to hand its P
+// on; two spare threads cover the agent's own work under a fork bomb (Info
+// and Kill while every pid is taken: the isolation battery's fork-bomb test),
+// and each one more is a kernel task per idle box.
+const prewarmThreads = 2
 
 // Main runs `sandbox-agent` with the given arguments and returns the exit code.
 func Main(args []string) int {
@@ -69,9 +73,12 @@ func Main(args []string) int {
 		return 2
 	}
 
-	if runtime.NumCPU() > 2 {
-		runtime.GOMAXPROCS(2) // the agent is I/O bound; fewer Ps, fewer threads
-	}
+	// One P: the agent is I/O bound (its reads and writes go through the
+	// netpoller), and every OS thread it holds is a kernel task the host pays
+	// for each idle box (pid_max bounds a node's tasks). With one P an idle
+	// agent holds four: the main thread, sysmon, the thread parked in
+	// epoll_wait and the template thread; see prewarm for the reserve.
+	runtime.GOMAXPROCS(1)
 	// Its live heap is small and most allocations are short-lived (frames,
 	// JSON): collecting at 1.5x instead of 2x the live heap keeps resident
 	// memory near 8 MB after heavy use, at no measurable cost per call. (A
@@ -218,19 +225,21 @@ func closeInherited(keep ...int) {
 }
 
 // prewarm makes the Go runtime create n OS threads now and keep them idle, so
-// the agent does not need new ones while a fork bomb holds every pid.
+// the agent does not need new ones while a fork bomb holds every pid. Each of n
+// goroutines sleeps in a blocking syscall at the same time: a goroutine in a
+// syscall keeps its thread, and sysmon hands the P to another thread (a new one)
+// to run the next. When they wake the threads go back to the idle pool, which
+// the runtime never shrinks. (Not LockOSThread: a locked goroutine that blocks
+// makes the runtime start a template thread, one more task for every box.)
 func prewarm(n int) {
-	var ready, release sync.WaitGroup
-	ready.Add(n)
-	release.Add(1)
+	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
+		wg.Add(1)
 		go func() {
-			runtime.LockOSThread()
-			ready.Done()
-			release.Wait()
-			runtime.UnlockOSThread() // the thread goes back to the idle pool
+			defer wg.Done()
+			ts := unix.NsecToTimespec(int64(250 * time.Millisecond))
+			_ = unix.Nanosleep(&ts, nil)
 		}()
 	}
-	ready.Wait()
-	release.Done()
+	wg.Wait()
 }

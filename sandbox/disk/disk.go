@@ -94,6 +94,10 @@
 // held (ext4 never gives those back) and at most its journal: emptied
 // after holding 25,000 files, a 20 GiB disk holds 38 MB.
 //
+// A server does not make a session's disk when the session comes: a Pool
+// (pool.go) keeps a few made and mounted ahead of demand, and a session
+// takes one with a rename and a mount move (about a millisecond).
+//
 // A mount lasts until it is unmounted or the host reboots, so it survives a
 // box's destroy and recreate and a restart of Harvest. Mount re-establishes
 // it after a reboot (or finds it in place, matching the loop device's

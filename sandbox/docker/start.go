@@ -42,6 +42,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	if err := sandbox.RefuseLayers(spec, Name); err != nil {
+		return nil, err
+	}
 	if spec.Image == "" {
 		spec.Image = p.cfg.Image
 	}

@@ -96,6 +96,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	if err := sandbox.RefuseLayers(spec, Name); err != nil {
+		return nil, err
+	}
 	if err := checkMounts(spec); err != nil {
 		return nil, err
 	}

@@ -172,6 +172,10 @@ func New(cfg Config) *Provider {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
+// WorkspaceLayers implements sandbox.LayerProvider: a workspace's layer is
+// an overlay, like HOME's.
+func (p *Provider) WorkspaceLayers() bool { return true }
+
 // CgroupParent is the cgroup (relative to each hierarchy's root) that holds
 // this provider's boxes.
 func (p *Provider) CgroupParent() string { return p.cfg.CgroupParent }
@@ -322,7 +326,11 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	deadline := now.Add(spec.Timeout)
 	claim := shim.Claim{BoxDir: dir, Hostname: spec.ID, Deadline: deadline.Unix()}
 	for _, ws := range spec.Workspaces {
-		claim.Workspaces = append(claim.Workspaces, shim.Mount{Source: ws.HostPath, Target: ws.Path()})
+		m := shim.Mount{Source: ws.HostPath, Target: ws.Path()}
+		if ws.Layer != "" {
+			m.Lower, m.Work = ws.Layer, sandbox.WorkspaceLayerWork(spec, ws)
+		}
+		claim.Workspaces = append(claim.Workspaces, m)
 	}
 	claim.Workspaces = append(claim.Workspaces, diskMounts...)
 	if _, err := w.exchange(ctx, claim); err != nil {

@@ -307,6 +307,14 @@ func checkID(id string) error {
 }
 
 func mkdir(dir string) error {
+	// Its parent is the run dir the backends share ($HARVEST_RUN_DIR,
+	// /run/harvest): made 0711 as sandbox.DefaultRunDir makes it, never
+	// 0700 through MkdirAll, or the box user could not reach a box's root
+	// below it (bwrap: "Can't find source path ...: Permission denied")
+	// when the owners' directory happened to be made first.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return fmt.Errorf("creating the owners' directory: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the owners' directory: %w", err)
 	}

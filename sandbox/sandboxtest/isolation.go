@@ -50,6 +50,7 @@ func RunIsolation(t *testing.T, b Backend) {
 	t.Run("MemoryBomb", func(t *testing.T) { s.testMemoryBomb(t) })
 	t.Run("DiskFull", func(t *testing.T) { s.testDiskFull(t) })
 	t.Run("HomeLayer", func(t *testing.T) { s.testHomeLayer(t) })
+	t.Run("WorkspaceLayer", func(t *testing.T) { s.testWorkspaceLayer(t) })
 	t.Run("DestroyLeavesNothing", func(t *testing.T) { s.testDestroyClean(t) })
 }
 

@@ -280,7 +280,7 @@ func (s *Server) CreateRepo(ctx context.Context, spec RepoSpec) (Repo, error) {
 	r := &repo{id: s.newID(), owner: s.ensureUser(spec.Owner, "Organization"), name: spec.Name,
 		private: spec.Private, defaultBranch: spec.DefaultBranch, description: spec.Description,
 		created: s.now(), pushed: s.now(), protected: map[string]bool{}, perms: map[string]Permission{},
-		issues: map[int]*issue{}, branches: map[string]string{}}
+		issues: map[int]*issue{}, branches: map[string]string{}, labels: map[string]*label{}}
 	s.mu.Unlock()
 	dir, _ := filepath.Abs(spec.Dir)
 	if err := s.importRepo(ctx, r, dir); err != nil {

@@ -96,7 +96,7 @@ func (s *Server) AddLabel(spec LabelSpec) error {
 	if s.role(u, is.repo).rank() < PermWrite.rank() {
 		return fmt.Errorf("user %s cannot label in %s: triage or write access needed", u.login, spec.Repo)
 	}
-	l := &label{id: s.newID(), name: spec.Label, color: cmpOr(spec.Color, "ededed")}
+	l := s.repoLabel(is.repo, spec.Label, spec.Color)
 	is.labels = append(is.labels, l)
 	is.updated = s.now()
 	s.emitIssue(is, "labeled", u, l, nil)

@@ -24,15 +24,20 @@
 //	GET   /user                                      personal access token
 //	GET   /users/{username}                          anyone; the public profile (email only if public, to a caller with a credential)
 //	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission
-//	GET   .../issues/{n}; GET, POST .../issues/{n}/comments; PATCH .../issues/comments/{id}
+//	GET   .../issues/{n}; GET, POST .../issues/{n}/comments; GET, PATCH .../issues/comments/{id}
+//	POST  .../issues/{n}/labels                    {"labels": [...]} or a bare array; labels made in the repository when first used
 //	POST  reactions on issues, issue comments, review comments (201 new, 200 existing)
 //	POST, GET .../pulls; GET, PATCH .../pulls/{n}; POST .../pulls/{n}/comments (a diff comment or in_reply_to) and .../comments/{id}/replies
+//	POST  .../pulls/{n}/requested_reviewers        collaborators only, not the author (422 with GitHub's messages); no teams
 //	GET   .../check-suites/{id}/check-runs
 //	GET   .../pulls/{n}/reviews/{id} and .../reviews/{id}/comments
 //	DELETE .../git/refs/heads/{branch}            not the default or a protected branch (422)
 //
 // Bodies are shaped field for field as GitHub's description requires
-// (nullable fields present as null); errors are {"message",
+// (nullable fields present as null); a bot account is written as GitHub
+// writes it: login slug[bot], API URLs with the login escaped
+// (/users/slug%5Bbot%5D), html_url the app's page (/apps/slug), and GET
+// /users/slug%5Bbot%5D gives its id (the one in its noreply address); errors are {"message",
 // "documentation_url"} with GitHub's statuses: 401 "Bad credentials" or a
 // JWT's reason, 403 "Resource not accessible by integration", 404 for a
 // repository the credential may not see, 422 "Validation Failed" with
@@ -131,8 +136,9 @@
 // # What it does not do
 //
 // No GraphQL, no forks (a pull request's head is a branch of the same
-// repository), no merge strategies but a merge commit, no review
-// requests, dismissals or pending reviews, no labels or assignees
+// repository), no merge strategies but a merge commit, no team review
+// requests, no review_requested or pull request labeled webhooks, no
+// dismissals or pending reviews, no label removal or assignees
 // endpoints, no search or GraphQL rate limits (only "core"), no
 // conditional requests (ETag), no 301 for renamed repositories, no
 // webhook retries, no push events for tags. Comments made by a person

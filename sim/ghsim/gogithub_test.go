@@ -138,9 +138,24 @@ func TestGoGitHub(t *testing.T) {
 	if err != nil || resp.StatusCode != 201 || c.GetUser().GetLogin() != "harvest-test[bot]" {
 		t.Fatalf("POST comment: %v %+v", err, c)
 	}
+	// The app's bot, as GitHub writes it: its login escaped in its API
+	// URLs, its page the app's.
+	if u := c.GetUser(); u.GetType() != "Bot" || !strings.HasSuffix(u.GetURL(), "/users/harvest-test%5Bbot%5D") || u.GetHTMLURL() != w.srv.URL()+"/apps/harvest-test" {
+		t.Errorf("the bot as a comment's author: %s %s %s", u.GetType(), u.GetURL(), u.GetHTMLURL())
+	}
+	bot, _, err := gh.Users.Get(ctx, "harvest-test%5Bbot%5D")
+	if err != nil || bot.GetLogin() != "harvest-test[bot]" || bot.GetID() != c.GetUser().GetID() || bot.GetType() != "Bot" {
+		t.Fatalf("GET /users/harvest-test%%5Bbot%%5D: %v %+v", err, bot)
+	}
 	c, _, err = gh.Issues.EditComment(ctx, "acme", "widget", c.GetID(), &github.IssueComment{Body: github.Ptr("Done")})
 	if err != nil || c.GetBody() != "Done" {
 		t.Fatalf("PATCH comment: %v %+v", err, c)
+	}
+	if got, _, err := gh.Issues.GetComment(ctx, "acme", "widget", c.GetID()); err != nil || got.GetBody() != "Done" {
+		t.Fatalf("GET comment: %v %+v", err, got)
+	}
+	if _, resp, err := gh.Issues.GetComment(ctx, "acme", "widget", c.GetID()+999); err == nil || resp.StatusCode != 404 {
+		t.Errorf("GET a missing comment: %v, want 404", err)
 	}
 	cs, _, err := gh.Issues.ListComments(ctx, "acme", "widget", n, nil)
 	if err != nil || len(cs) != 1 || cs[0].GetBody() != "Done" {
@@ -189,6 +204,35 @@ func TestGoGitHub(t *testing.T) {
 	if err != nil || got.GetTitle() != "Feature, ready" {
 		t.Fatalf("PATCH pull: %v %+v", err, got)
 	}
+	// Reviewers: a collaborator, not the author, not a stranger.
+	rq, resp, err := gh.PullRequests.RequestReviewers(ctx, "acme", "widget", pr.GetNumber(), github.ReviewersRequest{Reviewers: []string{"bob"}})
+	if err != nil || resp.StatusCode != 201 || len(rq.RequestedReviewers) != 1 || rq.RequestedReviewers[0].GetLogin() != "bob" {
+		t.Fatalf("POST requested_reviewers: %v %+v", err, rq)
+	}
+	if got, _, _ := gh.PullRequests.Get(ctx, "acme", "widget", pr.GetNumber()); len(got.RequestedReviewers) != 1 {
+		t.Errorf("the pull request's requested reviewers: %+v", got.RequestedReviewers)
+	}
+	if _, resp, err := gh.PullRequests.RequestReviewers(ctx, "acme", "widget", pr.GetNumber(), github.ReviewersRequest{Reviewers: []string{"harvest-test[bot]"}}); err == nil || resp.StatusCode != 422 || !strings.Contains(err.Error(), "pull request author") {
+		t.Errorf("requesting the author: %v, want 422", err)
+	}
+	if _, resp, err := gh.PullRequests.RequestReviewers(ctx, "acme", "widget", pr.GetNumber(), github.ReviewersRequest{Reviewers: []string{"ada"}}); err == nil || resp.StatusCode != 422 || !strings.Contains(err.Error(), "collaborators") {
+		t.Errorf("requesting a stranger: %v, want 422", err)
+	}
+	// Labels, made in the repository when first used. The description
+	// wants {"labels": [...]}; go-github's AddLabelsToIssue sends a bare
+	// array, which GitHub (and the stand-in) accept too, unvalidated here.
+	req, _ := gh.NewRequest("POST", fmt.Sprintf("repos/acme/widget/issues/%d/labels", pr.GetNumber()), map[string][]string{"labels": {"harvest", "bot"}})
+	var ls []*github.Label
+	if _, err := gh.Do(ctx, req, &ls); err != nil || len(ls) != 2 || ls[0].GetName() != "harvest" {
+		t.Fatalf("POST labels: %v %+v", err, ls)
+	}
+	plain, err := github.NewClient(&http.Client{Transport: &authTransport{"token " + tok.GetToken(), http.DefaultTransport}}).WithEnterpriseURLs(w.srv.URL(), w.srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls, _, err = plain.Issues.AddLabelsToIssue(ctx, "acme", "widget", pr.GetNumber(), []string{"Harvest"}); err != nil || len(ls) != 2 {
+		t.Errorf("adding a label again, as a bare array: %v %+v", err, ls)
+	}
 	// A PR is an issue: its comments are issue comments.
 	if _, _, err := gh.Issues.CreateComment(ctx, "acme", "widget", pr.GetNumber(), &github.IssueComment{Body: github.Ptr("on the PR")}); err != nil {
 		t.Fatalf("comment on PR: %v", err)
@@ -206,7 +250,7 @@ func TestGoGitHub(t *testing.T) {
 		t.Errorf("diff_hunk %q", reply.GetDiffHunk())
 	}
 	// The replies endpoint, which matches GitHub's description.
-	req, _ := gh.NewRequest("POST", fmt.Sprintf("repos/acme/widget/pulls/%d/comments/%d/replies", pr.GetNumber(), rcID), map[string]string{"body": "again"})
+	req, _ = gh.NewRequest("POST", fmt.Sprintf("repos/acme/widget/pulls/%d/comments/%d/replies", pr.GetNumber(), rcID), map[string]string{"body": "again"})
 	var reply2 github.PullRequestComment
 	if resp, err := gh.Do(ctx, req, &reply2); err != nil || resp.StatusCode != 201 || reply2.GetInReplyTo() != rcID {
 		t.Fatalf("replies: %v %+v", err, reply2)

@@ -263,7 +263,9 @@ func (s *Server) routes() {
 		{"GET", "/repos/{owner}/{repo}/issues/{issue_number}"}:                              s.getIssue,
 		{"GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments"}:                     s.listComments,
 		{"POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"}:                    s.createComment,
+		{"GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}"}:                       s.getComment,
 		{"PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}"}:                     s.updateComment,
+		{"POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels"}:                      s.addLabels,
 		{"POST", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"}:            s.reactIssueComment,
 		{"POST", "/repos/{owner}/{repo}/issues/{issue_number}/reactions"}:                   s.reactIssue,
 		{"POST", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"}:             s.reactReviewComment,
@@ -273,15 +275,36 @@ func (s *Server) routes() {
 		{"PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"}:                              s.updatePull,
 		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"}:                      s.createReviewComment,
 		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"}: s.replyReviewComment,
+		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"}:           s.requestReviewers,
 		{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"}:           s.listCheckRuns,
 		{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"}:            s.getReview,
 		{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"}:   s.listReviewComments,
 		{"DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"}:                                  s.deleteRef,
 	}
+	// Go's mux cannot tell .../issues/{n}/comments from
+	// .../issues/comments/{id} (issues/comments/comments is both): one
+	// pattern serves the two, as GitHub's router does.
+	listComments := Operation{"GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments"}
+	getComment := Operation{"GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}"}
+	m.HandleFunc("GET /repos/{owner}/{repo}/issues/{a}/{b}", func(w http.ResponseWriter, req *http.Request) {
+		switch a, b := req.PathValue("a"), req.PathValue("b"); {
+		case a == "comments":
+			req.SetPathValue("comment_id", b)
+			rest[getComment](w, req)
+		case b == "comments":
+			req.SetPathValue("issue_number", a)
+			rest[listComments](w, req)
+		default:
+			writeError(w, http.StatusNotFound, "Not Found")
+		}
+	})
 	for _, op := range operations {
 		h, ok := rest[op]
 		if !ok {
 			panic("ghsim: no handler for " + op.Method + " " + op.Path)
+		}
+		if op == listComments || op == getComment {
+			continue
 		}
 		pattern := op.Method + " " + op.Path
 		if strings.HasSuffix(op.Path, "/git/refs/{ref}") {

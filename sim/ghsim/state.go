@@ -113,6 +113,7 @@ type repo struct {
 	nextNumber    int                   // issues and PRs share it
 	issues        map[int]*issue
 	branches      map[string]string // name → sha, refreshed after every push
+	labels        map[string]*label // lower(name) → the repository's label, made when first used
 }
 
 func (r *repo) fullName() string { return r.owner.login + "/" + r.name }
@@ -153,6 +154,7 @@ type pull struct {
 	reviews   []*review
 	maintMod  bool
 	closedBy  *user
+	requested []*user // requested reviewers
 	mergedSHA string
 	merged    bool
 	mergedBy  *user

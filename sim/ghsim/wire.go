@@ -3,6 +3,7 @@ package ghsim
 import (
 	"encoding/base64"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -58,12 +59,18 @@ func (s *Server) wUser(u *user) *wireUser {
 	if u == nil {
 		return nil
 	}
-	api := s.api + "/users/" + u.login
+	// As GitHub writes them: a bot's login escaped in its API URLs
+	// (dependabot%5Bbot%5D), its page the app's (/apps/SLUG).
+	api := s.api + "/users/" + url.PathEscape(u.login)
+	html := s.base + "/" + u.login
+	if u.typ == "Bot" {
+		html = s.base + "/apps/" + strings.TrimSuffix(u.login, "[bot]")
+	}
 	empty := ""
 	return &wireUser{
 		Login: u.login, ID: u.id, NodeID: nodeID(u.typ, u.id),
 		AvatarURL: fmt.Sprintf("%s/avatars/u/%d?v=4", s.base, u.id), GravatarID: &empty,
-		URL: api, HTMLURL: s.base + "/" + u.login,
+		URL: api, HTMLURL: html,
 		FollowersURL: api + "/followers", FollowingURL: api + "/following{/other_user}",
 		GistsURL: api + "/gists{/gist_id}", StarredURL: api + "/starred{/owner}{/repo}",
 		SubscriptionsURL: api + "/subscriptions", OrganizationsURL: api + "/orgs",

@@ -229,13 +229,23 @@ func (s *Server) wPR(is *issue) wirePR {
 		w.MergedAt = tsOrNil(pr.mergedAt)
 	}
 	for _, l := range is.labels {
-		w.Labels = append(w.Labels, s.wLabel(r, l))
+		// A pull request's labels have a description that is a string
+		// (pull-request and pull-request-simple; an issue's may be null):
+		// "" for a label made without one.
+		wl := s.wLabel(r, l)
+		if wl.Description == nil {
+			wl.Description = new(string)
+		}
+		w.Labels = append(w.Labels, wl)
 	}
 	for _, a := range is.assignees {
 		w.Assignees = append(w.Assignees, s.wUser(a))
 	}
 	if len(is.assignees) > 0 {
 		w.Assignee = s.wUser(is.assignees[0])
+	}
+	for _, u := range pr.requested {
+		w.RequestedReviewers = append(w.RequestedReviewers, s.wUser(u))
 	}
 	return w
 }

@@ -272,3 +272,13 @@ func TestMessagesAcrossSessionsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkListPage: a page of sessions with 10,000 in the store (issue 23:
+// ≤ 100 ms a page). go test -run '^$' -bench ListPage ./store/postgres/
+func BenchmarkListPage(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			storetest.BenchmarkListPage(b, open(b, testbin.Postgres(b)), 10000, size)
+		})
+	}
+}

@@ -144,3 +144,13 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkListPage: a page of sessions with 10,000 in the store (issue 23:
+// ≤ 100 ms a page). go test -run '^$' -bench ListPage ./store/sqlite/
+func BenchmarkListPage(b *testing.B) {
+	for _, size := range []int{100, 1000} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			storetest.BenchmarkListPage(b, open(b, filepath.Join(b.TempDir(), "harvest.db")), 10000, size)
+		})
+	}
+}

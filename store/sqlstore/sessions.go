@@ -210,6 +210,12 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 	if !f.UpdatedBefore.IsZero() {
 		where, args = append(where, "updated_at < ?"), append(args, s.d.Time(f.UpdatedBefore))
 	}
+	if f.After != nil {
+		// A row value, in both: each database seeks its sessions_created
+		// (or, with an owner, sessions_owner_created) index to it.
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, s.d.Time(f.After.CreatedAt), f.After.ID)
+	}
 	q := `SELECT ` + sessionCols + ` FROM sessions`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

@@ -31,6 +31,7 @@ import (
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("ListSessions", func(t *testing.T) { testListSessions(t, open) })
+	t.Run("ListSessionsPaged", func(t *testing.T) { testListSessionsPaged(t, open) })
 	t.Run("CountSessions", func(t *testing.T) { testCountSessions(t, open) })
 	t.Run("UpdateSession", func(t *testing.T) { testUpdateSession(t, open) })
 	t.Run("UpdateSessionConcurrent", func(t *testing.T) { testUpdateConcurrent(t, open) })

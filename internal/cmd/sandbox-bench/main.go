@@ -8,11 +8,15 @@
 //	                    `docker exec`, a fresh bwrap per command, fork+exec
 //	gVisor              the docker rows again with --runtime runsc, Harvest's
 //	                    and raw docker's (-runsc=false: none)
+//	warm create on a    a warm local box on a new 20 GiB disk, the disk made on
+//	new disk            the spot (mkfs) or taken from a disk pool, vs no disk
+//	                    and a bare bwrap
 //	concurrent creates  50 boxes started at once (local)
 //	destroy             Destroy of a box with one idle process
 //	agent RSS           the in-box agent's resident memory
 //
-// It needs root, bwrap, a running dockerd and the base image (scripts/setup).
+// -only picks groups of rows. It needs root, bwrap, a running dockerd and
+// the base image (scripts/setup).
 package main
 
 import (
@@ -22,7 +26,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +38,8 @@ import (
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/backends"
+	"github.com/harvest-dev/harvest/sandbox/disk"
+	"github.com/harvest-dev/harvest/sandbox/owner"
 )
 
 var (
@@ -40,8 +50,18 @@ var (
 	image      = flag.String("image", "harvest/base:bookworm", "docker image")
 	agentBin   = flag.String("agent", "", "harvest-agent binary (default: next to this program, or $HARVEST_AGENT_BINARY)")
 	harvestBin = flag.String("harvest", "", "the harvest binary: adds the CLI's rows (start, a one-shot sandbox run)")
-	cliOnly    = flag.Bool("cli-only", false, "with -harvest: only the CLI's rows")
+	cliOnly    = flag.Bool("cli-only", false, "with -harvest: only the CLI's rows (-only cli)")
+	only       = flag.String("only", "", "comma-separated groups to measure (default all): create, exec, runsc, concurrent, destroy, disk, cli, env")
+	nEnv       = flag.Int("n-env", 8, "samples of harvest run from a prepared environment (env)")
 )
+
+// want reports whether group is to be measured (-only).
+func want(group string) bool {
+	if *cliOnly {
+		return group == "cli"
+	}
+	return *only == "" || slices.Contains(strings.Split(*only, ","), group)
+}
 
 type row struct {
 	what, how string
@@ -81,14 +101,14 @@ func main() {
 	}
 	os.Chmod(runDir, 0o711)
 	defer os.RemoveAll(runDir)
-	if *harvestBin != "" {
-		cli := cliRows(runDir)
-		if *cliOnly {
-			printRows(cli)
-			return
-		}
-		defer printRows(cli)
+	var rows []row
+	if *harvestBin != "" && want("cli") {
+		rows = append(rows, cliRows(runDir)...)
 	}
+	if want("env") {
+		rows = append(rows, envRows()...)
+	}
+	defer func() { printRows(rows) }()
 	opts := backends.Options{RunDir: runDir, AgentBinary: *agentBin, DockerImage: *image, AllowUnsafeHost: true}
 	open := func(name string) sandbox.Provider {
 		p, err := backends.Open(name, opts)
@@ -100,6 +120,9 @@ func main() {
 		}
 		return p
 	}
+	if !want("create") && !want("exec") && !want("runsc") && !want("concurrent") && !want("destroy") && !want("disk") {
+		return
+	}
 	local, docker, host := open("local"), open("docker"), open("host")
 	pooledOpts := opts
 	pooledOpts.LocalPool = 4
@@ -110,39 +133,167 @@ func main() {
 		die("%v", err)
 	}
 	defer pooled.(interface{ Close() error }).Close()
-	var rows []row
 
-	fmt.Fprintln(os.Stderr, "create → first exit ...")
+	if want("disk") {
+		rows = append(rows, diskRows(ctx, pooled, runDir)...)
+	}
 	var destroyLocal, destroyDocker []time.Duration
-	rows = append(rows, row{what: "create → first exit", how: "harvest local, cold (no idle shims)", samples: createToExit(ctx, local, *n, &destroyLocal)})
-	var ignore []time.Duration
-	rows = append(rows, row{what: "create → first exit", how: "harvest local, 4 warm boxes (server mode)", samples: createToExit(ctx, pooled, *n, &ignore)})
-	rows = append(rows, row{what: "create → first exit", how: "harvest docker", samples: createToExit(ctx, docker, *nSlow, &destroyDocker)})
-	rows = append(rows, row{what: "create → first exit", how: "raw `docker run --rm --network none IMAGE true`", samples: timeCmd(*nSlow, "docker", "run", "--rm", "--network", "none", *image, "true")})
-
-	fmt.Fprintln(os.Stderr, "exec round trip ...")
+	if want("create") || want("destroy") {
+		fmt.Fprintln(os.Stderr, "create → first exit ...")
+		rows = append(rows, row{what: "create → first exit", how: "harvest local, cold (no idle shims)", samples: createToExit(ctx, local, *n, &destroyLocal)})
+		var ignore []time.Duration
+		rows = append(rows, row{what: "create → first exit", how: "harvest local, 4 warm boxes (server mode)", samples: createToExit(ctx, pooled, *n, &ignore)})
+		rows = append(rows, row{what: "create → first exit", how: "harvest docker", samples: createToExit(ctx, docker, *nSlow, &destroyDocker)})
+		rows = append(rows, row{what: "create → first exit", how: "raw `docker run --rm --network none IMAGE true`", samples: timeCmd(*nSlow, "docker", "run", "--rm", "--network", "none", *image, "true")})
+	}
 	var rss int64
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, local box", samples: roundTrips(ctx, local, *n*3, &rss)})
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, docker box", samples: roundTrips(ctx, docker, *n*3, nil)})
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, host backend", samples: roundTrips(ctx, host, *n*3, nil)})
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "`docker exec` into a running container", samples: dockerExec(*nSlow, "")})
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "a fresh `bwrap` per command (same namespaces)", samples: freshBwrap(*n)})
-	rows = append(rows, row{what: "exec round trip (`true`)", how: "plain fork+exec on the host", samples: timeCmd(*n*3, "/bin/true")})
-
-	if *runsc {
+	if want("exec") {
+		fmt.Fprintln(os.Stderr, "exec round trip ...")
+		rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, local box", samples: roundTrips(ctx, local, *n*3, &rss)})
+		rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, docker box", samples: roundTrips(ctx, docker, *n*3, nil)})
+		rows = append(rows, row{what: "exec round trip (`true`)", how: "harvest agent, host backend", samples: roundTrips(ctx, host, *n*3, nil)})
+		rows = append(rows, row{what: "exec round trip (`true`)", how: "`docker exec` into a running container", samples: dockerExec(*nSlow, "")})
+		rows = append(rows, row{what: "exec round trip (`true`)", how: "a fresh `bwrap` per command (same namespaces)", samples: freshBwrap(*n)})
+		rows = append(rows, row{what: "exec round trip (`true`)", how: "plain fork+exec on the host", samples: timeCmd(*n*3, "/bin/true")})
+	}
+	if *runsc && want("runsc") {
 		rows = append(rows, runscRows(ctx, opts)...)
 	}
+	if want("concurrent") {
+		fmt.Fprintln(os.Stderr, "concurrent creates ...")
+		rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, cold", samples: concurrentCreates(ctx, local, *concurrent)})
+		rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, 4 warm boxes", samples: concurrentCreates(ctx, pooled, *concurrent)})
+	}
+	if want("destroy") {
+		rows = append(rows, row{what: "destroy", how: "harvest local", samples: destroyLocal})
+		rows = append(rows, row{what: "destroy", how: "harvest docker", samples: destroyDocker})
+	}
+	if want("exec") {
+		rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a local box, after 900 execs", value: fmt.Sprintf("%.1f MB", float64(rss)/1e6)})
+		rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a fresh local box", value: fmt.Sprintf("%.1f MB", float64(freshRSS(ctx, local))/1e6)})
+	}
+}
 
-	fmt.Fprintln(os.Stderr, "concurrent creates ...")
-	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, cold", samples: concurrentCreates(ctx, local, *concurrent)})
-	rows = append(rows, row{what: fmt.Sprintf("%d concurrent creates → first exit", *concurrent), how: "harvest local, 4 warm boxes", samples: concurrentCreates(ctx, pooled, *concurrent)})
+// diskRows: a session's warm create, box and disk: a warm box started on a
+// new 20 GiB disk (its workspace on it, its /tmp and HOME bound from it:
+// Spec.DiskDir) and running `true`, the disk made on the spot (mkfs.ext4,
+// loop mount: what every create did before disk pools) or taken from a
+// pool of disks made ahead of demand (disk.Pool, as harvest serve keeps),
+// side by side with a bare bwrap running `true`. The three are
+// interleaved, one sample of each per round, so that they see the same
+// load. Before each pooled sample the pool is let refill (untimed): a
+// server's sessions do not arrive back to back; what a burst costs is the
+// made-on-the-spot row.
+func diskRows(ctx context.Context, p sandbox.Provider, runDir string) []row {
+	fmt.Fprintln(os.Stderr, "warm create on a new disk ...")
+	dir := filepath.Join(runDir, "disks")
+	ownersDir := filepath.Join(runDir, "owners")
+	inst, err := owner.NewInstance(ownersDir)
+	if err != nil {
+		die("%v", err)
+	}
+	defer inst.Release()
+	pool, err := disk.NewPool(disk.PoolConfig{Dir: filepath.Join(dir, "pool"), Count: 2, Owner: inst.ID(), OwnersDir: ownersDir})
+	if err != nil {
+		die("%v", err)
+	}
+	defer pool.Close()
+	defer disk.UnmountUnder(dir)
+	var made, taken, plain, bwrap []time.Duration
+	// onDisk times getting a disk with mk, then a box on it running true.
+	onDisk := func(i int, mk func(disk.Disk) error) time.Duration {
+		d := disk.Disk{Image: filepath.Join(dir, "s", strconv.Itoa(i)+".img"), Dir: filepath.Join(dir, "w", strconv.Itoa(i))}
+		t0 := time.Now()
+		if err := mk(d); err != nil {
+			die("disk: %v", err)
+		}
+		sp := spec()
+		sp.DiskDir = filepath.Join(d.Dir, ".box")
+		if err := os.Mkdir(sp.DiskDir, 0o700); err != nil {
+			die("%v", err)
+		}
+		ws := filepath.Join(d.Dir, "w")
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			die("%v", err)
+		}
+		os.Chown(ws, sandbox.DefaultUID, sandbox.DefaultGID)
+		sp.Workspaces = []sandbox.Workspace{{Name: "w", HostPath: ws}}
+		sb, err := p.Start(ctx, sp)
+		if err != nil {
+			die("start on a disk: %v", err)
+		}
+		if st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); err != nil || !st.Success() {
+			die("run on a disk: %v %v", st, err)
+		}
+		el := time.Since(t0)
+		if err := sb.Destroy(ctx); err != nil {
+			die("destroy: %v", err)
+		}
+		if err := d.Remove(); err != nil {
+			die("removing a disk: %v", err)
+		}
+		return el
+	}
+	create := func(d disk.Disk) error { return disk.Create(ctx, d, disk.Size{}) }
+	take := func(d disk.Disk) error {
+		ok, err := pool.Take(ctx, d, disk.Size{})
+		if err == nil && !ok {
+			err = fmt.Errorf("no pool disk ready (%+v)", pool.Stats())
+		}
+		return err
+	}
+	refilled := func() { // untimed: no disk being made during a sample
+		for pool.Stats().Ready < 2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	nd := max(*n/3, 10)
+	for i := 0; i < nd; i++ {
+		refilled()
+		made = append(made, onDisk(2*i, create))
+		refilled()
+		taken = append(taken, onDisk(2*i+1, take))
+		refilled()
+		plain = append(plain, createToExit(ctx, p, 1, new([]time.Duration))...)
+		refilled()
+		bwrap = append(bwrap, freshBwrap(1)...)
+	}
+	return []row{
+		{what: "warm create on a new disk → first exit", how: "harvest local, 4 warm boxes, disk made on the spot (mkfs.ext4 + loop mount; before)", samples: made},
+		{what: "warm create on a new disk → first exit", how: "harvest local, 4 warm boxes, disk from the disk pool (rename + mount move)", samples: taken},
+		{what: "warm create on a new disk → first exit", how: "harvest local, 4 warm boxes, no disk (no workspace)", samples: plain},
+		{what: "warm create on a new disk → first exit", how: "a bare `bwrap` (same namespaces) running `true`", samples: bwrap},
+	}
+}
 
-	rows = append(rows, row{what: "destroy", how: "harvest local", samples: destroyLocal})
-	rows = append(rows, row{what: "destroy", how: "harvest docker", samples: destroyDocker})
-	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a local box, after 900 execs", value: fmt.Sprintf("%.1f MB", float64(rss)/1e6)})
-	rows = append(rows, row{what: "agent resident memory", how: "harvest-agent in a fresh local box", value: fmt.Sprintf("%.1f MB", float64(freshRSS(ctx, local))/1e6)})
-
-	printRows(rows)
+// envRows: what a prepared environment adds to a start, from `harvest
+// run`'s start to its first command in the box, for an environment that
+// is only HOME (like a Go repository's) and one whose setup left a 70 MB,
+// 10,800-file node_modules in the checkout: internal/cli's
+// BenchmarkRunFromEnvironment (a real harvest serve, harvest prepare and
+// harvest run), run here with go test from the repository's root.
+func envRows() []row {
+	fmt.Fprintln(os.Stderr, "harvest run from a prepared environment ...")
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "RunFromEnvironment", "-benchtime", strconv.Itoa(*nEnv)+"x", "./internal/cli/")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		die("go test -bench RunFromEnvironment: %v\n%s", err, out)
+	}
+	metric := func(name string) string {
+		m := regexp.MustCompile(`([-0-9.e]+) ` + regexp.QuoteMeta(name)).FindSubmatch(out)
+		if m == nil {
+			die("no %s in the benchmark's output:\n%s", name, out)
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return fmt.Sprintf("%.3f s (p50 of %d)", v, *nEnv)
+	}
+	what := "`harvest run` start → first command, from a prepared environment"
+	return []row{
+		{what: what, how: "environment: HOME only (like a Go repository's)", value: metric("home-only-p50-s")},
+		{what: what, how: "environment: HOME and a 70 MB, 10,800-file node_modules in the checkout", value: metric("node_modules-70MB-p50-s")},
+		{what: what, how: "difference (node_modules − HOME only, per pair)", value: metric("difference-p50-s")},
+	}
 }
 
 // cliRows times the harvest binary the way a user meets it: its start

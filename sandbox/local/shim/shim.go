@@ -143,6 +143,9 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: sandbox-shim --cgroup DIR[,DIR...]  (prepare and claim lines on stdin)")
 		return 2
 	}
+	// One P: the shim waits, nearly always; each OS thread a second P would
+	// bring is a kernel task per idle box, and pid_max bounds a node's tasks.
+	runtime.GOMAXPROCS(1)
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
 	// The box's PID 1 is orphaned when bwrap exits first: it comes back to us,
 	// not to the host's init, and we reap it (see startAndWait).
@@ -467,9 +470,13 @@ func overlay(m Mount) (int, error) {
 
 // supervise waits for the claimed box to end and records how.
 func (b *box) supervise(c *Claim) int {
-	// SIGTERM to the shim is passed to the box's agent: a graceful end.
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
+	// SIGTERM to the shim is ignored (set after bwrap started: bwrap and the
+	// box keep the default): Harvest ends a box through its agent (SIGTERM to
+	// the agent, then SIGKILL), and a stray SIGTERM must not end a box.
+	// Ignored, not caught: os/signal.Notify costs three OS threads for good
+	// (its signal loop, the thread that keeps the signal mask, and the
+	// runtime's template thread), kernel tasks every idle box would hold.
+	signal.Ignore(syscall.SIGTERM)
 	var backstop <-chan time.Time
 	if c.Deadline > 0 {
 		t := time.NewTimer(time.Until(time.Unix(c.Deadline+BackstopSeconds, 0)))
@@ -483,8 +490,6 @@ loop:
 		select {
 		case werr = <-b.waited:
 			break loop
-		case <-term:
-			_ = syscall.Kill(b.state.Agent.PID, syscall.SIGTERM)
 		case <-backstop:
 			killed = "the box outlived its time limit"
 			_ = b.cmd.Process.Kill() // the agent dies with bwrap (--die-with-parent)

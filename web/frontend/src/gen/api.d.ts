@@ -1033,6 +1033,8 @@ export interface components {
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
+            /** @description Ask again with cursor=<this> for the next page; absent on the last page */
+            next_cursor?: string;
         };
         Message: {
             id: string;
@@ -1542,8 +1544,10 @@ export interface operations {
             query?: {
                 /** @description Only these states, comma-separated or repeated */
                 state?: string;
-                /** @description At most this many (1-1000, default 1000) */
+                /** @description The page size: at most this many (1-1000, default 1000) */
                 limit?: number;
+                /** @description Continue a list: the next_cursor of the page before, as it is (with the same filters). Leave it out for the first page */
+                cursor?: string;
                 /** @description Only sessions last updated before this time (RFC 3339) */
                 updated_before?: string;
                 /** @description Only sessions of this token id (others' only for admins) */
