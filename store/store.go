@@ -3,9 +3,10 @@
 // deliveries, (sealed) secrets and the repositories' memory.
 //
 // Store is the contract; store/sqlite implements it (the default: one file,
-// nothing to run), and a PostgreSQL store will implement the same interface
-// and pass the same suite (store/storetest). Everything above the store
-// (journal, session, server) talks only to this interface.
+// nothing to run) and store/postgres (a database server several nodes
+// share), both with the one implementation of store/sqlstore over their
+// dialects, and both pass the same suite (store/storetest). Everything
+// above the store (journal, session, server) talks only to this interface.
 //
 // # Rules every implementation follows
 //

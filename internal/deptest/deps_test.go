@@ -70,6 +70,13 @@ var rules = []rule{
 		},
 	},
 	{
+		// The store's queries, written once for both databases: no
+		// database driver (each database's dialect and driver are
+		// store/sqlite's and store/postgres's), nothing above the store.
+		pkg:   module + "/store/sqlstore",
+		allow: []string{module + "/store/sqlstore", module + "/store", module + "/event", module + "/wire"},
+	},
+	{
 		// The agent contract: no agent, no backend, no model SDK.
 		pkg: module + "/agent",
 		forbidden: []string{

@@ -7,6 +7,13 @@
 // as store/sqlite (store/storetest) and keeps the same semantics; where
 // the two databases differ, this doc says how.
 //
+// The queries and the Go code of every store.Store method are package
+// store/sqlstore's, written once for both databases; this package gives
+// them PostgreSQL's dialect (sqlstore.go: $n placeholders, timestamptz,
+// jsonb, row and advisory locks, the server's clock) and runs them. The
+// schema, its migrations and the isolation rules below are this
+// package's.
+//
 // It uses pgx (github.com/jackc/pgx/v5) through a pgxpool.Pool: pure Go,
 // so the binary stays static. The pool's size is pgxpool's default
 // (the larger of 4 and the CPUs); the URL's pool_max_conns changes it.
@@ -46,8 +53,6 @@
 //     near 2.7 kB): the scope's lock (below) keeps an entity's texts
 //     unique. Memory search folds ASCII case only, as SQLite's lower():
 //     the columns and the searched text are COLLATE "C".
-//   - DeleteToken also deletes the token's web sessions (SQLite keeps
-//     them; neither resolves, as the read joins tokens).
 //
 // # Isolation and seq allocation
 //

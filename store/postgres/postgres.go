@@ -14,13 +14,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Copier = (*Store)(nil)
+)
 
 // Store is a store.Store on a PostgreSQL database. See the package doc for
 // the schema, the isolation level and how seqs are allocated.
 type Store struct {
+	// The methods written once for both databases (package sqlstore).
+	*sqlstore.Store
+
 	pool pgPool
 	// where names the server and database (never the password) in errors.
 	where string
@@ -46,6 +53,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	pool := pgPool{pp}
 	s := &Store{pool: pool, where: where, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
+	s.Store = s.shared()
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, unreachable(where, cfg.ConnConfig, err)
@@ -209,13 +217,3 @@ func ts(t time.Time) any {
 	}
 	return t
 }
-
-// tm reads a timestamptz (NULL: the zero time) in UTC.
-func tm(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-type scanner interface{ Scan(dest ...any) error }

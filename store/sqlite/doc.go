@@ -3,6 +3,14 @@
 // It uses modernc.org/sqlite (pure Go, no cgo), so the harvest binary stays
 // static.
 //
+// The queries and the Go code of every store.Store method are package
+// store/sqlstore's, written once for SQLite and PostgreSQL; this package
+// gives them SQLite's dialect (sqlstore.go: times as integers, no row
+// locks, the Store's clock) and runs them: the pools, the writer's
+// transactions and the events' batch insert below. The schema, its
+// migrations and the concurrency rules are this package's, and this doc
+// says them.
+//
 // # Schema
 //
 // Numbered migrations (schema.go) are applied by Open, all pending ones in one

@@ -14,6 +14,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlstore"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -21,14 +22,18 @@ var _ store.Store = (*Store)(nil)
 // Store is a store.Store on one SQLite file. See the package doc for the
 // schema and the concurrency rules.
 type Store struct {
+	// Every method of store.Store and store.Copier but Close: package
+	// sqlstore's, over this package's dialect and db (sqlstore.go).
+	*sqlstore.Store
+
 	path string
 	w    *sql.DB // exactly one connection: all writes
 	r    *sql.DB // query_only connections: all reads
 	now  func() time.Time
 
 	// Prepared once: the statements of the journal's hot path.
-	events, lastSeq *sql.Stmt // on r
-	sid             *sql.Stmt // on w
+	hot map[string]*sql.Stmt // on r: sqlstore.Hot
+	sid *sql.Stmt            // on w
 	// insert[k] (on w) inserts 1<<k events: a batch is written as a sum of
 	// powers of two, each a prepared statement.
 	insert [insertLog + 1]*sql.Stmt
@@ -88,26 +93,25 @@ func Open(path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	s.Store = s.shared()
 	return s, nil
 }
 
 func (s *Store) prepare() error {
-	for _, p := range []struct {
-		db  *sql.DB
-		st  **sql.Stmt
-		sql string
-	}{
-		{s.r, &s.events, `SELECT seq, type, time, turn, agent, repo, data FROM events
-	WHERE sid = (SELECT sid FROM sessions WHERE id = ?) AND seq > ? ORDER BY seq LIMIT ?`},
-		{s.r, &s.lastSeq, `SELECT COALESCE(MAX(seq), 0) FROM events WHERE sid = (SELECT sid FROM sessions WHERE id = ?)`},
-		{s.w, &s.sid, `SELECT sid FROM sessions WHERE id = ?`},
-	} {
-		st, err := p.db.Prepare(p.sql)
+	s.hot = map[string]*sql.Stmt{}
+	for _, q := range sqlstore.Hot {
+		st, err := s.r.Prepare(q)
 		if err != nil {
-			return fmt.Errorf("preparing %q: %w", p.sql, err)
+			return fmt.Errorf("preparing %q: %w", q, err)
 		}
-		*p.st = st
+		s.hot[q] = st
 	}
+	const sid = `SELECT sid FROM sessions WHERE id = ?`
+	st, err := s.w.Prepare(sid)
+	if err != nil {
+		return fmt.Errorf("preparing %q: %w", sid, err)
+	}
+	s.sid = st
 	// Prepared on the writer connection now: once a transaction holds it,
 	// nothing else can be prepared on it.
 	for k := range s.insert {
@@ -134,7 +138,11 @@ func dsn(path string, pragmas []string, txlock string) string {
 // Close closes the database. Calls made after Close fail.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range append([]*sql.Stmt{s.events, s.lastSeq, s.sid}, s.insert[:]...) {
+	sts := append([]*sql.Stmt{s.sid}, s.insert[:]...)
+	for _, st := range s.hot {
+		sts = append(sts, st)
+	}
+	for _, st := range sts {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -185,12 +193,4 @@ func ts(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixNano()
-}
-
-// tm decodes ts.
-func tm(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }

@@ -1,22 +1,17 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/harvest-dev/harvest/store"
 )
 
 const envCols = `id, repo, name, ref, commit_sha, fingerprint, backend, state, detected, error, size_bytes, created_at, built_at`
 
-func envArgs(e *store.Environment) ([]any, error) {
+func (s *Store) envArgs(e *store.Environment) ([]any, error) {
 	det := e.Detected
 	if det == nil {
 		det = []string{}
@@ -26,15 +21,14 @@ func envArgs(e *store.Environment) ([]any, error) {
 		return nil, fmt.Errorf("environment %s: encoding detected: %w", e.ID, err)
 	}
 	return []any{e.ID, e.Repo, e.Name, e.Ref, e.Commit, e.Fingerprint, e.Backend, e.State, string(b), e.Error,
-		e.SizeBytes, ts(e.CreatedAt), ts(e.BuiltAt)}, nil
+		e.SizeBytes, s.d.Time(e.CreatedAt), s.d.Time(e.BuiltAt)}, nil
 }
 
-func scanEnv(r scanner) (*store.Environment, error) {
+func scanEnv(r Row) (*store.Environment, error) {
 	var (
-		e       store.Environment
-		det     []byte
-		created time.Time
-		built   *time.Time
+		e              store.Environment
+		det            []byte
+		created, built Time
 	)
 	if err := r.Scan(&e.ID, &e.Repo, &e.Name, &e.Ref, &e.Commit, &e.Fingerprint, &e.Backend, &e.State, &det, &e.Error,
 		&e.SizeBytes, &created, &built); err != nil {
@@ -46,30 +40,30 @@ func scanEnv(r scanner) (*store.Environment, error) {
 	if len(e.Detected) == 0 {
 		e.Detected = nil
 	}
-	e.CreatedAt, e.BuiltAt = created.UTC(), tm(built)
+	e.CreatedAt, e.BuiltAt = created.T, built.T
 	return &e, nil
 }
 
 // CreateEnvironment stores e; an existing id is ErrConflict.
 func (s *Store) CreateEnvironment(ctx context.Context, e *store.Environment) error {
 	if e.ID == "" || e.Repo == "" || e.State == "" {
-		return errors.New("postgres: create environment: id, repo and state must not be empty")
+		return s.errorf("create environment: id, repo and state must not be empty")
 	}
 	c := *e
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = s.now()
 	}
-	args, err := envArgs(&c)
+	args, err := s.envArgs(&c)
 	if err != nil {
-		return fmt.Errorf("postgres: create environment: %w", err)
+		return s.errorf("create environment: %w", err)
 	}
-	err = s.write(ctx, "create environment "+c.ID, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO environments (`+envCols+`) VALUES (`+placeholders(1, len(args))+`)`, args...)
-		if isDuplicate(err) {
-			return fmt.Errorf("postgres: environment %s exists: %w", c.ID, store.ErrConflict)
+	err = s.write(ctx, "create environment "+c.ID, func(tx Querier) error {
+		_, err := tx.Exec(ctx, `INSERT INTO environments (`+envCols+`) VALUES `+in(len(args)), args...)
+		if s.d.IsDuplicate(err) {
+			return s.errorf("environment %s exists: %w", c.ID, store.ErrConflict)
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: create environment %s: %w", c.ID, err)
+			return s.errorf("create environment %s: %w", c.ID, err)
 		}
 		return nil
 	})
@@ -81,12 +75,12 @@ func (s *Store) CreateEnvironment(ctx context.Context, e *store.Environment) err
 
 // GetEnvironment reads one, or ErrNotFound.
 func (s *Store) GetEnvironment(ctx context.Context, id string) (*store.Environment, error) {
-	e, err := scanEnv(s.pool.QueryRow(ctx, `SELECT `+envCols+` FROM environments WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	e, err := scanEnv(s.reader().QueryRow(ctx, `SELECT `+envCols+` FROM environments WHERE id = ?`, id))
+	if isNoRows(err) {
 		return nil, fmt.Errorf("environment %s: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get environment %s: %w", id, err)
+		return nil, s.errorf("get environment %s: %w", id, err)
 	}
 	return e, nil
 }
@@ -97,30 +91,26 @@ func (s *Store) ListEnvironments(ctx context.Context, f store.EnvironmentFilter)
 		where []string
 		args  []any
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
 	if f.Repo != "" {
-		where = append(where, "repo = "+arg(f.Repo))
+		where, args = append(where, "repo = ?"), append(args, f.Repo)
 	}
 	if f.Backend != "" {
-		where = append(where, "backend = "+arg(f.Backend))
+		where, args = append(where, "backend = ?"), append(args, f.Backend)
 	}
 	if len(f.States) > 0 {
-		where = append(where, "state = ANY("+arg(f.States)+")")
+		where = append(where, "state IN "+in(len(f.States)))
+		for _, st := range f.States {
+			args = append(args, st)
+		}
 	}
 	q := `SELECT ` + envCols + ` FROM environments`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	rows, err := s.pool.Query(ctx, q+" ORDER BY created_at DESC, id DESC", args...)
+	rows, err := s.reader().Query(ctx, q+" ORDER BY created_at DESC, id DESC", args...)
+	out, err := collect(rows, err, scanEnv)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list environments: %w", err)
-	}
-	out, err := collect(rows, scanEnv)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list environments: %w", err)
+		return nil, s.errorf("list environments: %w", err)
 	}
 	return out, nil
 }
@@ -129,25 +119,25 @@ func (s *Store) ListEnvironments(ctx context.Context, f store.EnvironmentFilter)
 // writes it back, in one transaction. fn is called once.
 func (s *Store) UpdateEnvironment(ctx context.Context, id string, fn func(*store.Environment) error) (*store.Environment, error) {
 	var out *store.Environment
-	err := s.attempt(ctx, "update environment "+id, func(tx pgx.Tx) error {
-		e, err := scanEnv(tx.QueryRow(ctx, `SELECT `+envCols+` FROM environments WHERE id = $1 FOR UPDATE`, id))
-		if errors.Is(err, pgx.ErrNoRows) {
+	err := s.db.WriteOnce(ctx, "update environment "+id, func(tx Querier) error {
+		e, err := scanEnv(tx.QueryRow(ctx, `SELECT `+envCols+` FROM environments WHERE id = ?`+s.d.Lock(LockUpdate), id))
+		if isNoRows(err) {
 			return fmt.Errorf("environment %s: %w", id, store.ErrNotFound)
 		}
 		if err != nil {
-			return fmt.Errorf("postgres: update environment %s: %w", id, err)
+			return s.errorf("update environment %s: %w", id, err)
 		}
 		if err := fn(e); err != nil {
 			return err
 		}
 		e.ID = id
-		args, err := envArgs(e)
+		args, err := s.envArgs(e)
 		if err != nil {
-			return fmt.Errorf("postgres: update environment %s: %w", id, err)
+			return s.errorf("update environment %s: %w", id, err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE environments SET repo=$1, name=$2, ref=$3, commit_sha=$4, fingerprint=$5, backend=$6,
-	state=$7, detected=$8, error=$9, size_bytes=$10, created_at=$11, built_at=$12 WHERE id=$13`, append(args[1:], id)...); err != nil {
-			return fmt.Errorf("postgres: update environment %s: %w", id, err)
+		if _, err := tx.Exec(ctx, `UPDATE environments SET repo=?, name=?, ref=?, commit_sha=?, fingerprint=?, backend=?,
+	state=?, detected=?, error=?, size_bytes=?, created_at=?, built_at=? WHERE id=?`, append(args[1:], id)...); err != nil {
+			return s.errorf("update environment %s: %w", id, err)
 		}
 		out = e
 		return nil
