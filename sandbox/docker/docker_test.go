@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -550,7 +551,16 @@ func TestPeerCheck(t *testing.T) {
 		}
 		waitFor(t, ctx, "the impostor's socket", func() bool {
 			fi, err := os.Lstat(sock)
-			return err == nil && !os.SameFile(fi, before)
+			if err != nil || os.SameFile(fi, before) {
+				return false
+			}
+			// Bound is not listening: answered only once it accepts.
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
 		})
 		_, err = p.Recover(ctx, evil.Handle())
 		if err == nil || !strings.Contains(err.Error(), "refusing") {
