@@ -93,11 +93,7 @@ func checkExchanges(t testing.TB, g *ghEnv) {
 func TestGitHubRateLimits(t *testing.T) {
 	g := newGHEnv(t)
 	globexInst, globexIssue := g.globex(t, nil)
-	e := newServeEnvWith(t, githubScript)
-	s := e.start(g.serveArgs()...)
-	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
-		t.Fatal(err)
-	}
+	e, s := g.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ada := g.client(t, g.ada)
@@ -426,11 +422,7 @@ func TestGitHubReplay(t *testing.T) {
 // on the repository again without a restart.
 func TestGitHubInstallationsAndMirrors(t *testing.T) {
 	g := newGHEnv(t)
-	e := newServeEnvWith(t, githubScript)
-	s := e.start(append(g.serveArgs(), "--github-mirror-refresh", "5m")...)
-	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
-		t.Fatal(err)
-	}
+	e, s := g.serve(t, "--github-mirror-refresh", "5m")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ada := g.client(t, g.ada)

@@ -71,6 +71,18 @@ type ghEnv struct {
 	issue     int
 }
 
+// serve starts a harvest serve (githubScript as the model) for g's app,
+// with args after g.serveArgs, and points the app's webhook at it.
+func (g *ghEnv) serve(t testing.TB, args ...string) (*serveEnv, *serveProc) {
+	t.Helper()
+	e := newServeEnvWith(t, githubScript)
+	s := e.start(append(g.serveArgs(), args...)...)
+	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
+		t.Fatal(err)
+	}
+	return e, s
+}
+
 func newGHEnv(t testing.TB) *ghEnv {
 	t.Helper()
 	gs, err := ghsim.Start(ghsim.Options{})
@@ -190,11 +202,7 @@ func (g *ghEnv) requested(method, path string) bool {
 // bot's own comments are ignored.
 func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 	g := newGHEnv(t)
-	e := newServeEnvWith(t, githubScript)
-	s := e.start(append(g.serveArgs(), "--github-show-cost", "--github-pr-label", "harvest", "--github-pr-label", "bot work")...)
-	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
-		t.Fatal(err)
-	}
+	e, s := g.serve(t, "--github-show-cost", "--github-pr-label", "harvest", "--github-pr-label", "bot work")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -485,11 +493,7 @@ func waitHTTP(t testing.TB, d time.Duration, what string, cond func() bool) {
 // request.
 func TestGitHubWebhookDeliveries(t *testing.T) {
 	g := newGHEnv(t)
-	e := newServeEnvWith(t, githubScript)
-	s1 := e.start(g.serveArgs()...)
-	if err := g.gs.SetWebhookURL(g.app.ID, s1.url+"/v1/github/webhook"); err != nil {
-		t.Fatal(err)
-	}
+	e, s1 := g.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	comment := func(body string) (cid int64, guid string, status int) {
@@ -850,11 +854,7 @@ func TestGitHubReviewAndChecks(t *testing.T) {
 // repository the app is not installed on is refused (400).
 func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	g := newGHEnv(t)
-	e := newServeEnvWith(t, githubScript)
-	s := e.start(append(g.serveArgs(), "--github-label", "harvest")...)
-	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
-		t.Fatal(err)
-	}
+	e, s := g.serve(t, "--github-label", "harvest")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ada := g.client(t, g.ada)
@@ -983,11 +983,7 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 // retrying forever), and the progress comment says why.
 func TestGitHubSessionFailsVisibly(t *testing.T) {
 	g := newGHEnv(t)
-	e := newServeEnvWith(t, githubScript)
-	s := e.start(g.serveArgs()...)
-	if err := g.gs.SetWebhookURL(g.app.ID, s.url+"/v1/github/webhook"); err != nil {
-		t.Fatal(err)
-	}
+	e, s := g.serve(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	work := t.TempDir()
