@@ -42,28 +42,40 @@ func reviewParts(ctx context.Context, c *github.Client, repo string, pr int, rev
 	}
 }
 
+// reviewSession finds the live session working on pull request pr of
+// full, and a client for the repository, for a review or review comment
+// (what) by who; ignored says why there is nothing to do (a bot, no
+// session, someone not allowed to ask).
+func (h *Hooks) reviewSession(ctx context.Context, full string, who *github.User, pr *github.PullRequest, what string) (*store.Session, *github.Client, string, error) {
+	if who.GetType() == "Bot" || h.isBot(ctx, who) {
+		return nil, nil, "ignored: a bot's " + what, nil
+	}
+	s, err := h.threadSession(ctx, full, pr.GetNumber(), pr)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if s == nil {
+		return nil, nil, "ignored: no live session works on this pull request", nil
+	}
+	c, err := h.svc.gh.Client(repoScope(full))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if why, err := h.allowed(ctx, c, full, who); err != nil {
+		return nil, nil, "", err
+	} else if why != "" {
+		return nil, nil, "ignored: " + why, nil
+	}
+	return s, c, "", nil
+}
+
 // onReview sends a submitted review of a session's pull request to the
 // session: its body and its comments, as one message.
 func (h *Hooks) onReview(ctx context.Context, d *store.Delivery, e *github.PullRequestReviewEvent) (string, error) {
 	full, who, pr, rv := e.GetRepo().GetFullName(), e.GetSender(), e.GetPullRequest(), e.GetReview()
-	if who.GetType() == "Bot" || h.isBot(ctx, who) {
-		return "ignored: a bot's review", nil
-	}
-	s, err := h.threadSession(ctx, full, pr.GetNumber(), pr)
-	if err != nil {
-		return "", err
-	}
-	if s == nil {
-		return "ignored: no live session works on this pull request", nil
-	}
-	c, err := h.svc.gh.Client(repoScope(full))
-	if err != nil {
-		return "", err
-	}
-	if why, err := h.allowed(ctx, c, full, who); err != nil {
-		return "", err
-	} else if why != "" {
-		return "ignored: " + why, nil
+	s, c, ignored, err := h.reviewSession(ctx, full, who, pr, "review")
+	if err != nil || ignored != "" {
+		return ignored, err
 	}
 	comments, err := reviewParts(ctx, c, full, pr.GetNumber(), rv.GetID())
 	if err != nil {
@@ -116,24 +128,9 @@ func (h *Hooks) onReview(ctx context.Context, d *store.Delivery, e *github.PullR
 // the top of this file).
 func (h *Hooks) onReviewComment(ctx context.Context, d *store.Delivery, e *github.PullRequestReviewCommentEvent) (string, error) {
 	full, who, pr, cm := e.GetRepo().GetFullName(), e.GetSender(), e.GetPullRequest(), e.GetComment()
-	if who.GetType() == "Bot" || h.isBot(ctx, who) {
-		return "ignored: a bot's review comment", nil
-	}
-	s, err := h.threadSession(ctx, full, pr.GetNumber(), pr)
-	if err != nil {
-		return "", err
-	}
-	if s == nil {
-		return "ignored: no live session works on this pull request", nil
-	}
-	c, err := h.svc.gh.Client(repoScope(full))
-	if err != nil {
-		return "", err
-	}
-	if why, err := h.allowed(ctx, c, full, who); err != nil {
-		return "", err
-	} else if why != "" {
-		return "ignored: " + why, nil
+	s, c, ignored, err := h.reviewSession(ctx, full, who, pr, "review comment")
+	if err != nil || ignored != "" {
+		return ignored, err
 	}
 	owner, name := split(full)
 	if rid := cm.GetPullRequestReviewID(); rid != 0 {
