@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,7 +134,12 @@ func TestWarmBoxesOfADeadHarvest(t *testing.T) {
 	})
 
 	// 2. The shim killed too: its cgroup and run dir are left ...
+	// The holder is stopped first: a running holder sees its warm box
+	// die and cleans up after it, which is not the case under test.
 	h2, box2, inst2 := startWarmHolder(t, runDir)
+	if err := h2.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := mgr.Open(box2).Kill(ctx); err != nil {
