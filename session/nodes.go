@@ -20,6 +20,18 @@ import (
 // server/cluster's; the lease itself (its epoch, the fenced writes, the
 // store's clock) is store/leases.go's.
 //
+// Why files of package session and not a package of their own: leases,
+// takeover and placement are the Manager's own decisions about its
+// runners — they take Manager.mu, the per-session gates and claims, start
+// and stop runners (wake, leaseLost) and fence the runner's store and
+// journal — and the Manager calls them at every create, send, runner exit
+// and recovery. A subpackage would have to import session for the
+// Manager and be imported by it for the keeper: a cycle, or an interface
+// that exports the Manager's internals to one caller. Only the carrier
+// could stand apart (it needs the store, workspace/carry and two hooks);
+// it stays here so that the four parts read as one unit, and its
+// mechanics (snapshot, restore, the packs) are package workspace/carry.
+//
 // # Ownership
 //
 // With Config.Node (harvest serve --node-id/--advertise on a PostgreSQL
