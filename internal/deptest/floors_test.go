@@ -58,8 +58,9 @@ var floors = []floor{
 		"internal/stacktest", "internal/stacktest/", "internal/browsertest",
 	}},
 	// The top: the command line, the binaries, the developer commands,
-	// the end-to-end tests and this test.
-	{"top", []string{"internal/cli", "cmd/", "internal/cmd/", "internal/deptest", "e2e/"}},
+	// the end-to-end tests, the docs' test (internal/doctest, with the
+	// docs/ rewrite) and this test.
+	{"top", []string{"internal/cli", "cmd/", "internal/cmd/", "internal/deptest", "internal/doctest", "e2e/"}},
 }
 
 // cliImporters may import internal/cli: the binary that runs it.
