@@ -1,6 +1,8 @@
 package session
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -210,6 +212,16 @@ type NodeConfig struct {
 	// Capacity is how many sessions the node runs at most (0: no bound):
 	// registered with its heartbeat; see "Placement" above.
 	Capacity int
+}
+
+// NewNodeID is NodeConfig.ID for a node named name: the name and a
+// random suffix. Every start is a new owner (store/leases.go), so a
+// restarted node never renews the leases of the process it replaces (nor
+// of a twin started by mistake with the same name).
+func NewNodeID(name string) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
 }
 
 // ErrElsewhere: another live node owns the session; its requests go

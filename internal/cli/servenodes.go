@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -69,9 +67,6 @@ func nodeOnly(f serveFlags, listen string) (*session.NodeConfig, error) {
 	if f.leaseTTL < time.Second {
 		return nil, fmt.Errorf("--lease-ttl %s: give at least 1s", f.leaseTTL)
 	}
-	// Every start is a new owner (store/leases.go): the id gets a random
-	// suffix, so a restarted node never renews the leases of the process
-	// it replaces (nor of a twin started by mistake with the same name).
 	name := f.nodeID
 	if name == "" {
 		host, err := os.Hostname()
@@ -80,9 +75,7 @@ func nodeOnly(f serveFlags, listen string) (*session.NodeConfig, error) {
 		}
 		name = host
 	}
-	var b [3]byte
-	rand.Read(b[:])
-	n := &session.NodeConfig{ID: name + "-" + hex.EncodeToString(b[:]), Addr: f.advertise, TTL: f.leaseTTL, Capacity: f.maxSess}
+	n := &session.NodeConfig{ID: session.NewNodeID(name), Addr: f.advertise, TTL: f.leaseTTL, Capacity: f.maxSess}
 	if n.Addr == "" {
 		n.Addr = "http://" + listen
 	}
