@@ -5,7 +5,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/boxhttp"
+	"github.com/harvest-dev/harvest/base/boxhttp"
 )
 
 // serveKey is the request context key of Serve's context.

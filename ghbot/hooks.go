@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/harvest-dev/harvest/base/tracing"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/gh"
-	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )

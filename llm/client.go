@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/harvest-dev/harvest/internal/tracing"
+	"github.com/harvest-dev/harvest/base/tracing"
 )
 
 // Provider is one model API. Implementations make exactly one HTTP attempt per

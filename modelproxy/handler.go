@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/harvest-dev/harvest/internal/tracing"
+	"github.com/harvest-dev/harvest/base/tracing"
 )
 
 // route is where a request goes.

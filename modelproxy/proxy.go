@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/boxhttp"
+	"github.com/harvest-dev/harvest/base/boxhttp"
 	"github.com/harvest-dev/harvest/llm"
 )
 

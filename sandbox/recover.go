@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/procutil"
-	"github.com/harvest-dev/harvest/internal/unixsock"
+	"github.com/harvest-dev/harvest/base/procutil"
+	"github.com/harvest-dev/harvest/base/unixsock"
 )
 
 // DialUnix connects to a box's agent on the unix socket sock and says hello.

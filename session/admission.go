@@ -35,7 +35,7 @@ import (
 // free space (or lower the floor), and clients retry 503s on their own.
 // With several nodes, a node below its floor advertises itself full
 // (store.NodeFull): others place no new session there, and it takes none
-// over (place.go); a create it receives goes to a node with room, if any.
+// over (nodes_place.go); a create it receives goes to a node with room, if any.
 //
 // What is admitted is overcommitted on purpose (sparse disks; see package
 // sandbox/disk): live sessions go on writing below the floor, up to their

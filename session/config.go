@@ -192,7 +192,7 @@ type Config struct {
 	// nodes" in the package doc). Nil: the only server of its store.
 	Node *NodeConfig
 	// CarryMax bounds the size of a session's workspace carried between
-	// nodes (carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
+	// nodes (nodes_carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
 	// and the nodes must share the data directory.
 	CarryMax int64
 	// StopBoxesOnExit makes Close take the boxes with it, for a server

@@ -91,7 +91,7 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 	}
 	if queued {
 		// No room here: nobody owns it now, and the first node with room
-		// takes it over (place.go).
+		// takes it over (nodes_place.go).
 		m.log.Info("a new session waits for a place", "session", s.ID, "capacity", m.capacity())
 		m.release(s.ID)
 		return v, nil

@@ -147,67 +147,12 @@
 //
 // With Config.Node (harvest serve --node-id/--advertise on a PostgreSQL
 // store) several servers share the store and each live session is run by
-// one of them: the node holding the session's lease (store/leases.go),
-// whose epoch rises at every change of hands. A lone server (Node nil)
-// takes no lease and fences nothing: everything above holds unchanged.
-//
-//	          Create / Send / takeover: AcquireLease (claim)
-//	unowned ─────────────────────────────────────────────► owned here
-//	(no lease, released,                                   (epoch E: runner
-//	 or expired)  ◄──── runner exits (suspended, ended,     runs, keeper renews
-//	   ▲                shutdown): Flush, ReleaseLease      every TTL/3)
-//	   │                                                        │
-//	   │ TTL runs out (this node died or paused)                │ renewal or a fenced
-//	   └──────────── owned elsewhere ◄── another node takes ────┘ write refused, or no
-//	                 (epoch E+1)         it over                  renewal for TTL-TTL/6:
-//	                                                              lost: runner stops,
-//	                                                              box left alone
-//
-// Only the owner writes a session: its journal numbers the session's
-// events, so two writers would reuse seqs. Its runner's store writes
-// (fencedStore: session updates, message deliveries) and events
-// (fencedLog: the journal's AppendFenced) carry the runner's epoch, and
-// the store refuses them once another node took the session
-// (store.ErrLeaseLost). A refusal, a refused renewal, or a renewal that
-// failed for so long that the lease may have run out, is a lost lease
-// (leaseLost): the runner is cancelled with errLeaseLost and stops at
-// once without closing its agent or touching its box (a turn it ran is
-// cancelled, so a tool's process may get its signal), and the journal
-// refuses every later event of the session from this node until it takes
-// a new lease. The new owner's runner starts exactly as Recover starts
-// one: it destroys the box of an interrupted turn and marks it
-// interrupted (unless its end was stored), or reattaches an idle box
-// (replacing it if the backend cannot), then delivers the queue. A
-// message sent to a session nobody owns (suspended) is stored by the
-// node that received it, which takes the lease first and then runs it.
-//
-// A node's keeper goroutine (startKeeper, owned by Manager.builds) beats
-// the node's heartbeat, renews its leases and takes over the sessions
-// nobody owns (takeover: live ones, and suspended ones with queued
-// messages), every TTL/3; a dead node's sessions are thus taken within
-// TTL+TTL/3. Requests that act on a running session (send, cancel,
-// delete, the event stream) are forwarded by harvest serve to the
-// owner's advertised URL (Owner); reads come from the store.
-//
-// The Manager's own writes for a runner (a workspace's commits, at
-// provisioning) are not fenced: a stale owner may still write those, never
-// the session's state, box, conversation, messages or events.
-//
-// Per session, claims (nodeState.claims) serialise taking the lease and
-// writing under it (Create, Send, takeover) against giving it up (a
-// runner's exit, which flushes the session's events first): a send never
-// writes under a lease being released. Lock order: a session's gate, a
-// keyed send's key lock, the session's claim, Manager.mu. With
-// NodeConfig.Capacity a node runs at most that many sessions: a new
-// session on a full node is queued (stored, nobody owning it) and the
-// takeover of a node with room starts it, oldest first (place.go).
-//
-// Nodes need not share a disk: the owner carries a session's workspace
-// to the store at every turn's end, and a new owner without the current
-// copy restores it (carry.go; Config.CarryMax -1 turns that off for nodes
-// that share the data directory). Not done yet: reaping orphaned boxes
-// with several nodes (a crash between starting a box and storing its
-// handle leaks that box until its deadline).
+// the node holding its lease (store/leases.go); the others take over a
+// dead node's sessions, place new ones where there is room, and carry
+// workspaces between disks. nodes.go draws that state machine and
+// explains it; the nodes_*.go files hold the code. A lone server (Node
+// nil) takes no lease and fences nothing: everything above holds
+// unchanged.
 //
 // # Watched
 //

@@ -55,7 +55,7 @@ type Manager struct {
 
 	// node: several-node mode (Config.Node); nil on a lone server.
 	node *nodeState
-	// carry carries workspaces between nodes (carry.go); nil on a lone
+	// carry carries workspaces between nodes (nodes_carry.go); nil on a lone
 	// server.
 	carry *carrier
 
@@ -413,7 +413,7 @@ func (m *Manager) withDefaults(s *store.Session) *store.Session {
 	s.Limits, _ = m.cfg.limits(s.Limits)
 	// A session's repositories are where this node keeps them: with
 	// several nodes, the one that created it may have another data
-	// directory (its workspace is carried here: carry.go).
+	// directory (its workspace is carried here: nodes_carry.go).
 	if s.Collab.Workflow == "" {
 		if dir, err := WorkspaceDir(m.cfg.DataDir, Scope{Session: s.ID}); err == nil {
 			for i := range s.Repos {

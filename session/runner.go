@@ -583,7 +583,7 @@ func (r *runner) dropQueue() error {
 // handle is persisted) on shutdown, destroyed on delete, and on a lost
 // lease or at a node's shutdown left for the next owner when the nodes
 // share the data directory, else destroyed (the next owner restores the
-// workspace it carried on its own disk: carry.go).
+// workspace it carried on its own disk: nodes_carry.go).
 func (r *runner) release() {
 	r.dropLease()
 	if r.ag == nil && r.box == nil {

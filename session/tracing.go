@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/harvest-dev/harvest/internal/tracing"
+	"github.com/harvest-dev/harvest/base/tracing"
 )
 
 // Tracing (Config.Tracer). A turn is one trace, from the request that sent

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/harvest-dev/harvest/agent"
+	"github.com/harvest-dev/harvest/base/tracing"
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/store"
 )
 

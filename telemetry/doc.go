@@ -31,7 +31,7 @@
 // through a handle made once (BENCHMARKS.md measures what it costs).
 //
 // Tracing needs no hook: the instrumented packages start spans with the
-// OpenTelemetry API from the span in their context (internal/tracing),
+// OpenTelemetry API from the span in their context (base/tracing),
 // which is a no-op until harvest serve gives session.Config.Tracer and
 // ghbot.HookConfig.Tracer a provider (NewTracing, from the OTEL_*
 // variables). A turn is one trace (session/tracing.go draws it).

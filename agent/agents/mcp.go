@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/harvest-dev/harvest/agent"
-	"github.com/harvest-dev/harvest/internal/boxhttp"
+	"github.com/harvest-dev/harvest/base/boxhttp"
 	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/sandbox"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/tools"
+	"github.com/harvest-dev/harvest/base/tracing"
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/internal/tracing"
 	"github.com/harvest-dev/harvest/llm"
 )
 

@@ -29,6 +29,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/secrets"
 	"github.com/harvest-dev/harvest/server"
+	"github.com/harvest-dev/harvest/server/cluster"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/telemetry"
@@ -499,10 +500,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 
 	if node != nil {
-		// Tokens of nodes that died (servenodetoken.go).
+		// Tokens of nodes that died (server/cluster: "Node tokens").
 		sctx, stopSweep := context.WithCancel(context.Background())
 		swept := make(chan struct{})
-		go func() { defer close(swept); sweepNodeTokensEvery(sctx, st, nodeTokenGrace, logger) }()
+		go func() { defer close(swept); cluster.SweepTokens(sctx, st, cluster.TokenGrace, logger) }()
 		defer func() { stopSweep(); <-swept }()
 	}
 	var webhook http.Handler
@@ -511,14 +512,14 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		var sessions ghbot.Sessions = mgr
 		if node != nil {
 			// A delivery's message for a session another node owns is
-			// sent there, with this node's token (servenodetoken.go).
-			tok, err := newNodeToken(cmd.Context(), st, node.ID, logger.With("component", "node-token"))
+			// sent there, with this node's token (server/cluster: "Webhooks").
+			tok, err := cluster.NewToken(cmd.Context(), st, node.ID, logger)
 			if err != nil {
 				closeAll(hard)
 				return exitCode(exitHarvestError, err)
 			}
-			defer tok.remove()
-			sessions = &nodeSessions{Manager: mgr, token: tok, self: node.ID, log: logger.With("component", "forward")}
+			defer tok.Remove()
+			sessions = cluster.NewSessions(mgr, tok, node.ID, logger)
 		}
 		hcfg := f.github.hooks
 		hcfg.Shared = node != nil
@@ -532,7 +533,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	var liveNodes func(ctx context.Context, node string) (bool, error)
 	if node != nil {
-		liveNodes = nodeLive(st) // other nodes' tokens are accepted
+		liveNodes = cluster.NodeLive(st) // other nodes' tokens are accepted
 	}
 	var follow func(ctx context.Context, session string, after int64) (server.EventStream, error)
 	if f.natsFollow {

@@ -23,7 +23,7 @@ var rules = []rule{
 		pkg: module + "/cmd/harvest-agent",
 		allow: []string{
 			module + "/cmd/harvest-agent", module + "/sandbox/agentd", module + "/sandbox/proto",
-			module + "/sandbox/local/shim", module + "/internal/unixsock",
+			module + "/sandbox/local/shim", module + "/base/unixsock",
 			"golang.org/x/sys/", "github.com/creack/pty", "github.com/bmatcuk/doublestar/",
 		},
 	},
@@ -31,7 +31,7 @@ var rules = []rule{
 		// The sandbox contract: what every backend and every agent uses.
 		pkg: module + "/sandbox",
 		allow: []string{
-			module + "/sandbox", module + "/sandbox/proto", module + "/internal/procutil", module + "/internal/unixsock",
+			module + "/sandbox", module + "/sandbox/proto", module + "/base/procutil", module + "/base/unixsock",
 			"golang.org/x/sys/",
 		},
 	},

@@ -19,7 +19,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/harvest-dev/harvest/internal/unixsock"
+	"github.com/harvest-dev/harvest/base/unixsock"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/harvest-dev/harvest/internal/procutil"
+	"github.com/harvest-dev/harvest/base/procutil"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/owner"
 )

@@ -31,8 +31,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/procutil"
-	"github.com/harvest-dev/harvest/internal/unixsock"
+	"github.com/harvest-dev/harvest/base/procutil"
+	"github.com/harvest-dev/harvest/base/unixsock"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 

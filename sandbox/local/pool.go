@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/procutil"
+	"github.com/harvest-dev/harvest/base/procutil"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/local/cgroups"
 	"github.com/harvest-dev/harvest/sandbox/local/shim"

@@ -54,7 +54,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/procutil"
+	"github.com/harvest-dev/harvest/base/procutil"
 	"github.com/harvest-dev/harvest/sandbox"
 )
 

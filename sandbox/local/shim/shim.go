@@ -70,7 +70,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/harvest-dev/harvest/internal/unixsock"
+	"github.com/harvest-dev/harvest/base/unixsock"
 )
 
 // Prepare starts a warm box.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harvest-dev/harvest/internal/procutil"
+	"github.com/harvest-dev/harvest/base/procutil"
 	"github.com/harvest-dev/harvest/internal/testbin"
 )
 

@@ -1,4 +1,4 @@
-package cli
+package cluster
 
 import (
 	"context"
@@ -10,16 +10,17 @@ import (
 
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/sqlite"
 )
 
-// TestSweepNodeTokens: a node's token is deleted once its node is gone
+// TestSweepTokens: a node's token is deleted once its node is gone
 // from the node list and the token is older than the grace; a live
 // node's token, a young one and a person's token stay. A node
 // whose token was deleted makes a new one when another node refuses it,
 // and deletes it when it stops.
-func TestSweepNodeTokens(t *testing.T) {
+func TestSweepTokens(t *testing.T) {
 	ctx := context.Background()
-	st, err := openStore(filepath.Join(t.TempDir(), "harvest.db"))
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "harvest.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestSweepNodeTokens(t *testing.T) {
 	add("c-000003", true, time.Now()) // just made: its node beats soon
 	add("admin", false, old)
 	log := slog.New(slog.DiscardHandler)
-	if err := sweepNodeTokens(ctx, st, time.Minute, log); err != nil {
+	if err := sweepTokens(ctx, st, time.Minute, log); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -60,7 +61,7 @@ func TestSweepNodeTokens(t *testing.T) {
 		t.Errorf("tokens after the sweep: %v; want %v", names, want)
 	}
 
-	n, err := newNodeToken(ctx, st, "a-000001", log)
+	n, err := NewToken(ctx, st, "a-000001", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestSweepNodeTokens(t *testing.T) {
 	if tok, err := st.TokenByHash(ctx, server.HashToken(n.current())); err != nil || tok.Name != "node:a-000001" || !tok.Admin {
 		t.Errorf("the new token: %+v, %v", tok, err)
 	}
-	n.remove()
+	n.Remove()
 	if _, err := st.TokenByHash(ctx, server.HashToken(n.current())); err == nil {
 		t.Errorf("the token is still there after remove")
 	}

@@ -9,33 +9,7 @@ import (
 )
 
 // Placing sessions by capacity (several nodes, NodeConfig.Capacity > 0,
-// or a node below its floor of free space, which has no room at all).
-//
-// A node runs at most Capacity sessions: the leases it holds (a suspended
-// session's lease is given up, so it takes no place). A new session is
-// placed thus:
-//
-//   - harvest serve forwards a create received by a full node to a live
-//     node with room (PlaceNew: the store's node list, with each node's
-//     capacity and lease count);
-//   - Create on a node with room takes the lease and runs the session, as
-//     without a bound;
-//   - Create on a full node (every node was full, or the list was stale)
-//     stores the session and queues it: it takes the lease only to journal
-//     the session's first events (its state, pending, with a reason saying
-//     it waits for a place, and its prompt queued), then releases it. The
-//     session is then one nobody owns, and the first node with room takes
-//     it over (takeover, oldest first) and starts it.
-//
-// A message sent to a session nobody owns (a queued one, a suspended one)
-// on a full node is stored the same way, and the session left to a node
-// with room. The takeover respects the bound too, for every session nobody owns (a
-// dead node's included), and a node scans at once when a place comes free
-// here (a runner gives its lease up, a session is deleted). A session is
-// never run by two nodes: whoever runs it holds its lease. Checking the
-// room and taking a lease are one step per node (nodeState.place), so a
-// node never takes more than Capacity; nodes do not reserve places on
-// each other, so a forwarded create that finds its target full queues.
+// or a node below its floor of free space). See "Placement" in nodes.go.
 
 // advertised is the Capacity this node's heartbeat announces: its bound,
 // or store.NodeFull while it is below its floor of free space, so that

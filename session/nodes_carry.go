@@ -18,39 +18,8 @@ import (
 	"github.com/harvest-dev/harvest/workspace/carry"
 )
 
-// Carrying workspaces between nodes. With several nodes (Config.Node)
-// that do not share a disk, a session's workspace directory (its
-// checkouts, and on its disk its box's HOME and /tmp) is on its owner's
-// disk only. So the owner carries it in the store (store.Carry):
-//
-//	provisioned, or a turn ended ──► snapshot of the directory (package
-//	    workspace/carry: only files changed since the last one are read
-//	    and stored) ──► PutCheckpoint under the runner's lease
-//
-// Each copy of a workspace directory has an instance id, in a file at its
-// root that no box sees (instanceFile); a checkpoint names the instance it
-// was taken from. A node that starts a runner for the session compares:
-//
-//	no checkpoint, or its instance is the one here ──► use the directory here
-//	    (one node, nodes sharing the data directory, or this node took it last)
-//	otherwise ──► the copy here is missing or stale: empty the directory,
-//	    restore the checkpoint into it, give it a new instance id, and
-//	    store the same checkpoint under that id (no data is copied), so
-//	    that the node the copy came from restores too if it gets the
-//	    session back
-//
-// A box is reattached only when the directory here is the current one:
-// another node's box is on another machine (its handle is destroyed if
-// this machine can, and forgotten). So a dead node's session restarts
-// from the end of its last finished turn; what the interrupted turn
-// changed in the workspace is lost, and the state's reason says so.
-//
-// Sessions of a workflow (several sessions on one shared directory) are
-// not carried: their nodes must share the data directory.
-//
-// Concurrency: a runner snapshots and restores its own session's
-// directory on its goroutine (through runnerDeps.carry); carrier.prev is
-// under carrier.mu.
+// Carrying workspaces between nodes that do not share a disk. See
+// "Carrying workspaces" in nodes.go.
 
 // instanceFile names the copy of a workspace directory, at its root (a
 // disk's root is not mounted in the box).

@@ -11,61 +11,8 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// Several nodes on one store: one owner per live session. See "Several
-// nodes" in the package doc for the design and its state machine.
-
-// DefaultLeaseTTL is how long a node's lease on a session (and its
-// heartbeat) lasts without a renewal. A dead node's sessions are taken
-// over between ⅔ and 1⅓ of it after its death (the lease was renewed at
-// most TTL/3 before; the survivors scan every TTL/3): 7–13 s, within the
-// 15 s a team expects.
-const DefaultLeaseTTL = 10 * time.Second
-
-// NodeConfig turns on several-node mode (Config.Node): this server is one
-// of the nodes sharing the store, and runs only the sessions it holds a
-// lease on.
-type NodeConfig struct {
-	// ID names the node; new at every start (host name and a random
-	// suffix), so that a restarted process is a new owner.
-	ID string
-	// Addr is the URL the other nodes forward a session's requests to
-	// (http://host:port).
-	Addr string
-	// TTL is the lease and heartbeat TTL (default DefaultLeaseTTL). Leases
-	// are renewed, and expired ones looked for, every TTL/3.
-	TTL time.Duration
-	// Capacity is how many sessions the node runs at most (0: no bound):
-	// registered with its heartbeat; see place.go.
-	Capacity int
-}
-
-// ErrElsewhere: another live node owns the session; its requests go
-// there (an *ElsewhereError says where). It unwraps to ErrUnavailable
-// too: a caller that cannot forward answers 503 and the client retries.
-var ErrElsewhere = errors.New("the session runs on another node")
-
-// ElsewhereError names the node that owns a session.
-type ElsewhereError struct {
-	Session string
-	Node    string
-	Addr    string // "" when the node is not live (its lease runs out soon)
-}
-
-func (e *ElsewhereError) Error() string {
-	where := "node " + e.Node
-	if e.Addr != "" {
-		where += " (" + e.Addr + ")"
-	}
-	return fmt.Sprintf("session %s runs on %s; try again (a request there, or here once its lease runs out)", e.Session, where)
-}
-
-func (e *ElsewhereError) Is(target error) bool {
-	return target == ErrElsewhere || target == ErrUnavailable
-}
-
-// errLeaseLost stops a runner whose node lost the session's lease: it
-// leaves the box alone (the new owner reattaches or replaces it).
-var errLeaseLost = errors.New("this node lost the session's lease to another node")
+// Leases and takeover: who runs a session, and taking over those nobody
+// does. See nodes.go for the design and its state machine.
 
 // nodeState is the Manager's part of several-node mode.
 type nodeState struct {

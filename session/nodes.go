@@ -1,0 +1,253 @@
+package session
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Several nodes on one store: the session side. This file is its one
+// doc; the code is the nodes_*.go files:
+//
+//	nodes.go        this doc, NodeConfig, the errors callers branch on
+//	nodes_lease.go  leases: claim, acquire, renew, lose, give up; the
+//	                keeper (heartbeat, renewals, takeover); the fenced store
+//	nodes_place.go  placement by capacity: room, queueing, PlaceNew
+//	nodes_carry.go  carrying a workspace to the store and restoring it
+//
+// The HTTP side (forwarding a request to the session's owner, a stream's
+// hand-over, the tokens nodes call each other with) is package
+// server/cluster's; the lease itself (its epoch, the fenced writes, the
+// store's clock) is store/leases.go's.
+//
+// Why files of package session and not a package of their own: leases,
+// takeover and placement are the Manager's own decisions about its
+// runners — they take Manager.mu, the per-session gates and claims, start
+// and stop runners (wake, leaseLost) and fence the runner's store and
+// journal — and the Manager calls them at every create, send, runner exit
+// and recovery. A subpackage would have to import session for the
+// Manager and be imported by it for the keeper: a cycle, or an interface
+// that exports the Manager's internals to one caller. Only the carrier
+// could stand apart (it needs the store, workspace/carry and two hooks);
+// it stays here so that the four parts read as one unit, and its
+// mechanics (snapshot, restore, the packs) are package workspace/carry.
+//
+// # Ownership
+//
+// With Config.Node (harvest serve --node-id/--advertise on a PostgreSQL
+// store) several servers share the store and each live session is run by
+// one of them: the node holding the session's lease, whose epoch rises at
+// every change of hands. A lone server (Node nil) takes no lease, fences
+// nothing, places nothing and carries nothing: everything in the package
+// doc holds unchanged. A session's ownership, for nodes A and B:
+//
+//	                 Create, Send, or a takeover (a node with room):
+//	                 AcquireLease under the session's claim (epoch E)
+//	  ┌─► unowned ───────────────────────────────────────────► leased by A
+//	  │   (never leased,                                     (epoch E: A's runner
+//	  │    released, or                                       runs; A's keeper
+//	  │    queued for a place)                                renews every TTL/3;
+//	  │        ▲                                              A carries the
+//	  │        │ A's runner exits (suspended, ended,          workspace at every
+//	  │        │ A shutting down): Flush, ReleaseLease        turn's end)
+//	  │        └──────────────────────────────────────────────┤
+//	  │                                                       │ A dies, pauses or
+//	  │                                                       │ is cut off: no
+//	  │                                                       │ renewal for a TTL
+//	  │                                                       ▼
+//	  │   leased by B ◄───── B's keeper takes it over ────── lease expired
+//	  │   (epoch E+1; B restores the     (ExpiredLeases,     (still names A;
+//	  │    carried workspace if its       every TTL/3,        requests for it are
+//	  │    copy is not current, then      oldest first,       handled by whichever
+//	  │    recovers the box or marks      while B has room)   node gets them: a
+//	  │    the turn interrupted)                              send takes it there)
+//	  │        │
+//	  └────────┘ B's runner exits
+//
+//	A, if it comes back (it was paused): its next renewal or fenced
+//	write is refused (store.ErrLeaseLost), or a renewal failed for
+//	TTL-TTL/6: lost. Its runner stops at once, its box left alone;
+//	the journal refuses A's later events of the session.
+//
+// # Leases (nodes_lease.go)
+//
+// Only the owner writes a session: its journal numbers the session's
+// events, so two writers would reuse seqs. Its runner's store writes
+// (fencedStore: session updates, message deliveries) and events
+// (fencedLog: the journal's AppendFenced) carry the runner's epoch, and
+// the store refuses them once another node took the session
+// (store.ErrLeaseLost). A refusal, a refused renewal, or a renewal that
+// failed for so long that the lease may have run out, is a lost lease
+// (leaseLost): the runner is cancelled with errLeaseLost and stops at
+// once without closing its agent or touching its box (a turn it ran is
+// cancelled, so a tool's process may get its signal), and the journal
+// refuses every later event of the session from this node until it takes
+// a new lease. The new owner's runner starts exactly as Recover starts
+// one: it destroys the box of an interrupted turn and marks it
+// interrupted (unless its end was stored), or reattaches an idle box
+// (replacing it if the backend cannot), then delivers the queue. A
+// message sent to a session nobody owns (suspended) is stored by the
+// node that received it, which takes the lease first and then runs it.
+//
+// A node's keeper goroutine (startKeeper, owned by Manager.builds) beats
+// the node's heartbeat, renews its leases and takes over the sessions
+// nobody owns (takeover: live ones, and suspended ones with queued
+// messages), every TTL/3; a dead node's sessions are thus taken within
+// TTL+TTL/3. Requests that act on a running session (send, cancel,
+// delete, the event stream) are forwarded to the owner's advertised URL
+// by package server/cluster, which asks Owner; reads come from the store.
+// A call that reaches a node which does not own the session gets an
+// *ElsewhereError (ErrElsewhere, ErrUnavailable: 503, retry).
+//
+// The Manager's own writes for a runner (a workspace's commits, at
+// provisioning) are not fenced: a stale owner may still write those, never
+// the session's state, box, conversation, messages or events.
+//
+// Per session, claims (nodeState.claims) serialise taking the lease and
+// writing under it (Create, Send, takeover) against giving it up (a
+// runner's exit, which flushes the session's events first): a send never
+// writes under a lease being released. Lock order: a session's gate, a
+// keyed send's key lock, nodeState.place (placement, below), the
+// session's claim, Manager.mu.
+//
+// # Placement (nodes_place.go)
+//
+// With NodeConfig.Capacity > 0, or on a node below its floor of free
+// space (which has no room at all), a node runs at most Capacity
+// sessions: the leases it holds (a suspended session's lease is given up,
+// so it takes no place). A new session is placed thus:
+//
+//   - server/cluster forwards a create received by a full node to a live
+//     node with room (PlaceNew: the store's node list, with each node's
+//     capacity and lease count);
+//   - Create on a node with room takes the lease and runs the session, as
+//     without a bound;
+//   - Create on a full node (every node was full, or the list was stale)
+//     stores the session and queues it: it takes the lease only to journal
+//     the session's first events (its state, pending, with a reason saying
+//     it waits for a place, and its prompt queued), then releases it. The
+//     session is then one nobody owns, and the first node with room takes
+//     it over (takeover, oldest first) and starts it.
+//
+// A message sent to a session nobody owns (a queued one, a suspended one)
+// on a full node is stored the same way, and the session left to a node
+// with room. The takeover respects the bound too, for every session nobody
+// owns (a dead node's included), and a node scans at once when a place
+// comes free here (a runner gives its lease up, a session is deleted:
+// kickKeeper). A session is never run by two nodes: whoever runs it holds
+// its lease. Checking the room and taking a lease are one step per node
+// (nodeState.place), so a node never takes more than Capacity; nodes do
+// not reserve places on each other, so a forwarded create that finds its
+// target full queues. A node below its floor of free space advertises
+// itself full (store.NodeFull) and takes no placements (admission.go).
+//
+// # Carrying workspaces (nodes_carry.go)
+//
+// Nodes need not share a disk. A session's workspace directory (its
+// checkouts, and on its disk its box's HOME and /tmp) is on its owner's
+// disk only, so the owner carries it in the store (store.Carry):
+//
+//	provisioned, or a turn ended ──► snapshot of the directory (package
+//	    workspace/carry: only files changed since the last one are read
+//	    and stored) ──► PutCheckpoint under the runner's lease
+//
+// Each copy of a workspace directory has an instance id, in a file at its
+// root that no box sees (instanceFile); a checkpoint names the instance it
+// was taken from. A node that starts a runner for the session compares:
+//
+//	no checkpoint, or its instance is the one here ──► use the directory here
+//	    (one node, nodes sharing the data directory, or this node took it last)
+//	otherwise ──► the copy here is missing or stale: empty the directory,
+//	    restore the checkpoint into it, give it a new instance id, and
+//	    store the same checkpoint under that id (no data is copied), so
+//	    that the node the copy came from restores too if it gets the
+//	    session back
+//
+// A box is reattached only when the directory here is the current one:
+// another node's box is on another machine (its handle is destroyed if
+// this machine can, and forgotten). So a dead node's session restarts
+// from the end of its last finished turn; what the interrupted turn
+// changed in the workspace is lost, and the state's reason says so.
+// Config.CarryMax bounds what is carried (DefaultCarryMax); -1 turns
+// carrying off for nodes that share the data directory (--shared-data).
+// Sessions of a workflow (several sessions on one shared directory) are
+// not carried: their nodes must share the data directory.
+//
+// # Goroutines
+//
+// The keeper (startKeeper) is the only goroutine of its own: owned by
+// Manager.builds, it stops at Close, and its last act (leave) takes the
+// node off the list and gives up the leases no runner holds. A runner
+// snapshots and restores its own session's directory on its goroutine
+// (through runnerDeps.carry); carrier.prev is under carrier.mu, and the
+// keeper removes, about every ten minutes, the stored packs no
+// checkpoint uses any more (carrier.sweep).
+//
+// Not done yet: reaping orphaned boxes with several nodes (a crash
+// between starting a box and storing its handle leaks that box until its
+// deadline).
+
+// DefaultLeaseTTL is how long a node's lease on a session (and its
+// heartbeat) lasts without a renewal. A dead node's sessions are taken
+// over between ⅔ and 1⅓ of it after its death (the lease was renewed at
+// most TTL/3 before; the survivors scan every TTL/3): 7–13 s, within the
+// 15 s a team expects.
+const DefaultLeaseTTL = 10 * time.Second
+
+// NodeConfig turns on several-node mode (Config.Node): this server is one
+// of the nodes sharing the store, and runs only the sessions it holds a
+// lease on.
+type NodeConfig struct {
+	// ID names the node; new at every start (host name and a random
+	// suffix), so that a restarted process is a new owner.
+	ID string
+	// Addr is the URL the other nodes forward a session's requests to
+	// (http://host:port).
+	Addr string
+	// TTL is the lease and heartbeat TTL (default DefaultLeaseTTL). Leases
+	// are renewed, and expired ones looked for, every TTL/3.
+	TTL time.Duration
+	// Capacity is how many sessions the node runs at most (0: no bound):
+	// registered with its heartbeat; see "Placement" above.
+	Capacity int
+}
+
+// NewNodeID is NodeConfig.ID for a node named name: the name and a
+// random suffix. Every start is a new owner (store/leases.go), so a
+// restarted node never renews the leases of the process it replaces (nor
+// of a twin started by mistake with the same name).
+func NewNodeID(name string) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
+}
+
+// ErrElsewhere: another live node owns the session; its requests go
+// there (an *ElsewhereError says where). It unwraps to ErrUnavailable
+// too: a caller that cannot forward answers 503 and the client retries.
+var ErrElsewhere = errors.New("the session runs on another node")
+
+// ElsewhereError names the node that owns a session.
+type ElsewhereError struct {
+	Session string
+	Node    string
+	Addr    string // "" when the node is not live (its lease runs out soon)
+}
+
+func (e *ElsewhereError) Error() string {
+	where := "node " + e.Node
+	if e.Addr != "" {
+		where += " (" + e.Addr + ")"
+	}
+	return fmt.Sprintf("session %s runs on %s; try again (a request there, or here once its lease runs out)", e.Session, where)
+}
+
+func (e *ElsewhereError) Is(target error) bool {
+	return target == ErrElsewhere || target == ErrUnavailable
+}
+
+// errLeaseLost stops a runner whose node lost the session's lease: it
+// leaves the box alone (the new owner reattaches or replaces it).
+var errLeaseLost = errors.New("this node lost the session's lease to another node")
