@@ -213,8 +213,14 @@ func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Re
 	if ok && !s.mirrorHas(ctx, path, r) {
 		ok = false // a push Harvest did not hear of (no push events)
 	}
+	var refs []string
+	if isPullRef(r.Ref) {
+		// A fork's pull request's head: fetched now, as it is now
+		// (forks.go); a fresh mirror has branches and tags only.
+		ok, refs = false, []string{r.Ref}
+	}
 	if !ok {
-		if path, err = s.fetchMirror(ctx, s.scope(sess), r.GitHub, def); err != nil {
+		if path, err = s.fetchMirror(ctx, s.scope(sess), r.GitHub, def, refs...); err != nil {
 			return err
 		}
 	}
@@ -223,6 +229,14 @@ func (s *Service) checkout(ctx context.Context, sess *store.Session, r *store.Re
 		return err
 	}
 	ref := r.Ref
+	if isPullRef(ref) {
+		out, err := s.cfg.Mirrors.Git(ctx, path, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+		if err != nil {
+			return fmt.Errorf("%s of %s: %w", ref, r.GitHub, workspace.ErrUnknownRef)
+		}
+		ref = strings.TrimSpace(out)
+		r.From = ref
+	}
 	head, err := s.cfg.Mirrors.Clone(ctx, path, dst, workspace.Checkout{
 		Ref: ref, Branch: r.Branch, OriginURL: s.gh.RepoURL(r.GitHub), Name: author.Name, Email: author.Email,
 		Hooks: coauthorHooks(coauthor), Owner: owner,

@@ -185,7 +185,7 @@ func (s *Service) mirrorHas(ctx context.Context, path string, r *store.Repo) boo
 
 // fetchMirror brings repo's mirror up to date (making it on first use)
 // within GitHub's limits, with a token for scope, and returns its path.
-func (s *Service) fetchMirror(ctx context.Context, scope gh.Scope, repo, def string) (string, error) {
+func (s *Service) fetchMirror(ctx context.Context, scope gh.Scope, repo, def string, refs ...string) (string, error) {
 	var path string
 	start := s.cfg.Now()
 	k := repoKey(repo)
@@ -204,7 +204,7 @@ func (s *Service) fetchMirror(ctx context.Context, scope gh.Scope, repo, def str
 	err := s.gh.Git(ctx, []string{repo}, func(ctx context.Context) error {
 		var err error
 		path, err = s.cfg.Mirrors.Sync(ctx, workspace.Remote{
-			Key: mirrorKey(s.gh.WebURL(), repo), URL: s.gh.RepoURL(repo), DefaultBranch: def,
+			Key: mirrorKey(s.gh.WebURL(), repo), URL: s.gh.RepoURL(repo), DefaultBranch: def, Refs: refs,
 			Auth: func(ctx context.Context) (string, string, error) {
 				t, err := s.gh.Token(ctx, scope)
 				return "x-access-token", t.Value, err

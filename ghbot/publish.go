@@ -172,9 +172,10 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 }
 
 // ahead counts the commits of rev that the repository's base does not
-// have, asked in the box.
+// have (nor the commit the branch started from, when that is not the
+// session's: a fork's pull request's), asked in the box.
 func (s *Service) ahead(ctx context.Context, t session.TurnEnd, r store.Repo, rev string) (int, error) {
-	n, err := boxGit(ctx, t.Box, r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+rev, "--")
+	n, err := boxGit(ctx, t.Box, r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+rev, notFrom(r), "--")
 	if err != nil {
 		return 0, err
 	}
@@ -444,8 +445,14 @@ func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Re
 		}
 		b.WriteString("\n</details>")
 	}
-	if l := t.Session.GitHub; l != nil && !l.IsPR && strings.EqualFold(l.Repo, r.GitHub) {
-		fmt.Fprintf(&b, "\n\nFixes #%d", l.Number)
+	if l := t.Session.GitHub; l != nil && strings.EqualFold(l.Repo, r.GitHub) {
+		switch {
+		case l.Fork != "" && r.From != "":
+			fmt.Fprintf(&b, "\n\nBuilds on #%d, whose branch `%s` is in the fork %s (Harvest cannot push there): this branch starts from its head %s, so it carries that pull request's commits too. "+
+				"Merge this one instead of #%d, or take its commits after %s into #%d.", l.Number, l.ForkBranch, l.Fork, shortSHA(r.From), l.Number, shortSHA(r.From), l.Number)
+		case !l.IsPR:
+			fmt.Fprintf(&b, "\n\nFixes #%d", l.Number)
+		}
 	}
 	fmt.Fprintf(&b, "\n\nMade by Harvest session %s.", s.sessionLink(t.Session.ID))
 	// What the agent wrote cannot end the section early (or start another).
@@ -461,6 +468,15 @@ func (s *Service) sessionLink(id string) string {
 	return "`" + id + "`"
 }
 
+// notFrom is the rev that leaves out the commits r's branch did not make:
+// ^From, or (nothing to leave out) ^ its base again.
+func notFrom(r store.Repo) string {
+	if r.From != "" {
+		return "^" + r.From
+	}
+	return "^refs/remotes/origin/" + r.Base
+}
+
 // readDescription reads, in one run in the box (a symlink there
 // resolves in the box, never on the host): the agent's description file,
 // the repository's pull request template (64 KiB of each at most) and the
@@ -469,10 +485,10 @@ func (s *Service) sessionLink(id string) string {
 func readDescription(ctx context.Context, box *sandbox.Sandbox, r store.Repo) ([3]string, error) {
 	var out, errb bytes.Buffer
 	const script = `head -c 65536 -- "$1" 2>/dev/null | tr -d '\036'; printf '\036'; head -c 65536 -- "$2" 2>/dev/null | tr -d '\036'; printf '\036'; ` +
-		`git log --max-count=21 --format=%H%x1f%s "$3" --`
+		`git log --max-count=21 --format=%H%x1f%s "$3" "$4" --`
 	st, err := box.Run(ctx, &sandbox.Cmd{
 		Args: []string{"sh", "-c", script, "sh", DescriptionFile, ".github/pull_request_template.md",
-			"refs/remotes/origin/" + r.Base + "..refs/heads/" + r.Branch},
+			"refs/remotes/origin/" + r.Base + "..refs/heads/" + r.Branch, notFrom(r)},
 		Dir: box.WorkspacePath(r.Name), Stdout: &out, Stderr: &errb, OutputLimit: 256 << 10, Timeout: 30 * time.Second,
 	})
 	if err != nil {

@@ -113,6 +113,9 @@ func changes(works []repoWork) (lines []string, changed bool) {
 				shas = append(shas, c.sha[:7])
 			}
 			lines = append(lines, fmt.Sprintf("Commits on `%s`: %s", r.Branch, strings.Join(shas, ", ")))
+			if r.From != "" {
+				lines = append(lines, fmt.Sprintf("The pull request's own branch is in a fork, where Harvest cannot push: this work is on `%s` of %s, started from its head %s.", r.Branch, r.GitHub, shortSHA(r.From)))
+			}
 		case w.unchanged && r.PRNumber == 0:
 			lines = append(lines, fmt.Sprintf("No change to %s: nothing was pushed and no pull request opened.", r.GitHub))
 		}

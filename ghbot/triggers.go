@@ -170,7 +170,7 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 		}
 	}
 	req := session.CreateRequest{
-		Title: truncate(is.GetTitle(), 200), Prompt: h.firstPrompt(full, is, isPR, who.GetLogin(), text),
+		Title: truncate(is.GetTitle(), 200),
 		Repos: []session.RepoSpec{{GitHub: full}},
 		GitHub: &store.GitHubLink{Repo: full, Number: num, IsPR: isPR, Requester: who.GetLogin(), RequesterID: who.GetID(),
 			RequesterName: h.displayName(ctx, c, who)},
@@ -178,11 +178,18 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 	agentName, _ := directive(text, "agent")
 	req.Agent, req.Model = firstOf(agentName, h.cfg.Agent), h.cfg.Model
 	if isPR {
-		if pr.GetHead().GetRepo().GetFullName() != full {
-			return h.refuse(ctx, c, full, num, d.ID, who, "the pull request's branch is in a fork, where Harvest cannot push")
+		if fork, ok := forkOf(full, pr); ok {
+			// Its branch is the contributor's, in a repository Harvest
+			// has no credential for: work on a branch of ours from
+			// the pull request's head (forks.go).
+			r := &req.Repos[0]
+			r.Ref, r.Base = fmt.Sprintf("refs/pull/%d/head", num), pr.GetBase().GetRef()
+			req.GitHub.Fork, req.GitHub.ForkBranch = fork, pr.GetHead().GetRef()
+		} else {
+			req.Repos[0].Ref, req.Repos[0].Branch = pr.GetHead().GetRef(), pr.GetHead().GetRef()
 		}
-		req.Repos[0].Ref, req.Repos[0].Branch = pr.GetHead().GetRef(), pr.GetHead().GetRef()
 	}
+	req.Prompt = h.firstPrompt(full, is, req.GitHub, who.GetLogin(), text)
 	return h.start(ctx, c, d, req, quoteRequest(who.GetLogin(), text))
 }
 
@@ -238,7 +245,7 @@ func (h *Hooks) onIssue(ctx context.Context, d *store.Delivery, e *github.Issues
 		return "", explain(err, "reacting to the issue")
 	}
 	req := session.CreateRequest{
-		Title: truncate(is.GetTitle(), 200), Prompt: h.firstPrompt(full, is, is.IsPullRequest(), who.GetLogin(), "Work on this issue ("+how+")."),
+		Title: truncate(is.GetTitle(), 200), Prompt: h.firstPrompt(full, is, &store.GitHubLink{IsPR: is.IsPullRequest()}, who.GetLogin(), "Work on this issue ("+how+")."),
 		Repos: []session.RepoSpec{{GitHub: full}}, Agent: h.cfg.Agent, Model: h.cfg.Model,
 		GitHub: &store.GitHubLink{Repo: full, Number: is.GetNumber(), Requester: who.GetLogin(), RequesterID: who.GetID(), RequesterName: h.displayName(ctx, c, who)},
 	}
@@ -261,7 +268,7 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 		return "", err
 	}
 	l.Progress = id
-	if r := &req.Repos[0]; r.Branch == "" && !l.IsPR {
+	if r := &req.Repos[0]; r.Branch == "" && (!l.IsPR || l.Fork != "") {
 		if r.Branch, err = h.workBranch(ctx, c, l.Repo, l.Number, req.Title, req.ID); err != nil {
 			return "", err
 		}
@@ -299,18 +306,21 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 // (nil: none): for a pull request (pr not nil), the one holding its head
 // branch; for an issue, the one started from it.
 func (h *Hooks) threadSession(ctx context.Context, repo string, num int, pr *github.PullRequest) (*store.Session, error) {
-	if pr != nil {
-		if !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), repo) {
-			return nil, nil // a fork's branch: no session of ours holds it
-		}
+	_, fork := forkOf(repo, pr)
+	if pr != nil && !fork {
 		return h.branchSession(ctx, repo, pr.GetHead().GetRef())
 	}
+	// An issue's, or a fork's pull request's (no session of ours holds
+	// its branch): the session started from the thread.
 	ss, err := h.st.ListSessions(ctx, store.SessionFilter{GitHubRepo: repo, GitHubNumber: num})
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range ss {
-		if !s.State.Ended() && (s.GitHub == nil || !s.GitHub.IsPR) {
+		if s.State.Ended() || s.GitHub == nil {
+			continue
+		}
+		if (!fork && !s.GitHub.IsPR) || (fork && s.GitHub.IsPR && s.GitHub.Fork != "") {
 			return s, nil
 		}
 	}
@@ -354,7 +364,8 @@ func (h *Hooks) displayName(ctx context.Context, c *github.Client, who *github.U
 
 // firstPrompt is a new session's first message: what was asked, by whom,
 // where, with the issue's text quoted as data.
-func (h *Hooks) firstPrompt(repo string, is *github.Issue, isPR bool, who, ask string) string {
+func (h *Hooks) firstPrompt(repo string, is *github.Issue, l *store.GitHubLink, who, ask string) string {
+	isPR := l.IsPR
 	kind := "issue"
 	if isPR {
 		kind = "pull request"
@@ -364,9 +375,13 @@ func (h *Hooks) firstPrompt(repo string, is *github.Issue, isPR bool, who, ask s
 	if body := strings.TrimSpace(is.GetBody()); body != "" {
 		fmt.Fprintf(&b, "\nThe %s says:\n\n%s\n", kind, quote(truncate(body, 20000)))
 	}
-	if isPR {
+	switch {
+	case l.Fork != "":
+		fmt.Fprintf(&b, "\nThe pull request's branch (%s) is in the fork %s, where Harvest cannot push. You are on a new branch of %s that starts from the pull request's head (its commits are the contributor's). "+
+			"Commit your changes on it and push them (git push); Harvest opens a pull request in %s with them that builds on #%d.", l.ForkBranch, l.Fork, repo, repo, is.GetNumber())
+	case isPR:
 		b.WriteString("\nYou are on the pull request's branch. Commit your changes and push them (git push) to update it.")
-	} else {
+	default:
 		b.WriteString("\nCommit your changes on your branch and push them (git push); Harvest opens the pull request.")
 	}
 	return b.String()

@@ -35,6 +35,11 @@ type RepoSpec struct {
 	// branch for a session started from it. Set by the GitHub side, never
 	// from the wire.
 	Branch string `json:"-"`
+	// Base, for a GitHub repository, is the branch its pull request
+	// targets ("" the default branch, or Ref when it is a branch): a
+	// fork's pull request's base. Set by the GitHub side, never from the
+	// wire.
+	Base string `json:"-"`
 }
 
 // CreateRequest is everything a new session can be given.

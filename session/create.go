@@ -171,7 +171,7 @@ func (m *Manager) newSession(ctx context.Context, owner string, req CreateReques
 			if branch == "" {
 				branch = sessionBranch(id)
 			}
-			repos = append(repos, store.Repo{Name: name, Source: forgeRepos[i], GitHub: forgeRepos[i], Ref: r.Ref, Branch: branch, Path: dir + "/" + name})
+			repos = append(repos, store.Repo{Name: name, Source: forgeRepos[i], GitHub: forgeRepos[i], Ref: r.Ref, Branch: branch, Base: r.Base, Path: dir + "/" + name})
 			continue
 		}
 		repos = append(repos, store.Repo{Name: name, Source: r.Source, Origin: src.String(), Ref: r.Ref, Path: dir + "/" + name})

@@ -48,7 +48,8 @@ type Forge interface {
 	Check(ctx context.Context, repo string) error
 	// Checkout makes dst (which must not exist) the session's clone of r
 	// (r.GitHub at r.Ref, on r.Branch), owned by owner, and sets r.Base
-	// and r.Head.
+	// and r.Head (and r.From, when the branch starts from commits that
+	// are not the session's: a fork's pull request's).
 	Checkout(ctx context.Context, s *store.Session, r *store.Repo, dst string, owner workspace.Owner) error
 	// Endpoint is the git endpoint for a new box of s; emit records an
 	// event of the session (a push, a refused push).

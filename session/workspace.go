@@ -137,7 +137,8 @@ const (
 )
 
 // forgeCheckout makes s.Repos[i]'s workspace from the forge (into tmp,
-// renamed into place) and records its base and head.
+// renamed into place) and records its base, head and the commit it
+// started from when that is not the session's (store.Repo.From).
 func (m *Manager) forgeCheckout(ctx context.Context, s *store.Session, i int, tmp string, owner workspace.Owner) error {
 	r := s.Repos[i]
 	if m.cfg.Forge == nil {
@@ -163,7 +164,7 @@ func (m *Manager) forgeCheckout(ctx context.Context, s *store.Session, i int, tm
 	_, err := m.st.UpdateSession(ctx, s.ID, func(st *store.Session) error {
 		for j := range st.Repos {
 			if st.Repos[j].Name == r.Name {
-				st.Repos[j].Base, st.Repos[j].Head = r.Base, r.Head
+				st.Repos[j].Base, st.Repos[j].Head, st.Repos[j].From = r.Base, r.Head, r.From
 			}
 		}
 		return nil

@@ -107,6 +107,12 @@ type Repo struct {
 	// PRNumber and PRURL are the session's pull request, once opened.
 	PRNumber int    `json:"pr_number,omitempty"`
 	PRURL    string `json:"pr_url,omitempty"`
+	// From, when set, is the commit Branch started from that its base
+	// lacks and that is not the session's work: a fork's pull request's
+	// head (refs/pull/N/head). Its commits are the contributor's; only
+	// those after it count as the session's (pushed, listed, a pull
+	// request opened for them).
+	From string `json:"from,omitempty"`
 }
 
 // Pull request modes (Session.PR).

@@ -114,6 +114,12 @@ type GitHubLink struct {
 	Progress int64 `json:"progress,omitempty"`
 	// FixAttempts counts failed check suites sent to the session.
 	FixAttempts int `json:"fix_attempts,omitempty"`
+	// Fork ("owner/name") and ForkBranch, for a pull request whose branch
+	// is in a fork: where its branch is. Harvest cannot push there: the
+	// session works on a branch of Repo started from the pull request's
+	// head and opens a pull request of its own that builds on it.
+	Fork       string `json:"fork,omitempty"`
+	ForkBranch string `json:"fork_branch,omitempty"`
 }
 
 // Collaboration modes of a workflow's sessions (Collab.Mode).

@@ -51,6 +51,11 @@ type Remote struct {
 	Auth func(ctx context.Context) (user, password string, err error)
 	// DefaultBranch, when known, becomes the mirror's HEAD.
 	DefaultBranch string
+	// Refs are further refs to fetch, each to the same name in the
+	// mirror (a pull request's refs/pull/N/head: the only way to a
+	// fork's commits). They are fetched with the branches and never
+	// pruned by a later Sync without them.
+	Refs []string
 }
 
 var mirrorKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
@@ -135,8 +140,14 @@ func (m *Mirrors) Sync(ctx context.Context, r Remote) (string, error) {
 		}
 		extra = gitConfigEnv("http.extraHeader", "Authorization: Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
 	}
-	if _, err := m.git(ctx, path, extra, "fetch", "--quiet", "--prune", "--no-write-fetch-head", "--", r.URL,
-		"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"); err != nil {
+	specs := []string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}
+	for _, ref := range r.Refs {
+		if err := checkRefName(ref); err != nil || !strings.HasPrefix(ref, "refs/") || strings.ContainsAny(ref, "*:") {
+			return "", fmt.Errorf("mirror %s: ref %q: want a full ref name (refs/...)", r.Key, ref)
+		}
+		specs = append(specs, "+"+ref+":"+ref)
+	}
+	if _, err := m.git(ctx, path, extra, append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", "--", r.URL}, specs...)...); err != nil {
 		return "", fmt.Errorf("mirror %s: %w", r.Key, err)
 	}
 	if r.DefaultBranch != "" {

@@ -870,7 +870,7 @@ func TestGitHubPullRequestLabelAndAPI(t *testing.T) {
 	testbin.Git(t, w, "add", "NOTES.md")
 	testbin.Git(t, w, "commit", "-q", "-m", "Add notes")
 	testbin.Git(t, w, "push", "-q", "origin", "feature/docs")
-	prNum, err := g.gs.OpenPull(ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Notes", Head: "feature/docs"})
+	prNum, err := g.gs.OpenPull(ctx, ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Notes", Head: "feature/docs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -995,7 +995,7 @@ func TestGitHubSessionFailsVisibly(t *testing.T) {
 	testbin.Git(t, w, "add", "x.txt")
 	testbin.Git(t, w, "commit", "-q", "-m", "x")
 	testbin.Git(t, w, "push", "-q", "origin", "gone")
-	pr, err := g.gs.OpenPull(ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Gone", Head: "gone"})
+	pr, err := g.gs.OpenPull(ctx, ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Gone", Head: "gone"})
 	if err != nil {
 		t.Fatal(err)
 	}

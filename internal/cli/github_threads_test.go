@@ -439,7 +439,7 @@ func TestGitHubBranchRaceNodes(t *testing.T) {
 	testbin.Git(t, w, "add", "NOTES.md")
 	testbin.Git(t, w, "commit", "-q", "-m", "Add notes")
 	testbin.Git(t, w, "push", "-q", "origin", "feature/race")
-	prNum, err := g.gs.OpenPull(ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Notes", Head: "feature/race"})
+	prNum, err := g.gs.OpenPull(ctx, ghsim.PullSpec{Login: "ada", Repo: "acme/calc", Title: "Notes", Head: "feature/race"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,8 +129,9 @@ func (s *Server) Assign(spec AssignSpec) error {
 	return nil
 }
 
-// PullSpec opens a pull request as a user; head must be a branch of the
-// repository.
+// PullSpec opens a pull request as a user; head is a branch of the
+// repository, or "owner:branch" of owner's fork of it (or of the
+// repository's own owner), as GitHub's API takes it.
 type PullSpec struct {
 	Login string `json:"login"`
 	Repo  string `json:"repo"`
@@ -142,7 +143,7 @@ type PullSpec struct {
 }
 
 // OpenPull opens a pull request (pull_request opened), returns its number.
-func (s *Server) OpenPull(spec PullSpec) (int, error) {
+func (s *Server) OpenPull(ctx context.Context, spec PullSpec) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u, r, err := s.actor(spec.Login, spec.Repo)
@@ -150,13 +151,21 @@ func (s *Server) OpenPull(spec PullSpec) (int, error) {
 		return 0, err
 	}
 	base := cmpOr(spec.Base, r.defaultBranch)
-	if _, ok := r.branches[spec.Head]; !ok {
-		return 0, fmt.Errorf("head branch %s of %s: %w", spec.Head, spec.Repo, ErrNotFound)
+	hr, head, ok := s.pullHead(r, spec.Head)
+	if !ok {
+		return 0, fmt.Errorf("head %s: no fork of %s is %s's: %w", spec.Head, spec.Repo, strings.SplitN(spec.Head, ":", 2)[0], ErrNotFound)
+	}
+	if _, ok := hr.branches[head]; !ok {
+		return 0, fmt.Errorf("head branch %s of %s: %w", head, hr.fullName(), ErrNotFound)
 	}
 	if _, ok := r.branches[base]; !ok {
 		return 0, fmt.Errorf("base branch %s of %s: %w", base, spec.Repo, ErrNotFound)
 	}
-	return s.openPull(r, u, nil, spec.Title, spec.Body, spec.Head, base, spec.Draft).number, nil
+	is, err := s.openPull(ctx, r, u, nil, spec.Title, spec.Body, hr, head, base, spec.Draft)
+	if err != nil {
+		return 0, err
+	}
+	return is.number, nil
 }
 
 // ReviewCommentSpec comments on a line of a pull request's diff.
@@ -304,7 +313,8 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 	m.HandleFunc("POST "+p+"comments", control(s.Comment))
 	m.HandleFunc("POST "+p+"labels", control(noResult(s.AddLabel)))
 	m.HandleFunc("POST "+p+"assignees", control(noResult(s.Assign)))
-	m.HandleFunc("POST "+p+"pulls", control(s.OpenPull))
+	m.HandleFunc("POST "+p+"pulls", controlCtx(s.OpenPull))
+	m.HandleFunc("POST "+p+"forks", controlCtx(s.Fork))
 	m.HandleFunc("POST "+p+"review-comments", controlCtx(s.ReviewComment))
 	m.HandleFunc("POST "+p+"check-suites", controlCtx(s.CompleteCheckSuite))
 	m.HandleFunc("POST "+p+"reviews", controlCtx(s.SubmitReview))

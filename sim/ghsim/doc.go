@@ -24,6 +24,7 @@
 //	GET   /user                                      personal access token
 //	GET   /users/{username}                          anyone; the public profile (email only if public, to a caller with a credential)
 //	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission
+//	POST  /repos/{o}/{r}/forks                     a person's token: the fork in their account (202); an App's: 403 (forks.go)
 //	GET   .../issues/{n}; GET, POST .../issues/{n}/comments; GET, PATCH .../issues/comments/{id}
 //	POST  .../issues/{n}/labels                    {"labels": [...]} or a bare array; labels made in the repository when first used
 //	POST  reactions on issues, issue comments, review comments (201 new, 200 existing)
@@ -64,13 +65,21 @@
 // push the branches are re-read; open pull requests whose head moved get
 // the new sha and a pull_request synchronize.
 //
+// Forks (forks.go): a fork is its owner's repository, cloned from its
+// parent's branches and tags; a pull request's head may be a branch of a
+// fork ("owner:branch"), and then says so as GitHub does (head.repo the
+// fork, fork true). Every pull request's head is kept in its base
+// repository as refs/pull/N/head (a fork's commits fetched in), which
+// nobody can push (git's "deny updating a hidden ref"); a push to a fork
+// moves the pull requests whose head it is.
+//
 // The control API (control.go) sets things up and acts as people: CreateApp,
 // CreateInstallation (all the account's repositories or some, with the
 // App's permissions or fewer), AddUser, CreateRepo (a directory's git
 // history or one commit of its files), SetPermission, ProtectBranch,
 // OpenIssue, Comment, AddLabel, Assign, OpenPull, ReviewComment (diff_hunk
 // from git's diff of base...head; a review of its own, as on GitHub),
-// SubmitReview (a body and several comments, one review), MergePull (a
+// SubmitReview (a body and several comments, one review), Fork, MergePull (a
 // merge commit made with git merge-tree, the base moved to it), ClosePull,
 // EditComment (as a person: changes.body.from), CompleteCheckSuite, Token;
 // managing an installation (installs.go): SuspendInstallation,
@@ -135,8 +144,7 @@
 //
 // # What it does not do
 //
-// No GraphQL, no forks (a pull request's head is a branch of the same
-// repository), no merge strategies but a merge commit, no team review
+// No GraphQL, no forks into an organization, no merge strategies but a merge commit, no team review
 // requests, no review_requested or pull request labeled webhooks, no
 // dismissals or pending reviews, no label removal or assignees
 // endpoints, no search or GraphQL rate limits (only "core"), no

@@ -105,7 +105,7 @@ func (s *Server) importRepo(ctx context.Context, r *repo, src string) error {
 	if _, err := s.git(ctx, dst, "symbolic-ref", "HEAD", "refs/heads/"+r.defaultBranch); err != nil {
 		return err
 	}
-	for _, kv := range [][2]string{{"http.receivepack", "true"}, {"core.hooksPath", filepath.Join(dst, "hooks")}, {"receive.denyDeleteCurrent", "true"}} {
+	for _, kv := range [][2]string{{"http.receivepack", "true"}, {"core.hooksPath", filepath.Join(dst, "hooks")}, {"receive.denyDeleteCurrent", "true"}, {"receive.hideRefs", "refs/pull"}} {
 		if _, err := s.git(ctx, dst, "config", kv[0], kv[1]); err != nil {
 			return err
 		}
@@ -421,25 +421,34 @@ func (s *Server) afterPush(ctx context.Context, owner, name string, pusher *user
 		pusher = r.owner
 	}
 	s.emitPushes(ctx, r, old, br, pusher)
-	for _, is := range sortedIssues(r) {
-		if is.pr == nil || is.state != "open" {
+	// The open pull requests based on r, and those (in r's network) whose
+	// head is a branch of r: a fork's push moves its parent's pull request.
+	for _, x := range s.sortedRepos() {
+		if x != r && !sameNetwork(x, r) {
 			continue
 		}
-		if sha, ok := br[is.pr.base]; ok {
-			is.pr.baseSHA = sha
+		for _, is := range sortedIssues(x) {
+			if is.pr == nil || is.state != "open" {
+				continue
+			}
+			if sha, ok := br[is.pr.base]; ok && x == r {
+				is.pr.baseSHA = sha
+			}
+			if is.pr.headRepo != r {
+				continue
+			}
+			sha, ok := br[is.pr.head]
+			if !ok || sha == is.pr.headSHA {
+				continue
+			}
+			before := is.pr.headSHA
+			is.pr.headSHA = sha
+			is.updated = s.now()
+			if err := s.writePullRef(ctx, is); err != nil {
+				s.logger.Warn("writing a pull request's ref after a push", "repo", x.fullName(), "number", is.number, "err", err)
+			}
+			s.emitPR(x, is, "synchronize", pusher, &syncShas{before, sha})
 		}
-		sha, ok := br[is.pr.head]
-		if !ok || sha == is.pr.headSHA {
-			continue
-		}
-		before := is.pr.headSHA
-		is.pr.headSHA = sha
-		is.updated = s.now()
-		actor := pusher
-		if actor == nil {
-			actor = r.owner
-		}
-		s.emitPR(r, is, "synchronize", actor, &syncShas{before, sha})
 	}
 }
 

@@ -1,6 +1,7 @@
 package ghsim_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -310,6 +311,14 @@ func TestGoGitHub(t *testing.T) {
 	}
 	if resp, err := gh.Git.DeleteRef(ctx, "acme", "widget", "heads/main"); err == nil || resp.StatusCode != 422 {
 		t.Errorf("DELETE the default branch: %v, want 422", err)
+	}
+
+	// bob forks it (202: go-github's AcceptedError, with the fork).
+	bobc := client(t, w, v, "token "+w.bob.Token)
+	fork, resp, err := bobc.Repositories.CreateFork(ctx, "acme", "widget", nil)
+	var accepted *github.AcceptedError
+	if !errors.As(err, &accepted) || resp.StatusCode != 202 || fork.GetFullName() != "bob/widget" || !fork.GetFork() || fork.GetParent().GetFullName() != "acme/widget" {
+		t.Errorf("POST forks: %v %d %+v", err, resp.StatusCode, fork)
 	}
 
 	// REST is served at the root too.

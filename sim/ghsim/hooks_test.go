@@ -1,6 +1,7 @@
 package ghsim_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -73,7 +74,7 @@ func TestWebhooks(t *testing.T) {
 	mustGit(t, dir, "add", "NOTES.md")
 	mustGit(t, dir, "commit", "-q", "-m", "notes")
 	mustGit(t, dir, "push", "-q", "origin", "feature2")
-	pr2, err := w.srv.OpenPull(ghsim.PullSpec{Login: "alice", Repo: "acme/widget", Title: "Notes", Head: "feature2"})
+	pr2, err := w.srv.OpenPull(context.Background(), ghsim.PullSpec{Login: "alice", Repo: "acme/widget", Title: "Notes", Head: "feature2"})
 	must(err)
 	sha, err := w.srv.MergePull(ctx, ghsim.PullActionSpec{Login: "alice", Repo: "acme/widget", Number: pr2})
 	must(err)

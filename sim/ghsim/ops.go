@@ -17,6 +17,7 @@ var operations = []Operation{
 	{"GET", "/user"},
 	{"GET", "/users/{username}"},
 	{"GET", "/repos/{owner}/{repo}"},
+	{"POST", "/repos/{owner}/{repo}/forks"},
 	{"GET", "/repos/{owner}/{repo}/branches/{branch}"},
 	{"GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"},
 	{"GET", "/repos/{owner}/{repo}/issues/{issue_number}"},

@@ -202,7 +202,7 @@ func (s *Server) getRepo(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.wRepo(r))
+	writeJSON(w, http.StatusOK, s.wFullRepo(r))
 }
 
 type wireBranch struct {

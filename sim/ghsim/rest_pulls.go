@@ -4,6 +4,8 @@ package ghsim
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -84,14 +86,6 @@ type pullRequest struct {
 	Issue               *int    `json:"issue"`
 }
 
-// headBranch accepts "branch" and "owner:branch" of the repo's own owner.
-func headBranch(r *repo, head string) (string, bool) {
-	if o, b, ok := strings.Cut(head, ":"); ok {
-		return b, strings.EqualFold(o, r.owner.login)
-	}
-	return head, true
-}
-
 func (s *Server) createPull(w http.ResponseWriter, req *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -118,9 +112,12 @@ func (s *Server) createPull(w http.ResponseWriter, req *http.Request) {
 		invalid(w, "PullRequest", "base", "missing_field", "")
 		return
 	}
-	head, own := headBranch(r, body.Head)
-	headSHA, ok := r.branches[head]
-	if !own || !ok {
+	hr, head, known := s.pullHead(r, body.Head)
+	var headSHA string
+	if known {
+		headSHA, ok = hr.branches[head]
+	}
+	if !known || !ok {
 		invalid(w, "PullRequest", "head", "invalid", "")
 		return
 	}
@@ -135,9 +132,9 @@ func (s *Server) createPull(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	for _, is := range r.issues {
-		if is.pr != nil && is.state == "open" && is.pr.head == head && is.pr.base == body.Base {
+		if is.pr != nil && is.state == "open" && is.pr.headRepo == hr && is.pr.head == head && is.pr.base == body.Base {
 			writeError(w, http.StatusUnprocessableEntity, "Validation Failed",
-				fieldError{Resource: "PullRequest", Code: "custom", Message: "A pull request already exists for " + r.owner.login + ":" + head + "."})
+				fieldError{Resource: "PullRequest", Code: "custom", Message: "A pull request already exists for " + hr.owner.login + ":" + head + "."})
 			return
 		}
 	}
@@ -149,25 +146,33 @@ func (s *Server) createPull(w http.ResponseWriter, req *http.Request) {
 	if body.Body != nil {
 		text = *body.Body
 	}
-	is := s.openPull(r, s.tokenActor(tok), tokenApp(tok), title, text, head, body.Base, body.Draft)
+	is, err := s.openPull(req.Context(), r, s.tokenActor(tok), tokenApp(tok), title, text, hr, head, body.Base, body.Draft)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	if body.MaintainerCanModify != nil {
 		is.pr.maintMod = *body.MaintainerCanModify
 	}
 	writeJSON(w, http.StatusCreated, s.wFullPR(is))
 }
 
-// openPull records a pull request (also an issue) and queues pull_request
-// opened. The branches must exist.
-func (s *Server) openPull(r *repo, by *user, via *app, title, body, head, base string, draft bool) *issue {
+// openPull records a pull request (also an issue) whose head is branch
+// head of hr (r or a fork in its network), writes its refs/pull/N/head
+// and queues pull_request opened. The branches must exist.
+func (s *Server) openPull(ctx context.Context, r *repo, by *user, via *app, title, body string, hr *repo, head, base string, draft bool) (*issue, error) {
 	now := s.now()
-	r.nextNumber++
-	is := &issue{id: s.newID(), repo: r, number: r.nextNumber, title: title, body: body, user: by, app: via,
+	is := &issue{id: s.newID(), repo: r, number: r.nextNumber + 1, title: title, body: body, user: by, app: via,
 		state: "open", created: now, updated: now,
-		pr: &pull{id: s.newID(), head: head, headSHA: r.branches[head], base: base, baseSHA: r.branches[base],
+		pr: &pull{id: s.newID(), head: head, headRepo: hr, headSHA: hr.branches[head], base: base, baseSHA: r.branches[base],
 			draft: draft, maintMod: true}}
+	if err := s.writePullRef(ctx, is); err != nil {
+		return nil, fmt.Errorf("writing refs/pull/%d/head: %w", is.number, err)
+	}
+	r.nextNumber++
 	r.issues[is.number] = is
 	s.emitPR(r, is, "opened", by, nil)
-	return is
+	return is, nil
 }
 
 func (s *Server) listPulls(w http.ResponseWriter, req *http.Request) {
@@ -190,7 +195,7 @@ func (s *Server) listPulls(w http.ResponseWriter, req *http.Request) {
 		}
 		if h := q.Get("head"); h != "" {
 			o, b, _ := strings.Cut(h, ":")
-			if !strings.EqualFold(o, r.owner.login) || (b != "" && b != is.pr.head) {
+			if !strings.EqualFold(o, is.pr.headRepo.owner.login) || (b != "" && b != is.pr.head) {
 				continue
 			}
 		}

@@ -189,7 +189,7 @@ func (s *Server) MergePull(ctx context.Context, spec PullActionSpec) (string, er
 	}
 	r := is.repo
 	dir := s.repoDir(r)
-	base, head := r.branches[is.pr.base], r.branches[is.pr.head]
+	base, head := r.branches[is.pr.base], is.pr.headRepo.branches[is.pr.head]
 	if base == "" || head == "" {
 		return "", fmt.Errorf("%s#%d: its base or head branch is gone", spec.Repo, spec.Number)
 	}
@@ -198,7 +198,7 @@ func (s *Server) MergePull(ctx context.Context, spec PullActionSpec) (string, er
 		return "", fmt.Errorf("%s#%d cannot be merged: %w", spec.Repo, spec.Number, err)
 	}
 	tree = strings.TrimSpace(strings.SplitN(tree, "\n", 2)[0])
-	msg := fmt.Sprintf("Merge pull request #%d from %s/%s\n\n%s", is.number, r.owner.login, is.pr.head, is.title)
+	msg := fmt.Sprintf("Merge pull request #%d from %s/%s\n\n%s", is.number, is.pr.headRepo.owner.login, is.pr.head, is.title)
 	name := u.name
 	if name == "" {
 		name = u.login

@@ -258,6 +258,7 @@ func (s *Server) routes() {
 		{"GET", "/user"}:                                                                    s.getUser,
 		{"GET", "/users/{username}"}:                                                        s.getUserByLogin,
 		{"GET", "/repos/{owner}/{repo}"}:                                                    s.getRepo,
+		{"POST", "/repos/{owner}/{repo}/forks"}:                                             s.createFork,
 		{"GET", "/repos/{owner}/{repo}/branches/{branch}"}:                                  s.getBranch,
 		{"GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"}:                s.getPermission,
 		{"GET", "/repos/{owner}/{repo}/issues/{issue_number}"}:                              s.getIssue,

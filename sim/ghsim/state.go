@@ -114,6 +114,7 @@ type repo struct {
 	issues        map[int]*issue
 	branches      map[string]string // name → sha, refreshed after every push
 	labels        map[string]*label // lower(name) → the repository's label, made when first used
+	parent        *repo             // a fork's: the repository it was forked from (nil: not a fork)
 }
 
 func (r *repo) fullName() string { return r.owner.login + "/" + r.name }
@@ -145,7 +146,8 @@ type issue struct {
 
 type pull struct {
 	id        int64
-	head      string // branch name in the same repo
+	head      string // branch name in headRepo
+	headRepo  *repo  // the repository of head: the pull request's own, or a fork of it
 	headSHA   string
 	base      string
 	baseSHA   string // the base branch's sha when last computed

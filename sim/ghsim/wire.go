@@ -324,6 +324,7 @@ func (s *Server) wRepo(r *repo) *wireRepo {
 			open++
 		}
 	}
+	forks := s.forkCount(r)
 	host := strings.TrimPrefix(strings.TrimPrefix(s.base, "http://"), "https://")
 	return &wireRepo{
 		ID: r.id, NodeID: nodeID("Repository", r.id), Name: r.name, FullName: r.fullName(),
@@ -348,6 +349,7 @@ func (s *Server) wRepo(r *repo) *wireRepo {
 		OpenIssuesCount: open, Topics: []string{}, HasIssues: true, HasProjects: true, HasWiki: true,
 		HasDownloads: true, Visibility: vis, PushedAt: ts(r.pushed), CreatedAt: ts(r.created),
 		UpdatedAt: ts(r.pushed), AllowForking: true, OpenIssues: open,
+		Fork: r.parent != nil, ForksCount: forks, Forks: forks,
 	}
 }
 

@@ -213,8 +213,8 @@ func (s *Server) wPR(is *issue) wirePR {
 		Title: is.title, User: s.wUser(is.user), Body: strOrNil(is.body), Labels: []wireLabel{},
 		CreatedAt: ts(is.created), UpdatedAt: ts(is.updated), ClosedAt: tsOrNil(is.closed),
 		Assignees: []*wireUser{}, RequestedReviewers: []*wireUser{}, RequestedTeams: []struct{}{},
-		Head: wireBranchRef{Label: r.owner.login + ":" + pr.head, Ref: pr.head, SHA: pr.headSHA,
-			User: s.wUser(r.owner), Repo: s.wRepo(r)},
+		Head: wireBranchRef{Label: pr.headRepo.owner.login + ":" + pr.head, Ref: pr.head, SHA: pr.headSHA,
+			User: s.wUser(pr.headRepo.owner), Repo: s.wRepo(pr.headRepo)},
 		Base: wireBranchRef{Label: r.owner.login + ":" + pr.base, Ref: pr.base, SHA: pr.baseSHA,
 			User: s.wUser(r.owner), Repo: s.wRepo(r)},
 		Links: wirePRLinks{Self: wireHref{api}, HTML: wireHref{html}, Issue: wireHref{iapi},
@@ -377,8 +377,8 @@ func (s *Server) suitePRs(cs *checkSuite) []wireMinimalPR {
 	out := []wireMinimalPR{}
 	r := cs.repo
 	for _, is := range sortedIssues(r) {
-		if is.pr == nil || is.state != "open" || is.pr.headSHA != cs.headSHA {
-			continue
+		if is.pr == nil || is.state != "open" || is.pr.headSHA != cs.headSHA || is.pr.headRepo != r {
+			continue // GitHub leaves a fork's pull requests out of a suite's
 		}
 		m := wireMinimalPR{ID: is.pr.id, Number: is.number,
 			URL: fmt.Sprintf("%s/repos/%s/pulls/%d", s.api, r.fullName(), is.number)}
