@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -124,13 +125,20 @@ func Mirror(root, dir string) error {
 	return nil
 }
 
-// Files lists the documentation whose blocks TestDocs runs: README.md and
-// every .md file under docs/, in a stable order (README first).
+// Files lists the documentation whose blocks TestDocs runs: README.md,
+// docs/getting-started.md (the walk a newcomer takes first), then every
+// other .md file under docs/ by name.
 func Files(root string) ([]string, error) {
-	files := []string{filepath.Join(root, "README.md")}
+	first := []string{filepath.Join(root, "README.md"), filepath.Join(root, "docs", "getting-started.md")}
 	more, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		return nil, err
 	}
-	return append(files, more...), nil
+	files := first
+	for _, f := range more {
+		if !slices.Contains(first, f) {
+			files = append(files, f)
+		}
+	}
+	return files, nil
 }
