@@ -52,7 +52,9 @@ func TestDocs(t *testing.T) {
 	for _, b := range blocks {
 		t.Run(strings.ReplaceAll(b.Where(), "/", "_"), func(t *testing.T) {
 			start := time.Now()
-			if err := r.Run(testbin.Context(t), b); err != nil {
+			// The block's own deadline bounds it; the test's context only
+			// ends with the test.
+			if err := r.Run(t.Context(), b); err != nil {
 				t.Fatalf("%v\n--- harvest serve's stderr so far:\n%s", err, tail(env.serveErr.String(), 4<<10))
 			}
 			t.Logf("%s: ok in %v", b.Where(), time.Since(start).Round(time.Millisecond))

@@ -45,6 +45,7 @@ func (r *Runner) Run(ctx context.Context, b Block) error {
 	defer os.Remove(out.Name())
 	defer out.Close()
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
 	// -e and pipefail: the first command that fails fails the block. The
@@ -71,7 +72,9 @@ func (r *Runner) Run(ctx context.Context, b Block) error {
 		return nil
 	}
 	why := runErr.Error()
-	if ctx.Err() == context.DeadlineExceeded {
+	if parent.Err() != nil {
+		why = fmt.Sprintf("was stopped before its end: %v", context.Cause(parent))
+	} else if ctx.Err() == context.DeadlineExceeded {
 		why = fmt.Sprintf("was still running after its deadline, %s (killed; give it longer with ```sh test timeout=D)", b.Timeout)
 	} else if ee := (*exec.ExitError)(nil); errors.As(runErr, &ee) {
 		why = fmt.Sprintf("exited %d", ee.ExitCode())
