@@ -41,7 +41,7 @@ rules:
     reply: {text: "once more", usage: {input_tokens: 100, output_tokens: 10}}
 `
 
-// Families lists every family the issue asks for (README: Operating it).
+// Families lists every family the issue asks for (docs/running-a-server.md#metrics).
 var Families = []string{
 	"harvest_sessions", "harvest_session_runners", "harvest_turns_running", "harvest_draining",
 	"harvest_turns_total", "harvest_turn_duration_seconds",

@@ -30,8 +30,7 @@ every session on it gets it; an admin token sets these) or to you (--user:
 the sessions you start get it; any token sets its own). Setup scripts get
 every secret of their session; the session's own environment only those
 set with --session. Your secret overrides the repository's of the same
-name. (Not yet wired: nothing hands the secrets to setup scripts or
-sessions so far; today they are stored and managed only.)
+name.
 
 The value is read from standard input (one trailing newline removed), or
 asked for without echo when standard input is a terminal; never from the

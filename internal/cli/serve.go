@@ -122,8 +122,8 @@ the kernel gives it, like tini.
 
 Settings: every flag below is also a key of a YAML config file, --config
 FILE (or $HARVEST_CONFIG): the flag's name without its --, a list for a
-repeatable flag, a mapping for a NAME=VALUE one (see README: A config
-file). The command line wins over the file, the file over the
+repeatable flag, a mapping for a NAME=VALUE one (see
+docs/running-a-server.md#a-config-file). The command line wins over the file, the file over the
 environment, the environment over the defaults; a mistake in the file is
 reported with its line. --print-config prints the effective settings as
 such a file, secrets redacted.
@@ -186,19 +186,19 @@ checked.`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
-	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see README: Environments)")
-	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see README: MCP servers)")
+	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see docs/environments.md)")
+	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see docs/agents.md#mcp-servers)")
 	fl.StringArrayVar(&f.mcpAllow, "mcp-allow", nil, mcpAllowHelp)
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
-	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see README: Running on several machines)")
+	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see docs/several-machines.md)")
 	addNodeFlags(fl, &f)
 	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")
 	f.tel.add(fl)
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
 	fl.BoolVar(&f.stopBoxes, "stop-boxes-on-exit", false, "on SIGTERM or SIGINT, after the drain, destroy the sessions' boxes (idle sessions are suspended: their next message resumes them) instead of leaving them running for the next start to reattach")
-	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see README: A config file)")
+	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see docs/running-a-server.md#a-config-file)")
 	fl.BoolVar(&f.printCfg, "print-config", false, "print the effective settings (flags, --config, environment, defaults) as a config file, secrets redacted, and exit")
 	annotate(fl, "egress-internal", configAnnotation, configKeyValue)
 	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file"} {

@@ -333,29 +333,29 @@ func TestPrintConfigSecretSetting(t *testing.T) {
 	}
 }
 
-// TestREADMEConfigExample: the config file the README shows is one serve
-// takes, key by key.
-func TestREADMEConfigExample(t *testing.T) {
+// TestDocsConfigExample: the config file docs/running-a-server.md shows is
+// one serve takes, key by key.
+func TestDocsConfigExample(t *testing.T) {
 	root, err := testbin.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "running-a-server.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "\n### A config file\n")
+	_, after, ok := strings.Cut(string(b), "\n## A config file\n")
 	if !ok {
-		t.Fatal(`README.md has no "### A config file" section`)
+		t.Fatal(`docs/running-a-server.md has no "## A config file" section`)
 	}
 	_, block, ok := strings.Cut(after, "```yaml\n")
 	example, _, ok2 := strings.Cut(block, "```\n")
 	if !ok || !ok2 {
-		t.Fatal("the README's config file section has no ```yaml example")
+		t.Fatal("the config file section of docs/running-a-server.md has no ```yaml example")
 	}
 	var keys map[string]any
 	if err := yaml.Unmarshal([]byte(example), &keys); err != nil || len(keys) < 5 {
-		t.Fatalf("the README's example: %d keys, %v", len(keys), err)
+		t.Fatalf("the docs' example: %d keys, %v", len(keys), err)
 	}
 	fl := newServeCmd().Flags()
 	if err := fl.Parse(nil); err != nil {
@@ -363,15 +363,15 @@ func TestREADMEConfigExample(t *testing.T) {
 	}
 	c, err := loadServeConfig(fl, writeConfig(t, example))
 	if err != nil {
-		t.Fatalf("the README's example: %v\n%s", err, example)
+		t.Fatalf("the docs' example: %v\n%s", err, example)
 	}
 	var names []string
 	for k := range keys {
 		names = append(names, k)
 		if c.lines[k] == 0 {
-			t.Errorf("the README's example sets %s, which serve did not take", k)
+			t.Errorf("the docs' example sets %s, which serve did not take", k)
 		}
 	}
 	slices.Sort(names)
-	t.Logf("the README's example sets %s", strings.Join(names, ", "))
+	t.Logf("the docs' example sets %s", strings.Join(names, ", "))
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // How harvest serve is watched: its logs, its metrics, its traces and its
-// readiness (package telemetry; README: Operating it). serve.go calls
+// readiness (package telemetry; docs/running-a-server.md#metrics-traces-logs-and-probes). serve.go calls
 // these at its composition points.
 
 type telemetryFlags struct {
@@ -31,7 +31,7 @@ type telemetryFlags struct {
 
 func (t *telemetryFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&t.logFormat, "log-format", telemetry.LogText, "log lines as text (key=value) or json (one object a line, for log collectors); each turn's lines carry the session, the turn, the node and, with tracing on, the trace")
-	fl.StringVar(&t.metricsListen, "metrics-listen", "", "also serve GET /metrics (Prometheus) on this address, HOST:PORT, WITHOUT a token; the API's /metrics needs the admin token. Bind it to loopback or a network only your Prometheus reaches (see README: Operating it)")
+	fl.StringVar(&t.metricsListen, "metrics-listen", "", "also serve GET /metrics (Prometheus) on this address, HOST:PORT, WITHOUT a token; the API's /metrics needs the admin token. Bind it to loopback or a network only your Prometheus reaches (see docs/running-a-server.md#metrics)")
 }
 
 // serveTelemetry is what harvest serve is watched with.

@@ -12,7 +12,7 @@ import (
 
 // TestV2Files checks what the v2 code writes, against a plain directory
 // standing in for a cgroup2 mount. This machine mounts cgroup v1, so the v2
-// path is not exercised against a real kernel here (see the README); this
+// path is not exercised against a real kernel here (see docs/limitations.md); this
 // test pins its files and values.
 func TestV2Files(t *testing.T) {
 	root := t.TempDir()

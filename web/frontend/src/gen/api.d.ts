@@ -53,7 +53,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics (admin): sessions, turns, boxes, models, proxies, webhooks, store, journal, leases, disk
-         * @description The Prometheus text exposition format (OpenMetrics when the scraper asks for it). Every label comes from a fixed set: no session id, user or path. README: Operating it lists the families. harvest serve --metrics-listen serves the same on an address of its own, without a token.
+         * @description The Prometheus text exposition format (OpenMetrics when the scraper asks for it). Every label comes from a fixed set: no session id, user or path. docs/running-a-server.md (Metrics) lists the families. harvest serve --metrics-listen serves the same on an address of its own, without a token.
          */
         get: operations["metrics"];
         put?: never;
