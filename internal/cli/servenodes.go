@@ -87,7 +87,7 @@ func nodeOnly(f serveFlags, listen string) (*session.NodeConfig, error) {
 
 // addNodeFlags adds serve's several-node flags.
 func addNodeFlags(fl *pflag.FlagSet, f *serveFlags) {
-	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's name (default: the host name); a random suffix makes every start a new owner (see README: Running on several machines)")
+	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's name (default: the host name); a random suffix makes every start a new owner (see docs/several-machines.md)")
 	fl.StringVar(&f.advertise, "advertise", "", "run as one of several nodes on one --store: the URL the other nodes forward this node's sessions' requests to (default http:// and the --listen address)")
 	fl.IntVar(&f.maxSess, "max-sessions", 0, "with several nodes: how many sessions this node runs at most (0: no bound); a new session goes to a node with room, and waits (queued) while every node is full")
 	fl.BoolVar(&f.sharedData, "shared-data", false, "with several nodes: they share the data directory (one machine, or a shared filesystem), so sessions' workspaces are not carried through the store and another node's box may be reattached")
