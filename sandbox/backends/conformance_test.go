@@ -24,10 +24,12 @@ import (
 // rejects is a failure, not a skip. The host backend needs nothing a
 // machine may lack: unavailable, it fails.
 var backendReqs = map[string]testreq.Req{
-	"local":        testreq.Local,
-	"local+pool":   testreq.Local,
-	"docker":       testreq.Docker,
-	"docker+runsc": testreq.DockerRunsc,
+	"local":             testreq.Local,
+	"local+pool":        testreq.Local,
+	"docker":            testreq.Docker,
+	"docker+pool":       testreq.Docker,
+	"docker+runsc":      testreq.DockerRunsc,
+	"docker+runsc+pool": testreq.DockerRunsc,
 }
 
 func dockerImage() string {
@@ -97,8 +99,8 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 }
 
 // forEachAvailable runs f for every backend doctor reports available, failing
-// for a required backend that is not. The local backend runs twice: cold, and
-// with a pool of warm boxes (how a server runs it).
+// for a required backend that is not. The local and docker backends run
+// twice: cold, and with a pool of warm boxes (how a server runs them).
 func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend)) {
 	forEachVariant(t, nil, f)
 }
@@ -109,11 +111,11 @@ func forEachVariant(t *testing.T, only []string, f func(t *testing.T, b sandboxt
 	reports := backends.Doctor(context.Background(), options(t, testbin.TempDir(t)))
 	for _, r := range reports {
 		variants := []string{r.Backend}
-		if r.Backend == "local" {
-			variants = append(variants, "local+pool")
+		if r.Backend == "local" || r.Backend == "docker" {
+			variants = append(variants, r.Backend+"+pool")
 		}
 		if r.Runtime != "" {
-			variants = []string{r.Backend + "+" + r.Runtime}
+			variants = []string{r.Backend + "+" + r.Runtime, r.Backend + "+" + r.Runtime + "+pool"}
 		}
 		for _, variant := range variants {
 			if only == nil || slices.Contains(only, variant) {
@@ -126,7 +128,7 @@ func forEachVariant(t *testing.T, only []string, f func(t *testing.T, b sandboxt
 func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testing.T, b sandboxtest.Backend)) {
 	name := r.Backend
 	pool := 0
-	if variant == "local+pool" {
+	if strings.HasSuffix(variant, "+pool") {
 		pool = 2
 	}
 	{
@@ -144,7 +146,7 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 				Isolated: r.Isolating,
 				New: func(t testing.TB, runDir string) sandbox.Provider {
 					o := options(t, runDir)
-					o.LocalPool = pool
+					o.LocalPool, o.DockerPool = pool, pool
 					o.DockerRuntime = r.Runtime
 					p, err := backends.Open(name, o)
 					if err != nil {

@@ -108,6 +108,27 @@
 // gives each a writable anonymous volume outside the box's limits (Destroy
 // removes them).
 //
+// # Warm boxes (Config.PoolSize)
+//
+// A server keeps a few containers started ahead of demand, their agents
+// waiting to be claimed (pool.go), so that a create costs a claim instead
+// of a `docker create` and `docker start`. The design kept from the first
+// look at it: what dockerd fixes at create (the mounts) is made to change
+// afterwards through mount propagation; the workspaces, /tmp and HOME are
+// mounted at the claim, on the host, below a per-box slot directory that
+// the container binds with rslave propagation (slot.go). Changed from that
+// first look, for reasons measured here: the slot is made a shared mount
+// of its own (the run dir's filesystem is private on this machine, and
+// propagation needs a shared source); /workspace is made read-only on
+// the host rather than by dockerd (under gVisor a read-only docker mount
+// makes everything later mounted below it read-only too); the owner of a
+// claimed box is in its run dir, not a label (labels cannot change), and a
+// warm container's labels name the instance that made it (LabelPool),
+// which is how its warm boxes die with it. Limits are set with `docker
+// update`, the name with `docker rename`. A warm box is as isolated as a
+// cold one (the same container settings; the conformance and isolation
+// suites run on both) and used once.
+//
 // # Lifecycle
 //
 // Containers outlive Harvest: dockerd is their parent. Recover inspects the
@@ -157,6 +178,35 @@ const (
 	LabelOwner = "dev.harvest.owner"
 )
 
+// warmPool is the provider's pool of warm boxes (nil without one),
+// started by the first call: it reaps the warm boxes of dead Harvests on
+// the run dir first (reapDead), then fills.
+func (p *Provider) warmPool() *pool {
+	if p.cfg.PoolSize <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	started := p.pooled
+	p.pooled = true
+	pl := p.pool
+	p.mu.Unlock()
+	if started {
+		return pl
+	}
+	inst, err := p.instance()
+	if err != nil {
+		p.log.Warn("keeping warm boxes", "err", err)
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.pool = newPool(p, p.cfg.PoolSize, inst)
+	return p.pool
+}
+
 // Paths inside a box.
 const (
 	agentPath = "/.harvest/bin/harvest-agent"
@@ -193,6 +243,12 @@ type Config struct {
 	// owner.DirFor(RunDir): with the default run dirs, the one every
 	// backend shares and harvest sandbox prune looks in.
 	OwnersDir string
+	// PoolSize is how many boxes to keep started ahead of demand (see
+	// pool.go), from the first Start on. 0: none, every Start makes its
+	// container (right for one-shot use like `harvest sandbox run`); a
+	// server sets a few (harvest serve --pool, default 2). Close destroys
+	// them.
+	PoolSize int
 }
 
 // Provider runs boxes as docker containers. It is safe for concurrent use.
@@ -203,8 +259,10 @@ type Provider struct {
 	mu     sync.Mutex
 	cli    *client.Client // created on first use
 	cliErr error
-	inst   *owner.Hold // made on first need (boxOwner)
+	inst   *owner.Hold // made on first need (instance)
 	closed bool
+	pool   *pool // started by the first Start (warmPool)
+	pooled bool  // the pool was started (or refused)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -229,13 +287,19 @@ func New(cfg Config) *Provider {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Close releases the connection to dockerd and the provider's instance.
-// Boxes keep running: owned by Config.Owner, or by no one (the instance's:
-// harvest sandbox prune removes them).
+// Close destroys the warm boxes and releases the connection to dockerd and
+// the provider's instance. Boxes it started keep running: owned by
+// Config.Owner, or by no one (the instance's: harvest sandbox prune
+// removes them).
 func (p *Provider) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	pl := p.pool
+	p.pool = nil
+	p.mu.Unlock()
+	pl.close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.inst.Release()
 	p.inst = nil
 	if p.cli == nil {
@@ -252,6 +316,12 @@ func (p *Provider) boxOwner() (string, error) {
 	if p.cfg.Owner != "" {
 		return p.cfg.Owner, nil
 	}
+	return p.instance()
+}
+
+// instance is the provider's instance owner, made on first need: the owner
+// of its boxes without Config.Owner, and of its warm boxes.
+func (p *Provider) instance() (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inst == nil {
