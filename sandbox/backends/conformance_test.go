@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
@@ -140,6 +141,18 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 				}
 				testreq.Unavailable(t, req, "backend %s unavailable: %s (%s)", variant, r.Reason, r.Fix)
 			}
+			// A pool variant whose boxes all started cold would pass as
+			// the cold one: docker's pools must have served some. (Not
+			// checked on local: its first Start on a provider does not
+			// wait for the pool, and many checks start one box.)
+			var hits atomic.Uint64
+			if pool > 0 && name == docker.Name {
+				t.Cleanup(func() { // after every provider's (registered first)
+					if !t.Failed() && !t.Skipped() && hits.Load() == 0 {
+						t.Errorf("%s: no box came from a warm pool", variant)
+					}
+				})
+			}
 			b := sandboxtest.Backend{
 				Name:     name,
 				Pool:     pool > 0,
@@ -153,7 +166,12 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 						t.Fatal(err)
 					}
 					if c, ok := p.(interface{ Close() error }); ok {
-						t.Cleanup(func() { c.Close() })
+						t.Cleanup(func() {
+							if pl, ok := p.(sandbox.Pooler); ok {
+								hits.Add(pl.PoolStats().Hits)
+							}
+							c.Close()
+						})
 					}
 					return p
 				},

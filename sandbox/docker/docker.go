@@ -110,24 +110,62 @@
 //
 // # Warm boxes (Config.PoolSize)
 //
-// A server keeps a few containers started ahead of demand, their agents
-// waiting to be claimed (pool.go), so that a create costs a claim instead
-// of a `docker create` and `docker start`. The design kept from the first
-// look at it: what dockerd fixes at create (the mounts) is made to change
-// afterwards through mount propagation; the workspaces, /tmp and HOME are
-// mounted at the claim, on the host, below a per-box slot directory that
-// the container binds with rslave propagation (slot.go). Changed from that
-// first look, for reasons measured here: the slot is made a shared mount
-// of its own (the run dir's filesystem is private on this machine, and
-// propagation needs a shared source); /workspace is made read-only on
-// the host rather than by dockerd (under gVisor a read-only docker mount
-// makes everything later mounted below it read-only too); the owner of a
-// claimed box is in its run dir, not a label (labels cannot change), and a
-// warm container's labels name the instance that made it (LabelPool),
-// which is how its warm boxes die with it. Limits are set with `docker
-// update`, the name with `docker rename`. A warm box is as isolated as a
-// cold one (the same container settings; the conformance and isolation
-// suites run on both) and used once.
+// A cold box spends about 350 ms in dockerd (`docker create`, `docker
+// start`: runc's namespaces, cgroups and mounts, or gVisor's sentry and
+// gofer) before its agent listens. A server keeps Config.PoolSize
+// containers started ahead of demand, their agents listening but
+// unclaimed (pool.go), so that a create costs a claim of a few
+// milliseconds. The package's default is no pool (right for one-shot use
+// like `harvest sandbox run`); `harvest serve --pool N` (default 2) sets
+// it, and the pool starts with the server's first box.
+//
+// Why slots with rslave propagation: what a box is made of that differs
+// per request, its workspaces and its /tmp and HOME (on its disk, or
+// fresh tmpfs), are mounts, and dockerd fixes a container's mounts at
+// create; a running container without capabilities cannot mount anything
+// itself. Mount propagation is the one way to hand it new mounts: a warm
+// container binds three empty directories of a per-box slot on the host
+// at /workspace, /tmp and HOME with rslave propagation, and the claim
+// mounts the box's workspaces, /tmp and HOME below them on the host,
+// where they show up in the running box (slot.go). Slave, not shared:
+// nothing goes from the box to the host. The slot is a shared bind mount
+// of itself, because propagation needs a shared source and dockerd
+// refuses rslave from a private one (the run dir's filesystem may well be
+// private: / is, on the machine this was developed on). Each mount the claim
+// makes is then made private, as dockerd's binds of a cold box are
+// (rprivate): later host mounts do not reach the box. /workspace itself
+// is made read-only on the host, not by dockerd: under gVisor a read-only
+// docker mount makes everything later mounted below it read-only too.
+//
+// Why `docker update` and `docker rename`: a box's limits (memory and
+// memory+swap, pids, CPUs) are the request's, and the warm container was
+// made before the request, so the claim sets them with `docker update`,
+// which changes a running container's cgroup; its name is renamed to
+// harvest-ID, the cold box's, so that box ids stay unique through
+// dockerd (a rename to a name in use is refused as a cold create is) and
+// Recover, Destroy and `docker ps` find it as any box.
+//
+// Ownership: labels cannot change after create. A warm container is
+// labelled with the provider's instance (LabelPool, LabelOwner; package
+// owner): an instance's hold ends with its process, which is how warm
+// boxes die with the server that made them (see pool.go: Close; after a
+// kill -9 the next pool on the run dir or `harvest sandbox prune`). A
+// claimed box's owner (the server's shared owner, as a cold box's label
+// would say) is recorded in its run dir, written before the run dir takes
+// the box's name; ListOwned reads it there for a container made warm. Its
+// LabelBox stays the warm name, which its handle records (Pool) with its
+// slot.
+//
+// A warm box has the same container settings as a cold one (no
+// capabilities, no network, read-only root, no-new-privileges, the same
+// runtime); the conformance and isolation suites run on both, under runc
+// and gVisor. It is claimed once (its agent refuses a second claim) and
+// destroyed with its box: nothing of one box is in another. What differs,
+// none of it isolation: the host name is "box" (HOSTNAME in the
+// environment is the box's own); the container does not carry
+// Spec.Labels (the handle does); an image with files in /workspace gets
+// no pool (the slot would hide them); a spec with another image, user or
+// HOME, or with read-only Mounts, starts cold.
 //
 // # Lifecycle
 //

@@ -71,12 +71,18 @@ import (
 //
 // # Never outliving the server
 //
-// Close destroys the idle warm boxes. After a kill -9 the warm containers'
-// instance has no holder (package owner): the next provider with a pool
-// on the run dir destroys them when its pool starts (reapDead), and
-// `harvest sandbox prune` does (ListOwned lists them Warm, owned by the
-// dead instance); their slots go with them (Destroy), and slots no
-// container uses any more are released by reapDead.
+// Close destroys the idle warm boxes, and those being made: it waits for
+// a `docker create` in flight rather than cancel it (a cancelled create
+// can still make its container after the cleanup looked for it). After a
+// kill -9 the warm containers' instance has no holder (package owner):
+// the next provider with a pool on the run dir destroys them when its
+// pool starts (reapDead), and `harvest sandbox prune` does (ListOwned
+// lists them Warm, owned by the dead instance); their slots go with them
+// (Destroy), and slots no container uses any more are released by
+// reapDead. The image probe (poolCheck: a container created, never
+// started, for a few milliseconds) is labelled with the instance too: one
+// a kill -9 leaves is removed by the next pool on the run dir (reapDead),
+// not by prune (it is no box).
 
 const (
 	poolPrefix  = "pool-"
@@ -132,6 +138,14 @@ const maxPoolWait = 2 * time.Second
 // warmTimeout bounds making one warm box.
 const warmTimeout = time.Minute
 
+// createTimeout bounds one `docker create` of the pool's, which Close
+// waits for rather than cancels.
+const createTimeout = 30 * time.Second
+
+// probeLabel is LabelManaged of the container poolCheck creates (never
+// started) to look into the image.
+const probeLabel = "probe"
+
 func newPool(p *Provider, size int, owner string) *pool {
 	pl := &pool{p: p, owner: owner, size: size, idle: make(chan *warmBox, size), refill: make(chan struct{}, 1), stop: make(chan struct{}), checked: make(chan struct{})}
 	pl.wg.Add(1)
@@ -164,7 +178,7 @@ func (pl *pool) run() {
 		if err := pl.p.reapDead(cctx); err != nil && ctx.Err() == nil {
 			pl.p.log.Warn("removing the warm boxes of a Harvest that died", "err", err)
 		}
-		env, err := pl.p.poolCheck(cctx)
+		env, err := pl.p.poolCheck(cctx, pl.owner)
 		pl.mu.Lock()
 		pl.env, pl.disabled = env, err
 		pl.mu.Unlock()
@@ -314,7 +328,7 @@ func (p *Provider) serves(spec sandbox.Spec) bool {
 // poolCheck reads the image's environment and checks that its /workspace
 // is empty (a warm box's /workspace is its slot's: see above), with a
 // container created, never started, and removed.
-func (p *Provider) poolCheck(ctx context.Context) ([]string, error) {
+func (p *Provider) poolCheck(ctx context.Context, inst string) ([]string, error) {
 	cli, err := p.connectDaemon(ctx)
 	if err != nil {
 		return nil, err
@@ -327,10 +341,16 @@ func (p *Provider) poolCheck(ctx context.Context) ([]string, error) {
 	if img.Config != nil {
 		env = img.Config.Env
 	}
-	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: p.cfg.Image, Entrypoint: []string{"/nonexistent"}, Labels: map[string]string{LabelManaged: "probe"}},
+	// The probe is labelled with the instance and run dir: one a kill -9
+	// leaves behind is removed by the next pool (reapDead). Its create is
+	// not cancelled by Close (only bounded), as a warm box's (startWarm).
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	res, err := cli.ContainerCreate(cctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: p.cfg.Image, Entrypoint: []string{"/nonexistent"},
+			Labels: map[string]string{LabelManaged: probeLabel, LabelPool: inst, LabelRunDir: p.cfg.RunDir}},
 		HostConfig: &container.HostConfig{NetworkMode: "none", Runtime: p.cfg.Runtime},
 	})
+	ccancel()
 	if err != nil {
 		return nil, fmt.Errorf("looking into image %s: %w", p.cfg.Image, err)
 	}
@@ -339,6 +359,9 @@ func (p *Provider) poolCheck(ctx context.Context) ([]string, error) {
 		defer cancel()
 		_ = removeContainer(rctx, cli, res.ID)
 	}()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	cp, err := cli.CopyFromContainer(ctx, res.ID, client.CopyFromContainerOptions{SourcePath: sandbox.WorkspaceRoot})
 	if err != nil {
 		return nil, fmt.Errorf("looking into image %s's %s: %w", p.cfg.Image, sandbox.WorkspaceRoot, err)

@@ -73,7 +73,8 @@ func mountsUnder(t *testing.T, dir string) []string {
 	return out
 }
 
-// poolContainers lists the containers made warm for the run dir.
+// poolContainers lists the containers made warm for the run dir, and its
+// image probes.
 func poolContainers(t *testing.T, ctx context.Context, cli *client.Client, runDir string) []string {
 	t.Helper()
 	f := make(client.Filters).Add("label", docker.LabelPool, docker.LabelRunDir+"="+runDir)
@@ -286,6 +287,14 @@ func TestPoolDiesWithItsServer(t *testing.T) {
 				t.Errorf("left: %v", n)
 			}
 		})
+	}
+	// The next pool was closed right after it started: what it was
+	// making then (a warm box, its image probe) went too.
+	if left := poolContainers(t, ctx, cli, cfg.RunDir); len(left) > 0 {
+		t.Errorf("containers left on the run dir: %v", left)
+	}
+	if m := mountsUnder(t, cfg.RunDir); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
 	}
 }
 

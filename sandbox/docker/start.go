@@ -68,17 +68,16 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	cli, err := p.connectDaemon(ctx)
+	if err != nil {
+		return nil, err
+	}
 	own, err := p.boxOwner()
 	if err != nil {
 		return nil, err
 	}
 	if pl := p.warmPool(); pl != nil && p.serves(spec) {
 		if w := pl.take(ctx); w != nil {
-			cli, err := p.client()
-			if err != nil {
-				p.discard(w)
-				return nil, err
-			}
 			sb, err := p.claim(ctx, cli, w, spec, own, disk, claimEnv(pl.imageEnv(), spec))
 			if err == nil {
 				return sb, nil
@@ -91,15 +90,11 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 			p.log.Warn("claiming a warm box failed; starting the box cold", "box", spec.ID, "err", err)
 		}
 	}
-	return p.startCold(ctx, spec, bin, own, append(ro, disk...))
+	return p.startCold(ctx, cli, spec, bin, own, append(ro, disk...))
 }
 
 // startCold makes the box's container on the spot.
-func (p *Provider) startCold(ctx context.Context, spec sandbox.Spec, bin, own string, ro []mount.Mount) (_ *sandbox.Sandbox, err error) {
-	cli, err := p.connectDaemon(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (p *Provider) startCold(ctx context.Context, cli *client.Client, spec sandbox.Spec, bin, own string, ro []mount.Mount) (_ *sandbox.Sandbox, err error) {
 	boxDir, runDir, err := p.makeBoxDir(spec)
 	if err != nil {
 		return nil, err

@@ -57,11 +57,19 @@ func (p *Provider) startWarm(ctx context.Context, name, own string) (_ *warmBox,
 	cfg.Labels[LabelOwner] = own
 	cfg.Labels[LabelPool] = own
 	hostCfg.Tmpfs = nil // the slot's
-	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: containerName(name), Config: cfg, HostConfig: hostCfg})
+	// Not cancelled by Close (only bounded): a create whose request is
+	// cancelled may still make its container after a removal by name
+	// looked for it, and leave it behind.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	res, err := cli.ContainerCreate(cctx, client.ContainerCreateOptions{Name: containerName(name), Config: cfg, HostConfig: hostCfg})
+	ccancel()
 	if err != nil {
 		return nil, fmt.Errorf("creating warm box %s: %w", name, err)
 	}
 	w.containerID = res.ID
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("creating warm box %s: %w", name, err)
+	}
 	if _, err := cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, fmt.Errorf("starting warm box %s: %w", name, err)
 	}
@@ -246,8 +254,9 @@ func instanceOf(name string) string {
 }
 
 // reapDead destroys the warm boxes of instances no process holds (a
-// Harvest killed before its Close) and releases the slots and run dirs of
-// theirs that no container uses any more. Boxes claimed from a dead
+// Harvest killed before its Close), removes their image probes
+// (poolCheck), and releases the slots and run dirs of theirs that no
+// container uses any more. Boxes claimed from a dead
 // instance's pool are not its: they have their own owners (ListOwned).
 func (p *Provider) reapDead(ctx context.Context) error {
 	bs, err := p.ListOwned(ctx)
@@ -289,6 +298,21 @@ func (p *Provider) reapDead(ctx context.Context) error {
 		}
 		if d.Pool != "" {
 			used[d.Pool] = true
+		}
+	}
+	if cli, err := p.client(); err == nil {
+		f := make(client.Filters).Add("label", LabelManaged+"="+probeLabel, LabelRunDir+"="+p.cfg.RunDir)
+		res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing image probes: %w", err))
+		} else {
+			for _, c := range res.Items {
+				if dead(c.Labels[LabelPool]) {
+					if err := removeContainer(ctx, cli, c.ID); err != nil {
+						errs = append(errs, fmt.Errorf("removing image probe %.12s: %w", c.ID, err))
+					}
+				}
+			}
 		}
 	}
 	slots, _ := os.ReadDir(filepath.Join(p.cfg.RunDir, slotsDir))
