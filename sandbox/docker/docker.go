@@ -143,7 +143,10 @@
 // which changes a running container's cgroup; its name is renamed to
 // harvest-ID, the cold box's, so that box ids stay unique through
 // dockerd (a rename to a name in use is refused as a cold create is) and
-// Recover, Destroy and `docker ps` find it as any box.
+// Recover, Destroy and `docker ps` find it as any box. runsc has no
+// update command (dockerd's call fails), so under gVisor warm boxes keep
+// the default limits they were made with and serve only boxes that ask
+// for those; a box asking for other limits starts cold.
 //
 // Ownership: labels cannot change after create. A warm container is
 // labelled with the provider's instance (LabelPool, LabelOwner; package
@@ -165,7 +168,8 @@
 // environment is the box's own); the container does not carry
 // Spec.Labels (the handle does); an image with files in /workspace gets
 // no pool (the slot would hide them); a spec with another image, user or
-// HOME, or with read-only Mounts, starts cold.
+// HOME, or with read-only Mounts (a CLI agent's session has one), starts
+// cold.
 //
 // # Lifecycle
 //

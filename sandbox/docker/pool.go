@@ -41,7 +41,10 @@ import (
 // rest is set at the claim:
 //
 //   - limits with `docker update` (memory, memory+swap, pids, CPUs): the
-//     request's, as a cold box's;
+//     request's, as a cold box's. Not under runsc, which has no update
+//     (dockerd's call fails): there warm boxes are made with the default
+//     limits (warmLimits) and serve only boxes asking for those, which is
+//     what sessions ask for unless told otherwise; others start cold;
 //   - the name with `docker rename` to harvest-ID: dockerd's names are
 //     unique, so a box id in use is refused as a cold create refuses it;
 //   - the environment, workdir, id and deadline through the claiming hello
@@ -53,8 +56,9 @@ import (
 //     was claimed for (ListOwned reads it).
 //
 // A spec the pool cannot serve goes cold: another image, user or HOME,
-// read-only Mounts (their box paths are anywhere), or a box id a warm box
-// could be confused with (pool-...). A claim that fails for any reason
+// read-only Mounts (their box paths are anywhere: a session of a CLI
+// agent has one, the CLI's prefix), limits other than warmLimits under
+// runsc, or a box id a warm box could be confused with (pool-...). A claim that fails for any reason
 // other than the caller's (an id in use, ctx) is logged, its warm box
 // destroyed, and the box started cold.
 //
@@ -105,6 +109,7 @@ type warmBox struct {
 	boxDir      string
 	slot        string
 	created     time.Time
+	unenforced  []string // limits dockerd said it dropped at create
 }
 
 // pool keeps warm boxes. Its goroutines are owned by the provider (Close).
@@ -238,21 +243,10 @@ func (pl *pool) run() {
 }
 
 // take returns a warm box, or nil (start one cold). When none is ready
-// but one is being made, it waits for that one (up to maxPoolWait).
+// but one is being made, it waits for that one (up to maxPoolWait). The
+// caller counts the outcome (hits: boxes claimed; misses: boxes the pool
+// could have served that started cold, a failed claim's included).
 func (pl *pool) take(ctx context.Context) *warmBox {
-	if pl == nil {
-		return nil
-	}
-	w := pl.takeWarm(ctx)
-	if w == nil {
-		pl.misses.Add(1)
-	} else {
-		pl.hits.Add(1)
-	}
-	return w
-}
-
-func (pl *pool) takeWarm(ctx context.Context) *warmBox {
 	t := time.NewTimer(maxPoolWait)
 	defer t.Stop()
 	select {
@@ -322,8 +316,26 @@ func (pl *pool) close() {
 // asks for.
 func (p *Provider) serves(spec sandbox.Spec) bool {
 	return spec.Image == p.cfg.Image && spec.User == defaultUser && homeDir(spec.Env) == defaultHome &&
-		len(spec.Mounts) == 0 && !strings.HasPrefix(spec.ID, poolPrefix)
+		len(spec.Mounts) == 0 && !strings.HasPrefix(spec.ID, poolPrefix) &&
+		(p.canUpdate() || spec.Limits == warmLimits)
 }
+
+// canUpdate reports whether `docker update` can change a running box's
+// limits under the provider's runtime. runsc has no update command:
+// dockerd's call fails, so under gVisor a warm box keeps the limits it
+// was made with (warmLimits) and serves only boxes that ask for those.
+func (p *Provider) canUpdate() bool { return p.cfg.Runtime != "runsc" }
+
+// warmLimits are the limits warm boxes are made with: a spec's defaults
+// (sandbox.PrepareSpec), which is what sessions ask for unless told
+// otherwise.
+var warmLimits = func() sandbox.Limits {
+	s, err := sandbox.PrepareSpec(sandbox.Spec{ID: "limits"})
+	if err != nil {
+		panic(err)
+	}
+	return s.Limits
+}()
 
 // poolCheck reads the image's environment and checks that its /workspace
 // is empty (a warm box's /workspace is its slot's: see above), with a

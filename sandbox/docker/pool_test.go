@@ -21,6 +21,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/harvest-dev/harvest/internal/testreq"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/owner"
@@ -431,4 +432,55 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestPoolUnderGVisor: runsc cannot change a running container's limits
+// (dockerd's `docker update` fails), so under gVisor a box asking for the
+// default limits comes from the pool, with them, and one asking for
+// others starts cold with its own: never a warm box with the wrong ones.
+func TestPoolUnderGVisor(t *testing.T) {
+	_, cfg := newProvider(t)
+	ctx := testCtx(t)
+	cfg.Runtime = "runsc"
+	probe := docker.New(cfg)
+	err := probe.Available(ctx)
+	probe.Close()
+	if err != nil {
+		testreq.Unavailable(t, testreq.DockerRunsc, "docker with runsc: %v", err)
+	}
+	srv, err := owner.Share(ctx, owner.DirFor(cfg.RunDir, docker.Name), "serve-00000000000000dd", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Release() })
+	cfg.Owner, cfg.PoolSize = srv.ID(), 1
+	p := docker.New(cfg)
+	t.Cleanup(func() { p.Close() })
+	warmReady(t, ctx, p, 1)
+	cli := dockerClient(t)
+	memory := func(sb *sandbox.Sandbox) int64 {
+		c, err := cli.ContainerInspect(ctx, dataOf(t, sb.Handle()).ContainerID, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Container.HostConfig.Memory
+	}
+
+	before := p.PoolStats()
+	def := start(t, ctx, p, sandbox.Spec{})
+	if st := p.PoolStats(); st.Hits != before.Hits+1 || st.Misses != before.Misses {
+		t.Errorf("a box with the default limits did not come from the pool: %+v then %+v", before, st)
+	}
+	if m := memory(def); m != sandbox.DefaultMemory {
+		t.Errorf("the warm box's memory limit: %d, want %d", m, int64(sandbox.DefaultMemory))
+	}
+	waitFor(t, ctx, "a warm box", func() bool { return p.PoolStats().Ready >= 1 })
+	before = p.PoolStats()
+	other := start(t, ctx, p, sandbox.Spec{Limits: sandbox.Limits{MemoryBytes: 300 << 20}})
+	if st := p.PoolStats(); st.Hits != before.Hits || st.Ready != 1 {
+		t.Errorf("a box with other limits came from the pool: %+v then %+v", before, st)
+	}
+	if m := memory(other); m != 300<<20 {
+		t.Errorf("the cold box's memory limit: %d, want %d", m, 300<<20)
+	}
 }

@@ -77,11 +77,16 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		return nil, err
 	}
 	if pl := p.warmPool(); pl != nil && p.serves(spec) {
-		if w := pl.take(ctx); w != nil {
+		w := pl.take(ctx)
+		if w == nil {
+			pl.misses.Add(1)
+		} else {
 			sb, err := p.claim(ctx, cli, w, spec, own, disk, claimEnv(pl.imageEnv(), spec))
 			if err == nil {
+				pl.hits.Add(1)
 				return sb, nil
 			}
+			pl.misses.Add(1)
 			p.discard(w)
 			var refused *refusedError
 			if errors.As(err, &refused) || ctx.Err() != nil {

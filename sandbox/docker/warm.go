@@ -67,6 +67,10 @@ func (p *Provider) startWarm(ctx context.Context, name, own string) (_ *warmBox,
 		return nil, fmt.Errorf("creating warm box %s: %w", name, err)
 	}
 	w.containerID = res.ID
+	for _, warn := range res.Warnings { // kept by a claim that cannot update
+		p.log.Warn("dockerd warning creating a warm box", "box", name, "warning", warn)
+		w.unenforced = append(w.unenforced, discardedLimits(warn)...)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("creating warm box %s: %w", name, err)
 	}
@@ -146,17 +150,25 @@ func (p *Provider) claim(ctx context.Context, cli *client.Client, w *warmBox, sp
 		return nil, fmt.Errorf("starting box %s: %w", spec.ID, err)
 	}
 	w.boxDir = dir
-	pids := int64(spec.Limits.Pids + sandbox.AgentPidsReserve)
-	upd, err := cli.ContainerUpdate(ctx, w.containerID, client.ContainerUpdateOptions{Resources: &container.Resources{
-		Memory: spec.Limits.MemoryBytes, MemorySwap: spec.Limits.MemoryBytes, PidsLimit: &pids, NanoCPUs: nanoCPUs(spec.Limits.CPUs),
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("setting the limits of warm box %s: %w", w.name, err)
-	}
-	var unenforced []string
-	for _, warn := range upd.Warnings {
-		p.log.Warn("dockerd warning setting a box's limits", "box", spec.ID, "warning", warn)
-		unenforced = append(unenforced, discardedLimits(warn)...)
+	unenforced := w.unenforced
+	if !p.canUpdate() {
+		// Made with them (serves): nothing to change, and no way to.
+		if spec.Limits != warmLimits {
+			return nil, fmt.Errorf("warm box %s has limits %+v, box %s asks for %+v: under runtime %s they cannot be changed", w.name, warmLimits, spec.ID, spec.Limits, p.cfg.Runtime)
+		}
+	} else {
+		pids := int64(spec.Limits.Pids + sandbox.AgentPidsReserve)
+		upd, err := cli.ContainerUpdate(ctx, w.containerID, client.ContainerUpdateOptions{Resources: &container.Resources{
+			Memory: spec.Limits.MemoryBytes, MemorySwap: spec.Limits.MemoryBytes, PidsLimit: &pids, NanoCPUs: nanoCPUs(spec.Limits.CPUs),
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("setting the limits of warm box %s: %w", w.name, err)
+		}
+		unenforced = nil
+		for _, warn := range upd.Warnings {
+			p.log.Warn("dockerd warning setting a box's limits", "box", spec.ID, "warning", warn)
+			unenforced = append(unenforced, discardedLimits(warn)...)
+		}
 	}
 	if err := fillSlot(w.slot, spec, disk); err != nil {
 		return nil, err
