@@ -146,7 +146,11 @@
 // Recover, Destroy and `docker ps` find it as any box. runsc has no
 // update command (dockerd's call fails), so under gVisor warm boxes keep
 // the default limits they were made with and serve only boxes that ask
-// for those; a box asking for other limits starts cold.
+// for those; a box asking for other limits starts cold. gVisor also does
+// not see a mount made on the root of a bind after the start (its gofer
+// holds that directory open), so there a warm box's /tmp and HOME are
+// dockerd's tmpfs from the start, and a box with a disk starts cold
+// (slot.go, lateRoots).
 //
 // Ownership: labels cannot change after create. A warm container is
 // labelled with the provider's instance (LabelPool, LabelOwner; package

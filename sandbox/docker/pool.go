@@ -57,8 +57,9 @@ import (
 //
 // A spec the pool cannot serve goes cold: another image, user or HOME,
 // read-only Mounts (their box paths are anywhere: a session of a CLI
-// agent has one, the CLI's prefix), limits other than warmLimits under
-// runsc, or a box id a warm box could be confused with (pool-...). A claim that fails for any reason
+// agent has one, the CLI's prefix), under runsc limits other than
+// warmLimits or a disk (Spec.DiskDir: see lateRoots), or a box id a warm
+// box could be confused with (pool-...). A claim that fails for any reason
 // other than the caller's (an id in use, ctx) is logged, its warm box
 // destroyed, and the box started cold.
 //
@@ -317,7 +318,7 @@ func (pl *pool) close() {
 func (p *Provider) serves(spec sandbox.Spec) bool {
 	return spec.Image == p.cfg.Image && spec.User == defaultUser && homeDir(spec.Env) == defaultHome &&
 		len(spec.Mounts) == 0 && !strings.HasPrefix(spec.ID, poolPrefix) &&
-		(p.canUpdate() || spec.Limits == warmLimits)
+		(p.canUpdate() || spec.Limits == warmLimits) && (p.lateRoots() || spec.DiskDir == "")
 }
 
 // canUpdate reports whether `docker update` can change a running box's

@@ -438,6 +438,7 @@ func (s *syncBuffer) String() string {
 // (dockerd's `docker update` fails), so under gVisor a box asking for the
 // default limits comes from the pool, with them, and one asking for
 // others starts cold with its own: never a warm box with the wrong ones.
+// Its /tmp and HOME work (dockerd's tmpfs there, not the slot's).
 func TestPoolUnderGVisor(t *testing.T) {
 	_, cfg := newProvider(t)
 	ctx := testCtx(t)
@@ -473,6 +474,11 @@ func TestPoolUnderGVisor(t *testing.T) {
 	}
 	if m := memory(def); m != sandbox.DefaultMemory {
 		t.Errorf("the warm box's memory limit: %d, want %d", m, int64(sandbox.DefaultMemory))
+	}
+	// /tmp and HOME are the box user's to write (gVisor does not see a
+	// mount on the root of a bind made after the start: not the slot's).
+	if out, st := sh(t, ctx, def, "echo t > /tmp/t && echo h > $HOME/h && cat /tmp/t $HOME/h"); !st.Success() || out != "t\nh\n" {
+		t.Errorf("writing /tmp and HOME in a warm gVisor box: %v: %q", st, out)
 	}
 	waitFor(t, ctx, "a warm box", func() bool { return p.PoolStats().Ready >= 1 })
 	before = p.PoolStats()

@@ -19,8 +19,9 @@ import (
 //	<RunDir>/.slots/<warm name>/            a bind mount of itself, shared
 //	<RunDir>/.slots/<warm name>/workspace/  a bind of itself, read-only:
 //	                                        the box's /workspace (rslave)
-//	<RunDir>/.slots/<warm name>/tmp/        the box's /tmp (rslave)
-//	<RunDir>/.slots/<warm name>/home/       the box's HOME (rslave)
+//	<RunDir>/.slots/<warm name>/tmp/        the box's /tmp (rslave; not
+//	                                        under runsc: lateRoots)
+//	<RunDir>/.slots/<warm name>/home/       the box's HOME (likewise)
 //
 // The container binds workspace, tmp and home with rslave propagation, so
 // what the host mounts below them at the claim (the workspaces at
@@ -96,21 +97,37 @@ func remount(dir string, readOnly bool) error {
 	return nil
 }
 
-// slotMounts are the container's mounts of a slot (rslave: see above).
-func slotMounts(slot string) []mount.Mount {
+// slotMounts are the container's mounts of a slot (rslave: see above):
+// /workspace, and /tmp and HOME unless the runtime cannot see a mount
+// made at a bind's root after the start (lateRoots).
+func slotMounts(slot string, lateRoots bool) []mount.Mount {
 	bind := func(src, dst string) mount.Mount {
 		return mount.Mount{Type: mount.TypeBind, Source: filepath.Join(slot, src), Target: dst,
 			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRSlave}}
 	}
+	if !lateRoots {
+		return []mount.Mount{bind("workspace", sandbox.WorkspaceRoot)}
+	}
 	return []mount.Mount{bind("workspace", sandbox.WorkspaceRoot), bind("tmp", "/tmp"), bind("home", defaultHome)}
 }
+
+// lateRoots reports whether the provider's runtime sees a mount made on
+// the host at the root of a bind (the slot's tmp or home) after the
+// container started. runc does: the box's processes look paths up in the
+// kernel. gVisor does not: its gofer holds the bind's root directory
+// open from the start, and a mount on top of it is not what that
+// directory is (a mount below it, a workspace at workspace/NAME, is seen:
+// the gofer's lookups from the root cross it). Under runsc a warm box's
+// /tmp and HOME are therefore dockerd's tmpfs, as a cold box's without a
+// disk, and the pool serves no box with a disk (Spec.DiskDir).
+func (p *Provider) lateRoots() bool { return p.cfg.Runtime != "runsc" }
 
 // fillSlot mounts a claimed box's workspaces, /tmp and HOME into its slot:
 // the workspaces recursively, as dockerd binds a cold box's; /tmp and HOME
 // from the box's disk (disk: diskMounts), else fresh tmpfs like a cold
 // box's (charged to the box's memory cgroup: the box's processes fault
 // their pages in).
-func fillSlot(slot string, spec sandbox.Spec, disk []mount.Mount) (err error) {
+func fillSlot(slot string, spec sandbox.Spec, disk []mount.Mount, lateRoots bool) (err error) {
 	ws := filepath.Join(slot, "workspace")
 	if err := remount(ws, false); err != nil {
 		return err
@@ -126,6 +143,12 @@ func fillSlot(slot string, spec sandbox.Spec, disk []mount.Mount) (err error) {
 	}
 	if err := remount(ws, true); err != nil {
 		return err
+	}
+	if !lateRoots {
+		if len(disk) > 0 {
+			return errors.New("a warm box under this runtime cannot take a disk") // serves refuses it
+		}
+		return nil // dockerd's tmpfs since the start
 	}
 	tmp, home := filepath.Join(slot, "tmp"), filepath.Join(slot, "home")
 	if len(disk) == 2 { // diskMounts: /tmp, then HOME

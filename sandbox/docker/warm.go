@@ -50,13 +50,15 @@ func (p *Provider) startWarm(ctx context.Context, name, own string) (_ *warmBox,
 	if w.slot, err = p.makeSlot(name); err != nil {
 		return nil, err
 	}
-	cfg, hostCfg := p.containerConfig(spec, bin, runDir, w.created, w.created, slotMounts(w.slot))
+	cfg, hostCfg := p.containerConfig(spec, bin, runDir, w.created, w.created, slotMounts(w.slot, p.lateRoots()))
 	cfg.Hostname = warmHost
 	cfg.Cmd = []string{"sandbox-agent", "--listen", runMount + "/" + sockName, "--warm"}
 	delete(cfg.Labels, LabelDeadline)
 	cfg.Labels[LabelOwner] = own
 	cfg.Labels[LabelPool] = own
-	hostCfg.Tmpfs = nil // the slot's
+	if p.lateRoots() {
+		hostCfg.Tmpfs = nil // the slot's
+	}
 	// Not cancelled by Close (only bounded): a create whose request is
 	// cancelled may still make its container after a removal by name
 	// looked for it, and leave it behind.
@@ -170,7 +172,7 @@ func (p *Provider) claim(ctx context.Context, cli *client.Client, w *warmBox, sp
 			unenforced = append(unenforced, discardedLimits(warn)...)
 		}
 	}
-	if err := fillSlot(w.slot, spec, disk); err != nil {
+	if err := fillSlot(w.slot, spec, disk, p.lateRoots()); err != nil {
 		return nil, err
 	}
 	if err := p.checkMounted(w, spec); err != nil {
