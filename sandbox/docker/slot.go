@@ -38,6 +38,12 @@ import (
 // for a moment to create the mount points; the container's copy stays
 // read-only, so /workspace itself is as read-only as a cold box's.
 //
+// A claimed box's workspaces are thus mounted on the host, under the run
+// dir (a cold box's are mounted only in its container): removing a run
+// dir by hand (rm -rf) while boxes live would delete the workspaces'
+// files through them. Destroy, discard and reapDead release slots with
+// releaseSlot, and `harvest sandbox prune` destroys boxes one by one.
+//
 // Slots are named after the warm box, not the box id: they are never
 // renamed (a mount point cannot be). The handle records the warm name
 // (handleData.Pool); Destroy releases the slot after removing the
