@@ -173,7 +173,7 @@ checked.`,
 	fl.StringVar(&f.model, "model", "", "default model of new sessions, as provider/model")
 	fl.StringVar(&f.simScript, "sim-script", "", "serve every model from harvest sim with this script instead of a model API")
 	fl.BoolVar(&f.unsafeHost, "unsafe-host", false, "allow sessions on the host backend: tools run on this machine with NO isolation")
-	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local backend keeps ready, and session disks of the default size (--disk) made and mounted ahead of demand in DATA/disks/pool, for faster session starts")
+	fl.IntVar(&f.pool, "pool", 2, "sandboxes the local and docker backends each keep ready (docker's from its first box on), and session disks of the default size (--disk) made and mounted ahead of demand in DATA/disks/pool, for faster session starts")
 	fl.BoolVar(&f.quiet, "quiet", false, "log only warnings and errors")
 	f.disk.add(fl, "20g; a session may ask for another")
 	fl.StringVar(&f.minFree, "min-free", "", "free space kept on the data directory's filesystem: below it new sessions, resumes and environment builds are refused (507); a size like 5g, a share like 10%, or 0 for none (default: 10% of the filesystem, at least 1g, at most 5g)")
@@ -370,7 +370,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		jopt.Publisher = bus
 	}
 	j := journal.New(st, jopt)
-	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerRuntime: f.runtime, Owner: own.ID()}, stderr: stderr, observe: tel.metrics}
+	provs := &providerSet{opts: backends.Options{AllowUnsafeHost: f.unsafeHost, LocalPool: f.pool, DockerPool: f.pool, DockerRuntime: f.runtime, Owner: own.ID()}, stderr: stderr, observe: tel.metrics}
 	builder, err := environment.NewBuilder(environment.Config{
 		Dir: filepath.Join(data, "environments"), Store: st, Provider: provs.open, Egress: eg, Version: Version, Logger: logger,
 		Defaults: repoDefaults,

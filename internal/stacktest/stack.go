@@ -174,8 +174,11 @@ func New(t testing.TB, script string, opts ...Option) *Stack {
 	return s
 }
 
+// addDocker opens the docker backend keeping one warm box, as harvest
+// serve runs it (--pool): the boxes it can serve (no read-only mounts:
+// not a CLI agent's) come from its pool.
 func (s *Stack) addDocker() {
-	p := docker.New(docker.Config{Image: testbin.DockerImage(), RunDir: testbin.TempDir(s.T), AgentBinary: s.Agent})
+	p := docker.New(docker.Config{Image: testbin.DockerImage(), RunDir: testbin.TempDir(s.T), AgentBinary: s.Agent, PoolSize: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.Available(ctx); err != nil {

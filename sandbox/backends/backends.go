@@ -30,6 +30,9 @@ type Options struct {
 	// LocalPool is how many idle shims the local backend keeps ready (faster
 	// creates for a long-running process; 0 for one-shot use).
 	LocalPool int
+	// DockerPool is how many containers the docker backend keeps started
+	// ahead of demand (the same trade; 0 for one-shot use).
+	DockerPool int
 	// Owner is the owner (package owner) the local and docker backends
 	// record their new boxes with, held by the caller (a server's shared
 	// owner). Empty: each provider's own instance, released with it.
@@ -72,7 +75,7 @@ var All = []Backend{
 		Describe: "containers through the Docker Engine API",
 		New: func(o Options) sandbox.Provider {
 			return docker.New(docker.Config{RunDir: o.runDir(docker.Name), AgentBinary: o.AgentBinary, Host: o.DockerHost, Image: o.DockerImage, Runtime: o.DockerRuntime,
-				Owner: o.Owner})
+				Owner: o.Owner, PoolSize: o.DockerPool})
 		},
 	},
 	{

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/harvest-dev/harvest/internal/testbin"
@@ -24,10 +25,12 @@ import (
 // rejects is a failure, not a skip. The host backend needs nothing a
 // machine may lack: unavailable, it fails.
 var backendReqs = map[string]testreq.Req{
-	"local":        testreq.Local,
-	"local+pool":   testreq.Local,
-	"docker":       testreq.Docker,
-	"docker+runsc": testreq.DockerRunsc,
+	"local":             testreq.Local,
+	"local+pool":        testreq.Local,
+	"docker":            testreq.Docker,
+	"docker+pool":       testreq.Docker,
+	"docker+runsc":      testreq.DockerRunsc,
+	"docker+runsc+pool": testreq.DockerRunsc,
 }
 
 func dockerImage() string {
@@ -97,8 +100,8 @@ func leftovers(name string) func(t testing.TB, p sandbox.Provider, h sandbox.Han
 }
 
 // forEachAvailable runs f for every backend doctor reports available, failing
-// for a required backend that is not. The local backend runs twice: cold, and
-// with a pool of warm boxes (how a server runs it).
+// for a required backend that is not. The local and docker backends run
+// twice: cold, and with a pool of warm boxes (how a server runs them).
 func forEachAvailable(t *testing.T, f func(t *testing.T, b sandboxtest.Backend)) {
 	forEachVariant(t, nil, f)
 }
@@ -109,11 +112,11 @@ func forEachVariant(t *testing.T, only []string, f func(t *testing.T, b sandboxt
 	reports := backends.Doctor(context.Background(), options(t, testbin.TempDir(t)))
 	for _, r := range reports {
 		variants := []string{r.Backend}
-		if r.Backend == "local" {
-			variants = append(variants, "local+pool")
+		if r.Backend == "local" || r.Backend == "docker" {
+			variants = append(variants, r.Backend+"+pool")
 		}
 		if r.Runtime != "" {
-			variants = []string{r.Backend + "+" + r.Runtime}
+			variants = []string{r.Backend + "+" + r.Runtime, r.Backend + "+" + r.Runtime + "+pool"}
 		}
 		for _, variant := range variants {
 			if only == nil || slices.Contains(only, variant) {
@@ -126,7 +129,7 @@ func forEachVariant(t *testing.T, only []string, f func(t *testing.T, b sandboxt
 func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testing.T, b sandboxtest.Backend)) {
 	name := r.Backend
 	pool := 0
-	if variant == "local+pool" {
+	if strings.HasSuffix(variant, "+pool") {
 		pool = 2
 	}
 	{
@@ -138,20 +141,37 @@ func runVariant(t *testing.T, r backends.Report, variant string, f func(t *testi
 				}
 				testreq.Unavailable(t, req, "backend %s unavailable: %s (%s)", variant, r.Reason, r.Fix)
 			}
+			// A pool variant whose boxes all started cold would pass as
+			// the cold one: docker's pools must have served some. (Not
+			// checked on local: its first Start on a provider does not
+			// wait for the pool, and many checks start one box.)
+			var hits atomic.Uint64
+			if pool > 0 && name == docker.Name {
+				t.Cleanup(func() { // after every provider's (registered first)
+					if !t.Failed() && !t.Skipped() && hits.Load() == 0 {
+						t.Errorf("%s: no box came from a warm pool", variant)
+					}
+				})
+			}
 			b := sandboxtest.Backend{
 				Name:     name,
 				Pool:     pool > 0,
 				Isolated: r.Isolating,
 				New: func(t testing.TB, runDir string) sandbox.Provider {
 					o := options(t, runDir)
-					o.LocalPool = pool
+					o.LocalPool, o.DockerPool = pool, pool
 					o.DockerRuntime = r.Runtime
 					p, err := backends.Open(name, o)
 					if err != nil {
 						t.Fatal(err)
 					}
 					if c, ok := p.(interface{ Close() error }); ok {
-						t.Cleanup(func() { c.Close() })
+						t.Cleanup(func() {
+							if pl, ok := p.(sandbox.Pooler); ok {
+								hits.Add(pl.PoolStats().Hits)
+							}
+							c.Close()
+						})
 					}
 					return p
 				},

@@ -108,6 +108,73 @@
 // gives each a writable anonymous volume outside the box's limits (Destroy
 // removes them).
 //
+// # Warm boxes (Config.PoolSize)
+//
+// A cold box spends about 350 ms in dockerd (`docker create`, `docker
+// start`: runc's namespaces, cgroups and mounts, or gVisor's sentry and
+// gofer) before its agent listens. A server keeps Config.PoolSize
+// containers started ahead of demand, their agents listening but
+// unclaimed (pool.go), so that a create costs a claim of a few
+// milliseconds. The package's default is no pool (right for one-shot use
+// like `harvest sandbox run`); `harvest serve --pool N` (default 2) sets
+// it, and the pool starts with the server's first box.
+//
+// Why slots with rslave propagation: what a box is made of that differs
+// per request, its workspaces and its /tmp and HOME (on its disk, or
+// fresh tmpfs), are mounts, and dockerd fixes a container's mounts at
+// create; a running container without capabilities cannot mount anything
+// itself. Mount propagation is the one way to hand it new mounts: a warm
+// container binds three empty directories of a per-box slot on the host
+// at /workspace, /tmp and HOME with rslave propagation, and the claim
+// mounts the box's workspaces, /tmp and HOME below them on the host,
+// where they show up in the running box (slot.go). Slave, not shared:
+// nothing goes from the box to the host. The slot is a shared bind mount
+// of itself, because propagation needs a shared source and dockerd
+// refuses rslave from a private one (the run dir's filesystem may well be
+// private: / is, on the machine this was developed on). Each mount the claim
+// makes is then made private, as dockerd's binds of a cold box are
+// (rprivate): later host mounts do not reach the box. /workspace itself
+// is made read-only on the host, not by dockerd: under gVisor a read-only
+// docker mount makes everything later mounted below it read-only too.
+//
+// Why `docker update` and `docker rename`: a box's limits (memory and
+// memory+swap, pids, CPUs) are the request's, and the warm container was
+// made before the request, so the claim sets them with `docker update`,
+// which changes a running container's cgroup; its name is renamed to
+// harvest-ID, the cold box's, so that box ids stay unique through
+// dockerd (a rename to a name in use is refused as a cold create is) and
+// Recover, Destroy and `docker ps` find it as any box. runsc has no
+// update command (dockerd's call fails), so under gVisor warm boxes keep
+// the default limits they were made with and serve only boxes that ask
+// for those; a box asking for other limits starts cold. gVisor also does
+// not see a mount made on the root of a bind after the start (its gofer
+// holds that directory open), so there a warm box's /tmp and HOME are
+// dockerd's tmpfs from the start, and a box with a disk starts cold
+// (slot.go, lateRoots).
+//
+// Ownership: labels cannot change after create. A warm container is
+// labelled with the provider's instance (LabelPool, LabelOwner; package
+// owner): an instance's hold ends with its process, which is how warm
+// boxes die with the server that made them (see pool.go: Close; after a
+// kill -9 the next pool on the run dir or `harvest sandbox prune`). A
+// claimed box's owner (the server's shared owner, as a cold box's label
+// would say) is recorded in its run dir, written before the run dir takes
+// the box's name; ListOwned reads it there for a container made warm. Its
+// LabelBox stays the warm name, which its handle records (Pool) with its
+// slot.
+//
+// A warm box has the same container settings as a cold one (no
+// capabilities, no network, read-only root, no-new-privileges, the same
+// runtime); the conformance and isolation suites run on both, under runc
+// and gVisor. It is claimed once (its agent refuses a second claim) and
+// destroyed with its box: nothing of one box is in another. What differs,
+// none of it isolation: the host name is "box" (HOSTNAME in the
+// environment is the box's own); the container does not carry
+// Spec.Labels (the handle does); an image with files in /workspace gets
+// no pool (the slot would hide them); a spec with another image, user or
+// HOME, or with read-only Mounts (a CLI agent's session has one), starts
+// cold.
+//
 // # Lifecycle
 //
 // Containers outlive Harvest: dockerd is their parent. Recover inspects the
@@ -157,6 +224,35 @@ const (
 	LabelOwner = "dev.harvest.owner"
 )
 
+// warmPool is the provider's pool of warm boxes (nil without one),
+// started by the first call: it reaps the warm boxes of dead Harvests on
+// the run dir first (reapDead), then fills.
+func (p *Provider) warmPool() *pool {
+	if p.cfg.PoolSize <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	started := p.pooled
+	p.pooled = true
+	pl := p.pool
+	p.mu.Unlock()
+	if started {
+		return pl
+	}
+	inst, err := p.instance()
+	if err != nil {
+		p.log.Warn("keeping warm boxes", "err", err)
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.pool = newPool(p, p.cfg.PoolSize, inst)
+	return p.pool
+}
+
 // Paths inside a box.
 const (
 	agentPath = "/.harvest/bin/harvest-agent"
@@ -193,6 +289,12 @@ type Config struct {
 	// owner.DirFor(RunDir): with the default run dirs, the one every
 	// backend shares and harvest sandbox prune looks in.
 	OwnersDir string
+	// PoolSize is how many boxes to keep started ahead of demand (see
+	// pool.go), from the first Start on. 0: none, every Start makes its
+	// container (right for one-shot use like `harvest sandbox run`); a
+	// server sets a few (harvest serve --pool, default 2). Close destroys
+	// them.
+	PoolSize int
 }
 
 // Provider runs boxes as docker containers. It is safe for concurrent use.
@@ -203,8 +305,10 @@ type Provider struct {
 	mu     sync.Mutex
 	cli    *client.Client // created on first use
 	cliErr error
-	inst   *owner.Hold // made on first need (boxOwner)
+	inst   *owner.Hold // made on first need (instance)
 	closed bool
+	pool   *pool // started by the first Start (warmPool)
+	pooled bool  // the pool was started (or refused)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -229,13 +333,19 @@ func New(cfg Config) *Provider {
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Close releases the connection to dockerd and the provider's instance.
-// Boxes keep running: owned by Config.Owner, or by no one (the instance's:
-// harvest sandbox prune removes them).
+// Close destroys the warm boxes and releases the connection to dockerd and
+// the provider's instance. Boxes it started keep running: owned by
+// Config.Owner, or by no one (the instance's: harvest sandbox prune
+// removes them).
 func (p *Provider) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	pl := p.pool
+	p.pool = nil
+	p.mu.Unlock()
+	pl.close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.inst.Release()
 	p.inst = nil
 	if p.cli == nil {
@@ -252,6 +362,12 @@ func (p *Provider) boxOwner() (string, error) {
 	if p.cfg.Owner != "" {
 		return p.cfg.Owner, nil
 	}
+	return p.instance()
+}
+
+// instance is the provider's instance owner, made on first need: the owner
+// of its boxes without Config.Owner, and of its warm boxes.
+func (p *Provider) instance() (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inst == nil {

@@ -44,6 +44,9 @@ func (p *Provider) decode(h sandbox.Handle) (handleData, error) {
 	if !filepath.IsAbs(d.RunDir) || filepath.Clean(d.RunDir) != d.RunDir || filepath.Base(d.RunDir) != h.ID {
 		return d, fmt.Errorf("handle of box %s: run dir %q is not a box's run dir", h.ID, d.RunDir)
 	}
+	if d.Pool != "" && !warmName(d.Pool) {
+		return d, fmt.Errorf("handle of box %s: %q is not a warm box's name", h.ID, d.Pool)
+	}
 	return d, nil
 }
 
@@ -62,11 +65,24 @@ func (p *Provider) inspect(ctx context.Context, cli *client.Client, h sandbox.Ha
 		return res.Container, fmt.Errorf("box %s: inspecting container %.12s: %w", h.ID, d.ContainerID, err)
 	}
 	c := res.Container
-	if c.Config == nil || c.Config.Labels[LabelBox] != h.ID || c.Config.Labels[LabelManaged] != "true" {
+	if c.Config == nil || !isBox(c, h.ID, d.Pool) {
 		return c, fmt.Errorf("box %s: container %.12s is not this box's (label %s=%q); refusing to touch it",
 			h.ID, d.ContainerID, LabelBox, labelOf(c, LabelBox))
 	}
 	return c, nil
+}
+
+// isBox reports whether container c is box id: labelled so, or made warm
+// as pool (its label) and named for the box since its claim.
+func isBox(c container.InspectResponse, id, pool string) bool {
+	l := c.Config.Labels
+	if l[LabelManaged] != "true" {
+		return false
+	}
+	if l[LabelBox] == id {
+		return true
+	}
+	return pool != "" && l[LabelPool] != "" && l[LabelBox] == pool && c.Name == "/"+containerName(id)
 }
 
 func labelOf(c container.InspectResponse, k string) string {
@@ -78,6 +94,7 @@ func labelOf(c container.InspectResponse, k string) string {
 
 // Recover implements sandbox.Provider.
 func (p *Provider) Recover(ctx context.Context, h sandbox.Handle) (*sandbox.Sandbox, error) {
+	p.warmPool() // a restarted server's boxes come back before new ones
 	d, err := p.decode(h)
 	if err != nil {
 		return nil, err
@@ -174,6 +191,16 @@ func (p *Provider) Destroy(ctx context.Context, h sandbox.Handle) error {
 			return fmt.Errorf("destroying box %s: removing container %.12s: %w", h.ID, c.ID, err)
 		}
 	}
+	if d.Pool != "" {
+		// A box made warm: its slot (unmounted first), and its run dir
+		// under the warm name if a claim did not get to rename it.
+		if err := releaseSlot(p.slotPath(d.Pool)); err != nil {
+			return fmt.Errorf("destroying box %s: %w", h.ID, err)
+		}
+		if err := os.RemoveAll(filepath.Join(p.cfg.RunDir, d.Pool)); err != nil {
+			return fmt.Errorf("destroying box %s: %w", h.ID, err)
+		}
+	}
 	if err := os.RemoveAll(d.RunDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("destroying box %s: removing %s: %w", h.ID, d.RunDir, err)
 	}
@@ -189,9 +216,11 @@ func (p *Provider) List(ctx context.Context) ([]sandbox.Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sandbox.Handle, len(bs))
-	for i, b := range bs {
-		out[i] = b.Handle
+	out := make([]sandbox.Handle, 0, len(bs))
+	for _, b := range bs {
+		if !b.Warm {
+			out = append(out, b.Handle)
+		}
 	}
 	return out, nil
 }
@@ -217,19 +246,37 @@ func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
 	var out []owner.Box
 	for _, c := range res.Items {
 		id := c.Labels[LabelBox]
-		if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
+		if !validID(id) {
 			continue
 		}
 		own := c.Labels[LabelOwner]
 		if owner.CheckID(own) != nil {
 			own = ""
 		}
+		var pool string
+		warm := false
+		if c.Labels[LabelPool] != "" {
+			// Made warm: unclaimed while its name is the warm one's,
+			// else the box its name says, owned as its run dir records.
+			if !warmName(id) || len(c.Names) == 0 {
+				continue
+			}
+			pool = id
+			name := strings.TrimPrefix(c.Names[0], "/")
+			if name == containerName(pool) {
+				warm = true
+			} else if id = strings.TrimPrefix(name, "harvest-"); !validID(id) || id == name {
+				continue
+			} else if o := readOwner(filepath.Join(p.cfg.RunDir, id)); o != "" {
+				own = o
+			}
+		}
 		boxDir := filepath.Join(p.cfg.RunDir, id)
 		if h, ok := readHandle(boxDir, id, c.ID); ok {
 			out = append(out, owner.Box{Handle: h, Owner: own})
 			continue
 		}
-		data, _ := json.Marshal(handleData{ContainerID: c.ID, RunDir: boxDir})
+		data, _ := json.Marshal(handleData{ContainerID: c.ID, RunDir: boxDir, Pool: pool})
 		h := sandbox.Handle{ID: id, Backend: Name, Created: time.Unix(c.Created, 0), Spec: sandbox.Spec{ID: id, Image: c.Image}, Data: data}
 		if t, err := time.Parse(time.RFC3339Nano, c.Labels[LabelCreated]); err == nil {
 			h.Created = t
@@ -237,9 +284,13 @@ func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
 		if t, err := time.Parse(time.RFC3339, c.Labels[LabelDeadline]); err == nil {
 			h.Deadline = t
 		}
-		out = append(out, owner.Box{Handle: h, Owner: own})
+		out = append(out, owner.Box{Handle: h, Owner: own, Warm: warm})
 	}
 	return out, nil
+}
+
+func validID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
 }
 
 // readHandle reads boxDir/handle.json if it is the handle of box id in

@@ -34,6 +34,8 @@ var runtimeNotes = map[string][]string{
 	"runsc": {
 		"gVisor 20221219 rejects statx(2) with AT_NO_AUTOMOUNT (EINVAL): Debian bookworm's ls and stat fail with \"Invalid argument\" in a box " +
 			"(cp, mv, find, git and Go, Python or Node programs work); a newer runsc may not (not measured)",
+		"runsc has no update command, so a running box's limits cannot change: warm boxes (harvest serve --pool) serve only boxes " +
+			"with the default limits and no disk (gVisor does not see a disk mounted at /tmp or HOME after the start); others start cold",
 	},
 }
 

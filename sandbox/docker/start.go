@@ -31,6 +31,9 @@ type handleData struct {
 	// InitPID is the agent's host pid when the box started (it is checked
 	// against dockerd's current one on every connection, not this).
 	InitPID int `json:"init_pid"`
+	// Pool is the warm name of a box that was made warm (pool.go): its
+	// container's LabelBox, and its slot's name.
+	Pool string `json:"pool,omitempty"`
 }
 
 // cleanupTimeout bounds removing a half-created box after Start failed.
@@ -48,16 +51,18 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if spec.Image == "" {
 		spec.Image = p.cfg.Image
 	}
+	if strings.HasPrefix(spec.ID, poolPrefix) {
+		return nil, fmt.Errorf("box id %q: ids starting with %q name the docker backend's warm boxes; choose another", spec.ID, poolPrefix)
+	}
 	ro, err := readOnlyMounts(spec)
 	if err != nil {
 		return nil, err
 	}
+	var disk []mount.Mount
 	if spec.DiskDir != "" {
-		disk, err := diskMounts(spec)
-		if err != nil {
+		if disk, err = diskMounts(spec); err != nil {
 			return nil, err
 		}
-		ro = append(ro, disk...)
 	}
 	bin, err := p.agentBinary()
 	if err != nil {
@@ -71,7 +76,30 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if err != nil {
 		return nil, err
 	}
+	if pl := p.warmPool(); pl != nil && p.serves(spec) {
+		w := pl.take(ctx)
+		if w == nil {
+			pl.misses.Add(1)
+		} else {
+			sb, err := p.claim(ctx, cli, w, spec, own, disk, claimEnv(pl.imageEnv(), spec))
+			if err == nil {
+				pl.hits.Add(1)
+				return sb, nil
+			}
+			pl.misses.Add(1)
+			p.discard(w)
+			var refused *refusedError
+			if errors.As(err, &refused) || ctx.Err() != nil {
+				return nil, err
+			}
+			p.log.Warn("claiming a warm box failed; starting the box cold", "box", spec.ID, "err", err)
+		}
+	}
+	return p.startCold(ctx, cli, spec, bin, own, append(ro, disk...))
+}
 
+// startCold makes the box's container on the spot.
+func (p *Provider) startCold(ctx context.Context, cli *client.Client, spec sandbox.Spec, bin, own string, ro []mount.Mount) (_ *sandbox.Sandbox, err error) {
 	boxDir, runDir, err := p.makeBoxDir(spec)
 	if err != nil {
 		return nil, err

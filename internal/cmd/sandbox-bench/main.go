@@ -11,6 +11,8 @@
 //	warm create on a    a warm local box on a new 20 GiB disk, the disk made on
 //	new disk            the spot (mkfs) or taken from a disk pool, vs no disk
 //	                    and a bare bwrap
+//	docker warm create  a docker box from a pool of warm containers vs cold,
+//	                    raw `docker run` and `docker exec` (and under gVisor)
 //	concurrent creates  50 boxes started at once (local)
 //	destroy             Destroy of a box with one idle process
 //	agent RSS           the in-box agent's resident memory
@@ -51,7 +53,7 @@ var (
 	agentBin   = flag.String("agent", "", "harvest-agent binary (default: next to this program, or $HARVEST_AGENT_BINARY)")
 	harvestBin = flag.String("harvest", "", "the harvest binary: adds the CLI's rows (start, a one-shot sandbox run)")
 	cliOnly    = flag.Bool("cli-only", false, "with -harvest: only the CLI's rows (-only cli)")
-	only       = flag.String("only", "", "comma-separated groups to measure (default all): create, exec, runsc, concurrent, destroy, disk, cli, env")
+	only       = flag.String("only", "", "comma-separated groups to measure (default all): create, exec, docker, runsc, concurrent, destroy, disk, cli, env")
 	nEnv       = flag.Int("n-env", 8, "samples of harvest run from a prepared environment (env)")
 )
 
@@ -120,7 +122,7 @@ func main() {
 		}
 		return p
 	}
-	if !want("create") && !want("exec") && !want("runsc") && !want("concurrent") && !want("destroy") && !want("disk") {
+	if !want("create") && !want("exec") && !want("runsc") && !want("concurrent") && !want("destroy") && !want("disk") && !want("docker") {
 		return
 	}
 	local, docker, host := open("local"), open("docker"), open("host")
@@ -155,6 +157,12 @@ func main() {
 		rows = append(rows, row{what: "exec round trip (`true`)", how: "`docker exec` into a running container", samples: dockerExec(*nSlow, "")})
 		rows = append(rows, row{what: "exec round trip (`true`)", how: "a fresh `bwrap` per command (same namespaces)", samples: freshBwrap(*n)})
 		rows = append(rows, row{what: "exec round trip (`true`)", how: "plain fork+exec on the host", samples: timeCmd(*n*3, "/bin/true")})
+	}
+	if want("docker") {
+		rows = append(rows, dockerRows(ctx, opts, "")...)
+		if *runsc {
+			rows = append(rows, dockerRows(ctx, opts, "runsc")...)
+		}
 	}
 	if *runsc && want("runsc") {
 		rows = append(rows, runscRows(ctx, opts)...)
@@ -329,6 +337,80 @@ func cliRows(runDir string) []row {
 	}
 }
 
+// dockerRows: a docker box's create → first exit from a pool of 4 warm
+// boxes (harvest serve keeps --pool of them), cold, a raw `docker run`,
+// and a `docker exec` into a running container, interleaved one sample
+// of each per round so that they see the same load. Before each warm
+// sample the pool is let refill (untimed): a server's sessions do not
+// arrive back to back; what a burst costs is the cold row. The boxes ask
+// for the default limits, as sessions do (under gVisor the pool serves
+// only those: runsc cannot change a running box's limits).
+func dockerRows(ctx context.Context, opts backends.Options, runtime string) []row {
+	opts.DockerRuntime = runtime
+	cold, err := backends.Open("docker", opts)
+	if err == nil {
+		err = cold.Available(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "no docker rows (runtime %q): %v\n", runtime, err)
+		return nil
+	}
+	defer cold.(interface{ Close() error }).Close()
+	fmt.Fprintf(os.Stderr, "docker warm and cold creates (runtime %q) ...\n", cmp.Or(runtime, "runc"))
+	opts.DockerPool = 4
+	opts.RunDir += "/docker-pooled-" + cmp.Or(runtime, "runc")
+	os.MkdirAll(opts.RunDir, 0o711)
+	pooled, err := backends.Open("docker", opts)
+	if err != nil {
+		die("%v", err)
+	}
+	defer pooled.(interface{ Close() error }).Close()
+	pl := pooled.(sandbox.Pooler)
+	refilled := func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for pl.PoolStats().Ready < 4 {
+			if time.Now().After(deadline) {
+				die("the docker pool did not refill in 2 minutes: %+v", pl.PoolStats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	def := sandbox.Spec{}
+	createToExitSpec(ctx, pooled, 1, new([]time.Duration), def) // starts the pool
+	rt := cmp.Or(runtime, "runc")
+	b, err := exec.Command("docker", "run", "-d", "--rm", "--network", "none", "--runtime", rt, *image, "sleep", "infinity").Output()
+	if err != nil {
+		die("docker run: %v", err)
+	}
+	id := strings.TrimSpace(string(b))
+	defer exec.Command("docker", "rm", "-f", id).Run()
+	timeCmd(3, "docker", "exec", id, "true")
+	var warm, coldS, run, execS, warmDestroy, coldDestroy []time.Duration
+	for i := 0; i < *nSlow; i++ {
+		refilled()
+		hits := pl.PoolStats().Hits
+		warm = append(warm, createToExitSpec(ctx, pooled, 1, &warmDestroy, def)...)
+		if st := pl.PoolStats(); st.Hits != hits+1 {
+			die("a warm sample did not come from the pool: %+v", st)
+		}
+		coldS = append(coldS, createToExitSpec(ctx, cold, 1, &coldDestroy, def)...)
+		run = append(run, timeCmd(1, "docker", "run", "--rm", "--network", "none", "--runtime", rt, *image, "true")...)
+		execS = append(execS, timeCmd(1, "docker", "exec", id, "true")...)
+	}
+	what := "docker create → first exit"
+	if runtime != "" {
+		what += " (gVisor)"
+	}
+	return []row{
+		{what: what, how: "harvest docker, 4 warm boxes (server mode), pool refilled between samples", samples: warm},
+		{what: what, how: "harvest docker, cold", samples: coldS},
+		{what: what, how: fmt.Sprintf("raw `docker run --rm --runtime %s --network none IMAGE true`", rt), samples: run},
+		{what: what, how: "raw `docker exec` of `true` into a running container", samples: execS},
+		{what: "destroy", how: "harvest docker box made warm", samples: warmDestroy},
+		{what: "destroy", how: "harvest docker box made cold", samples: coldDestroy},
+	}
+}
+
 // runscRows: docker's create and exec rows again under gVisor, Harvest's
 // and raw docker's side by side (none when dockerd has no runsc).
 func runscRows(ctx context.Context, opts backends.Options) []row {
@@ -368,10 +450,14 @@ func spec() sandbox.Spec {
 }
 
 func createToExit(ctx context.Context, p sandbox.Provider, n int, destroys *[]time.Duration) []time.Duration {
+	return createToExitSpec(ctx, p, n, destroys, spec())
+}
+
+func createToExitSpec(ctx context.Context, p sandbox.Provider, n int, destroys *[]time.Duration, s sandbox.Spec) []time.Duration {
 	var out []time.Duration
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		sb, err := p.Start(ctx, spec())
+		sb, err := p.Start(ctx, s)
 		if err != nil {
 			die("%s start: %v", p.Name(), err)
 		}
