@@ -29,7 +29,7 @@ func Connect(ctx context.Context, p Provider, h Handle, nc net.Conn) (*Sandbox, 
 // ConnectClaim is Connect for an agent started warm: the hello gives it the
 // box's identity (id, environment, workdir, deadline) from h.
 func ConnectClaim(ctx context.Context, p Provider, h Handle, nc net.Conn) (*Sandbox, error) {
-	claim := &proto.Claim{BoxID: h.ID, Env: EnvList(h.Spec.Env), Workdir: h.Spec.Workdir}
+	claim := &proto.Claim{BoxID: h.ID, Env: EnvList(h.Spec.Env), Workdir: h.Spec.Workdir, Pids: h.Spec.Limits.Pids}
 	if !h.Deadline.IsZero() {
 		claim.DeadlineMS = h.Deadline.UnixMilli()
 	}

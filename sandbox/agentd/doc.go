@@ -18,18 +18,53 @@
 //     (dev.tty.legacy_tiocsti=1), so this filter is what refuses it.
 //   - every inherited fd above 2 (except the listener) is closed: a host
 //     directory fd held by PID 1 would be a way out through /proc/1/fd.
-//   - a handful of OS threads are created up front and parked: the pids limit
-//     counts threads, and the Go runtime aborts if it cannot create one it
-//     needs, so under a fork bomb the agent lives on threads it already has.
+//   - the pids limit counts threads, and the Go runtime aborts if it cannot
+//     create one it needs: under a fork bomb the agent must keep room to
+//     grow. With --nproc (the local backend) each command gets RLIMIT_NPROC
+//     at the box's pids limit, below the cgroup's, so the commands stop
+//     first (nproc.go); otherwise a handful of OS threads are created up
+//     front and parked, and the agent lives on those.
+//
+// # Threads and signals
+//
+// Every kernel task of an idle box counts against the node's pid_max, so the
+// agent idles on as few threads as the Go runtime allows: the main thread,
+// sysmon and the one or two threads the scheduler started when it handed
+// the P off from a thread in a syscall (the backend runs it with
+// GOMAXPROCS=1 in its environment, so that holds from the runtime's start).
+// Three things would each park threads for good, and the agent avoids them
+// as a box's PID 1:
+//
+//   - os/signal: its loop waits in the runtime on a thread of its own, and
+//     its first Notify starts a locked thread that keeps the signal masks,
+//     and with it the runtime's template thread. With --no-signals (the
+//     local backend) the agent catches nothing: SIGTERM, SIGINT and SIGHUP
+//     are set back to SIG_DFL (rt_sigaction, behind the runtime's back),
+//     which the kernel drops for a PID namespace's init from inside the box
+//     and from the host alike; the backend ends a box through the protocol
+//     (shutdown) or SIGKILL. Without it (docker, whose stop is a SIGTERM)
+//     SIGTERM and SIGINT end the box and SIGPIPE and SIGHUP are caught.
+//   - runtime.LockOSThread, which starts the template thread: the seccomp
+//     filter is installed by retrying no_new_privs and seccomp until both
+//     ran on the same thread (seccomp.go).
+//   - SIGCHLD, for the same reason as os/signal: see the reaper below.
 //
 // # Processes and the reaper
 //
 // As PID 1 the agent must reap every zombie, including orphans it never
-// started. One reaper goroutine calls wait4(-1, WNOHANG) on each SIGCHLD and
-// hands exit statuses to the processes it knows. To make that race-free,
-// processes are forked with syscall.ForkExec while holding the reaper's lock,
-// and registered before the lock is released. Nothing else in the agent ever
-// waits for a child (no os/exec Wait). Each command gets its own process group
+// started. One reaper goroutine collects every child and hands exit statuses
+// to the processes it knows. As PID 1 it sits in a blocking wait4(-1) while
+// the box has any process, and parks on a channel (no thread) once wait4
+// says there is none, until the next fork: an idle box holds no thread for
+// it, a busy one one. Outside a box (tests, --listen) it calls
+// wait4(-1, WNOHANG) on each SIGCHLD instead, as it may share the process
+// with children it must not wait for. To make both race-free, processes
+// are forked with syscall.ForkExec while holding the reaper's lock and
+// registered before the lock is released; the reaper takes the lock before
+// it looks a pid up. Nothing else in the agent ever waits for a child (no
+// os/exec Wait). The blocking wait4 cannot be interrupted, so Server.Close
+// waits for the reaper only once the box has no process left: Main ends
+// them first. Each command gets its own process group
 // (a session, with a PTY); "kill" signals the group and every descendant found
 // in /proc, repeated until none is left.
 //

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,6 +48,8 @@ func Main(args []string) int {
 		warm       = fs.Bool("warm", false, "start unclaimed: the first hello with a claim sets the box id, env, workdir and deadline")
 		readyFD    = fs.Int("ready-fd", -1, "write one byte to this inherited fd, and close it, once serving")
 		logLevel   = fs.String("log-level", "warn", "debug, info, warn or error")
+		nproc      = fs.Bool("nproc", false, "give each command RLIMIT_NPROC at the claim's pids limit instead of keeping spare threads for a fork bomb (needs the box's own user namespace, Linux 5.14 or newer; ignored otherwise)")
+		noSignals  = fs.Bool("no-signals", false, "as PID 1, catch no signal: SIGTERM, SIGINT and SIGHUP keep their default, which the kernel ignores for a PID namespace's init; the box is ended through the protocol (shutdown) or SIGKILL")
 	)
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -94,15 +97,40 @@ func Main(args []string) int {
 	}
 	pid1 := os.Getpid() == 1
 	if !pid1 {
+		if *noSignals {
+			fmt.Fprintln(os.Stderr, "sandbox-agent: --no-signals is for the box's PID 1 only: a SIGTERM at its default would end any other process")
+			return 2
+		}
 		// Orphans of our commands come back to us, not to the host's init.
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
-	// SIGPIPE and SIGHUP must not end the agent, but are caught, not
-	// ignored: an ignored signal stays ignored across exec, in every command
-	// the agent starts (a `yes | head` would run on, a REPL would survive
-	// its terminal's hangup). A caught one is reset to the default at exec.
-	// The channel is never read: the runtime drops what does not fit.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
+	// term receives the signals that end the box; nil (never) with
+	// --no-signals.
+	var term chan os.Signal
+	if *noSignals {
+		// os/signal costs an idle box three OS threads (see reaper.go); the
+		// runtime's own handlers would end the agent on SIGTERM, SIGINT and
+		// SIGHUP. At their default the kernel drops them for a PID
+		// namespace's init, from inside the box and from the host alike:
+		// only SIGKILL ends it. Commands inherit the default, as they should.
+		if err := defaultSignals(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP); err != nil {
+			log.Error("resetting signals", "err", err)
+			return 1
+		}
+	} else {
+		// SIGPIPE and SIGHUP must not end the agent, but are caught, not
+		// ignored: an ignored signal stays ignored across exec, in every
+		// command the agent starts (a `yes | head` would run on, a REPL
+		// would survive its terminal's hangup). A caught one is reset to the
+		// default at exec. The channel is never read: the runtime drops what
+		// does not fit. (With --no-signals SIGPIPE stays with the runtime's
+		// handler, reset at exec: it ignores a broken pipe on every fd but
+		// 1 and 2, which are the shim's log pipe, and the shim outlives the
+		// agent.)
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
+		term = make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	}
 
 	log.Debug("hardened", "pid1", pid1)
 	l, err := listener(*listenFD, *listen)
@@ -114,6 +142,10 @@ func Main(args []string) int {
 	if *deadlineMS > 0 {
 		dl = time.UnixMilli(*deadlineMS)
 	}
+	useNProc := *nproc && nprocPerUserNS()
+	if *nproc && !useNProc {
+		log.Warn("--nproc ignored: RLIMIT_NPROC here does not count the box's user namespace alone; keeping spare threads instead")
+	}
 	s, err := New(Config{
 		BoxID:    *boxID,
 		Workdir:  *workdir,
@@ -121,17 +153,18 @@ func Main(args []string) int {
 		Deadline: dl,
 		PID1:     pid1,
 		Warm:     *warm,
+		NProc:    useNProc,
 		Logger:   log,
 	})
 	if err != nil {
 		log.Error("start", "err", err)
 		return 1
 	}
-	go prewarm(prewarmThreads)
+	if !useNProc {
+		go prewarm(prewarmThreads)
+	}
 	log.Debug("serving")
 
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.Serve(l) }()
 	if *readyFD >= 0 {
@@ -155,6 +188,10 @@ func Main(args []string) int {
 	case err := <-serveErr:
 		log.Error("serve", "err", err)
 		code = 1
+		// As PID 1, Close waits for the reaper, which waits for the last
+		// process: end them.
+		s.Shutdown(0)
+		<-s.Exited()
 	}
 	s.Drain(2 * time.Second)
 	s.Close()
@@ -242,4 +279,24 @@ func prewarm(n int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// defaultSignals sets sigs to their default disposition (SIG_DFL) behind
+// the runtime's back: os/signal.Reset would restore the runtime's own
+// handler, which ends the process on SIGTERM, SIGINT and SIGHUP.
+func defaultSignals(sigs ...syscall.Signal) error {
+	// The kernel's struct sigaction on amd64 and arm64: handler, flags,
+	// restorer, mask.
+	var sa struct {
+		handler  uintptr
+		flags    uint64
+		restorer uintptr
+		mask     uint64
+	}
+	for _, sig := range sigs {
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&sa)), 0, 8, 0, 0); e != 0 {
+			return fmt.Errorf("rt_sigaction(%v): %w", sig, e)
+		}
+	}
+	return nil
 }

@@ -195,8 +195,13 @@ func (s *Server) startProc(c *conn, prm proto.ExecParams) (*proc, error) {
 	}
 
 	pa := &syscall.ProcAttr{Dir: dir, Env: env, Files: files, Sys: attr}
+	nproc := s.nprocLimit()
 	pid, err := s.reaper.fork(func() (int, error) {
-		return syscall.ForkExec(argv0, prm.Args, pa)
+		pid, err := syscall.ForkExec(argv0, prm.Args, pa)
+		if err == nil && nproc > 0 {
+			capNProc(pid, nproc)
+		}
+		return pid, err
 	}, p.onExit)
 	closeAll(childFiles)
 	if err != nil {

@@ -1,6 +1,7 @@
 package agentd
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -146,24 +147,32 @@ func buildFilter() ([]unix.SockFilter, error) {
 // installSeccomp sets no_new_privs and installs the filter on every thread.
 // Both calls must happen on the same OS thread: the kernel checks
 // no_new_privs of the calling thread (TSYNC then gives it and the filter to
-// every other thread). Unlocked, the goroutine could move between them and get
-// EACCES; inside bwrap or docker every thread already has no_new_privs, so it
-// only showed on the host backend, now and then.
+// every other thread). The goroutine may move between them (inside bwrap or
+// docker every thread already has no_new_privs, so it only showed on the
+// host backend, now and then): it retries rather than lock its thread, as
+// runtime.LockOSThread starts the runtime's template thread, a kernel task
+// every idle box would hold for good.
 func installSeccomp() error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("setting no_new_privs: %w", err)
-	}
 	ins, err := buildFilter()
 	if err != nil {
 		return err
 	}
 	prog := unix.SockFprog{Len: uint16(len(ins)), Filter: &ins[0]}
-	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
-	runtime.KeepAlive(ins)
-	if e != 0 {
-		return fmt.Errorf("installing the seccomp filter: %w", e)
+	defer runtime.KeepAlive(ins)
+	// Each try sets no_new_privs on the thread it runs on, then installs;
+	// EACCES means the goroutine moved to another thread in between: again.
+	// A thread it set stays set, so the tries end with the threads.
+	for range 64 {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("setting no_new_privs: %w", err)
+		}
+		_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+		if e == 0 {
+			return nil
+		}
+		if e != unix.EACCES {
+			return fmt.Errorf("installing the seccomp filter: %w", e)
+		}
 	}
-	return nil
+	return errors.New("installing the seccomp filter: no_new_privs kept missing on the thread (EACCES)")
 }

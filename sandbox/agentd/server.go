@@ -34,7 +34,11 @@ type Config struct {
 	// Warm agents start before their box is asked for: the first hello that
 	// carries a Claim sets BoxID, Env, Workdir and Deadline (see package
 	// local's pool).
-	Warm   bool
+	Warm bool
+	// NProc caps each command's RLIMIT_NPROC at the claim's Pids plus
+	// NProcAgentShare (see nproc.go). Only where RLIMIT_NPROC counts the
+	// tasks of the box's own user namespace (Main checks).
+	NProc  bool
 	Logger *slog.Logger
 }
 
@@ -44,6 +48,7 @@ type identity struct {
 	env      []string
 	workdir  string
 	deadline time.Time
+	pids     int // the claim's pids limit for commands; 0: none
 }
 
 // Server is the agent. Create it with New, then Serve a listener.
@@ -110,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		conns:   map[*conn]struct{}{},
 		exited:  make(chan struct{}),
 	}
-	s.reaper = newReaper()
+	s.reaper = newReaper(cfg.PID1)
 	s.goroutine(func() { s.reaper.run(ctx) })
 	s.ident.Store(&identity{boxID: cfg.BoxID, env: cfg.Env, workdir: cfg.Workdir, deadline: cfg.Deadline})
 	if !cfg.Warm {
@@ -147,7 +152,7 @@ func (s *Server) claim(c proto.Claim) error {
 		}
 		return &proto.Error{Code: proto.CodeInvalid, Message: fmt.Sprintf("this agent already serves box %s", s.id().boxID)}
 	}
-	id := &identity{boxID: c.BoxID, env: c.Env, workdir: c.Workdir}
+	id := &identity{boxID: c.BoxID, env: c.Env, workdir: c.Workdir, pids: c.Pids}
 	if c.DeadlineMS > 0 {
 		id.deadline = time.UnixMilli(c.DeadlineMS)
 	}

@@ -31,6 +31,17 @@ var etcEntries = []string{
 	"services", "ssl", "terminfo", "timezone", "vim", "xdg",
 }
 
+// goMaxProcs is the environment of the shim (and, through bwrap's
+// --setenv, of the agent): one P from the runtime's start, not only from
+// the runtime.GOMAXPROCS(1) in their Main. While the runtime initializes
+// (package init, the GC's background goroutines) it runs with one P per
+// CPU: each goroutine started then wakes an OS thread for an idle P, and
+// the main goroutine, locked to the main thread during init, hands its P
+// to yet another when it waits. Those threads are never given back: two
+// or three kernel tasks more in every idle box, for good (pid_max bounds
+// a node's tasks).
+const goMaxProcs = "GOMAXPROCS=1"
+
 // warmArgs returns bwrap's arguments for a warm box (fd 3: the agent's
 // listener, 4: bwrap's info pipe, 5: the agent's ready pipe): everything but the
 // box's identity (hostname, environment, workdir, deadline) and workspaces,
@@ -45,6 +56,9 @@ func warmArgs(name, root string, u sandbox.User, home string, cgroupDir string, 
 		"--uid", strconv.Itoa(u.UID), "--gid", strconv.Itoa(u.GID),
 		"--hostname", name,
 		"--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+		// One P from the runtime's first instruction (see goMaxProcs). The
+		// agent's own environment reaches no command: a claim sets theirs.
+		"--setenv", "GOMAXPROCS", "1",
 		"--ro-bind", root, "/",
 		"--ro-bind", "/usr", "/usr",
 	}
@@ -72,7 +86,7 @@ func warmArgs(name, root string, u sandbox.User, home string, cgroupDir string, 
 	return append(a,
 		"--chdir", "/",
 		"--info-fd", "4",
-		boxAgentPath, "sandbox-agent", "--listen-fd", "3", "--ready-fd", "5", "--warm", "--id", name,
+		boxAgentPath, "sandbox-agent", "--listen-fd", "3", "--ready-fd", "5", "--warm", "--no-signals", "--nproc", "--id", name,
 	)
 }
 

@@ -15,8 +15,9 @@
 // A box is made in two steps (pool.go, package shim). Prepare starts the shim
 // in the box's cgroup, and bwrap and the agent with no identity and no
 // workspaces. Claim gives it its hostname, mounts its workspaces into its
-// mount namespace from outside (open_tree, setns, move_mount), and tells the
-// agent its id, environment, workdir and deadline. Prepare costs 10-20 ms
+// mount namespace from outside (open_tree, setns, move_mount; done in
+// Harvest's own process, shim.Enter, so the shim never locks a thread),
+// and tells the agent its id, environment, workdir and deadline. Prepare costs 10-20 ms
 // (mostly bwrap's namespaces and two process starts); a claim about one. A
 // server keeps a few prepared boxes for the default box user (Config.PoolSize)
 // so creating a box costs a claim; otherwise Start does both steps at once.
@@ -56,6 +57,14 @@
 // and the agent and exit, kills whatever is left in the cgroup, removes the
 // cgroup and the run dir: no process, zombie, mount or cgroup is left behind
 // (see endBox for why the shim must outlive its box).
+//
+// An idle box is three processes and 7 to 9 kernel tasks, which is what
+// bounds the idle boxes a node holds (pid_max): bwrap (one thread), the
+// shim and the agent (Go, GOMAXPROCS=1: the main thread, sysmon and the
+// one or two threads the scheduler started on a syscall; neither parks a
+// thread in a blocking call, catches a signal through os/signal or locks
+// a thread, see packages shim and agentd). So Stop asks the agent to end
+// the box through its socket (shutdown): it catches no signal.
 //
 // Each box records its owner (package owner, owners.go): the server that
 // made it, whose next start reattaches it, or the provider's own instance.
@@ -333,6 +342,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 		claim.Workspaces = append(claim.Workspaces, m)
 	}
 	claim.Workspaces = append(claim.Workspaces, diskMounts...)
+	if err := shim.Enter(w.state.Agent, w.user.UID, w.user.GID, claim); err != nil {
+		return nil, fmt.Errorf("starting box %s: %w", spec.ID, err)
+	}
 	if _, err := w.exchange(ctx, claim); err != nil {
 		return nil, fmt.Errorf("starting box %s: %w (shim log: %s)", spec.ID, err, logTail(filepath.Join(dir, "shim.log")))
 	}
@@ -435,10 +447,18 @@ func (p *Provider) Stop(ctx context.Context, h sandbox.Handle, grace time.Durati
 	}
 	if d.Agent.Alive() {
 		// The agent SIGTERMs every process in the box and exits when they are
-		// gone; the box (a pid namespace) ends with it.
-		_ = d.Agent.Signal(syscall.SIGTERM)
+		// gone; the box (a pid namespace) ends with it. Asked through its
+		// socket, not by a SIGTERM: it catches no signal (--no-signals, see
+		// package agentd). An agent that cannot be reached is killed below.
 		gctx, cancel := context.WithTimeout(ctx, grace)
-		_ = d.Agent.WaitGone(gctx)
+		dctx, dcancel := context.WithTimeout(gctx, 2*time.Second)
+		sb, err := sandbox.DialUnix(dctx, p, h, filepath.Join(d.BoxDir, "agent.sock"))
+		dcancel()
+		if err == nil {
+			_ = sb.Shutdown(gctx, grace)
+			sb.Close()
+			_ = d.Agent.WaitGone(gctx)
+		}
 		cancel()
 	}
 	if err := p.endBox(ctx, h.ID, d); err != nil {

@@ -118,7 +118,7 @@ func (p *Provider) prepareBox(ctx context.Context, name, own string, u sandbox.U
 	w.in, w.outF, w.out = inW, outR, bufio.NewReader(outR)
 	cmd := exec.Command(p.agent, "sandbox-shim", "--cgroup", strings.Join(cg.DirList(), ","))
 	cmd.Stdin, cmd.Stdout = inR, outW
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", goMaxProcs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	inR.Close()

@@ -54,3 +54,32 @@ func TestCommandsGetDefaultSignals(t *testing.T) {
 		t.Fatalf("yes | head: %v %v %q", st, err, out.String())
 	}
 }
+
+// TestAgentIgnoresSignalsFromTheBox: the agent catches no signal (it runs
+// with --no-signals, see package agentd), so the kernel drops SIGTERM,
+// SIGINT and SIGHUP sent to the box's PID 1 from inside: a command cannot
+// end its box, and the box keeps serving after it tried.
+func TestAgentIgnoresSignalsFromTheBox(t *testing.T) {
+	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t)})
+	t.Cleanup(func() { p.Close() })
+	if err := p.Available(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := p.Start(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	var out bytes.Buffer
+	st, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "kill -TERM 1; kill -INT 1; kill -HUP 1; echo sent"}, Stdout: &out})
+	if err != nil || !st.Success() || out.String() != "sent\n" {
+		t.Fatalf("signalling PID 1: %v %v %q", st, err, out.String())
+	}
+	out.Reset()
+	st, err = sb.Run(ctx, &sandbox.Cmd{Args: []string{"echo", "alive"}, Stdout: &out})
+	if err != nil || !st.Success() || out.String() != "alive\n" {
+		t.Fatalf("the box after its PID 1 was signalled: %v %v %q", st, err, out.String())
+	}
+}

@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,9 +19,15 @@ import (
 // maxIdleBoxTasks bounds the kernel tasks (processes and their threads) an
 // idle box holds: its shim, bwrap and the agent. pid_max bounds a node's
 // tasks, so this is what bounds the idle sessions a node holds (issue 23:
-// 20–31 before, 13–14 now; the issue's target is 8, see BENCHMARKS.md for
-// the gap).
-const maxIdleBoxTasks = 16
+// 20–31 at first, 13–15 with the disk pool; now bwrap 1 and the shim and
+// the agent 3 or 4 each). The Go runtime decides the last part: besides
+// the main thread and sysmon, each Go process keeps every thread its
+// scheduler ever started to take over the P from a thread in a syscall,
+// one usually, two when two syscalls overlapped on a loaded machine
+// (measured under -race with a load average of 9: 7, 8 or 9). 9 is that
+// bound; the issue's target, 8, is what an idle box holds on a quiet
+// machine (see BENCHMARKS.md).
+const maxIdleBoxTasks = 9
 
 // TestIdleBoxTasks counts, through the box's pids cgroup (which counts every
 // thread of the shim, bwrap and the agent: the shim joins the box's cgroups
@@ -69,13 +76,29 @@ func TestIdleBoxTasks(t *testing.T) {
 		last, n = n, mustAtoi(t, strings.TrimSpace(string(b)))
 		return n == last
 	})
-	t.Logf("an idle box: %d kernel tasks (shim, bwrap, agent and their threads)", n)
+	t.Logf("an idle box: %d kernel tasks (shim, bwrap, agent and their threads): %s", n, perProcess(t, dir))
 	if n > maxIdleBoxTasks {
 		t.Errorf("an idle box holds %d kernel tasks, more than %d", n, maxIdleBoxTasks)
 	}
 	if n < 3 {
 		t.Errorf("an idle box holds %d kernel tasks: the shim, bwrap and the agent are at least 3; is pids.current counting?", n)
 	}
+}
+
+// perProcess names each process of the cgroup with its thread count, for
+// the log: which of the three grew when the total did.
+func perProcess(t *testing.T, dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, pid := range strings.Fields(string(b)) {
+		comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+		parts = append(parts, fmt.Sprintf("%s %s: %d", strings.TrimSpace(string(comm)), pid, len(tasks)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func mustAtoi(t *testing.T, s string) int {

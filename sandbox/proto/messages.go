@@ -111,6 +111,11 @@ type Claim struct {
 	Env        []string `json:"env"`
 	Workdir    string   `json:"workdir"`
 	DeadlineMS int64    `json:"deadline_ms,omitempty"` // unix ms; 0: none
+	// Pids is the box's pids limit for its commands (Spec.Limits.Pids). An
+	// agent started with --nproc gives each command it as RLIMIT_NPROC (plus
+	// what its own idle threads take), so a fork bomb leaves the agent the
+	// pids reserve to create threads in. 0: no cap.
+	Pids int `json:"pids,omitempty"`
 }
 
 // HelloReply describes the agent.

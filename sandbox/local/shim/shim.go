@@ -26,19 +26,27 @@
 //     process are in them from their first instruction: no race with a fork
 //     bomb. It stays in them, protected from the OOM killer (oom_score_adj
 //     -1000, set after bwrap is forked so the box does not inherit it).
-//  2. prepare: it creates the agent's listening socket, starts bwrap from a
-//     locked OS thread that then waits for it (the kernel sends
-//     --die-with-parent's signal when the parent *thread* exits), reads
+//  2. prepare: it creates the agent's listening socket, starts bwrap and
+//     waits for it through a pidfd on the netpoller (child.go), reads
 //     bwrap's --info-fd for the box's PID 1 and reports the box's pids.
-//  3. claim: on a locked thread it takes a detached copy of each workspace's
-//     mount in the host's mount namespace (open_tree), enters the box's UTS
-//     and mount namespaces (setns), sets the hostname, creates each mount
-//     point as the box user (fsuid: the box's tmpfs has no inode owner for
-//     host root) and attaches the copy there (move_mount), nosuid and nodev,
-//     then makes /workspace itself read-only. Mounting into the box from
-//     outside works wherever the workspace lives (even under a directory the
-//     box user cannot traverse), and nothing appears in the host's mount
-//     table. The thread is never unlocked: it exits with its namespaces.
+//     No shim thread is ever locked, so none exits: --die-with-parent's
+//     signal, sent when the thread that forked bwrap exits, comes only
+//     with the shim itself.
+//  3. claim: Harvest has already set the box's hostname and mounted its
+//     workspaces, in its own process (Enter, enter.go): on a locked thread
+//     it takes a detached copy of each workspace's mount in the host's
+//     mount namespace (open_tree), enters the box's UTS and mount
+//     namespaces (setns through a pidfd of the box's PID 1), sets the
+//     hostname, creates each mount point as the box user (fsuid: the
+//     box's tmpfs has no inode owner for host root) and attaches the copy
+//     there (move_mount), nosuid and nodev, then makes /workspace itself
+//     read-only, and goes back to the host's namespaces. Mounting into the
+//     box from outside works wherever the workspace lives (even under a
+//     directory the box user cannot traverse), and nothing appears in the
+//     host's mount table. It is done in Harvest, not here, because a
+//     locked thread costs a Go process the runtime's template thread for
+//     good: a kernel task in every idle box. The shim records the claim
+//     (state.json) and its deadline.
 //  4. it copies bwrap's output into agent.log (capped), waits for bwrap,
 //     writes exit.json and exits. At the box's deadline plus a margin it kills
 //     bwrap, a backstop to the agent's own time limit.
@@ -59,7 +67,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -159,7 +166,13 @@ func Main(args []string) int {
 			}
 		}
 	}
-	in := bufio.NewReaderSize(os.Stdin, 64<<10)
+	// Stdin through the netpoller (nonblocking): a read blocked in the
+	// kernel would hold an OS thread, a kernel task of every idle box.
+	stdin := os.Stdin
+	if unix.SetNonblock(0, true) == nil {
+		stdin = os.NewFile(0, "stdin")
+	}
+	in := bufio.NewReaderSize(stdin, 64<<10)
 	var prep Prepare
 	if !readLine(in, &prep) {
 		abandon(dirs, "")
@@ -199,10 +212,6 @@ func Main(args []string) int {
 		abandon(dirs, prep.Dir)
 		return 0
 	}
-	if err := applyClaim(b.state.Agent.PID, prep.UID, prep.GID, *claim); err != nil {
-		b.kill()
-		return report(State{Error: err.Error()})
-	}
 	if err := writeJSON(filepath.Join(claim.BoxDir, "state.json"), b.state); err != nil {
 		b.kill()
 		return report(State{Error: err.Error()})
@@ -237,16 +246,16 @@ func report(st State) int {
 
 // box is a running bwrap.
 type box struct {
-	cmd     *exec.Cmd
+	bwrap   *child
 	state   State
-	waited  <-chan error
+	waited  <-chan syscall.WaitStatus
 	logDone chan struct{}
 }
 
 // kill ends the box and waits until bwrap and the agent are reaped: the
 // shim must not exit before, or they are left to PID 1 as zombies.
 func (b *box) kill() {
-	_ = b.cmd.Process.Kill() // the agent dies with bwrap (--die-with-parent)
+	b.bwrap.kill() // the agent dies with bwrap (--die-with-parent)
 	<-b.waited
 	<-b.logDone
 }
@@ -279,24 +288,30 @@ func prepare(p Prepare) (*box, error) {
 		readyW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(p.Bwrap, p.Args...)
-	cmd.ExtraFiles = []*os.File{lf, infoW, readyW}
-	cmd.Stdout, cmd.Stderr = logW, logW
-	cmd.SysProcAttr = &syscall.SysProcAttr{
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		infoW.Close()
+		readyW.Close()
+		logW.Close()
+		logR.Close()
+		return nil, err
+	}
+	bw, err := start(p.Bwrap, p.Args, []*os.File{devNull, logW, logW, lf, infoW, readyW}, &syscall.SysProcAttr{
 		Setsid:     true,
 		Credential: &syscall.Credential{Uid: uint32(p.UID), Gid: uint32(p.GID), Groups: []uint32{}},
-	}
-	waited, err := startAndWait(cmd)
+	})
+	devNull.Close()
 	infoW.Close()
 	readyW.Close()
 	logW.Close()
 	if err != nil {
 		logR.Close()
-		return nil, err
+		return nil, fmt.Errorf("starting bwrap: %w", err)
 	}
+	waited := bw.wait()
 	// After the fork: the box must not inherit an unkillable score.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
-	b := &box{cmd: cmd, waited: waited, logDone: make(chan struct{})}
+	b := &box{bwrap: bw, waited: waited, logDone: make(chan struct{})}
 	go func() { // owned: Main waits on logDone before exiting
 		defer close(b.logDone)
 		copyLog(filepath.Join(p.Dir, "agent.log"), logR, p.LogLimit)
@@ -312,167 +327,21 @@ func prepare(p Prepare) (*box, error) {
 		}
 	}
 	if err != nil {
-		_ = cmd.Process.Kill()
+		bw.kill()
 		<-waited
 		<-b.logDone
 		tail, _ := os.ReadFile(filepath.Join(p.Dir, "agent.log"))
 		return nil, fmt.Errorf("bwrap did not start the box: %v: %s", err, strings.TrimSpace(lastLines(string(tail), 5)))
 	}
-	b.state = State{Shim: lookup(os.Getpid()), Bwrap: lookup(cmd.Process.Pid), Agent: lookup(childPID)}
+	b.state = State{Shim: lookup(os.Getpid()), Bwrap: lookup(bw.pid), Agent: lookup(childPID)}
 	return b, nil
-}
-
-// startAndWait starts cmd from a locked OS thread that then waits for it, and
-// returns a channel with cmd.Wait's result. The thread must outlive bwrap:
-// --die-with-parent is a parent-death signal, sent when the parent *thread*
-// exits, and Go may otherwise end a thread whose goroutine ended locked.
-func startAndWait(cmd *exec.Cmd) (<-chan error, error) {
-	started := make(chan error, 1)
-	waited := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- fmt.Errorf("starting bwrap: %w", err)
-			return
-		}
-		started <- nil
-		err := cmd.Wait()
-		// Reap whatever bwrap left us (as a subreaper): no zombie outlives
-		// the box.
-		for {
-			if _, werr := unix.Wait4(-1, nil, 0, nil); werr != unix.EINTR && werr != nil {
-				break
-			}
-		}
-		waited <- err
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return waited, nil
-}
-
-// applyClaim sets the box's hostname and mounts its workspaces into it. See
-// the package doc (step 3).
-func applyClaim(agentPID, uid, gid int, c Claim) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: this thread enters the box's namespaces
-		errc <- enterAndMount(agentPID, uid, gid, c)
-	}()
-	return <-errc
-}
-
-func enterAndMount(agentPID, uid, gid int, c Claim) error {
-	// Detached copies of the workspaces, taken in the host's namespace.
-	trees := make([]int, len(c.Workspaces))
-	for i, m := range c.Workspaces {
-		if m.Lower != "" {
-			fd, err := overlay(m)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(fd)
-			trees[i] = fd
-			continue
-		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("workspace %s: %w", m.Source, err)
-		}
-		defer unix.Close(fd)
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-			return fmt.Errorf("workspace %s: nosuid,nodev: %w", m.Source, err)
-		}
-		trees[i] = fd
-	}
-	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		return fmt.Errorf("unshare fs: %w", err)
-	}
-	ns := func(kind string, flag int) error {
-		fd, err := unix.Open("/proc/"+strconv.Itoa(agentPID)+"/ns/"+kind, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("the box's %s namespace: %w", kind, err)
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, flag); err != nil {
-			return fmt.Errorf("entering the box's %s namespace: %w", kind, err)
-		}
-		return nil
-	}
-	if c.Hostname != "" {
-		if err := ns("uts", unix.CLONE_NEWUTS); err != nil {
-			return err
-		}
-		if err := unix.Sethostname([]byte(c.Hostname)); err != nil {
-			return fmt.Errorf("setting the hostname: %w", err)
-		}
-	}
-	if err := ns("mnt", unix.CLONE_NEWNS); err != nil {
-		return err
-	}
-	for i, m := range c.Workspaces {
-		// The box's tmpfs has no inode owner for host root (EOVERFLOW):
-		// create the mount point as the box user.
-		if !m.Over {
-			unix.Setfsgid(gid)
-			unix.Setfsuid(uid)
-			err := unix.Mkdir(m.Target, 0o755)
-			unix.Setfsuid(0)
-			unix.Setfsgid(0)
-			if err != nil {
-				return fmt.Errorf("creating %s in the box: %w", m.Target, err)
-			}
-		}
-		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, m.Target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("mounting %s at %s: %w", m.Source, m.Target, err)
-		}
-	}
-	// /workspace is read-only like the rest of the root: a directory an agent
-	// made there would vanish with the box.
-	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(unix.AT_FDCWD, "/workspace", 0, &ro); err != nil {
-		return fmt.Errorf("making /workspace read-only: %w", err)
-	}
-	return nil
-}
-
-// overlay makes a detached overlay mount of m (Lower under Source), in
-// the host's namespace but attached nowhere in it: the caller moves it
-// into the box. Its paths are resolved here, on the host. Options keep
-// the overlay plain (no redirects, no metacopy, no index), so nothing of
-// the upper can point into another layer.
-func overlay(m Mount) (int, error) {
-	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("overlay for %s: %w (is overlayfs available?)", m.Target, err)
-	}
-	defer unix.Close(fs)
-	for _, kv := range [][2]string{
-		{"lowerdir", m.Lower}, {"upperdir", m.Source}, {"workdir", m.Work},
-		{"redirect_dir", "off"}, {"metacopy", "off"}, {"index", "off"}, {"xino", "off"},
-	} {
-		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
-			return -1, fmt.Errorf("overlay for %s: %s=%s: %w", m.Target, kv[0], kv[1], err)
-		}
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return -1, fmt.Errorf("overlay for %s (lower %s, upper %s): %w", m.Target, m.Lower, m.Source, err)
-	}
-	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return -1, fmt.Errorf("overlay for %s: fsmount: %w", m.Target, err)
-	}
-	return fd, nil
 }
 
 // supervise waits for the claimed box to end and records how.
 func (b *box) supervise(c *Claim) int {
 	// SIGTERM to the shim is ignored (set after bwrap started: bwrap and the
-	// box keep the default): Harvest ends a box through its agent (SIGTERM to
-	// the agent, then SIGKILL), and a stray SIGTERM must not end a box.
+	// box keep the default): Harvest ends a box through its agent (a shutdown
+	// through its socket, then SIGKILL), and a stray SIGTERM must not end a box.
 	// Ignored, not caught: os/signal.Notify costs three OS threads for good
 	// (its signal loop, the thread that keeps the signal mask, and the
 	// runtime's template thread), kernel tasks every idle box would hold.
@@ -484,26 +353,23 @@ func (b *box) supervise(c *Claim) int {
 		backstop = t.C
 	}
 	killed := ""
-	var werr error
+	var ws syscall.WaitStatus
 loop:
 	for {
 		select {
-		case werr = <-b.waited:
+		case ws = <-b.waited:
 			break loop
 		case <-backstop:
 			killed = "the box outlived its time limit"
-			_ = b.cmd.Process.Kill() // the agent dies with bwrap (--die-with-parent)
+			b.bwrap.kill() // the agent dies with bwrap (--die-with-parent)
 		}
 	}
 	<-b.logDone
 	ex := Exit{At: time.Now(), Killed: killed}
-	var ee *exec.ExitError
-	if errors.As(werr, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			ex.Code, ex.Signal = -1, int(ws.Signal())
-		} else {
-			ex.Code = ee.ExitCode()
-		}
+	if ws.Signaled() {
+		ex.Code, ex.Signal = -1, int(ws.Signal())
+	} else {
+		ex.Code = ws.ExitStatus()
 	}
 	_ = writeJSON(filepath.Join(c.BoxDir, "exit.json"), ex)
 	return 0
