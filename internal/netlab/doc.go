@@ -25,6 +25,13 @@
 //     (its data directory, HARVEST_HOME), and /tmp and /run/harvest are
 //     the node's own: it cannot see another node's workspaces, disks, box
 //     run directories or sockets, nor PostgreSQL's unix socket;
+//   - cgroups of its own: in the node's mount namespace a cgroup made for
+//     it is bind-mounted over every hierarchy's root, so the cgroups its
+//     boxes get (the local backend's /sys/fs/cgroup/…/harvest/…, whose
+//     names are the same on every node with the same run directory) are
+//     its alone; without that a node taking a session over found the old
+//     owner's box's cgroup and tried, forever, to destroy a box that on a
+//     separate machine it could not see;
 //   - a PID namespace, whose first process holds the namespaces open for
 //     the lab's life: harvest serve is started into them with nsenter, so
 //     it can be killed and started again as on a machine that stays up,
@@ -50,7 +57,9 @@
 //     their tools run on (nothing on a separate machine kills them); the
 //     namespaces stay, and Node.Start starts harvest again.
 //   - Node.Pause / Resume: SIGSTOP / SIGCONT to harvest serve alone (its
-//     boxes run on, as under a process that hangs).
+//     boxes run on, as under a process that hangs). Resume also continues
+//     the nsenter that started harvest, which stops itself when its child
+//     stops (util-linux passes the stop on) and would never reap it.
 //   - Node.Partition(peer, direction): iptables DROP rules in the node's
 //     own namespace, OUTPUT for Out (the node's packets to the peer), INPUT
 //     for In (the peer's to the node), both for Both. A peer is the lab's
@@ -69,29 +78,34 @@
 //   - Lab.StopNATS / StartNATS: nats-server killed (SIGKILL), and started
 //     again on the same address and JetStream store.
 //
+// The lab's methods fail the test that made the lab (t.Fatal on its
+// testing.TB): call them from that test, not from its subtests.
+//
 // Limits: this kernel has no sch_netem, so there is no delay or
 // reordering (tc qdisc … netem fails); loss is a firewall rule, and delay,
 // if a test needs it, would take a userspace proxy in the lab's namespace
 // (there is none yet). iptables here is iptables-nft (iptables-legacy
-// works too; there is no nft binary). Cgroups, loop devices and the
-// kernel are shared by the nodes (they are not virtual machines): a node
-// could see another's cgroups under /sys/fs/cgroup, and the loop devices'
-// numbers are global.
+// works too; there is no nft binary). The kernel, /dev and the loop
+// devices are shared by the nodes (they are not virtual machines): a
+// node sees the loop devices another attached, though not the files
+// behind them nor their mounts.
 //
 // # Cleanup
 //
 // Everything is named after the test process's pid: namespaces
 // hl<pid><letter>-lab and hl<pid><letter>-n<i>, links hl<pid><letter>…,
+// cgroups hl<pid><letter>-<node> in every hierarchy,
 // the directory /var/tmp/harvest-netlab-<pid>-<n>. When the test ends,
 // pass or fail (t.Cleanup), each node's PID namespace's first process is
 // killed (the kernel kills every process of the namespace with it, its
 // boxes included, and the mount namespace and its mounts go with the
 // last of them), nats-server is killed, PostgreSQL is thawed and stopped,
 // the namespaces are deleted (their links and the bridge go with them),
+// the nodes' cgroups removed (deepest first),
 // loop devices still attached to files below the lab's directory are
 // detached and the directory removed. A test process that dies without
 // cleaning up takes its nodes and nats-server along (parent-death
 // signals); the next lab to start (New) sweeps what is left of labs whose
 // process is gone: the processes still in their namespaces, the
-// namespaces, links, loop devices and directories.
+// namespaces, links, cgroups, loop devices and directories.
 package netlab

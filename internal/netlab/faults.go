@@ -24,9 +24,21 @@ func (n *Node) Kill() {
 }
 
 // Pause stops the node's harvest serve with SIGSTOP (its boxes run on,
-// as they do under a process that hangs); Resume continues it (SIGCONT).
-func (n *Node) Pause()  { n.lab.t.Helper(); n.signal(syscall.SIGSTOP) }
-func (n *Node) Resume() { n.lab.t.Helper(); n.signal(syscall.SIGCONT) }
+// as they do under a process that hangs).
+func (n *Node) Pause() { n.lab.t.Helper(); n.signal(syscall.SIGSTOP) }
+
+// Resume continues it (SIGCONT), and the nsenter that started it: that
+// one stops itself when its child stops (util-linux passes a child's stop
+// on to its parent), and would not reap harvest if left stopped.
+func (n *Node) Resume() {
+	n.lab.t.Helper()
+	n.signal(syscall.SIGCONT)
+	n.mu.Lock()
+	if n.proc != nil {
+		n.proc.Process.Signal(syscall.SIGCONT)
+	}
+	n.mu.Unlock()
+}
 
 func (n *Node) signal(sig syscall.Signal) {
 	n.lab.t.Helper()

@@ -239,6 +239,7 @@ func removeLab(prefix, dir string) error {
 			}
 		}
 	}
+	errs = append(errs, removeCgroups(prefix))
 	if dir != "" {
 		errs = append(errs, detachLoops(dir))
 		if err := os.RemoveAll(dir); err != nil {

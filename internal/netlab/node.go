@@ -2,6 +2,7 @@ package netlab
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -22,8 +23,10 @@ import (
 // its new mount namespace (private: nothing propagates to the host). It
 // gives the node its own view: the lab's nodes directory ($1) becomes an
 // empty tmpfs holding only this node's directory ($1/$2), whose tmp and
-// run become the node's /tmp and /run/harvest. Then it holds the
-// namespaces open (sleep as PID 1) until the lab kills it.
+// run become the node's /tmp and /run/harvest, and the node's cgroups
+// (the pairs after: source, target) the roots of the cgroup hierarchies.
+// Then it holds the namespaces open (sleep as PID 1) until the lab kills
+// it.
 const holderScript = `set -e
 mount --bind "$1/$2" /tmp
 mount -t tmpfs -o mode=0711,size=64k netlab "$1"
@@ -32,6 +35,8 @@ mount --move /tmp "$1/$2"
 mount --bind "$1/$2/tmp" /tmp
 mkdir -p /run/harvest
 mount --bind "$1/$2/run" /run/harvest
+shift 2
+while [ $# -ge 2 ]; do mount --bind "$1" "$2"; shift 2; done
 echo ready
 exec sleep infinity
 `
@@ -56,10 +61,14 @@ type Node struct {
 	hpid   int // the host pid of its PID namespace's first process
 	held   chan struct{}
 
-	mu     sync.Mutex
-	proc   *exec.Cmd // nsenter … harvest serve
-	pid    int       // harvest serve's host pid
-	exited chan struct{}
+	mu      sync.Mutex
+	entered []int     // the host pids of every nsenter that started a harvest serve
+	proc    *exec.Cmd // nsenter … harvest serve
+	pid     int       // harvest serve's host pid
+	exited  chan struct{}
+	reads   []chan struct{} // closed when each harvest's stdout is read to its end
+	env     []string        // the last Start's
+	args    []string
 	// Stderr is what the running (or last) harvest serve wrote.
 	Stderr *testbin.Buffer
 }
@@ -101,9 +110,13 @@ func (l *Lab) AddNode(name string) *Node {
 
 	// nsenter --net, not ip netns exec: that one remounts /sys, which
 	// would hide the cgroup hierarchy the boxes need.
-	cmd := exec.Command("nsenter", "--net="+l.nsPath(n.ns), "unshare", "--mount", "--propagation", "private",
+	binds, err := l.nodeCgroups(name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=" + l.nsPath(n.ns), "unshare", "--mount", "--propagation", "private",
 		"--pid", "--fork", "--kill-child", "--mount-proc", "--", "/bin/sh", "-c", holderScript, "netlab",
-		filepath.Join(l.dir, "nodes"), name)
+		filepath.Join(l.dir, "nodes"), name}, binds...)...)
 	// The chain dies with this process: unshare's child (the PID
 	// namespace's first process, whose death ends every process of the
 	// node) with unshare (--kill-child), unshare with this process.
@@ -183,28 +196,43 @@ func (n *Node) Start(env []string, args ...string) {
 	// Pdeathsig kills nsenter alone; the node's harvest dies with its PID
 	// namespace's first process (AddNode).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	// Its stdout is a pipe of our own, not StdoutPipe: a process harvest
+	// started may hold it open after harvest exits, and Exited must not
+	// wait for that (the reader ends when the node's PID namespace does).
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		l.t.Fatal(err)
 	}
+	cmd.Stdout = w
 	n.Stderr = &testbin.Buffer{}
 	cmd.Stderr = n.Stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		stdout.Close()
 		l.t.Fatalf("netlab: starting harvest serve on node %s: %v", n.Name, err)
 	}
 	exited := make(chan struct{})
 	lines := make(chan string, 1)
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
+		defer stdout.Close()
 		sc := bufio.NewScanner(stdout)
 		if sc.Scan() {
 			lines <- sc.Text()
 		}
 		close(lines)
 		io.Copy(io.Discard, stdout)
+	}()
+	go func() {
 		cmd.Wait()
 		close(exited)
 	}()
+	n.reads = append(n.reads, read)
+	n.env, n.args = env, args
 	n.proc, n.exited, n.pid = cmd, exited, 0
+	n.entered = append(n.entered, cmd.Process.Pid)
 	select {
 	case line := <-lines:
 		if !strings.HasPrefix(line, "harvest serve listening on ") {
@@ -219,6 +247,16 @@ func (n *Node) Start(env []string, args ...string) {
 		l.t.Fatalf("netlab: node %s: nsenter has children %v, want harvest serve", n.Name, kids)
 	}
 	n.pid = kids[0]
+}
+
+// Restart starts harvest serve again with the last Start's environment
+// and flags (after Kill, say).
+func (n *Node) Restart() {
+	n.lab.t.Helper()
+	n.mu.Lock()
+	env, args := n.env, n.args
+	n.mu.Unlock()
+	n.Start(env, args...)
 }
 
 // Pid is the host pid of the node's harvest serve (0 before Start).
@@ -252,10 +290,14 @@ type Proc struct {
 	Cmdline string
 }
 
-// Procs lists the node's processes (every descendant of its PID
-// namespace's first process: harvest serve, its boxes and their tools,
-// and what outlived harvest, which the first process inherits).
+// Procs lists the node's processes: harvest serve (a child of the nsenter
+// that started it), its boxes and their tools, and what outlived harvest
+// (which the PID namespace's first process inherits): every descendant of
+// those.
 func (n *Node) Procs() []Proc {
+	n.mu.Lock()
+	roots := append([]int{n.hpid}, n.entered...)
+	n.mu.Unlock()
 	parent := map[int]int{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -270,7 +312,7 @@ func (n *Node) Procs() []Proc {
 	var out []Proc
 	for pid := range parent {
 		for p := parent[pid]; p != 0; p = parent[p] {
-			if p == n.hpid {
+			if slices.Contains(roots, p) {
 				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 				out = append(out, Proc{Pid: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))})
 				break
@@ -293,9 +335,22 @@ func (n *Node) destroy() {
 	<-n.held
 	n.mu.Lock()
 	exited := n.exited
+	if n.proc != nil {
+		n.proc.Process.Kill() // nsenter, even if stopped
+	}
 	n.mu.Unlock()
 	if exited != nil {
 		<-exited
 	}
+	for _, r := range n.reads {
+		<-r
+	}
 	n.hpid = 0
+}
+
+// Run runs a command in the node's namespaces (network, mount, PID: as a
+// process of the node's machine; its workspaces are on disks mounted
+// there alone) and returns its output.
+func (n *Node) Run(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, "nsenter", append([]string{"--target=" + strconv.Itoa(n.hpid), "--net", "--mount", "--pid", "--"}, args...)...)
 }
