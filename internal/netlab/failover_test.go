@@ -189,15 +189,25 @@ func TestFailover(t *testing.T) {
 	moved := time.Since(paused)
 	toolsPaused := countTools(b)
 	b.Resume()
+	resumed := time.Now()
 	if !b.Stderr.WaitFor("lost the lease", time.Minute) {
 		t.Errorf("b, resumed, never noticed it lost its leases")
 	}
+	// How long b's tools run on after b resumes (issue 26: b acts only
+	// when a renewal returns).
+	for countTools(b) > 0 && time.Since(resumed) < 30*time.Second {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	toolsGone := time.Since(resumed)
 	for _, s := range busyB {
 		s.interrupted = []string{"t1"}
 		checkDone(t, ctx, clients["c"], s, "t3")
 	}
-	t.Logf("OBSERVED SIGSTOP: b's %d sessions moved to c %s after the pause; %d of b's tools ran during the pause, %d still run after b resumed and c finished the sessions (b stops its runners, not its boxes)",
-		len(onB), moved.Round(time.Millisecond), toolsPaused, countTools(b))
+	t.Logf("OBSERVED SIGSTOP: b's %d sessions moved to c %s after the pause; %d processes of b's tools ran through the pause (%s), while c owned the sessions; they ended %s after b resumed (%d still run)",
+		len(onB), moved.Round(time.Millisecond), toolsPaused, resumed.Sub(paused).Round(time.Millisecond), toolsGone.Round(time.Millisecond), countTools(b))
 
 	for _, s := range sessions {
 		checkEvents(t, s, storedEvents(t, ctx, clients["c"], s.id))
@@ -233,6 +243,8 @@ func TestFailover(t *testing.T) {
 			frozenFor, a.node, a.took.Round(time.Millisecond), a.err)
 	}
 	t.Logf("OBSERVED PostgreSQL frozen: thawed %s after the freeze", time.Since(frozen).Round(time.Millisecond))
+	t.Logf("OBSERVED kill -9: at the end, %s after the kill, %d tool processes of a's interrupted turns still run on a's machine",
+		time.Since(killed).Round(time.Second), countTools(a))
 	// After the thaw, the nodes answer and the logs are as they were.
 	for _, s := range sessions {
 		checkEvents(t, s, storedEvents(t, ctx, clients["b"], s.id))
