@@ -24,12 +24,22 @@ import (
 const failoverTTL = 3 * time.Second
 
 // failoverScript: "msg ..." gets "ok"; "long task" runs a bash tool that
-// waits for the file "go" in its workspace (every 0.1 s).
+// waits for the file "go" in its workspace (every 0.1 s); "long again"
+// one that waits for "go2" (a later turn's: the conversation holds the
+// first one's result).
 const failoverScript = `
 rules:
   - name: msg
     when: {last_user_regexp: "^msg"}
     reply: {text: "ok", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: again done
+    when: {last_user: "long again", tool_result: "released again"}
+    reply: {text: "long again done", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: again
+    when: {last_user: "long again"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "until [ -e go2 ]; do sleep 0.1; done; echo released again", timeout: 600000}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: released
     when: {tool_result: "released"}
     reply: {text: "long task done", usage: {input_tokens: 100, output_tokens: 10}}
@@ -213,6 +223,46 @@ func TestFailover(t *testing.T) {
 		checkEvents(t, s, storedEvents(t, ctx, clients["c"], s.id))
 	}
 
+	// c cut off from PostgreSQL one way (its packets dropped) past the
+	// TTL, two of its sessions mid-turn: b takes everything over. How long
+	// c's tools run on after the lease moved is issue 26's "turn runs
+	// twice" window.
+	busyC := of("c")[:2]
+	for _, s := range busyC {
+		m, err := clients["b"].Send(ctx, s.id, "long again", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.queued = append(s.queued, m.ID)
+		followUntil(t, clients["b"], s.id, "the bash tool of t4 to start", func(ev event.Event) bool {
+			return ev.Turn == "t4" && ev.Type() == event.TypeToolStarted
+		})
+	}
+	c.Partition(lab.Postgres(), netlab.Out)
+	cut := time.Now()
+	for _, s := range busyC {
+		waitLeaseOn(t, ctx, leaseOf, s.id, "b")
+	}
+	leaseMoved := time.Now()
+	toolsCut := countTools(c)
+	for countTools(c) > 0 && time.Since(leaseMoved) < 20*time.Second {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Logf("OBSERVED one-way partition from PostgreSQL: b took c's sessions %s after the cut; %d processes of c's tools were running then, and ran on %s after the lease moved (%d still run)",
+		leaseMoved.Sub(cut).Round(time.Millisecond), toolsCut, time.Since(leaseMoved).Round(time.Millisecond), countTools(c))
+	c.Heal()
+	for _, s := range busyC {
+		s.interrupted = append(s.interrupted, "t4")
+		seen := followUntil(t, clients["b"], s.id, "turn t4 to end", stacktest.TurnEnded("t4"))
+		if ev := seen[len(seen)-1]; ev.Type() != event.TypeTurnFailed {
+			t.Errorf("session %s: turn t4, cut off from PostgreSQL on c, ended with %s", s.id, ev.Type())
+		}
+		checkEvents(t, s, storedEvents(t, ctx, clients["b"], s.id))
+	}
+
 	// PostgreSQL frozen past the TTL: how long reads through b and c take
 	// (issue 26: they hang, no 503). Measured, not judged yet.
 	lab.FreezePostgres()
@@ -280,12 +330,13 @@ func waitLeaseOn(t *testing.T, ctx context.Context, leaseOf func(string) string,
 	}
 }
 
-// countTools counts the processes of "long task" bash tools running on
-// node (a tool may be more than one: its shell and a wrapper).
+// countTools counts the processes of "long task" and "long again" bash
+// tools running on node (a tool may be more than one: its shell and a
+// wrapper).
 func countTools(n *netlab.Node) int {
 	k := 0
 	for _, p := range n.Procs() {
-		if strings.Contains(p.Cmdline, "until [ -e go ]") {
+		if strings.Contains(p.Cmdline, "until [ -e go") {
 			k++
 		}
 	}
