@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // cgroupMounts lists the cgroup hierarchies mounted below /sys/fs/cgroup
@@ -85,11 +87,43 @@ func removeCgroups(prefix string) error {
 				return nil
 			})
 			for _, d := range slices.Backward(dirs) {
-				if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err := rmdirCgroup(d); err != nil {
 					errs = append(errs, fmt.Errorf("netlab: removing cgroup %s: %w", d, err))
 				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rmdirCgroup removes an empty cgroup, waiting up to 10 s while it is
+// busy: the kernel lets go of a cgroup whose last process just exited a
+// little later.
+func rmdirCgroup(d string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := os.Remove(d)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cgroupPids lists the pids named by the cgroups of labs ("hl<pid>…").
+func cgroupPids() []int {
+	mounts, _ := cgroupMounts()
+	var pids []int
+	for _, m := range mounts {
+		tops, _ := filepath.Glob(filepath.Join(m, "hl*"))
+		for _, top := range tops {
+			if pid, ok := pidOf(filepath.Base(top)); ok && !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }

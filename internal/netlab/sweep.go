@@ -34,6 +34,11 @@ func sweep(t testing.TB) {
 			dead[pid] = true
 		}
 	}
+	for _, pid := range cgroupPids() {
+		if !alive(pid) {
+			dead[pid] = true
+		}
+	}
 	dirs, _ := filepath.Glob(filepath.Join(labRoot, labDirPrefix+"*"))
 	for _, d := range dirs {
 		rest := strings.TrimPrefix(filepath.Base(d), labDirPrefix)
