@@ -24,8 +24,23 @@ func (n *Node) Kill() {
 }
 
 // Pause stops the node's harvest serve with SIGSTOP (its boxes run on,
-// as they do under a process that hangs).
-func (n *Node) Pause() { n.lab.t.Helper(); n.signal(syscall.SIGSTOP) }
+// as they do under a process that hangs), and returns once it is stopped
+// (a signal is delivered a little later).
+func (n *Node) Pause() {
+	n.lab.t.Helper()
+	n.signal(syscall.SIGSTOP)
+	pid := n.Pid()
+	deadline := time.Now().Add(cmdTimeout)
+	for {
+		if _, st := parentOf(pid); st == 'T' || st == 't' {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.lab.t.Fatalf("netlab: node %s's harvest serve did not stop within %s of SIGSTOP", n.Name, cmdTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Resume continues it (SIGCONT), and the nsenter that started it: that
 // one stops itself when its child stops (util-linux passes a child's stop
