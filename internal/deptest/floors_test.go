@@ -59,8 +59,9 @@ var floors = []floor{
 	}},
 	// The top: the command line, the binaries, the developer commands,
 	// the end-to-end tests, the docs' test (internal/doctest, with the
-	// docs/ rewrite) and this test.
-	{"top", []string{"internal/cli", "cmd/", "internal/cmd/", "internal/deptest", "internal/doctest", "e2e/"}},
+	// docs/ rewrite), the separate machines of the several-node tests
+	// (internal/netlab) and this test.
+	{"top", []string{"internal/cli", "cmd/", "internal/cmd/", "internal/deptest", "internal/doctest", "internal/netlab", "e2e/"}},
 }
 
 // cliImporters may import internal/cli: the binary that runs it.

@@ -3,7 +3,9 @@ package testbin
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,7 +32,25 @@ type PGServer struct {
 // is skipped, or fails where testreq.Postgres is required (in CI).
 func PostgresServer(t testing.TB) *PGServer {
 	t.Helper()
-	c, missing, err := newCluster()
+	return PostgresServerWith(t, PGOptions{})
+}
+
+// PGOptions says how PostgresServerWith runs its server.
+type PGOptions struct {
+	// Listen is a TCP address (host:port) the server listens on besides
+	// its unix socket, trusting every client there as it trusts those of
+	// the socket; "" for the socket alone.
+	Listen string
+	// Start starts the server's command instead of cmd.Start: for
+	// example in another network namespace. It must not change the
+	// command's credentials or pipes.
+	Start func(cmd *exec.Cmd) error
+}
+
+// PostgresServerWith is PostgresServer, run as o says.
+func PostgresServerWith(t testing.TB, o PGOptions) *PGServer {
+	t.Helper()
+	c, missing, err := newCluster(o)
 	if missing != "" {
 		testreq.Unavailable(t, testreq.Postgres, "%s", missing)
 	}
@@ -90,6 +110,27 @@ func (p *PGServer) Database() string {
 		p.t.Fatalf("creating the test database: %v", err)
 	}
 	return p.srv.url(name)
+}
+
+// URL is the URL of database name (as Database returns it) on the
+// server's TCP address (PGOptions.Listen) instead of its socket.
+func (p *PGServer) URL(db string) string {
+	u, err := url.Parse(db)
+	if err != nil || p.c.opts.Listen == "" {
+		p.t.Fatalf("testbin: PGServer.URL(%q): %v (listening on %q)", db, err, p.c.opts.Listen)
+	}
+	u.Host, u.RawQuery = p.c.opts.Listen, "sslmode=disable"
+	return u.String()
+}
+
+// Pid is the postmaster's process id, 0 while the server is stopped.
+func (p *PGServer) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv == nil {
+		return 0
+	}
+	return p.srv.cmd.Process.Pid
 }
 
 // Log is what the server logged since it last started.

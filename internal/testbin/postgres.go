@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -42,6 +43,7 @@ var pg struct {
 
 type pgServer struct {
 	dir    string // the data directory's parent, and the socket's directory
+	port   string // the port, in the socket's name (and on TCP with PGOptions.Listen)
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the server has exited (and its log is read)
 	log    *Buffer       // the server's log (stderr)
@@ -111,7 +113,7 @@ func Main(m *testing.M) {
 }
 
 func (s *pgServer) url(db string) string {
-	q := url.Values{"host": {s.dir}, "sslmode": {"disable"}}
+	q := url.Values{"host": {s.dir}, "port": {s.port}, "sslmode": {"disable"}}
 	return (&url.URL{Scheme: "postgres", User: url.User("harvest"), Host: "", Path: "/" + db, RawQuery: q.Encode()}).String()
 }
 
@@ -131,7 +133,7 @@ func (s *pgServer) exec(ctx context.Context, sql string) error {
 // startPostgres makes a cluster and starts its server, waiting until its
 // log says it accepts connections.
 func startPostgres() (_ *pgServer, missing string, _ error) {
-	c, missing, err := newCluster()
+	c, missing, err := newCluster(PGOptions{})
 	if missing != "" || err != nil {
 		return nil, missing, err
 	}
@@ -149,11 +151,12 @@ type cluster struct {
 	bin, dir, data string
 	env            []string
 	cred           *syscall.Credential
+	opts           PGOptions
 }
 
 // newCluster makes a cluster (initdb) in a new temporary directory, which
 // is also the server's socket directory.
-func newCluster() (_ *cluster, missing string, _ error) {
+func newCluster(opts PGOptions) (_ *cluster, missing string, _ error) {
 	bin := PostgresBin
 	if v := os.Getenv("HARVEST_POSTGRES_BIN"); v != "" {
 		bin = v
@@ -180,7 +183,7 @@ func newCluster() (_ *cluster, missing string, _ error) {
 			return fail(err)
 		}
 	}
-	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), cred: cred,
+	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), cred: cred, opts: opts,
 		env: []string{"PATH=" + bin + ":/usr/bin:/bin", "LC_ALL=C.UTF-8", "LANG=C.UTF-8", "TZ=UTC"}}
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", c.data, "-U", "harvest", "--auth=trust",
 		"--encoding=UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions")
@@ -189,14 +192,36 @@ func newCluster() (_ *cluster, missing string, _ error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
+	if opts.Listen != "" {
+		// initdb trusts loopback only: the clients on TCP are other
+		// machines (network namespaces) of the test.
+		f, err := os.OpenFile(filepath.Join(c.data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = fmt.Fprintln(f, "host all all 0.0.0.0/0 trust")
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fail(fmt.Errorf("opening PostgreSQL to TCP clients: %w", err))
+		}
+	}
 	return c, "", nil
 }
 
 // start starts the cluster's server, waiting until its log says it
 // accepts connections.
 func (c *cluster) start() (*pgServer, error) {
-	cmd := exec.Command(filepath.Join(c.bin, "postgres"), "-D", c.data, "-k", c.dir,
-		"-c", "listen_addresses=", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "lc_messages=C")
+	listen, port := "", "5432"
+	if c.opts.Listen != "" {
+		h, p, err := net.SplitHostPort(c.opts.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("testbin: PGOptions.Listen %q: %w", c.opts.Listen, err)
+		}
+		listen, port = h, p
+	}
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), "-D", c.data, "-k", c.dir, "-p", port,
+		"-c", "listen_addresses="+listen, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "lc_messages=C")
 	cmd.Env, cmd.Dir = c.env, c.dir
 	// SIGQUIT when this process dies without StopPostgres (a test
 	// timeout's panic): the server stops at once (its directory stays).
@@ -205,8 +230,12 @@ func (c *cluster) start() (*pgServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &pgServer{dir: c.dir, cmd: cmd, exited: make(chan struct{}), log: &Buffer{}}
-	if err := cmd.Start(); err != nil {
+	s := &pgServer{dir: c.dir, port: port, cmd: cmd, exited: make(chan struct{}), log: &Buffer{}}
+	startCmd := cmd.Start
+	if c.opts.Start != nil {
+		startCmd = func() error { return c.opts.Start(cmd) }
+	}
+	if err := startCmd(); err != nil {
 		return nil, fmt.Errorf("starting postgres: %w", err)
 	}
 	ready := make(chan struct{})

@@ -85,6 +85,11 @@ const (
 	NPM Req = "npm"
 	// Postgres: PostgreSQL 15's initdb and postgres.
 	Postgres Req = "postgres"
+	// Netns: network namespaces, veth pairs and bridges (iproute2's ip,
+	// root), iptables in a namespace (the statistic match for loss),
+	// util-linux's unshare and the nats-server binary: the separate
+	// machines of internal/netlab.
+	Netns Req = "netns"
 	// Toolchains: what the real repositories' own suites need: go, node
 	// and npm, Debian's python3 with venv and the setuptools and wheel
 	// wheels.
@@ -93,7 +98,7 @@ const (
 
 // All lists every requirement, in the order above.
 var All = []Req{Root, Local, Docker, DockerRunsc, Disks, Mounts, Cgroups, Subreaper, Unshare, Git,
-	CLIs, Chromium, EventSource, NPM, Postgres, Toolchains}
+	CLIs, Chromium, EventSource, NPM, Postgres, Netns, Toolchains}
 
 // Install says what provides r, for the message of a test that lacks it.
 func (r Req) Install() string {
@@ -128,6 +133,8 @@ func (r Req) Install() string {
 		return "scripts/setup installs nodejs and npm; npm install needs the npm registry"
 	case Postgres:
 		return "scripts/setup installs postgresql-15"
+	case Netns:
+		return "as root, scripts/setup installs iproute2, iptables, util-linux and nats-server"
 	case Toolchains:
 		return "scripts/setup installs nodejs, npm, python3-venv and python3-wheel-whl (go is the one running the tests)"
 	}
