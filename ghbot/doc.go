@@ -17,7 +17,7 @@
 //	         session's branch; the token is added on the host
 //	turn     WatchTurn (live.go): the turn's section of the progress
 //	         comment shows the todo list and the current step
-//	turn end AfterTurn: read the branch in the box, in one run there (its
+//	turn end AfterTurn: read the branch in the box, in two runs at once (its
 //	         head, new commits, commits ahead of the base, the description
 //	         file; GitHub's head of the branch asked meanwhile, boxread.go)
 //	         → git.committed; push what was committed and not pushed (from

@@ -124,7 +124,7 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		return fmt.Errorf("branch %s is gone from the box's repository: check out %s again to publish", r.Branch, r.Branch)
 	}
 	var listed func() ([]*github.PullRequest, error)
-	if n, err := b.aheadCount(r.Branch); err == nil && n > 0 && r.PRNumber == 0 && t.Session.PR != store.PRNone {
+	if ahead, err := b.ahead(r.Branch); err == nil && ahead && r.PRNumber == 0 && t.Session.PR != store.PRNone {
 		// A pull request will be opened (or adopted: one opened before a
 		// crash): look for it while GitHub's head is asked and pushed to.
 		var stop func()
@@ -159,11 +159,11 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		// Not on GitHub yet: pushed only when it has commits of its own
 		// (asked in the box: its origin/BASE is the base as of the
 		// session's clone or its last fetch).
-		ahead, err := b.aheadCount(r.Branch)
+		ahead, err := b.ahead(r.Branch)
 		if err != nil {
 			return err
 		}
-		if ahead == 0 {
+		if !ahead {
 			w.unchanged = true
 			return nil
 		}
@@ -197,11 +197,11 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		}
 		return s.updatePR(ctx, t, c, r, pr, d)
 	}
-	ahead, err := b.aheadCount(r.Branch)
+	ahead, err := b.ahead(r.Branch)
 	if err != nil {
 		return err
 	}
-	if ahead == 0 {
+	if !ahead {
 		w.unchanged = true
 		return nil // nothing the base does not have
 	}
