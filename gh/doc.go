@@ -72,10 +72,12 @@
 // GitHub's refusal would otherwise send into a window another node
 // learned, one refused request per node per window, which is exactly
 // what GitHub warns against. A window is written when it is learned (the
-// later end kept) and a node reads a scope's windows at most once a
-// second (sharedTTL), so another node's window holds requests back here
-// within a second, at the cost of one small read per installation per
-// second. The primary budget's remaining count is each node's own (every
+// later end kept) and a node reads a scope's windows once a second
+// (sharedTTL), so another node's window holds requests back here within
+// a second, at the cost of one small read per installation per second.
+// RunShared makes those reads in the background (a scope's first request
+// reads them itself, once): a request then never waits for the store,
+// and a window this node learned holds back its very next request. The primary budget's remaining count is each node's own (every
 // answer carries GitHub's), and so are 5xx pauses (GitHub's health is
 // seen by every node alike). Suspensions and pushes (MarkPushed: mirrors
 // fetched before are stale) are shared the same way.
@@ -100,5 +102,6 @@
 // scope (a channel closed when it is done), never minted twice. The
 // limiter has its own mutex, never held across a request or a read of
 // the shared marks. Every call that reaches GitHub takes a context; a wait
-// for a window is bounded by it. No goroutine is started.
+// for a window is bounded by it. No goroutine is started: RunShared
+// runs in its caller's.
 package gh

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -178,6 +179,11 @@ type limits struct {
 	reserve float64
 	log     *slog.Logger
 
+	// background: RunShared reads the shared marks of every scope in
+	// use each sharedTTL, so requests never wait for the store (only a
+	// scope's first request reads them, once).
+	background atomic.Bool
+
 	mu     sync.Mutex
 	scopes map[string]*budget
 }
@@ -192,6 +198,7 @@ type budget struct {
 	// (so one lifted elsewhere is lifted here).
 	shared    map[string]Mark
 	read      time.Time // when shared was read
+	used      time.Time // when a request of the scope last asked
 	secStreak int       // secondary limits in a row
 	srvStreak int       // 5xx in a row
 }
@@ -237,19 +244,33 @@ func (l *limits) budget(scope string) *budget {
 // store read per scope per sharedTTL (not one per request).
 const sharedTTL = time.Second
 
+// sharedIdle: RunShared stops reading the marks of a scope no request
+// asked about for this long (its next request reads them again first).
+const sharedIdle = 10 * time.Minute
+
 // refresh merges the shared marks of scope into this process's view, if
-// they were not read in the last sharedTTL.
+// they were not read in the last sharedTTL. With RunShared running, only
+// a scope's first request (or its first after sharedIdle) reads them:
+// the others go by what RunShared read, at most sharedTTL old.
 func (l *limits) refresh(ctx context.Context, scope string) {
 	if l.shared == nil {
 		return
 	}
 	l.mu.Lock()
 	b := l.budget(scope)
-	fresh := !b.read.IsZero() && l.now().Sub(b.read) < sharedTTL && !l.now().Before(b.read)
+	now := l.now()
+	fresh := !b.read.IsZero() && (l.background.Load() && now.Sub(b.used) < sharedIdle ||
+		now.Sub(b.read) < sharedTTL && !now.Before(b.read))
+	b.used = now
 	l.mu.Unlock()
 	if fresh {
 		return
 	}
+	l.read(ctx, scope)
+}
+
+// read replaces scope's shared marks with what the store has.
+func (l *limits) read(ctx context.Context, scope string) {
 	marks, err := l.shared.Marks(ctx, scope)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -259,12 +280,50 @@ func (l *limits) refresh(ctx context.Context, scope string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b = l.budget(scope)
+	b := l.budget(scope)
 	b.read = l.now()
 	clear(b.shared)
 	for _, m := range marks {
 		if cur, ok := b.shared[m.Kind]; !ok || m.Until.After(cur.Until) {
 			b.shared[m.Kind] = m
+		}
+	}
+}
+
+// RunShared keeps this process's view of the limits the nodes share
+// (ShareLimits) current until ctx ends: every sharedTTL it reads the
+// marks of each scope a request asked about in the last sharedIdle, so
+// requests find them in memory and never wait for the store. It is the
+// caller's goroutine (none is started); without it, a request reads its
+// scope's marks itself when they are older than sharedTTL.
+func (g *GitHub) RunShared(ctx context.Context) {
+	l := g.limits
+	if l.shared == nil {
+		return
+	}
+	l.background.Store(true)
+	defer l.background.Store(false)
+	t := time.NewTicker(sharedTTL)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		now := l.now()
+		var scopes []string
+		for scope, b := range l.scopes {
+			if !b.read.IsZero() && now.Sub(b.used) < sharedIdle {
+				scopes = append(scopes, scope)
+			}
+		}
+		l.mu.Unlock()
+		for _, scope := range scopes {
+			rctx, cancel := context.WithTimeout(ctx, sharedTTL*5)
+			l.read(rctx, scope)
+			cancel()
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-github/v75/github"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sim/ghsim"
 )
 
@@ -408,4 +409,78 @@ func (m *memShared) DeleteMark(_ context.Context, scope, kind string) error {
 	defer m.mu.Unlock()
 	delete(m.marks, [2]string{scope, kind})
 	return nil
+}
+
+// TestSharedInBackground: with RunShared running, a node's requests never
+// read the shared marks (the store can be stuck and they still go), but
+// a window another node learned reaches it in the background within
+// about a second and holds its requests back without one reaching GitHub.
+func TestSharedInBackground(t *testing.T) {
+	s := newStandIn(t)
+	shared := &gatedShared{memShared: newMemShared(s.clock), open: make(chan struct{})}
+	close(shared.open)
+	a, b := s.limited(t, shared.memShared), s.limited(t, shared)
+	ctx := withDeadline(t, time.Minute)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); b.RunShared(rctx) }()
+	defer func() { stop(); <-done }()
+	testbin.WaitFor(t, 10*time.Second, "RunShared to start", b.limits.background.Load)
+	ca, _ := a.Client(SessionScope("acme/app"))
+	cb, _ := b.Client(SessionScope("acme/app"))
+	for _, c := range []*github.Client{ca, cb} { // b's first reads the marks, once
+		if _, _, err := c.Repositories.Get(ctx, "acme", "app"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store is stuck: b's requests go all the same.
+	shared.mu.Lock()
+	shared.open = make(chan struct{})
+	shared.mu.Unlock()
+	for range 3 {
+		if _, _, err := cb.Repositories.Get(ctx, "acme", "app"); err != nil {
+			t.Fatalf("a request while the shared marks cannot be read: %v", err)
+		}
+	}
+	shared.mu.Lock()
+	close(shared.open)
+	shared.mu.Unlock()
+
+	if err := s.gs.SetSecondaryLimit(ghsim.SecondaryLimitSpec{LimitScope: ghsim.LimitScope{InstallationID: s.inst["acme"]}, For: 30, Status: 429}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ca.Repositories.Get(NoWait(ctx), "acme", "app"); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("node a: %v", err)
+	}
+	scope := InstallationScope(s.inst["acme"])
+	testbin.WaitFor(t, 10*time.Second, "node b to learn a's window in the background", func() bool {
+		return b.Window(scope, "core").Kind == KindSecondary
+	})
+	before := len(s.gs.Requests())
+	if _, _, err := cb.Repositories.Get(NoWait(ctx), "acme", "app"); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("node b: %v; want held back by a's window", err)
+	}
+	if n := len(s.gs.Requests()) - before; n != 0 {
+		t.Errorf("node b sent %d requests inside the window a learned", n)
+	}
+}
+
+// gatedShared is memShared whose reads wait while open is not closed
+// (a store that does not answer), or until their context ends.
+type gatedShared struct {
+	*memShared
+	mu   sync.Mutex
+	open chan struct{}
+}
+
+func (g *gatedShared) Marks(ctx context.Context, scope string) ([]Mark, error) {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	select {
+	case <-open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.memShared.Marks(ctx, scope)
 }

@@ -17,8 +17,10 @@
 //	         session's branch; the token is added on the host
 //	turn     WatchTurn (live.go): the turn's section of the progress
 //	         comment shows the todo list and the current step
-//	turn end AfterTurn: read the branch in the box (git log, in the box) →
-//	         git.committed; push what was committed and not pushed (from
+//	turn end AfterTurn: read the branch in the box, in two runs at once (its
+//	         head, new commits, commits ahead of the base, the description
+//	         file; GitHub's head of the branch asked meanwhile, boxread.go)
+//	         → git.committed; push what was committed and not pushed (from
 //	         the box, through the endpoint; never a branch without commits
 //	         of its own) → git.pushed; open the pull request once the branch
 //	         has commits (title from the change, reviewer, labels) →
@@ -32,7 +34,11 @@
 //
 // # Webhooks
 //
-// Hooks (hooks.go) stores deliveries and processes them once each;
+// Hooks (hooks.go) stores deliveries and processes them once each, one
+// at a time (a delivery that asks nothing of Harvest, as its event,
+// action and sender show — the app's own comments, issues and pull
+// requests opened, ... — is stored done at once and never queued ahead
+// of the ones people wait on: ignore.go);
 // triggers.go says where each goes (one branch, one session: a pull
 // request's events go to the live session holding its head branch, which
 // the store guarantees is one), mention.go reads a comment as a person

@@ -244,7 +244,12 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	err = h.st.AddDelivery(r.Context(), &store.Delivery{ID: d.ID, Event: d.Event, Payload: d.Payload})
+	sd := &store.Delivery{ID: d.ID, Event: d.Event, Payload: d.Payload}
+	if why := h.ignorable(d.Event, d.Payload); why != "" {
+		// Nothing to do: stored done, never queued (ignore.go).
+		sd.State, sd.Result = store.DeliveryDone, why
+	}
+	err = h.st.AddDelivery(r.Context(), sd)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		// Accepted as the first time was; only one is processed.
@@ -259,9 +264,14 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.observe(d.Event, DeliveryAccepted)
-	select {
-	case h.wake <- struct{}{}:
-	default:
+	if sd.State == store.DeliveryDone {
+		h.log.Info("webhook delivery processed", "delivery", d.ID, "event", d.Event, "result", sd.Result)
+		h.observe(d.Event, DeliveryIgnored)
+	} else {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
 	}
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintf(w, "delivery %s accepted\n", d.ID)

@@ -1,19 +1,16 @@
 package ghbot
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/google/go-github/v75/github"
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -94,47 +91,84 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if t.Box == nil {
 		return nil
 	}
-	if t.Outcome.Finished != nil && env != nil {
-		if err := s.commitLeftovers(ctx, t, *r, env); err != nil {
-			t.Emit(event.GitHubFailed{Repo: r.Name, What: "committing the turn's uncommitted changes", Error: err.Error()})
-		}
-	}
-	out, err := boxGit(ctx, t.Box, *r, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+r.Branch+"^{commit}")
-	head := strings.TrimSpace(out)
-	if err != nil || !shaPattern.MatchString(head) {
-		return fmt.Errorf("branch %s is gone from the box's repository: check out %s again to publish", r.Branch, r.Branch)
-	}
-	if head != r.Head {
-		w.commits = s.reportCommits(ctx, t, *r, head)
-		if err := t.Update(ctx, func(st *store.Session) { setRepo(st, r.Name, func(x *store.Repo) { x.Head = head }) }); err != nil {
-			return err
-		}
-		r.Head = head
-	}
 	c, err := s.client(t.Session)
 	if err != nil {
 		return err
 	}
 	owner, name := split(r.GitHub)
-	remote, err := s.remoteHead(ctx, c, owner, name, r.Branch)
+	// What GitHub has is asked while the box is read (and the pull
+	// request, to rewrite its section): neither waits for the other.
+	remoteHead, stop := later(ctx, func(ctx context.Context) (string, error) { return s.remoteHead(ctx, c, owner, name, r.Branch) })
+	defer stop()
+	var thePR func() (*github.PullRequest, error)
+	if r.PRNumber != 0 && t.Session.PR != store.PRNone {
+		var stop func()
+		thePR, stop = later(ctx, func(ctx context.Context) (*github.PullRequest, error) {
+			return s.getPR(ctx, c, owner, name, r.PRNumber)
+		})
+		defer stop()
+	}
+	leftovers := t.Outcome.Finished != nil && env != nil
+	b, err := readBranch(ctx, t.Box, *r, leftovers)
+	if err == nil && leftovers && b.dirty && b.current == r.Branch {
+		if err := s.commitLeftovers(ctx, t, *r, env); err != nil {
+			t.Emit(event.GitHubFailed{Repo: r.Name, What: "committing the turn's uncommitted changes", Error: err.Error()})
+		}
+		b, err = readBranch(ctx, t.Box, *r, false)
+	}
 	if err != nil {
 		return err
 	}
-	aheadOf, ahead := "", 0 // the count of aheadOf's own commits, once asked
+	head := b.head
+	if !shaPattern.MatchString(head) {
+		return fmt.Errorf("branch %s is gone from the box's repository: check out %s again to publish", r.Branch, r.Branch)
+	}
+	var listed func() ([]*github.PullRequest, error)
+	if ahead, err := b.ahead(r.Branch); err == nil && ahead && r.PRNumber == 0 && t.Session.PR != store.PRNone {
+		// A pull request will be opened (or adopted: one opened before a
+		// crash): look for it while GitHub's head is asked and pushed to.
+		var stop func()
+		listed, stop = later(ctx, func(ctx context.Context) ([]*github.PullRequest, error) {
+			open, _, err := c.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Head: owner + ":" + r.Branch})
+			return open, explain(err, "looking for the pull request of "+r.Branch)
+		})
+		defer stop()
+	}
+	if head != r.Head {
+		w.commits = s.reportCommits(t, *r, b.fresh)
+	}
+	remote, err := remoteHead()
+	if err != nil {
+		return err
+	}
+	// The new head, and what GitHub has when that is it already (the
+	// agent pushed), in one write; a push to make is recorded after it.
+	if head != r.Head || remote == head && remote != r.Pushed {
+		pushed := r.Pushed
+		if remote == head {
+			pushed = remote
+		}
+		if err := t.Update(ctx, func(st *store.Session) {
+			setRepo(st, r.Name, func(x *store.Repo) { x.Head, x.Pushed = head, pushed })
+		}); err != nil {
+			return err
+		}
+		r.Head, r.Pushed = head, pushed
+	}
 	if remote == "" {
 		// Not on GitHub yet: pushed only when it has commits of its own
 		// (asked in the box: its origin/BASE is the base as of the
 		// session's clone or its last fetch).
-		if ahead, err = s.ahead(ctx, t, *r, head); err != nil {
+		ahead, err := b.ahead(r.Branch)
+		if err != nil {
 			return err
 		}
-		if ahead == 0 {
+		if !ahead {
 			w.unchanged = true
 			return nil
 		}
-		aheadOf = head
 	}
-	if remote != head && head != "" {
+	if remote != head {
 		// Committed, not pushed: push it for the agent, from the box, so
 		// the same endpoint and policy apply (git.pushed comes from it).
 		if env == nil {
@@ -155,49 +189,32 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if t.Session.PR == store.PRNone {
 		return nil
 	}
+	d := s.description(t, *r, &b)
 	if r.PRNumber != 0 {
-		return s.updatePR(ctx, t, c, r)
-	}
-	if aheadOf != remote {
-		if ahead, err = s.ahead(ctx, t, *r, remote); err != nil {
+		pr, err := thePR()
+		if err != nil {
 			return err
 		}
+		return s.updatePR(ctx, t, c, r, pr, d)
 	}
-	if ahead == 0 {
+	ahead, err := b.ahead(r.Branch)
+	if err != nil {
+		return err
+	}
+	if !ahead {
 		w.unchanged = true
 		return nil // nothing the base does not have
 	}
 	w.opened = true
-	return s.openPR(ctx, t, c, r)
-}
-
-// ahead counts the commits of rev that the repository's base does not
-// have (nor the commit the branch started from, when that is not the
-// session's: a fork's pull request's), asked in the box.
-func (s *Service) ahead(ctx context.Context, t session.TurnEnd, r store.Repo, rev string) (int, error) {
-	n, err := boxGit(ctx, t.Box, r, nil, "rev-list", "--count", "refs/remotes/origin/"+r.Base+".."+rev, notFrom(r), "--")
-	if err != nil {
-		return 0, err
-	}
-	var k int
-	if _, err := fmt.Sscan(strings.TrimSpace(n), &k); err != nil {
-		return 0, fmt.Errorf("counting the commits of %s: git said %q", r.Branch, strings.TrimSpace(n))
-	}
-	return k, nil
+	return s.openPR(ctx, t, c, r, d, listed)
 }
 
 // commitLeftovers commits what a finished turn left uncommitted on the
 // session's branch (the agent was told to commit; a pull request should
 // not lose what it forgot), in the box, as the session's author, with the
-// turn's result as message. Files .gitignore ignores stay out.
+// turn's result as message. Files .gitignore ignores stay out. The caller
+// saw the work tree dirty, on the session's branch.
 func (s *Service) commitLeftovers(ctx context.Context, t session.TurnEnd, r store.Repo, env []string) error {
-	st, err := boxGit(ctx, t.Box, r, nil, "status", "--porcelain", "--untracked-files=all")
-	if err != nil || strings.TrimSpace(st) == "" {
-		return err
-	}
-	if b, err := boxGit(ctx, t.Box, r, nil, "symbolic-ref", "--short", "HEAD"); err != nil || strings.TrimSpace(b) != r.Branch {
-		return nil // the agent is elsewhere: not its session's branch to commit on
-	}
 	msg := strings.TrimSpace(t.Outcome.Finished.Result)
 	msg, _, _ = strings.Cut(msg, "\n")
 	msg = strings.TrimSpace(strings.TrimLeft(msg, "# "))
@@ -210,7 +227,7 @@ func (s *Service) commitLeftovers(ctx context.Context, t session.TurnEnd, r stor
 	if _, err := boxGit(ctx, t.Box, r, env, "add", "-A"); err != nil {
 		return err
 	}
-	_, err = boxGit(ctx, t.Box, r, env, "commit", "-q", "--no-verify", "-m", msg, "-m", "Committed by Harvest: the agent left these changes uncommitted at the end of "+t.Turn+".")
+	_, err := boxGit(ctx, t.Box, r, env, "commit", "-q", "--no-verify", "-m", msg, "-m", "Committed by Harvest: the agent left these changes uncommitted at the end of "+t.Turn+".")
 	return err
 }
 
@@ -226,31 +243,13 @@ func (s *Service) remoteHead(ctx context.Context, c *github.Client, owner, name,
 	return b.GetCommit().GetSHA(), nil
 }
 
-// reportCommits emits git.committed for the branch's new commits, oldest
-// first (read in the box), and returns them.
-func (s *Service) reportCommits(ctx context.Context, t session.TurnEnd, r store.Repo, head string) []commitLine {
-	from := r.Head
-	if from == "" {
-		from = "refs/remotes/origin/" + r.Base
-	}
-	out, err := boxGit(ctx, t.Box, r, nil, "log", "--reverse", fmt.Sprintf("--max-count=%d", maxCommits),
-		"--format=%H%x1f%an <%ae>%x1f%s", from+".."+head, "--")
-	if err != nil {
-		// The old head may be gone (the agent rewrote history): report
-		// the head alone.
-		out, err = boxGit(ctx, t.Box, r, nil, "log", "-1", "--format=%H%x1f%an <%ae>%x1f%s", head, "--")
-		if err != nil {
-			return nil
-		}
-	}
+// reportCommits emits git.committed for the branch's new commits (read
+// in the box), oldest first, and returns them.
+func (s *Service) reportCommits(t session.TurnEnd, r store.Repo, fresh []freshCommit) []commitLine {
 	var cs []commitLine
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.SplitN(line, "\x1f", 3)
-		if len(f) != 3 || !shaPattern.MatchString(f[0]) {
-			continue
-		}
-		t.Emit(event.GitCommitted{Repo: r.Name, Branch: r.Branch, SHA: f[0], Author: f[1], Message: f[2]})
-		cs = append(cs, commitLine{sha: f[0], subject: f[2]})
+	for _, c := range fresh {
+		t.Emit(event.GitCommitted{Repo: r.Name, Branch: r.Branch, SHA: c.sha, Author: c.author, Message: c.subject})
+		cs = append(cs, commitLine{sha: c.sha, subject: c.subject})
 	}
 	return cs
 }
@@ -268,18 +267,17 @@ const (
 // openPR opens the session's pull request for r (or adopts the open one
 // of its branch, after a crash between opening it and storing it), asks
 // the requester to review it and labels it.
-func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo) error {
+func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo, d prText, listed func() ([]*github.PullRequest, error)) error {
 	owner, name := split(r.GitHub)
 	var pr *github.PullRequest
-	open, _, err := c.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Head: owner + ":" + r.Branch})
+	open, err := listed()
 	if err != nil {
-		return explain(err, "looking for the pull request of "+r.Branch)
+		return err
 	}
 	created := len(open) == 0
 	if !created {
 		pr = open[0]
 	} else {
-		d := s.description(ctx, t, *r)
 		body := sectionBegin + "\n" + d.section + "\n" + sectionEnd
 		if d.template != "" {
 			body += "\n\n" + d.template
@@ -330,15 +328,20 @@ func (s *Service) dressPR(ctx context.Context, t session.TurnEnd, c *github.Clie
 	}
 }
 
-// updatePR writes the Harvest section of the session's pull request
+// getPR reads pull request num.
+func (s *Service) getPR(ctx context.Context, c *github.Client, owner, name string, num int) (*github.PullRequest, error) {
+	pr, _, err := c.PullRequests.Get(ctx, owner, name, num)
+	if err != nil {
+		return nil, explain(err, fmt.Sprintf("reading pull request #%d", num))
+	}
+	return pr, nil
+}
+
+// updatePR writes the Harvest section of the session's pull request pr
 // again after a turn (when the body still has its markers), keeping the
 // rest of the body as people left it.
-func (s *Service) updatePR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo) error {
+func (s *Service) updatePR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo, pr *github.PullRequest, d prText) error {
 	owner, name := split(r.GitHub)
-	pr, _, err := c.PullRequests.Get(ctx, owner, name, r.PRNumber)
-	if err != nil {
-		return explain(err, fmt.Sprintf("reading pull request #%d", r.PRNumber))
-	}
 	if pr.GetState() != "open" {
 		return nil
 	}
@@ -346,11 +349,11 @@ func (s *Service) updatePR(ctx context.Context, t session.TurnEnd, c *github.Cli
 	if !strings.Contains(body, sectionBegin) {
 		return nil // no section: a person's pull request, or they took it out
 	}
-	nb, ok := replaceSection(body, s.description(ctx, t, *r).section)
+	nb, ok := replaceSection(body, d.section)
 	if !ok || nb == body || len(nb) > 65000 {
 		return nil
 	}
-	_, _, err = c.PullRequests.Edit(ctx, owner, name, r.PRNumber, &github.PullRequest{Body: github.Ptr(nb)})
+	_, _, err := c.PullRequests.Edit(ctx, owner, name, r.PRNumber, &github.PullRequest{Body: github.Ptr(nb)})
 	return explain(err, fmt.Sprintf("updating the description of pull request #%d", r.PRNumber))
 }
 
@@ -383,7 +386,7 @@ type prText struct {
 // body, from the change itself:
 //
 //   - the agent's description file (DescriptionFile: first line the
-//     title, the rest the body), read in the box;
+//     title, the rest the body), read in the box (br);
 //   - else the title is the branch's one commit's subject, or the first
 //     line of the turn's result, or its latest commit's subject; the body
 //     the turn's result;
@@ -391,30 +394,18 @@ type prText struct {
 // then the branch's commits, the issue it fixes and a link to the
 // session. Never the issue's title: the pull request is the change, not
 // the request.
-func (s *Service) description(ctx context.Context, t session.TurnEnd, r store.Repo) prText {
+func (s *Service) description(t session.TurnEnd, r store.Repo, br *branchRead) prText {
 	var d prText
 	var result string
 	if f := t.Outcome.Finished; f != nil {
 		result = strings.TrimSpace(f.Result)
 	}
-	// One run in the box reads the description file, the template and
-	// the branch's commits.
-	var body, tpl string
-	var commits []commitLine
-	if parts, err := readDescription(ctx, t.Box, r); err == nil {
-		if f := strings.TrimSpace(parts[0]); f != "" {
-			first, rest, _ := strings.Cut(f, "\n")
-			d.title, body = strings.TrimSpace(strings.TrimLeft(first, "# ")), strings.TrimSpace(rest)
-		}
-		tpl = strings.TrimSpace(parts[1])
-		for _, line := range strings.Split(strings.TrimSpace(parts[2]), "\n") {
-			if sha, subj, ok := strings.Cut(line, "\x1f"); ok && shaPattern.MatchString(sha) {
-				commits = append(commits, commitLine{sha: sha, subject: subj})
-			}
-		}
-	} else {
-		s.log.Warn("reading the pull request's description in the box", "session", t.Session.ID, "repo", r.Name, "err", err)
+	var body string
+	if f := strings.TrimSpace(br.file); f != "" {
+		first, rest, _ := strings.Cut(f, "\n")
+		d.title, body = strings.TrimSpace(strings.TrimLeft(first, "# ")), strings.TrimSpace(rest)
 	}
+	tpl, commits := strings.TrimSpace(br.template), br.commits
 	if d.title == "" && len(commits) == 1 {
 		d.title = commits[0].subject
 	}
@@ -475,33 +466,6 @@ func notFrom(r store.Repo) string {
 		return "^" + r.From
 	}
 	return "^refs/remotes/origin/" + r.Base
-}
-
-// readDescription reads, in one run in the box (a symlink there
-// resolves in the box, never on the host): the agent's description file,
-// the repository's pull request template (64 KiB of each at most) and the
-// branch's commits that its base lacks (the latest 21: hash, 0x1f,
-// subject). A file that is not there is "".
-func readDescription(ctx context.Context, box *sandbox.Sandbox, r store.Repo) ([3]string, error) {
-	var out, errb bytes.Buffer
-	const script = `head -c 65536 -- "$1" 2>/dev/null | tr -d '\036'; printf '\036'; head -c 65536 -- "$2" 2>/dev/null | tr -d '\036'; printf '\036'; ` +
-		`git log --max-count=21 --format=%H%x1f%s "$3" "$4" --`
-	st, err := box.Run(ctx, &sandbox.Cmd{
-		Args: []string{"sh", "-c", script, "sh", DescriptionFile, ".github/pull_request_template.md",
-			"refs/remotes/origin/" + r.Base + "..refs/heads/" + r.Branch, notFrom(r)},
-		Dir: box.WorkspacePath(r.Name), Stdout: &out, Stderr: &errb, OutputLimit: 256 << 10, Timeout: 30 * time.Second,
-	})
-	if err != nil {
-		return [3]string{}, err
-	}
-	if !st.Success() {
-		return [3]string{}, fmt.Errorf("reading the description in the box (%s): %s", st, strings.TrimSpace(errb.String()))
-	}
-	parts := strings.SplitN(out.String(), "\x1e", 3)
-	if len(parts) != 3 {
-		return [3]string{}, fmt.Errorf("reading the description in the box: %d parts, not 3", len(parts))
-	}
-	return [3]string{parts[0], parts[1], parts[2]}, nil
 }
 
 func setRepo(st *store.Session, name string, fn func(*store.Repo)) {

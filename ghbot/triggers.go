@@ -31,6 +31,9 @@ import (
 //	pull request closed     its session ends (pr.merged / pr.closed); a branch
 //	                        the session made is deleted unless merged or kept
 func (h *Hooks) process(ctx context.Context, d *store.Delivery) (string, error) {
+	if why := h.ignorable(d.Event, d.Payload); why != "" {
+		return why, nil // as ServeHTTP would have recorded it (ignore.go)
+	}
 	ev, err := github.ParseWebHook(d.Event, d.Payload)
 	if err != nil {
 		if strings.Contains(err.Error(), "unknown X-Github-Event") {

@@ -406,8 +406,10 @@ type GitHubMarks interface {
 // Deliveries is the part of a Store the webhook receiver uses: a durable
 // queue of deliveries.
 type Deliveries interface {
-	// AddDelivery stores d as pending (a zero ReceivedAt is now). An id
-	// already stored is ErrConflict: a redelivery.
+	// AddDelivery stores d as pending (a zero ReceivedAt is now), or as
+	// done with its Result when d.State is DeliveryDone (a delivery
+	// known at its receipt to need nothing: one write, never queued). An
+	// id already stored is ErrConflict: a redelivery.
 	AddDelivery(ctx context.Context, d *Delivery) error
 	// PendingDeliveries lists pending deliveries, oldest first, at most
 	// limit (0: all).

@@ -338,6 +338,12 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		// others know (gh's package doc, "Limits"); before anything asks
 		// GitHub.
 		ghc.ShareLimits(ghbot.SharedMarks(st))
+		// Kept current in the background: requests never wait for
+		// the store to know them.
+		lctx, stopLimits := context.WithCancel(context.Background())
+		limitsDone := make(chan struct{})
+		go func() { defer close(limitsDone); ghc.RunShared(lctx) }()
+		defer func() { stopLimits(); <-limitsDone }()
 	}
 	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
 	if err != nil {

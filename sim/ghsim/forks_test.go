@@ -162,7 +162,7 @@ func doJSONList(t *testing.T, url, auth string) (int, []any) {
 	raw, _ := io.ReadAll(resp.Body)
 	var out []any
 	json.Unmarshal(raw, &out)
-	if op, ok := matchOperation("GET", req.URL.Path); ok {
+	if op, ok := matchOperation("GET", req.URL.EscapedPath()); ok {
 		if err := validateREST(t, op, resp.StatusCode, nil, raw); err != nil {
 			t.Errorf("GET %s: %v", url, err)
 		}

@@ -236,7 +236,7 @@ func doJSON(t *testing.T, method, url, auth string, body any) (int, map[string]a
 	var out map[string]any
 	raw, _ := io.ReadAll(resp.Body)
 	json.Unmarshal(raw, &out)
-	if op, ok := matchOperation(method, req.URL.Path); ok {
+	if op, ok := matchOperation(method, req.URL.EscapedPath()); ok {
 		var rb []byte
 		if body != nil {
 			rb, _ = json.Marshal(body)

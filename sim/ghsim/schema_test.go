@@ -135,7 +135,7 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(respBody))
-	op, ok := matchOperation(req.Method, req.URL.Path)
+	op, ok := matchOperation(req.Method, req.URL.EscapedPath())
 	if !ok {
 		v.t.Errorf("%s %s: no operation matches", req.Method, req.URL.Path)
 		return resp, nil

@@ -211,8 +211,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		req.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	if p, ok := strings.CutPrefix(req.URL.Path, "/api/v3/"); ok {
-		req.URL.Path = "/" + p
-		req.URL.RawPath = ""
+		// The escaped form too: a branch "feat/x" is one segment,
+		// .../branches/feat%2Fx, for the mux as for GitHub.
+		raw, _ := strings.CutPrefix(req.URL.RawPath, "/api/v3/")
+		req.URL.Path, req.URL.RawPath = "/"+p, ""
+		if raw != "" {
+			req.URL.RawPath = "/" + raw
+		}
 	} else if req.URL.Path == "/api/v3" {
 		req.URL.Path = "/"
 	}

@@ -22,7 +22,8 @@ func scanDelivery(r Row) (*store.Delivery, error) {
 	return &d, nil
 }
 
-// AddDelivery stores d as pending; an id already stored is ErrConflict.
+// AddDelivery stores d as pending, or as done with its Result when its
+// State is done; an id already stored is ErrConflict.
 func (s *Store) AddDelivery(ctx context.Context, d *store.Delivery) error {
 	if d.ID == "" || d.Event == "" {
 		return s.errorf("add delivery: id and event must not be empty")
@@ -31,13 +32,22 @@ func (s *Store) AddDelivery(ctx context.Context, d *store.Delivery) error {
 	if c.ReceivedAt.IsZero() {
 		c.ReceivedAt = s.now()
 	}
-	c.State, c.Attempts, c.Result, c.DoneAt = store.DeliveryPending, 0, "", time.Time{}
+	q := `INSERT INTO deliveries (id, event, payload, received_at, state) VALUES (?, ?, ?, ?, ?)`
+	if c.State == store.DeliveryDone {
+		q = `INSERT INTO deliveries (id, event, payload, received_at, state, result, done_at) VALUES (?, ?, ?, ?, ?, ?, ?)`
+		c.Attempts, c.DoneAt = 0, s.now()
+	} else {
+		c.State, c.Attempts, c.Result, c.DoneAt = store.DeliveryPending, 0, "", time.Time{}
+	}
 	if c.Payload == nil {
 		c.Payload = []byte{}
 	}
+	args := []any{c.ID, c.Event, c.Payload, s.d.Time(c.ReceivedAt), c.State}
+	if c.State == store.DeliveryDone {
+		args = append(args, c.Result, s.d.Time(c.DoneAt))
+	}
 	err := s.write(ctx, "add delivery "+d.ID, func(tx Querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO deliveries (id, event, payload, received_at, state) VALUES (?, ?, ?, ?, ?)`,
-			c.ID, c.Event, c.Payload, s.d.Time(c.ReceivedAt), c.State)
+		_, err := tx.Exec(ctx, q, args...)
 		if s.d.IsDuplicate(err) {
 			return s.errorf("delivery %s was received before: %w", c.ID, store.ErrConflict)
 		}

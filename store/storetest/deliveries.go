@@ -31,6 +31,19 @@ func testDeliveries(t *testing.T, open func(t *testing.T) store.Store) {
 	if err := st.AddDelivery(ctx, again); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a redelivery: %v, want ErrConflict", err)
 	}
+	// One known at its receipt to need nothing is stored done, never
+	// pending; and is a conflict like any other when delivered again.
+	d3 := &store.Delivery{ID: "72d3162e-3", Event: "issues", Payload: []byte(`{"action":"opened"}`), ReceivedAt: base.Add(2e6),
+		State: store.DeliveryDone, Result: "ignored: issue opened"}
+	if err := st.AddDelivery(ctx, d3); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetDelivery(ctx, d3.ID); err != nil || got.State != store.DeliveryDone || got.Result != "ignored: issue opened" || got.Attempts != 0 || got.DoneAt.IsZero() {
+		t.Fatalf("a delivery stored done: %+v, %v", got, err)
+	}
+	if err := st.AddDelivery(ctx, &store.Delivery{ID: d3.ID, Event: "issues", State: store.DeliveryDone, Result: "x"}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a redelivery of one stored done: %v, want ErrConflict", err)
+	}
 	p, err := st.PendingDeliveries(ctx, 0)
 	if err != nil || len(p) != 2 || p[0].ID != d1.ID || string(p[0].Payload) != `{"action":"created"}` || !p[0].ReceivedAt.Equal(base) {
 		t.Fatalf("pending = %+v, %v", p, err)
@@ -67,8 +80,8 @@ func testDeliveries(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Fatalf("pending after finishing = %+v", p)
 	}
 	n, err := st.PruneDeliveries(ctx, base.Add(1e9))
-	if err != nil || n != 1 {
-		t.Fatalf("prune = %d, %v (want the done one only)", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("prune = %d, %v (want the two done ones only)", n, err)
 	}
 	if _, err := st.GetDelivery(ctx, d2.ID); err != nil {
 		t.Fatalf("the pending delivery was pruned: %v", err)

@@ -1,0 +1,93 @@
+package ghbot
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-github/v75/github"
+)
+
+// TestIgnorable: every recorded payload (@octokit/webhooks-examples) that
+// ignorable stores done at receipt is one process does nothing for, read
+// through go-github as process reads it; and those Harvest acts on or
+// learns from (a person's comment created or edited, a pull request
+// closed, a review submitted, a review comment created, a check suite
+// completed, a labelled or assigned issue, installations and pushes) are
+// all left to process.
+func TestIgnorable(t *testing.T) {
+	f, err := os.Open("../sim/ghsim/ghschema/descriptions/webhook-examples.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []struct {
+		Name     string            `json:"name"`
+		Examples []json.RawMessage `json:"examples"`
+	}
+	if err := json.NewDecoder(zr).Decode(&events); err != nil {
+		t.Fatal(err)
+	}
+	h := &Hooks{cfg: HookConfig{Label: "harvest"}}
+	ignored, kept := 0, 0
+	for _, ev := range events {
+		for i, raw := range ev.Examples {
+			why := h.ignorable(ev.Name, raw)
+			acts := false // process may act on it, or learns from it
+			parsed, err := github.ParseWebHook(ev.Name, raw)
+			if err == nil {
+				switch e := parsed.(type) {
+				case *github.IssueCommentEvent:
+					acts = (e.GetAction() == "created" || e.GetAction() == "edited") && e.GetSender().GetType() != "Bot"
+				case *github.IssuesEvent:
+					acts = e.GetAction() == "assigned" || e.GetAction() == "labeled" && strings.EqualFold(e.GetLabel().GetName(), "harvest")
+				case *github.PullRequestEvent:
+					acts = e.GetAction() == "closed"
+				case *github.PullRequestReviewEvent:
+					acts = e.GetAction() == "submitted"
+				case *github.PullRequestReviewCommentEvent:
+					acts = e.GetAction() == "created"
+				case *github.CheckSuiteEvent:
+					acts = e.GetAction() == "completed"
+				case *github.InstallationEvent, *github.InstallationRepositoriesEvent, *github.PushEvent:
+					acts = true
+				}
+			}
+			switch {
+			case acts && why != "":
+				t.Errorf("%s example %d (action %q): ignored at receipt (%q), but Harvest acts on it", ev.Name, i, action(raw), why)
+			case !acts && err == nil && why == "":
+				t.Errorf("%s example %d (action %q): queued, though nothing is done for it", ev.Name, i, action(raw))
+			case why != "" && !strings.HasPrefix(why, "ignored: "):
+				t.Errorf("%s example %d: result %q", ev.Name, i, why)
+			}
+			if why != "" {
+				ignored++
+			} else {
+				kept++
+			}
+		}
+	}
+	if ignored == 0 || kept == 0 {
+		t.Fatalf("%d ignored, %d kept: the examples do not exercise both", ignored, kept)
+	}
+	// A payload that does not parse is left to process, which says what
+	// is wrong with it.
+	if why := h.ignorable("issues", []byte("{")); why != "" {
+		t.Errorf("a malformed payload: %q", why)
+	}
+}
+
+func action(raw []byte) string {
+	var p struct {
+		Action string `json:"action"`
+	}
+	json.Unmarshal(raw, &p)
+	return p.Action
+}
