@@ -152,13 +152,19 @@ func BenchmarkGitHubRateLimitStorm(b *testing.B) {
 	}
 	c := e.client(s)
 	ctx := context.Background()
-	var issues []int
-	for i := range 10 {
-		n, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: fmt.Sprint("storm ", i)})
-		if err != nil {
-			b.Fatal(err)
+	// A person without write access is answered once per thread
+	// (refuseOnce): each mention of an iteration is on an issue of its own,
+	// opened before the window, so each gets its reply.
+	openIssues := func() []int {
+		issues := make([]int, mentions)
+		for i := range issues {
+			n, err := g.gs.OpenIssue(ghsim.IssueSpec{Login: "ada", Repo: "acme/calc", Title: fmt.Sprint("storm ", i)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			issues[i] = n
 		}
-		issues = append(issues, n)
+		return issues
 	}
 	replies := func() int {
 		n := 0
@@ -178,13 +184,14 @@ func BenchmarkGitHubRateLimitStorm(b *testing.B) {
 	// for range b.N, not b.Loop: with this body, b.Loop's keep-alive
 	// crashes go1.26.8's compiler (escape analysis, a nil type).
 	for range b.N {
+		issues := openIssues()
 		before := replies()
 		start := time.Now()
 		if err := g.gs.SetSecondaryLimit(ghsim.SecondaryLimitSpec{LimitScope: ghsim.LimitScope{InstallationID: g.inst}, For: int(window / time.Second)}); err != nil {
 			b.Fatal(err)
 		}
 		for i := range mentions {
-			if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "mallory", Repo: "acme/calc", Number: issues[i%len(issues)], Body: fmt.Sprintf("@harvest storm %d", i)}); err != nil {
+			if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "mallory", Repo: "acme/calc", Number: issues[i], Body: fmt.Sprintf("@harvest storm %d", i)}); err != nil {
 				b.Fatal(err)
 			}
 		}
