@@ -18,22 +18,7 @@ import (
 // branch and whether it was merged, a review's id and state, a suite's
 // conclusion and head).
 func TestRecordedPayloads(t *testing.T) {
-	f, err := os.Open("../sim/ghsim/ghschema/descriptions/webhook-examples.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []struct {
-		Name     string            `json:"name"`
-		Examples []json.RawMessage `json:"examples"`
-	}
-	if err := json.NewDecoder(zr).Decode(&events); err != nil {
-		t.Fatal(err)
-	}
+	events := recordedPayloads(t)
 	handled := map[string]int{}
 	for _, ev := range events {
 		for i, raw := range ev.Examples {
@@ -115,4 +100,29 @@ func TestRecordedPayloads(t *testing.T) {
 		}
 	}
 	t.Logf("recorded payloads parsed: %v", handled)
+}
+
+// recordedEvent is one event's recorded payloads.
+type recordedEvent struct {
+	Name     string            `json:"name"`
+	Examples []json.RawMessage `json:"examples"`
+}
+
+// recordedPayloads reads the pinned @octokit/webhooks-examples.
+func recordedPayloads(t *testing.T) []recordedEvent {
+	t.Helper()
+	f, err := os.Open("../sim/ghsim/ghschema/descriptions/webhook-examples.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []recordedEvent
+	if err := json.NewDecoder(zr).Decode(&events); err != nil {
+		t.Fatal(err)
+	}
+	return events
 }

@@ -1,9 +1,7 @@
 package ghbot
 
 import (
-	"compress/gzip"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -18,22 +16,7 @@ import (
 // completed, a labelled or assigned issue, installations and pushes) are
 // all left to process.
 func TestIgnorable(t *testing.T) {
-	f, err := os.Open("../sim/ghsim/ghschema/descriptions/webhook-examples.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []struct {
-		Name     string            `json:"name"`
-		Examples []json.RawMessage `json:"examples"`
-	}
-	if err := json.NewDecoder(zr).Decode(&events); err != nil {
-		t.Fatal(err)
-	}
+	events := recordedPayloads(t)
 	h := &Hooks{cfg: HookConfig{Label: "harvest"}}
 	ignored, kept := 0, 0
 	for _, ev := range events {
