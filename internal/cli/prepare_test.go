@@ -117,13 +117,20 @@ func TestPrepareRealNodeRepositoryDocker(t *testing.T) {
 	testbin.Toolchain(t, "npm")
 	repo := testbin.RealRepo(t, "pump")
 	e := newServeEnvWith(t, prepareNodeScript)
-	s := e.start("--egress-allow", "registries", "--backend", "docker")
-	c := e.client(s)
-	t.Cleanup(func() { // the docker boxes serve made: it is killed, not stopped
+	t.Cleanup(func() { // after serve is killed (its cleanup runs first): the docker boxes it made
 		p := docker.New(docker.Config{RunDir: filepath.Join(e.runDir, docker.Name), AgentBinary: testbin.Agent(t)})
 		stacktest.DestroyAll(t, p)
 		p.Close()
+		// and its warm containers, which no list of boxes shows: what an
+		// operator runs after a killed server.
+		prune := exec.Command(testbin.Harvest(t), "sandbox", "prune")
+		prune.Env = e.env
+		if out, err := prune.CombinedOutput(); err != nil {
+			t.Errorf("harvest sandbox prune: %v\n%s", err, out)
+		}
 	})
+	s := e.start("--egress-allow", "registries", "--backend", "docker")
+	c := e.client(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testbin.Harvest(t), "prepare", "--server", s.url, "--data", e.home, "--repo", repo, "--json")
