@@ -267,7 +267,7 @@ func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
 				warm = true
 			} else if id = strings.TrimPrefix(name, "harvest-"); !validID(id) || id == name {
 				continue
-			} else if o := readOwner(filepath.Join(p.cfg.RunDir, id)); o != "" {
+			} else if o := owner.Recorded(filepath.Join(p.cfg.RunDir, id)); o != "" {
 				own = o
 			}
 		}

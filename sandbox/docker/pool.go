@@ -50,7 +50,7 @@ import (
 //   - the environment, workdir, id and deadline through the claiming hello
 //     (sandbox.ConnectClaim); the environment is the image's merged with
 //     the spec's, as dockerd merges a cold box's, plus HOSTNAME;
-//   - the owner in the box's run dir (ownerFile): labels cannot change, so
+//   - the owner in the box's run dir (owner.RecordFile): labels cannot change, so
 //     a warm container is labelled with the provider's instance (LabelPool
 //     and LabelOwner) and its owner file, once claimed, names the owner it
 //     was claimed for (ListOwned reads it).

@@ -145,7 +145,7 @@ func (p *Provider) claim(ctx context.Context, cli *client.Client, w *warmBox, sp
 	}
 	// The owner is recorded before the run dir takes the box's name: a
 	// claimed box's owner file is always there (ListOwned).
-	if err := writeOwner(w.boxDir, own); err != nil {
+	if err := owner.Record(w.boxDir, own); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(w.boxDir, dir); err != nil {
@@ -228,30 +228,6 @@ func (p *Provider) checkMounted(w *warmBox, spec sandbox.Spec) error {
 		}
 	}
 	return nil
-}
-
-const ownerFile = "owner"
-
-// writeOwner records a claimed box's owner in its run dir (root's: the box
-// cannot reach it).
-func writeOwner(boxDir, own string) error {
-	if err := os.WriteFile(filepath.Join(boxDir, ownerFile), []byte(own+"\n"), 0o600); err != nil {
-		return fmt.Errorf("recording the box's owner: %w", err)
-	}
-	return nil
-}
-
-// readOwner is the owner a claimed box's run dir records, or "".
-func readOwner(boxDir string) string {
-	b, err := os.ReadFile(filepath.Join(boxDir, ownerFile))
-	if err != nil {
-		return ""
-	}
-	own := strings.TrimSpace(string(b))
-	if owner.CheckID(own) != nil {
-		return ""
-	}
-	return own
 }
 
 // instanceOf is the instance a warm name (pool-INSTANCE-N) says, or "".

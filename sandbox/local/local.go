@@ -300,7 +300,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (_ *sandbox.San
 	if w != nil {
 		// Its owner is recorded before it takes the box's name: a box
 		// named for no pool is never without one (ListOwned).
-		if err := writeOwner(filepath.Join(p.cfg.RunDir, w.name), own); err != nil {
+		if err := owner.Record(filepath.Join(p.cfg.RunDir, w.name), own); err != nil {
 			w.discard(filepath.Join(p.cfg.RunDir, w.name))
 			return nil, err
 		}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/owner"
@@ -15,7 +13,7 @@ import (
 // Owners
 //
 // Every box records its owner (package owner) in its run dir from the
-// moment it has one (ownerFile): Config.Owner (a server's, shared by its
+// moment it has one (owner.RecordFile): Config.Owner (a server's, shared by its
 // restarts), or the provider's instance. Warm boxes are the instance's
 // alone, and their names say so (pool.go). ListOwned gives both to
 // owner.Prune; Destroy takes the handles of either.
@@ -65,7 +63,7 @@ func (p *Provider) boxOwner() (string, error) {
 var _ owner.Lister = (*Provider)(nil)
 
 // ListOwned implements owner.Lister: the boxes of List with the owner each
-// recorded in its run dir (ownerFile) when it was made, and the warm boxes
+// recorded in its run dir (owner.RecordFile) when it was made, and the warm boxes
 // (named for their instance). A box whose run dir records no owner (made
 // by an older Harvest, or this instant) has Owner "", and so has a cgroup
 // left without its run dir: nothing says whose it was.
@@ -76,7 +74,7 @@ func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
 	}
 	var out []owner.Box
 	for _, h := range hs {
-		out = append(out, owner.Box{Handle: h, Owner: readOwner(p.boxDir(h.ID))})
+		out = append(out, owner.Box{Handle: h, Owner: owner.Recorded(p.boxDir(h.ID))})
 	}
 	warm := map[string]bool{}
 	ents, err := os.ReadDir(p.cfg.RunDir)
@@ -101,33 +99,4 @@ func (p *Provider) ListOwned(ctx context.Context) ([]owner.Box, error) {
 		}
 	}
 	return out, nil
-}
-
-// ownerFile, in a box's run dir, names the owner it was made under
-// (package owner).
-const ownerFile = "owner"
-
-// writeOwner records own in the run dir dir, atomically.
-func writeOwner(dir, own string) error {
-	tmp := filepath.Join(dir, ownerFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(own+"\n"), 0o600); err != nil {
-		return fmt.Errorf("recording the box's owner: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, ownerFile)); err != nil {
-		return fmt.Errorf("recording the box's owner: %w", err)
-	}
-	return nil
-}
-
-// readOwner is the owner recorded in the run dir dir, or "".
-func readOwner(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
-	if err != nil {
-		return ""
-	}
-	own := strings.TrimSpace(string(b))
-	if owner.CheckID(own) != nil {
-		return ""
-	}
-	return own
 }

@@ -89,7 +89,7 @@ func (p *Provider) prepareBox(ctx context.Context, name, own string, u sandbox.U
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
 	if own != "" {
-		if err := writeOwner(dir, own); err != nil {
+		if err := owner.Record(dir, own); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
