@@ -95,4 +95,14 @@
 // reloaded from the store), those of a fenced session whose lease another
 // node took (store.ErrLeaseLost: see fence.go), and those still queued
 // when Close's context ends (Close says how many).
+//
+// A caller's wait for the store (AppendSync's and AppendMessage's for
+// the commit, Flush's, Append's for room in a full queue) ends with its
+// context, and also with its context's store budget (store.WithBudget:
+// an API request's, harvest serve --store-timeout): a store that does
+// not commit in time is then a *store.TimeoutError (ErrUnavailable: the
+// API's 503) instead of a request that hangs as long as the store does.
+// What was queued stays queued and is committed once the store answers,
+// as when the context ends: a client that retries a send with its
+// idempotency key finds the message if it was stored.
 package journal

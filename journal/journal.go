@@ -235,11 +235,13 @@ func (j *Journal) appendSync(ctx context.Context, ev event.Event, fence *store.F
 	if err != nil {
 		return ev, err
 	}
+	wctx, bounded := store.Call(ctx, "the journal's commit")
 	select {
 	case err := <-done:
+		bounded(nil)
 		return ev, err
-	case <-ctx.Done():
-		return ev, fmt.Errorf("journal: event %d of session %s not committed yet: %w%s", ev.Seq, ev.Session, ctx.Err(), j.lastErr())
+	case <-wctx.Done():
+		return ev, bounded(fmt.Errorf("journal: event %d of session %s not committed yet: %w%s", ev.Seq, ev.Session, wctx.Err(), j.lastErr()))
 	}
 }
 
@@ -262,14 +264,16 @@ func (j *Journal) AppendMessage(ctx context.Context, ev event.Event, msg *store.
 	if err != nil {
 		return ev, err
 	}
+	wctx, bounded := store.Call(ctx, "the journal's commit of a message")
 	select {
 	case err := <-done:
+		bounded(nil)
 		if err == nil {
 			*msg = c
 		}
 		return ev, err
-	case <-ctx.Done():
-		return ev, fmt.Errorf("journal: message %s and event %d of session %s not committed yet: %w%s", msg.ID, ev.Seq, ev.Session, ctx.Err(), j.lastErr())
+	case <-wctx.Done():
+		return ev, bounded(fmt.Errorf("journal: message %s and event %d of session %s not committed yet: %w%s", msg.ID, ev.Seq, ev.Session, wctx.Err(), j.lastErr()))
 	}
 }
 
@@ -323,10 +327,12 @@ func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, m
 		if len(j.queue) >= j.opt.QueueSize {
 			space := j.space
 			j.mu.Unlock()
+			wctx, bounded := store.Call(ctx, "the journal's queue")
 			select {
 			case <-space:
-			case <-ctx.Done():
-				return ev, fmt.Errorf("journal: append to session %s: waiting for the store (%d events queued): %w%s", ev.Session, j.opt.QueueSize, ctx.Err(), j.lastErr())
+				bounded(nil)
+			case <-wctx.Done():
+				return ev, bounded(fmt.Errorf("journal: append to session %s: waiting for the store (%d events queued): %w%s", ev.Session, j.opt.QueueSize, wctx.Err(), j.lastErr()))
 			}
 			j.mu.Lock()
 			continue
@@ -412,11 +418,13 @@ func (j *Journal) Flush(ctx context.Context, session string) error {
 	j.queue = append(j.queue, entry{ev: event.Event{Session: session}, s: s, done: done, flush: true, drops: s.flushed})
 	j.mu.Unlock()
 	j.signal()
+	wctx, bounded := store.Call(ctx, "the journal's flush")
 	select {
 	case err := <-done:
+		bounded(nil)
 		return err
-	case <-ctx.Done():
-		return fmt.Errorf("journal: flush session %s: %w%s", session, ctx.Err(), j.lastErr())
+	case <-wctx.Done():
+		return bounded(fmt.Errorf("journal: flush session %s: %w%s", session, wctx.Err(), j.lastErr()))
 	}
 }
 

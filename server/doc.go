@@ -77,7 +77,40 @@
 //	                           environment while the data directory is below the server's floor of free
 //	                           space (--min-free): nothing stored; the message names the directory to an
 //	                           admin only (session/admission.go)
+//	503 unavailable            the store did not answer within the request's budget, or cannot be
+//	                           reached (Retry-After; see "Deadlines")
 //	500 internal               a bug or a failing store (logged)
+//
+// # Deadlines
+//
+// Every request carries a store budget (Config.StoreTimeout, harvest
+// serve --store-timeout, default 5 s; store.WithBudget): each store call
+// made for it — the token's check, the Manager's reads and writes, the
+// journal's commit a send waits for, a stream's replay — gets that long,
+// and once one ran out the request's later calls fail at once. A
+// database that does not answer (frozen, cut off, a SQLite file another
+// process holds locked) is therefore a 503 unavailable with Retry-After
+// within about one budget, whatever the route, never a hang:
+//
+//	list, get, log, lock, tokens, secrets, memory    503 (reads of the store)
+//	create, send, cancel, stop, delete, unlock       503; a send cut while its commit waited
+//	                                                 may still be stored when the store
+//	                                                 answers: retried with its
+//	                                                 Idempotency-Key, it is found, not
+//	                                                 stored twice
+//	events                                           503 before the stream starts; a stream
+//	                                                 whose replay the store does not answer
+//	                                                 ends with stream.error unavailable
+//	                                                 (reconnect with Last-Event-ID); a live
+//	                                                 stream needs no store and goes on
+//	readyz                                           503 with Retry-After, the store's check
+//	                                                 saying it does not answer
+//
+// The sessions' own writes (the runners', the journal's writer, the
+// nodes' keeper) carry no budget: they wait for the store as long as it
+// takes and go on where they were. With several nodes, what a request
+// does when its session's owner is paused, cut off or dead is package
+// server/cluster's ("Following the owner").
 //
 // Bodies are decoded strictly (decode.go): at most MaxBody bytes, exactly
 // one JSON object, DisallowUnknownFields at every depth. Routes that take

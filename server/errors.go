@@ -109,6 +109,10 @@ func storeFailed(what string, err error) *apiError {
 	if what != "" {
 		msg = what + ": " + msg
 	}
+	if errors.As(err, new(*store.TimeoutError)) {
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
+			message: msg + " (the server's database does not answer now: retry in a few seconds)"}
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, cause: err,
 			message: msg + " (the server's database cannot be reached now: retry in a few seconds)"}

@@ -46,6 +46,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request, _ caller) *apiErr
 			body.Status, status = "not_ready", http.StatusServiceUnavailable
 		}
 	}
+	if status != http.StatusOK {
+		w.Header().Set("Retry-After", "5")
+	}
 	writeJSON(w, status, body)
 	return nil
 }

@@ -128,7 +128,20 @@ type Config struct {
 	// WriteTimeout bounds each write to an event stream: a client that
 	// stops reading for this long is disconnected (default 30s).
 	WriteTimeout time.Duration
+	// StoreTimeout is every request's store budget (store.WithBudget;
+	// harvest serve --store-timeout, default DefaultStoreTimeout): a
+	// store call of the request that the database does not answer
+	// within it fails, and the request is a 503 with Retry-After (see
+	// "Deadlines" in the package doc). The Manager's and this Config's
+	// store must be store.Bounded for it to cut the calls; negative: no
+	// budget.
+	StoreTimeout time.Duration
 }
+
+// DefaultStoreTimeout is Config.StoreTimeout's default: well above what a
+// healthy database takes (milliseconds), well below what a client waits
+// before it gives up.
+const DefaultStoreTimeout = 5 * time.Second
 
 // ReadyCheck is one check of GET /readyz: Check returns nil when it
 // passes, else an error whose message says why and what to do (it is
@@ -173,6 +186,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "server"), mux: http.NewServeMux()}
 	s.drain, s.cancelDrain = context.WithCancel(context.Background())
 	s.routes = s.table()
@@ -213,7 +229,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s: the path is not clean (did an id come out empty?); the API is described at /openapi.json", r.Method, clip(p, 200))))
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	// Every store call of the request (the Manager's, the journal's
+	// waits, this package's) gets the budget; a forwarder in front may
+	// have set a shorter one.
+	s.mux.ServeHTTP(w, r.WithContext(store.WithBudget(r.Context(), s.cfg.StoreTimeout)))
 }
 
 // Drain makes the server refuse new requests with 503 and ends the open

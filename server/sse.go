@@ -181,6 +181,8 @@ func (s *Server) endStream(sw *sseWriter, err error, r *http.Request) {
 		sw.errorEvent(StreamTooSlow, "this stream read events too slowly and was cut off: reconnect with Last-Event-ID set to the last id you got, and nothing is lost")
 	case errors.Is(err, journal.ErrDeleted):
 		sw.errorEvent(StreamDeleted, "the session was deleted")
+	case errors.Is(err, store.ErrUnavailable):
+		sw.errorEvent(StreamUnavailable, "the server's database does not answer now: reconnect with Last-Event-ID in a few seconds")
 	case err == nil:
 		sw.errorEvent(StreamUnavailable, "the stream ended: reconnect with Last-Event-ID")
 	default:

@@ -128,6 +128,14 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 		if errors.Is(err, journal.ErrClosed) {
 			return nil, fmt.Errorf("sending to session %s: %w: Harvest is shutting down; the message was not stored, send it again when it is back", id, ErrUnavailable)
 		}
+		if out.Key != "" && errors.Is(err, store.ErrConflict) {
+			// The key's first send was still queued in the journal when
+			// this retry looked it up (its caller gave up waiting for a
+			// store that did not answer, and retried): it is stored now.
+			if prev, perr := m.st.MessageByKey(ctx, id, out.Sender, out.Key); perr == nil && bytes.Equal(prev.RequestHash, hash) {
+				return prev, nil
+			}
+		}
 		return nil, fmt.Errorf("storing the message for session %s: %w (it may still be stored: send it again with the same idempotency key to find out)", id, err)
 	}
 	m.remember(ctx, id, msg.ID)

@@ -16,6 +16,14 @@
 //   - Calls are safe for concurrent use.
 //   - Every blocking call takes a context; a cancelled context aborts the
 //     call, and a call that returns an error has written nothing.
+//   - A context's deadline cuts the call even when the database hangs
+//     (a frozen server, a dropped link, a file another process holds
+//     locked): pgx closes the connection at the deadline and the pool
+//     makes a new one; SQLite's driver interrupts its busy wait. An API
+//     request's calls carry a budget (budget.go: WithBudget, Bounded):
+//     a call the database does not answer within it is a *TimeoutError,
+//     which is ErrUnavailable (TestBudgetFrozenServer,
+//     TestBudgetSQLiteLocked).
 //   - Missing rows are ErrNotFound (wrapped, with what was missing).
 //   - Event seqs are unique per session: appending a seq that exists is
 //     ErrConflict, so two writers can never both believe they own a seq.

@@ -32,6 +32,9 @@ func StoreReady(st interface {
 			return nil
 		}
 		log.Warn("readiness: the store did not answer", "err", err)
+		if te, ok := errors.AsType[*store.TimeoutError](err); ok {
+			return fmt.Errorf("the store does not answer: a read took longer than %s (--store-timeout); API requests that need it answer 503 until it does", te.Budget)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return errors.New("the store did not answer within the check's deadline (the server's log has the cause)")
 		}

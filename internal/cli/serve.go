@@ -67,6 +67,7 @@ type serveFlags struct {
 	refresh    time.Duration
 	repoConfig string
 	store      string
+	storeTime  time.Duration
 	mcpConfig  string
 	mcpAllow   []string
 	memoryHook string
@@ -191,6 +192,7 @@ checked.`,
 	fl.StringArrayVar(&f.mcpAllow, "mcp-allow", nil, mcpAllowHelp)
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
 	fl.StringVar(&f.store, "store", "", storeHelp)
+	fl.DurationVar(&f.storeTime, "store-timeout", server.DefaultStoreTimeout, storeTimeoutHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see docs/several-machines.md)")
 	addNodeFlags(fl, &f)
@@ -257,6 +259,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	if err := checkStoreFlag(f.store); err != nil {
 		return exitCode(2, err)
+	}
+	if f.storeTime < 100*time.Millisecond {
+		return exitCode(2, fmt.Errorf("--store-timeout %s: give at least 100ms (how long an API request waits for the store before it answers 503), like 5s", f.storeTime))
 	}
 	// The runtime is the docker backend's, whatever the default backend:
 	// sessions that choose docker get it.
@@ -333,6 +338,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer st.Close()
 	st = store.Observe(st, tel.metrics)
+	// An API request's store calls are bounded by --store-timeout (the
+	// server gives each request its budget); the others are not.
+	st = store.Bounded(st)
 	if ghc != nil {
 		// What a node learns of GitHub's limits and installations, the
 		// others know (gh's package doc, "Limits"); before anything asks
@@ -547,7 +555,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes,
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)

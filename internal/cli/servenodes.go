@@ -102,5 +102,5 @@ func nodeHandler(api http.Handler, mgr *session.Manager, st store.Store, node *s
 		return api
 	}
 	fmt.Fprintf(stderr, "harvest: node %s of several on the store, advertised at %s\n", node.ID, node.Addr)
-	return cluster.Forward(api, cluster.Config{Manager: mgr, Store: st, Node: *node, Streams: !f.natsFollow, Logger: logger})
+	return cluster.Forward(api, cluster.Config{Manager: mgr, Store: st, Node: *node, Streams: !f.natsFollow, Logger: logger, StoreTimeout: f.storeTime})
 }

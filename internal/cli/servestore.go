@@ -15,6 +15,8 @@ import (
 
 const storeHelp = "where the server keeps its state: a postgres:// or postgresql:// URL selects PostgreSQL (several servers may share it; keep the password out of the command line with $PGPASSWORD or ~/.pgpass); default $HARVEST_STORE, else SQLite in DATA/harvest.db"
 
+const storeTimeoutHelp = "how long an API request waits for the store (each call, and a send's commit) before it answers 503 with Retry-After, instead of hanging while the database does not answer; the sessions' own writes wait for it as long as it takes"
+
 // checkStoreFlag validates --store before anything is started: empty (the
 // SQLite file of the data directory) or a PostgreSQL URL.
 func checkStoreFlag(v string) error {

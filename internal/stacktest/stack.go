@@ -255,6 +255,9 @@ func (s *Stack) Open(opts journal.Options) (store.Store, *journal.Journal) {
 	if opts.Logger == nil {
 		opts.Logger = s.Logger()
 	}
+	// As harvest serve's: an API request's store calls are bounded by
+	// its budget (server.Config.StoreTimeout).
+	st = store.Bounded(st)
 	j := journal.New(st, opts)
 	s.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

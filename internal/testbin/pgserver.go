@@ -6,8 +6,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,4 +144,61 @@ func (p *PGServer) Log() string {
 		return ""
 	}
 	return p.srv.log.String()
+}
+
+// Freeze stops the server and every backend (SIGSTOP) until thaw is
+// called (SIGCONT; the test's end thaws it too): a database host that
+// hangs. Open connections stay open and new TCP or socket connections
+// are still accepted into the listen backlog, but nothing answers.
+func (p *PGServer) Freeze() (thaw func()) {
+	p.t.Helper()
+	pm := p.Pid()
+	if pm == 0 {
+		p.t.Fatal("testbin: PGServer.Freeze: the server is stopped")
+	}
+	pids := append([]int{pm}, childrenOf(pm)...)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			p.t.Fatalf("testbin: freezing PostgreSQL process %d: %v", pid, err)
+		}
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
+	}
+	p.t.Cleanup(thaw)
+	return thaw
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) >= 2 {
+			if pp, _ := strconv.Atoi(f[1]); pp == pid {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }

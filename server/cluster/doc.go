@@ -31,9 +31,10 @@
 // caller's credentials on (the owner checks them against the same store).
 //
 //	client ─► node B: Forward ─ forwardable? ─ no ─────────────────► B's API
-//	                      │ yes: Manager.Owner(id)
-//	                      ├─ B, or nobody (suspended, or a dead node's lease
-//	                      │  not yet run out) ───────────────────────► B's API
+//	                      │ yes: the session's lease and the live nodes
+//	                      ├─ B, or nobody (suspended) ───────────────► B's API
+//	                      ├─ a dead node's lease not yet run out ────► wait for
+//	                      │                                            the takeover
 //	                      └─ live node A ─► A's API, Harvest-Forwarded-By: B
 //	                                        (A never forwards it again)
 //
@@ -43,24 +44,81 @@
 // the session on this node. With --max-sessions, a create received by a
 // full node is forwarded to a live node with room (Manager.PlaceNew); when
 // every node is full it is created here and queued until a node has room
-// (session/nodes_place.go). A forward whose owner does not answer within
-// a minute (forwardTransport: a paused or cut-off node keeps its leases
-// until they run out) is a 503 with Retry-After: the client retries, and
-// once the lease ran out the session is taken over.
+// (session/nodes_place.go).
 //
-// # Streams
+// # Following the owner (owner.go, forward.go)
+//
+// The owner is looked up afresh (its lease, then the live nodes) for
+// every attempt of a request, never remembered, and watched while the
+// request is in flight:
+//
+//	resolve ─► here/nobody ──────────────────────────────► this node's API
+//	   │    ─► a node that is not live holds the lease ──► wait (every poll)
+//	   │       (dead; its lease has not run out)             until it moves,
+//	   │                                                     at most patience,
+//	   │                                                     then this node's API
+//	   └─► live node A ─► forward; every poll, read the lease (cached: one
+//	                      read per session and poll, whatever the requests)
+//	        A answers ─────────────────────────────────────► its answer
+//	        A refuses the connection, or the lease moves
+//	        before A answers: cancel, resolve again ────────► the new owner
+//	        A answers nothing and keeps the lease past
+//	        patience ──────────────────────────────────────► 503, Retry-After
+//
+// poll is TTL/20 (between 100 ms and 500 ms: 150 ms at --lease-ttl 3s,
+// 500 ms at the default 10 s), so a request sent to an owner that is
+// paused or cut off goes to the new owner within about a poll of the
+// lease moving; patience is TTL+TTL/3+2 s, the longest a takeover takes.
+// A request is sent again only before any answer started, with its body
+// (kept: at most wire.MaxBody); a message sent without an Idempotency-Key
+// gets one here (forwarded-<random>), the same for every attempt, so that
+// the owners store it once whichever attempts reached them (a paused
+// owner that wakes up finds the key, or its write is fenced). The
+// look-ups share the request's store budget (Config.StoreTimeout): a
+// store that does not answer is a 503 with Retry-After within it, as in
+// package server ("Deadlines"). forwardTransport still bounds the wait
+// for an answer to a minute (a live owner that never answers).
+//
+// What each forwarded route does when its owner is gone:
+//
+//	send, cancel, unlock, delete, diff   to the new owner once the lease moves
+//	                                     (or here, once a dead node's lease is
+//	                                     released); 503 only after patience, or
+//	                                     for a body too large to send again
+//	shell                                as above until the upgrade; an open shell
+//	                                     ends with its owner's box
+//	events                               never 503 for want of an owner: see Streams
+//	create (placed on a node with room)  503 with Retry-After if that node does
+//	                                     not answer within a minute
+//
+// # Streams (stream.go)
 //
 // An event stream served here comes from this node's journal, which has
 // only the events this node writes: it is complete only while no other
-// node writes the session's events. So a stream served here (its owner is
-// this node, nobody, or a node that died and whose lease has not run out
-// yet) ends as soon as another node takes the session's lease, and the
-// client, reconnecting with Last-Event-ID, is forwarded to that node
-// (watchStream). Without that, a client following a dead node's session
-// through a survivor, or a session that resumes on another node, or that
-// a node paused and resumed lost, would wait forever for events it is
-// never sent. With --nats-follow (Config.Streams false) streams are not
-// forwarded: NATS carries every node's events.
+// node writes the session's events. So the forwarder serves a stream as
+// one response made of legs, each starting after the last event the
+// client got (Last-Event-ID, which the forwarder keeps as it relays):
+//
+//	leg from the owner A ── ends when the lease moves off A (watched
+//	  │                     every poll), when A sends no headers within
+//	  │                     the store budget and a second (paused, cut
+//	  │                     off), or when its connection breaks
+//	  ▼
+//	resolve again ─► another live owner: a leg from it
+//	               ─► this node, nobody, a dead owner, or an owner that
+//	                  did not answer: a leg served here (the store's
+//	                  replay, then this node's journal live), which ends
+//	                  once another node takes the lease (watchStream)
+//
+// The client sees one stream: the first leg's status and headers and
+// retry line, every event once and in order (whole events only: a leg
+// cut mid-event is resent by the next from the last whole one), no
+// reconnect and no 503 while a dead or paused owner's session changes
+// hands. Only a stream.error (too slow, deleted, shutting down) or the
+// client leaving ends it. A stream another node forwarded here is served
+// here and ends when another node takes the lease (the forwarding node
+// goes on with the next leg). With --nats-follow (Config.Streams false)
+// streams are not forwarded: NATS carries every node's events.
 //
 // # Webhooks
 //
@@ -96,9 +154,12 @@
 //
 // # Concurrency
 //
-// Forward's handler runs on net/http's goroutines. A stream it serves
-// itself starts one goroutine that reads the session's lease every TTL/3;
-// the handler cancels it and waits for it before it returns. SweepTokens
+// Forward's handler runs on net/http's goroutines. Each attempt of a
+// forward, each leg of a stream from another node, and each stream served
+// here starts one goroutine that reads the session's lease every poll
+// (through the forwarder's lease cache, under its mutex); the handler
+// stops it and waits for it before it goes on. A relay is its handler's
+// alone. SweepTokens
 // runs on its caller's goroutine until its context ends (harvest serve
 // owns it and waits for it). Token's secret is under Token.mu: Sessions
 // reads it from webhook workers while a refusal may renew it.

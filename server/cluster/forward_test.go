@@ -92,7 +92,8 @@ func TestStreamHandOver(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
-	f := &forwarder{st: st, next: api, self: "b", events: true, every: 5 * time.Millisecond, log: slog.New(slog.DiscardHandler)}
+	f := &forwarder{st: st, next: api, self: "b", events: true, every: 5 * time.Millisecond, poll: 5 * time.Millisecond,
+		leases: &leaseCache{st: st, maxAge: 5 * time.Millisecond}, log: slog.New(slog.DiscardHandler)}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 

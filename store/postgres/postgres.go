@@ -147,6 +147,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// rollbackTimeout bounds the rollback of a write whose function failed
+// (it runs even when the caller's context has ended).
+const rollbackTimeout = 5 * time.Second
+
 // maxAttempts bounds the retries of a transaction PostgreSQL aborted as a
 // deadlock or a serialization failure.
 const maxAttempts = 5
@@ -181,7 +185,10 @@ func (s *Store) attempt(ctx context.Context, what string, fn func(tx pgx.Tx) err
 	if err := fn(tx); err != nil {
 		// A rollback that fails leaves nothing committed either: pgx
 		// closes the connection and the server aborts the transaction.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		// Bounded: a server that hangs must not hold the call forever.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		_ = tx.Rollback(rctx)
+		cancel()
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

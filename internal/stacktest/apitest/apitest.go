@@ -74,6 +74,7 @@ type config struct {
 	nodeLive  func(ctx context.Context, node string) (bool, error)
 	metrics   *telemetry.Metrics
 	tracing   *telemetry.Tracing
+	storeTime time.Duration
 }
 
 // Option changes what New builds.
@@ -109,6 +110,9 @@ func WithNodeLive(f func(ctx context.Context, node string) (bool, error)) Option
 func WithTelemetry(m *telemetry.Metrics, tr *telemetry.Tracing) Option {
 	return func(c *config) { c.metrics, c.tracing = m, tr }
 }
+
+// WithStoreTimeout sets the server's store budget (server.Config.StoreTimeout).
+func WithStoreTimeout(d time.Duration) Option { return func(c *config) { c.storeTime = d } }
 
 // WithSimHits makes SimHits count the model requests.
 func WithSimHits(c *config) { c.simHits = true }
@@ -222,7 +226,8 @@ func New(t testing.TB, script string, opts ...Option) *API {
 		t.Fatal(err)
 	}
 	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
-		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics})
+		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics,
+		StoreTimeout: cfg.storeTime})
 	if err != nil {
 		t.Fatal(err)
 	}
