@@ -35,6 +35,7 @@ func uniqueSleep() int {
 func Run(t *testing.T, b Backend) {
 	s := newSuite(t, b)
 	spec, ws := withWorkspace(t)
+	s.waitWarm(t)
 	shared := s.start(t, spec) // for checks that do not damage the box
 
 	t.Run("Exec", func(t *testing.T) { s.testExec(t, shared) })
