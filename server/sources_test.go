@@ -79,7 +79,13 @@ func TestSourcePolicy(t *testing.T) {
 			t.Errorf("a user's %q: %d %+v, want 400 saying %q", src, code, info, want)
 		}
 		if want == refused {
-			msg := strings.Replace(info.Message, src, "SRC", 1)
+			// The whole answer (status, code, message, details), the
+			// argument taken out: byte for byte one answer.
+			details := make([]string, len(info.Details))
+			for i, d := range info.Details {
+				details[i] = strings.Replace(d, src, "SRC", 1)
+			}
+			msg := fmt.Sprintf("%d %s %s %q", code, info.Code, strings.Replace(info.Message, src, "SRC", 1), details)
 			answers[msg] = append(answers[msg], src)
 			if strings.Contains(msg, e.DataDir) || strings.Contains(msg, "which is") {
 				t.Errorf("a user's %q: the answer gives away a host path: %s", src, info.Message)

@@ -1,5 +1,5 @@
-// Command harvest is Harvest's single binary: the CLI, the server (later
-// issues) and, as a fallback for harvest-agent, the in-box agent and shim.
+// Command harvest is Harvest's single binary: the CLI, the server (harvest
+// serve) and, as a fallback for harvest-agent, the in-box agent and shim.
 package main
 
 import (

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +35,7 @@ func uniqueSleep() int {
 func Run(t *testing.T, b Backend) {
 	s := newSuite(t, b)
 	spec, ws := withWorkspace(t)
+	s.waitWarm(t)
 	shared := s.start(t, spec) // for checks that do not damage the box
 
 	t.Run("Exec", func(t *testing.T) { s.testExec(t, shared) })
@@ -350,35 +350,6 @@ func testReap(t *testing.T, sb *sandbox.Sandbox) {
 		}
 		return true
 	})
-}
-
-func testConcurrent(t *testing.T, sb *sandbox.Sandbox) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for i := 0; i < 32; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var out bytes.Buffer
-			st, err := sb.Run(ctxFor(t), &sandbox.Cmd{Args: []string{"echo", fmt.Sprint(i)}, Stdout: &out})
-			if err != nil || !st.Success() || strings.TrimSpace(out.String()) != fmt.Sprint(i) {
-				errs <- fmt.Errorf("run %d: %v %v %q", i, st, err, out.String())
-			}
-			p := fmt.Sprintf("/tmp/conc-%d", i)
-			if err := sb.WriteFile(ctxFor(t), p, []byte(p), 0o644); err != nil {
-				errs <- err
-				return
-			}
-			if b, err := sb.ReadFile(ctxFor(t), p); err != nil || string(b) != p {
-				errs <- fmt.Errorf("file %d: %q %v", i, b, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 }
 
 func (s *suite) testWorkspaces(t *testing.T) {
