@@ -919,6 +919,10 @@ export interface components {
             progress?: number;
             /** @description Failed check suites sent to the session */
             fix_attempts?: number;
+            /** @description owner/name of the fork that holds the pull request's branch, when it is not repo. Harvest never pushes there: the session works on a branch of repo started from the pull request's head and opens a pull request of its own */
+            fork?: string;
+            /** @description The pull request's branch in the fork */
+            fork_branch?: string;
         };
         SendRequest: {
             text: string;
@@ -955,6 +959,8 @@ export interface components {
             path?: string;
             /** @description The commit the workspace began at: the base of the session's changes (GET /v1/sessions/{id}/diff) */
             start?: string;
+            /** @description For a session on a fork's pull request: the pull request's head (refs/pull/N/head) its branch started from. Commits up to it are the contributor's; only those after it are the session's (pushed, listed, a pull request opened for them) */
+            from?: string;
             /** @description owner/name of a repository from GitHub */
             github?: string;
             /** @description The session's branch (GitHub repositories) */
