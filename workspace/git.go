@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -48,7 +49,10 @@ const cloneWaitDelay = 2 * time.Second
 // clone clones src.URL into dst with the host's git, isolated from the
 // host's git setup: no system or global config (so no credential helpers,
 // url rewrites or includes), no hooks, no templates, no prompts (a URL that
-// needs credentials fails), only the protocols src allows. It runs in a
+// needs credentials fails), only the protocols src allows, no redirects
+// (the host was checked against Policy.GitHosts by name: a redirect
+// would take the clone to a host nobody allowed, such as a metadata or
+// private address). It runs in a
 // process group of its own, killed whole when ctx ends, the timeout passes
 // or git returns, so no helper (git-remote-https, ssh) outlives it.
 func clone(ctx context.Context, src Source, dst string, opts CloneOptions) error {
@@ -69,6 +73,7 @@ func clone(ctx context.Context, src Source, dst string, opts CloneOptions) error
 		"-c", "http.lowSpeedLimit=1024",
 		"-c", fmt.Sprintf("http.lowSpeedTime=%d", stall),
 		"-c", "protocol.file.allow=user",
+		"-c", "http.followRedirects=false",
 		"clone", "--quiet", "--template=", "--no-recurse-submodules", "--", src.URL, dst,
 	}
 	cmd := exec.CommandContext(ctx, "git", args...)
@@ -94,10 +99,16 @@ func clone(ctx context.Context, src Source, dst string, opts CloneOptions) error
 		if strings.Contains(msg, "Operation too slow") || strings.Contains(msg, "timed out") {
 			return fmt.Errorf("git clone %s: the server sent less than 1 KiB/s for %ds (a stalled or unreachable server): %s", src.URL, stall, msg)
 		}
+		if redirected.MatchString(msg) {
+			return fmt.Errorf("git clone %s: the server answered with a redirect, which Harvest does not follow (it would lead the clone to a host nobody allowed): give the URL it redirects to: %s", src.URL, msg)
+		}
 		return fmt.Errorf("git clone %s: %v: %s", src.URL, err, msg)
 	}
 	return nil
 }
+
+// redirected matches git's message for an HTTP redirect it did not follow.
+var redirected = regexp.MustCompile(`returned error: 30[1278]`)
 
 // cloneEnv is the whole environment of a clone: nothing of the server's but
 // PATH, HOME (ssh's known hosts and keys, for an admin's ssh URL) and proxy

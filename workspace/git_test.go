@@ -3,9 +3,12 @@ package workspace
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +116,30 @@ func TestCloneIsolated(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, "pwned")); err == nil {
 		t.Fatal("an ext:: URL ran its command")
+	}
+}
+
+// TestCloneRefusesRedirect: a git server that redirects the clone
+// elsewhere (where a metadata service or a private host would be) fails
+// the clone with the reason, and the clone never reaches the target.
+func TestCloneRefusesRedirect(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		http.Error(w, "not here", http.StatusNotFound)
+	}))
+	defer target.Close()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+r.URL.Path+"?"+r.URL.RawQuery, code)
+		}))
+		_, err := Prepare(context.Background(), Source{URL: redirector.URL + "/app.git"}, filepath.Join(t.TempDir(), "app"), Owner{}, CloneOptions{Timeout: time.Minute})
+		redirector.Close()
+		if err == nil || !strings.Contains(err.Error(), "redirect, which Harvest does not follow") {
+			t.Errorf("%d: got %v, want the redirect refused and explained", code, err)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d requests, want 0", n)
 	}
 }

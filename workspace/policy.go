@@ -38,7 +38,10 @@ import (
 // The admin may also use ssh://, git://, user@host:path and file:// (the
 // path of a file:// URL follows the path rules). A clone may use its URL's
 // protocol only (GIT_ALLOW_PROTOCOL), so a redirect or a submodule cannot
-// switch to another.
+// switch to another, and follows no redirect at all: GitHosts allows a
+// host by name, and a redirect would lead the server's clone to one
+// nobody allowed (a metadata address, a private host). The name itself is
+// resolved by the host's DNS: an operator who lists a host trusts it.
 //
 // A path is checked when a session is created (a 400 at once) and again
 // just before it is copied (CheckCopy), since the copy happens after the
