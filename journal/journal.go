@@ -118,9 +118,9 @@ type Journal struct {
 	wake      chan struct{} // cap 1: the writer has work (or must stop)
 	space     chan struct{} // closed (and replaced) when the writer takes from the queue
 	closing   bool
-	commitErr error                 // the last failed commit, for error messages
-	closeLost int                   // events abandoned by Close
-	fences    map[string]fenceState // sessions whose events are written fenced (Fence)
+	commitErr error                      // the last failed commit, for error messages
+	closeLost int                        // events abandoned by Close
+	fences    map[string]fenceState      // sessions whose events are written fenced (Fence)
 	runs      map[*sessionState]struct{} // sessions with a run of live pieces (live.go)
 
 	subMu      sync.RWMutex
@@ -177,8 +177,8 @@ type sessionState struct {
 	loaded  bool
 	gen     int // bumped when the counter is reset after a conflict
 	next    int64
-	pending int // events queued or being committed
-	drops   int // events not stored (deleted session, conflict)
+	pending int  // events queued or being committed
+	drops   int  // events not stored (deleted session, conflict)
 	run     *run // live pieces not stored yet (live.go)
 	dropErr error
 	// flushed is drops as last reported by Flush.
