@@ -104,7 +104,8 @@ func TestCollectDeletedLeftovers(t *testing.T) {
 // session's and the one B took (its checkpoint names B's copy). Its
 // janitor removes both at start — workspace, disk image, mount, loop
 // device — and B's janitor removes nothing of the session it took, whose
-// current copy is B's.
+// current copy is B's. A node dead for longer than NodeGone leaves the
+// nodes table.
 func TestNodesCollectStale(t *testing.T) {
 	e := newEnv(t, withPostgres, withDisks, withNode("a", nodeTTL))
 	ctx := testbin.Context(t)
@@ -137,6 +138,11 @@ func TestNodesCollectStale(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A node dead for two hours leaves the nodes table (NodeGone).
+	if _, err := e.st.HeartbeatNode(ctx, store.Node{ID: "z", Addr: "http://z.invalid"}, -2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
 	a2, _ := e.openNodeAt("a2", nodeTTL, e.DataDir)
 	if err := a2.Recover(ctx); err != nil { // its janitor's first round
 		t.Fatal(err)
@@ -152,5 +158,13 @@ func TestNodesCollectStale(t *testing.T) {
 	}
 	if got := leftovers(t, dirB, del.ID); len(got) != 0 {
 		t.Errorf("B's disk still holds of the session deleted there: %v", got)
+	}
+	na, _ := a2.cleanRound()
+	nb, _ := b.cleanRound()
+	if na.nodes+nb.nodes != 1 {
+		t.Errorf("the janitors removed %d and %d nodes, want node z once", na.nodes, nb.nodes)
+	}
+	if ids, err := e.st.RemoveDeadNodes(ctx, time.Hour); err != nil || len(ids) != 0 {
+		t.Errorf("dead nodes left after the janitors' rounds: %v %v", ids, err)
 	}
 }
