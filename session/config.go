@@ -196,8 +196,8 @@ type Config struct {
 	// and the nodes must share the data directory.
 	CarryMax int64
 	// CleanEvery is how often the Manager collects what it no longer
-	// needs (nodes_gc.go): stale workspace copies and disks, dead nodes,
-	// and events past EventRetention. 0 is DefaultCleanEvery.
+	// needs (nodes_gc.go): stale workspace copies and disks, and dead
+	// nodes. 0 is DefaultCleanEvery.
 	CleanEvery time.Duration
 	// NodeGone is how long a node's heartbeat must have run out before it
 	// leaves the nodes table (several nodes). 0 is DefaultNodeGone.

@@ -32,9 +32,7 @@ import (
 //     copy is stale for good — if the session comes back here, it is
 //     restored from the checkpoint over it anyway (nodes_carry.go);
 //   - with several nodes, the nodes whose heartbeat ran out NodeGone ago
-//     (store.RemoveDeadNodes; their leases stay until taken over);
-//   - the events of ended sessions past Config.EventRetention
-//     (retention.go).
+//     (store.RemoveDeadNodes; their leases stay until taken over).
 //
 // What is never removed: anything of a session this node runs (a runner,
 // even one stopping) or holds the lease of, or is deleting; the copy of a
@@ -43,7 +41,7 @@ import (
 // session resumes from it); workflows' directories (their nodes share the
 // data directory). With --shared-data (nodes sharing the data directory:
 // Config.CarryMax < 0) no copy is stale — every node sees the one copy —
-// so nothing is removed but dead nodes and old events; a lone server
+// so nothing is removed but dead nodes; a lone server
 // removes only the leftovers of deleted sessions, as its Delete would.
 //
 // Each session is decided and removed under its gate and (several nodes)
@@ -89,7 +87,7 @@ func (m *Manager) startJanitor() {
 
 // cleaned counts what the janitor removed (Stats and tests).
 type cleaned struct {
-	rounds, copies, nodes, events int64
+	rounds, copies, nodes int64
 }
 
 // clean is one round of the janitor.
@@ -108,12 +106,10 @@ func (m *Manager) clean(ctx context.Context) {
 			m.log.Info("removed the nodes dead for long", "nodes", nodes, "gone", m.cfg.NodeGone)
 		}
 	}
-	evs := m.compactEnded(ctx)
 	m.gc.mu.Lock()
 	m.gc.n.rounds++
 	m.gc.n.copies += int64(n)
 	m.gc.n.nodes += int64(len(nodes))
-	m.gc.n.events += evs
 	if m.gc.done != nil {
 		close(m.gc.done)
 	}
