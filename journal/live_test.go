@@ -132,6 +132,9 @@ func TestLivePieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer early.Close()
+	if err := journal.WaitLive(ctx, early); err != nil {
+		t.Fatal(err)
+	}
 
 	evs := reply("s", 500)
 	for _, ev := range evs {
@@ -260,6 +263,9 @@ func TestLivePiecesStoredInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	if err := journal.WaitLive(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []string{"a", "b", "c"} {
 		if _, err := j.Append(delta("s", w)); err != nil {
 			t.Fatal(err)
@@ -294,7 +300,9 @@ func TestLivePiecesStoredInTime(t *testing.T) {
 func TestLivePiecesSlowSubscriber(t *testing.T) {
 	ctx := testCtx(t)
 	st := newStore(t, "s")
-	j := newJournal(t, st, journal.Options{Buffer: 16, MaxBatch: 64, StoreEvery: time.Hour})
+	// Its queue holds more than the 40 stored events (so it is never cut
+	// off), far fewer than the 2000 appended.
+	j := newJournal(t, st, journal.Options{Buffer: 64, MaxBatch: 16, StoreEvery: time.Hour})
 	sub, err := j.Subscribe(ctx, "s", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,11 @@ func TestFollowLivePieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// A first event, read: the follower is past its catch-up, at seq 1.
+	if _, err := a.j.Append(event.Event{Session: "s", Turn: "t", Data: event.TurnStarted{}}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, f, 1, 1)
 	var text string
 	for i := range 300 {
 		w := fmt.Sprintf("w%d ", i)
@@ -46,12 +51,12 @@ func TestFollowLivePieces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stored) != 4 { // deltas, tool.started, deltas, message
-		t.Fatalf("%d events stored, want 4", len(stored))
+	if len(stored) != 5 { // turn.started, deltas, tool.started, deltas, message
+		t.Fatalf("%d events stored, want 5", len(stored))
 	}
 
 	var got []event.Event
-	for len(got) == 0 || got[len(got)-1].Seq != 4 || got[len(got)-1].Live != 0 {
+	for len(got) == 0 || got[len(got)-1].Seq != 5 || got[len(got)-1].Live != 0 {
 		select {
 		case ev, ok := <-f.C:
 			if !ok {
@@ -59,10 +64,10 @@ func TestFollowLivePieces(t *testing.T) {
 			}
 			got = append(got, ev)
 		case <-ctx.Done():
-			t.Fatalf("waiting for seq 4: got %d events: %v", len(got), ctx.Err())
+			t.Fatalf("waiting for seq 5: got %d events: %v", len(got), ctx.Err())
 		}
 	}
-	var last int64
+	last := int64(1)
 	next, live := 1, 0
 	var j event.Joiner
 	shown := ""
