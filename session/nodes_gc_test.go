@@ -114,6 +114,11 @@ func TestNodesCollectStale(t *testing.T) {
 	}
 	dirB := testbin.TempDir(t)
 	os.Chmod(dirB, 0o711)
+	t.Cleanup(func() { // after B closes: the stack unmounts only under A's data directory
+		if _, err := disk.UnmountUnder(dirB); err != nil {
+			t.Errorf("unmounting B's disks: %v", err)
+		}
+	})
 	b, _ := e.openNodeAt("b", nodeTTL, dirB)
 	if err := b.Recover(ctx); err != nil {
 		t.Fatal(err)
