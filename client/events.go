@@ -39,9 +39,14 @@ type StreamOptions struct {
 
 // Stream reads a session's events, reconnecting with Last-Event-ID when
 // the connection drops, the server restarts or cuts the stream off, so the
-// reader gets every event once, in order. (Under pressure the server may
-// drop coalescable events — token deltas, tool output chunks — on a live
-// stream; their seqs are then skipped. Nothing else is ever missing.)
+// reader gets every stored event once, in order, seqs with no gap. Token
+// deltas, tool output and terminal bytes come as they happen as live
+// pieces (event.Event.Live > 0: not stored, the seq of the stored event
+// before them), then again, joined, as a stored event; a reader that
+// prints as it goes passes what Next returns through an event.Joiner, one
+// that wants the durable record only skips live pieces (event/live.go).
+// Under pressure, and across a reconnect, live pieces may be missing;
+// the stored event after them never is.
 //
 // A Stream is read from one goroutine; Close may be called from any.
 type Stream struct {
@@ -140,6 +145,17 @@ func (s *Stream) Next() (event.Event, error) {
 		}
 		ev, err := s.read(cn)
 		if err == nil {
+			if ev.Live > 0 {
+				// A live piece (event/live.go): not stored, it carries the
+				// seq of the stored event before it, and leaves LastSeq
+				// alone. One not at LastSeq is of a run this stream did
+				// not follow from its start: the stored event brings it.
+				if ev.Seq != s.last {
+					continue
+				}
+				s.failures = 0
+				return ev, nil
+			}
 			if ev.Seq <= s.last {
 				s.drop()
 				return event.Event{}, fmt.Errorf("session %s: the server sent event %d after %d: events must come in order, once (a server bug)", s.id, ev.Seq, s.last)

@@ -38,7 +38,11 @@ type Event struct {
 	Turn    string    `json:"turn,omitempty"`
 	Agent   string    `json:"agent,omitempty"`
 	Repo    string    `json:"repo,omitempty"`
-	Data    Payload   `json:"-"`
+	// Live numbers a live piece (1, 2, ...: see live.go): an event that
+	// is delivered as it happens but never stored. Its Seq is that of the
+	// stored event before it. 0 on every stored event.
+	Live int     `json:"live,omitempty"`
+	Data Payload `json:"-"`
 }
 
 // Type is the event's wire type.
@@ -56,6 +60,7 @@ type wire struct {
 	Turn    string          `json:"turn,omitempty"`
 	Agent   string          `json:"agent,omitempty"`
 	Repo    string          `json:"repo,omitempty"`
+	Live    int             `json:"live,omitempty"`
 	Type    Type            `json:"type"`
 	Data    json.RawMessage `json:"data"`
 }
@@ -69,7 +74,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(wire{e.Session, e.Seq, e.Time, e.Turn, e.Agent, e.Repo, e.Data.EventType(), data})
+	return json.Marshal(wire{e.Session, e.Seq, e.Time, e.Turn, e.Agent, e.Repo, e.Live, e.Data.EventType(), data})
 }
 
 // UnmarshalJSON reads an envelope and decodes "data" into the payload type
@@ -83,7 +88,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*e = Event{Session: w.Session, Seq: w.Seq, Time: w.Time, Turn: w.Turn, Agent: w.Agent, Repo: w.Repo, Data: p}
+	*e = Event{Session: w.Session, Seq: w.Seq, Time: w.Time, Turn: w.Turn, Agent: w.Agent, Repo: w.Repo, Live: w.Live, Data: p}
 	return nil
 }
 

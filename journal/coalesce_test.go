@@ -8,8 +8,10 @@ import (
 	"github.com/harvest-dev/harvest/event"
 )
 
+// liveSub is a live subscription of a journal that stores every piece
+// (no live pieces): the rules for stored coalescable events.
 func liveSub(buffer int) *Subscription {
-	return &Subscription{j: &Journal{opt: Options{Buffer: buffer}}, live: true,
+	return &Subscription{j: &Journal{opt: Options{Buffer: buffer, StoreEvery: -1}}, live: true,
 		ending: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 

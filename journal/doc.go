@@ -17,7 +17,7 @@
 //	  │                              fails: retry with backoff, never drop
 //	  ▼
 //	fan-out (never blocks)  ─► per subscriber: bounded queue (Buffer)
-//	  │                            full: merge or drop a coalescable event;
+//	  │                            full: drop a live piece;
 //	  │                            no room for the rest: cut off (ErrTooSlow)
 //	  ▼
 //	AppendSync / Flush waiters released
@@ -25,6 +25,23 @@
 //	subscriber pump goroutine (one per Subscription)
 //	  replay: store.Events(seq > after), page by page  ─┐
 //	  live:   its queue, skipping seq <= last replayed ─┴─► Subscription.C
+//
+// # Live pieces (live.go)
+//
+// Token deltas, tool output and terminal bytes (event.Coalescable)
+// appended without a waiter take no seq: each is queued as a live piece
+// (Live 1, 2, ...; the seq of the session's event before it), handed to
+// subscribers and the Publisher in queue order like any event, and not
+// stored. The pieces of one stream are stored later as one event with
+// the next seq (their payloads joined): when another event of the session
+// comes, StoreEvery after the first piece (default 1s), at StoreBytes,
+// at Flush and at Close. So a long reply stores a few events instead of
+// one per delta, and stored seqs stay gapless. The live exception to
+// "nobody sees an event a restart could lose" is these pieces only:
+// their content is in the stored event that follows them, and a crash
+// loses at most StoreEvery of it per stream (the complete events —
+// assistant.message, tool.finished — come after). event/live.go states
+// the rules readers rely on.
 //
 // # Messages with their events
 //
@@ -73,7 +90,14 @@
 // # Slow subscribers
 //
 // Live, a subscriber's queue holds at most Buffer events (plus those its
-// pump has taken and is handing to C). When it is full, a coalescable event
+// pump has taken and is handing to C). When it is full, a live piece is
+// dropped (and a must-deliver event evicts the oldest queued piece first);
+// the pump hands out live pieces only at the stored event they follow and
+// in the row of their run (1, 2, ... with none missing), so a subscriber
+// that lost one, or came while a run was under way, gets the rest of the
+// run's content from its stored event, never a text with a hole. Stored
+// events are then never dropped: a subscriber's seqs do not skip. With
+// StoreEvery < 0 (every piece stored), a stored coalescable event
 // (event.Coalescable: text deltas, tool output chunks, terminal bytes) is
 // merged into the queued event before it when they are of the same kind and
 // stream, or else dropped; a non-coalescable event evicts the oldest queued
@@ -83,7 +107,8 @@
 // (SSE Last-Event-ID) and replays the rest from the store: it loses nothing
 // but coalescable events, and those are rebuilt by the complete events that
 // follow them (assistant.message, tool.finished). So seqs seen by one
-// subscriber may skip, but only over coalescable events.
+// subscriber may skip, but only over coalescable events, and only when
+// the journal stores every piece.
 //
 // # Failures
 //

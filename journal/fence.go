@@ -93,7 +93,14 @@ func (j *Journal) AppendSyncFenced(ctx context.Context, f store.Fence, ev event.
 // the store, unless some of its events are still queued (their seqs follow
 // the counter; if they are refused, the counter is reloaded then).
 func (j *Journal) reloadLocked(session string) {
-	if s := j.sessions[session]; s != nil && s.pending == 0 {
+	s := j.sessions[session]
+	if s == nil {
+		return
+	}
+	// Pieces gathered under the old fence are not stored under a new one
+	// (nor after the lease is gone): they were live only.
+	j.dropRunLocked(s)
+	if s.pending == 0 {
 		s.loaded = false
 		s.gen++
 	}

@@ -46,6 +46,14 @@ type Options struct {
 	// Now stamps events appended with a zero Time (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// StoreEvery is how long the live pieces of one stream (token deltas,
+	// tool output: event.Coalescable) are gathered before the store gets
+	// them, as one event (see live.go; default 1s). Negative: every piece
+	// is stored as it comes, an event of its own, as before live pieces.
+	StoreEvery time.Duration
+	// StoreBytes stores a run of live pieces once its content reaches this
+	// size (default 64 KiB).
+	StoreBytes int
 	// Publisher, if set, is handed every batch of events once the store
 	// has committed it (after the local fan-out), by the writer goroutine:
 	// it carries them to other nodes (package journal/natsbus). Nil: events
@@ -83,6 +91,10 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.StoreEvery == 0 {
+		o.StoreEvery = DefaultStoreEvery
+	}
+	def(&o.StoreBytes, 64<<10)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -106,9 +118,10 @@ type Journal struct {
 	wake      chan struct{} // cap 1: the writer has work (or must stop)
 	space     chan struct{} // closed (and replaced) when the writer takes from the queue
 	closing   bool
-	commitErr error                 // the last failed commit, for error messages
-	closeLost int                   // events abandoned by Close
-	fences    map[string]fenceState // sessions whose events are written fenced (Fence)
+	commitErr error                      // the last failed commit, for error messages
+	closeLost int                        // events abandoned by Close
+	fences    map[string]fenceState      // sessions whose events are written fenced (Fence)
+	runs      map[*sessionState]struct{} // sessions with a run of live pieces (live.go)
 
 	subMu      sync.RWMutex
 	subs       map[string]map[*Subscription]struct{} // live delivery, by session
@@ -123,7 +136,7 @@ type Journal struct {
 	closeErr  error
 
 	// Counts for Stats.
-	stored, commits, retries, cutOff atomic.Uint64
+	stored, live, commits, retries, cutOff atomic.Uint64
 }
 
 // Stats are a Journal's running counts, for an operator's metrics
@@ -133,6 +146,9 @@ type Stats struct {
 	// Commits the transactions that stored them (a commit groups what
 	// was queued); Retries the commits that failed and were retried.
 	Stored, Commits, Retries uint64
+	// Live counts the live pieces handed to subscribers and never stored
+	// one by one (live.go): their content is in Stored's events.
+	Live uint64
 	// Queued is how many events wait for the writer now.
 	Queued int
 	// Subscribers is how many subscriptions run now (replaying or
@@ -150,7 +166,7 @@ func (j *Journal) Stats() Stats {
 	j.subMu.RLock()
 	subs := len(j.all)
 	j.subMu.RUnlock()
-	return Stats{Stored: j.stored.Load(), Commits: j.commits.Load(), Retries: j.retries.Load(),
+	return Stats{Stored: j.stored.Load(), Live: j.live.Load(), Commits: j.commits.Load(), Retries: j.retries.Load(),
 		Queued: queued, Subscribers: subs, CutOff: j.cutOff.Load()}
 }
 
@@ -161,8 +177,9 @@ type sessionState struct {
 	loaded  bool
 	gen     int // bumped when the counter is reset after a conflict
 	next    int64
-	pending int // events queued or being committed
-	drops   int // events not stored (deleted session, conflict)
+	pending int  // events queued or being committed
+	drops   int  // events not stored (deleted session, conflict)
+	run     *run // live pieces not stored yet (live.go)
 	dropErr error
 	// flushed is drops as last reported by Flush.
 	flushed int
@@ -190,6 +207,7 @@ func New(st store.EventStore, opt Options) *Journal {
 		ctx: ctx, cancel: cancel,
 		sessions:   map[string]*sessionState{},
 		fences:     map[string]fenceState{},
+		runs:       map[*sessionState]struct{}{},
 		wake:       make(chan struct{}, 1),
 		space:      make(chan struct{}),
 		subs:       map[string]map[*Subscription]struct{}{},
@@ -337,11 +355,20 @@ func (j *Journal) append(ctx context.Context, ev event.Event, done chan error, m
 			j.mu.Lock()
 			continue
 		}
-		ev.Seq = s.next
-		s.next++
 		if ev.Time.IsZero() {
 			ev.Time = j.opt.Now()
 		}
+		if j.opt.StoreEvery > 0 && done == nil && msg == nil && event.Coalescable(ev.Type()) {
+			ev = j.livePieceLocked(s, ev, f, b)
+			j.mu.Unlock()
+			j.signal()
+			return ev, nil
+		}
+		if s.run != nil {
+			j.storeRunLocked(s) // its stored event comes before ev
+		}
+		ev.Seq = s.next
+		s.next++
 		queued := ev
 		queued.Data = encoded{payload, b}
 		s.pending++
@@ -409,6 +436,9 @@ func (j *Journal) Flush(ctx context.Context, session string) error {
 		j.mu.Unlock()
 		return nil
 	}
+	if s.run != nil {
+		j.storeRunLocked(s)
+	}
 	if s.pending == 0 {
 		err := s.flushErr(s.flushed)
 		j.mu.Unlock()
@@ -442,6 +472,9 @@ func (s *sessionState) flushErr(reported int) error {
 // drops its counter. Call it after the session is deleted from the store.
 func (j *Journal) Forget(session string) {
 	j.mu.Lock()
+	if s := j.sessions[session]; s != nil {
+		j.dropRunLocked(s)
+	}
 	delete(j.sessions, session)
 	delete(j.fences, session)
 	j.mu.Unlock()

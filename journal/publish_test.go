@@ -45,11 +45,11 @@ func TestPublisherGetsCommittedEvents(t *testing.T) {
 	defer j.Close(context.Background())
 
 	for i := range 50 {
-		if _, err := j.Append(event.Event{Session: []string{"s1", "s2"}[i%2], Data: event.AssistantDelta{Text: "x"}}); err != nil {
+		if _, err := j.Append(event.Event{Session: []string{"s1", "s2"}[i%2], Data: event.AssistantMessage{Text: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := j.Append(event.Event{Session: "gone", Data: event.AssistantDelta{Text: "x"}}); err != nil {
+	if _, err := j.Append(event.Event{Session: "gone", Data: event.AssistantMessage{Text: "x"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"s1", "s2"} {
@@ -74,7 +74,7 @@ func TestPublisherGetsCommittedEvents(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if d, ok := rec.evs[0].Data.(event.AssistantDelta); !ok || d.Text != "x" {
-		t.Errorf("published payload = %#v, want the typed event.AssistantDelta", rec.evs[0].Data)
+	if d, ok := rec.evs[0].Data.(event.AssistantMessage); !ok || d.Text != "x" {
+		t.Errorf("published payload = %#v, want the typed event.AssistantMessage", rec.evs[0].Data)
 	}
 }

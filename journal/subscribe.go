@@ -214,14 +214,25 @@ func (s *Subscription) pump() error {
 	}
 
 	// Live: deliver the queue, skipping what the replay already gave.
+	// nextLive is the live piece expected next at seq last: the replay
+	// gave none, so a run of pieces already under way is skipped (its
+	// stored event brings its content).
 	var buf []event.Event
+	nextLive := 1
 	for {
 		s.mu.Lock()
 		buf, s.queue = s.queue, buf[:0]
 		ended := s.ended
 		s.mu.Unlock()
 		for i, ev := range buf {
-			if ev.Seq <= last {
+			if ev.Live > 0 {
+				// A live piece, only in the row of pieces after the stored
+				// event this subscriber is at (event/live.go).
+				if ev.Seq != last || ev.Live != nextLive {
+					continue
+				}
+				nextLive++
+			} else if ev.Seq <= last {
 				continue
 			}
 			select {
@@ -233,7 +244,9 @@ func (s *Subscription) pump() error {
 					return s.cause()
 				}
 			}
-			last = ev.Seq
+			if ev.Live == 0 {
+				last, nextLive = ev.Seq, 1
+			}
 			buf[i] = event.Event{}
 		}
 		if len(buf) > 0 {
@@ -274,7 +287,7 @@ func (s *Subscription) offer(evs []event.Event) {
 			s.overflowed = true
 			clear(s.queue)
 			s.queue = append(s.queue[:0], ev)
-		case event.Coalescable(ev.Type()):
+		case s.droppable(ev):
 			s.dropped++
 			if n := len(s.queue); n > 0 {
 				if m, ok := merge(s.queue[n-1], ev); ok {
@@ -282,7 +295,10 @@ func (s *Subscription) offer(evs []event.Event) {
 				}
 			}
 		default:
-			i := slices.IndexFunc(s.queue, func(q event.Event) bool { return event.Coalescable(q.Type()) })
+			i := slices.IndexFunc(s.queue, func(q event.Event) bool { return q.Live > 0 })
+			if i < 0 {
+				i = slices.IndexFunc(s.queue, s.droppable)
+			}
 			if i < 0 {
 				s.endLocked(ErrTooSlow)
 				s.j.cutOff.Add(1)
@@ -295,46 +311,26 @@ func (s *Subscription) offer(evs []event.Event) {
 	s.poke()
 }
 
-// merge folds b into a when both are pieces of the same stream (b follows a
-// in it): the result carries b's seq and time.
+// droppable says whether a slow subscriber may go without ev: a live
+// piece (its content comes again in the stored event after it), or, when
+// the journal stores every piece (Options.StoreEvery < 0), a stored one
+// (rebuilt by the complete event that follows). With live pieces, every
+// stored event is delivered: the subscriber's seqs never skip.
+func (s *Subscription) droppable(ev event.Event) bool {
+	if ev.Live > 0 {
+		return true
+	}
+	return s.j.opt.StoreEvery < 0 && event.Coalescable(ev.Type())
+}
+
+// merge folds b into a when both are stored pieces of the same stream (b
+// follows a in it): the result carries b's seq and time. Live pieces are
+// never merged: the pump hands a subscriber live pieces 1, 2, ... only in
+// a row (event/live.go), and a merged one would break the row as surely
+// as a dropped one.
 func merge(a, b event.Event) (event.Event, bool) {
-	if a.Session != b.Session || a.Turn != b.Turn || a.Agent != b.Agent || a.Repo != b.Repo {
-		return a, false
+	if a.Live > 0 || b.Live > 0 {
+		return a, false // a live piece merged is a piece lost: see droppable
 	}
-	m := b
-	switch x := a.Data.(type) {
-	case event.AssistantDelta:
-		y, ok := b.Data.(event.AssistantDelta)
-		if !ok {
-			return a, false
-		}
-		m.Data = event.AssistantDelta{Text: x.Text + y.Text}
-	case event.ThinkingDelta:
-		y, ok := b.Data.(event.ThinkingDelta)
-		if !ok {
-			return a, false
-		}
-		m.Data = event.ThinkingDelta{Text: x.Text + y.Text}
-	case event.ToolInputDelta:
-		y, ok := b.Data.(event.ToolInputDelta)
-		if !ok || x.Index != y.Index {
-			return a, false
-		}
-		m.Data = event.ToolInputDelta{Index: x.Index, PartialJSON: x.PartialJSON + y.PartialJSON}
-	case event.ToolOutput:
-		y, ok := b.Data.(event.ToolOutput)
-		if !ok || x.CallID != y.CallID || x.Stream != y.Stream {
-			return a, false
-		}
-		m.Data = event.ToolOutput{CallID: x.CallID, Stream: x.Stream, Text: x.Text + y.Text}
-	case event.TerminalOutput:
-		y, ok := b.Data.(event.TerminalOutput)
-		if !ok {
-			return a, false
-		}
-		m.Data = event.TerminalOutput{Data: slices.Concat(x.Data, y.Data)}
-	default:
-		return a, false
-	}
-	return m, true
+	return event.Join(a, b)
 }

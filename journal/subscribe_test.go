@@ -175,11 +175,13 @@ func TestSlowSubscriberCutOff(t *testing.T) {
 // deltas; every other event arrives, in order. It is behind for certain:
 // it is live (past its replay) and reads nothing until all 2000 events
 // are committed and fanned out (Flush returns after the fan-out), far more
-// than its queue and C can hold, so deltas must have been coalesced.
+// than its queue and C can hold, so deltas must have been coalesced. The
+// journal stores every delta here (StoreEvery < 0); live pieces are
+// live_test.go's.
 func TestCoalescing(t *testing.T) {
 	ctx := testCtx(t)
 	st := newStore(t, "s")
-	j := newJournal(t, st, journal.Options{Buffer: 32, MaxBatch: 64})
+	j := newJournal(t, st, journal.Options{Buffer: 32, MaxBatch: 64, StoreEvery: -1})
 	sub, err := j.Subscribe(ctx, "s", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -20,13 +20,21 @@ func (j *Journal) run() {
 	var batch []entry
 	for {
 		j.mu.Lock()
-		for len(j.queue) == 0 {
+		for {
+			due := j.storeDueLocked(time.Now())
+			if len(j.queue) > 0 {
+				break
+			}
 			if j.closing {
+				if len(j.runs) > 0 {
+					j.storeRunsLocked()
+					continue
+				}
 				j.mu.Unlock()
 				return
 			}
 			j.mu.Unlock()
-			<-j.wake
+			j.wait(due)
 			j.mu.Lock()
 		}
 		n := min(len(j.queue), j.opt.MaxBatch)
@@ -52,7 +60,7 @@ func (j *Journal) commit(batch []entry) {
 	var plain, fenced []*entry
 	for i := range batch {
 		switch {
-		case batch[i].flush:
+		case batch[i].flush, batch[i].ev.Live > 0:
 		case batch[i].fence.Epoch > 0:
 			fenced = append(fenced, &batch[i])
 		default:
@@ -209,6 +217,7 @@ func (j *Journal) reset(s *sessionState, err error) {
 	j.mu.Lock()
 	s.loaded = false
 	s.gen++
+	j.dropRunLocked(s)
 	kept := j.queue[:0]
 	var failed []entry
 	for _, e := range j.queue {
@@ -230,7 +239,7 @@ func (j *Journal) reset(s *sessionState, err error) {
 // (Subscription.offer does not, nor may Publish).
 func (j *Journal) fanout(batch []entry) {
 	bySession := map[string][]event.Event{}
-	var stored uint64
+	var stored, live uint64
 	for i := range batch {
 		e := &batch[i]
 		if e.flush || e.err != nil {
@@ -241,9 +250,14 @@ func (j *Journal) fanout(batch []entry) {
 			ev.Data = enc.Payload
 		}
 		bySession[ev.Session] = append(bySession[ev.Session], ev)
-		stored++
+		if ev.Live > 0 {
+			live++
+		} else {
+			stored++
+		}
 	}
 	j.stored.Add(stored)
+	j.live.Add(live)
 	j.subMu.RLock()
 	for id, evs := range bySession {
 		for sub := range j.subs[id] {
@@ -282,7 +296,7 @@ func (j *Journal) resolve(batch []entry) {
 			continue
 		}
 		e.s.pending--
-		if e.err != nil {
+		if e.err != nil && e.ev.Live == 0 {
 			e.s.drops++
 			e.s.dropErr = e.err
 			if errors.Is(e.err, errAbandoned) {

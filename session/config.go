@@ -195,6 +195,13 @@ type Config struct {
 	// nodes (nodes_carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
 	// and the nodes must share the data directory.
 	CarryMax int64
+	// CleanEvery is how often the Manager collects what it no longer
+	// needs (nodes_gc.go): stale workspace copies and disks, and dead
+	// nodes. 0 is DefaultCleanEvery.
+	CleanEvery time.Duration
+	// NodeGone is how long a node's heartbeat must have run out before it
+	// leaves the nodes table (several nodes). 0 is DefaultNodeGone.
+	NodeGone time.Duration
 	// StopBoxesOnExit makes Close take the boxes with it, for a server
 	// stopped for good: each idle session's box is destroyed and the
 	// session suspended (its workspace and conversation kept, resumed by
@@ -254,6 +261,15 @@ func (c *Config) check() error {
 		if c.Node.TTL <= 0 {
 			c.Node.TTL = DefaultLeaseTTL
 		}
+	}
+	if c.CleanEvery < 0 || c.NodeGone < 0 {
+		return fmt.Errorf("session.Config: CleanEvery %s and NodeGone %s must not be negative (0: the defaults)", c.CleanEvery, c.NodeGone)
+	}
+	if c.CleanEvery == 0 {
+		c.CleanEvery = DefaultCleanEvery
+	}
+	if c.NodeGone == 0 {
+		c.NodeGone = DefaultNodeGone
 	}
 	if c.MinFree.Bytes < 0 || c.MinFree.Percent < 0 || c.MinFree.Percent >= 100 {
 		return fmt.Errorf("session.Config.MinFree %+v: give a size or a share below 100%%", c.MinFree)

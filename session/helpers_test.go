@@ -123,6 +123,7 @@ type env struct {
 	// diskPool is Config.DiskPool (withDiskPool).
 	diskPool int
 	tracer   trace.TracerProvider
+	jopt     journal.Options // withJournal
 	st       store.Store
 	j        *journal.Journal
 	m        *Manager
@@ -143,7 +144,11 @@ type envConfig struct {
 	// diskPool is Config.DiskPool.
 	diskPool int
 	tracer   trace.TracerProvider
+	jopt     journal.Options
 }
+
+// withJournal opens the journal with opt.
+func withJournal(opt journal.Options) envOpt { return func(c *envConfig) { c.jopt = opt } }
 
 // withDiskPool keeps n disks of the default size ready (Config.DiskPool).
 func withDiskPool(n int) envOpt { return func(c *envConfig) { c.diskPool = n } }
@@ -228,7 +233,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer}
+	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer, jopt: c.jopt}
 	if !c.noOpen {
 		e.open()
 	}
@@ -239,7 +244,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 // that just started; Recover is the test's to call).
 func (e *env) open() {
 	e.T.Helper()
-	e.st, e.j = e.Open(journal.Options{})
+	e.st, e.j = e.Open(e.jopt)
 	var envs Environments
 	if e.envs != nil {
 		envs = e.envs(e)

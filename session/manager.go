@@ -63,6 +63,8 @@ type Manager struct {
 	counts struct {
 		leasesTaken, leasesRenewed, leasesLost, takenOver atomic.Uint64
 	}
+	// gc is the janitor's (nodes_gc.go).
+	gc gcState
 	// traces holds the trace of each queued message whose sender was
 	// traced, until a turn takes it (tracing.go).
 	traces traceBook

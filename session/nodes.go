@@ -16,6 +16,7 @@ import (
 //	                keeper (heartbeat, renewals, takeover); the fenced store
 //	nodes_place.go  placement by capacity: room, queueing, PlaceNew
 //	nodes_carry.go  carrying a workspace to the store and restoring it
+//	nodes_gc.go     the janitor: stale copies and disks, dead nodes
 //
 // The HTTP side (forwarding a request to the session's owner, a stream's
 // hand-over, the tokens nodes call each other with) is package
@@ -183,7 +184,10 @@ import (
 // snapshots and restores its own session's directory on its goroutine
 // (through runnerDeps.carry); carrier.prev is under carrier.mu, and the
 // keeper removes, about every ten minutes, the stored packs no
-// checkpoint uses any more (carrier.sweep).
+// checkpoint uses any more (carrier.sweep). The janitor (nodes_gc.go,
+// on every server, also owned by Manager.builds) removes at start and
+// every Config.CleanEvery the workspace copies and disks of sessions this
+// node no longer has, and the nodes dead for Config.NodeGone.
 //
 // Not done yet: reaping orphaned boxes with several nodes (a crash
 // between starting a box and storing its handle leaks that box until its

@@ -29,6 +29,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	m.startRefresh()
 	m.startDiskPool(ctx)
+	m.startJanitor()
 	if m.node != nil {
 		// Several nodes: the keeper takes over, now and whenever a lease
 		// runs out, the sessions nobody owns, one at a time, each as

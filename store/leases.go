@@ -202,6 +202,10 @@ type Leases interface {
 	// RemoveNode forgets a node (leaving for good); its leases stay until
 	// they expire or are released. A node that is not there is no error.
 	RemoveNode(ctx context.Context, id string) error
+	// RemoveDeadNodes forgets the nodes whose heartbeat ran out more than
+	// gone ago (the store's clock) and returns their ids, by id. Their
+	// leases stay, as with RemoveNode. gone < 0 is an error.
+	RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]string, error)
 
 	// AcquireLease gives session to node until now+ttl. It succeeds when
 	// the session has no lease, a released or an expired one (the epoch

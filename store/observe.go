@@ -455,6 +455,13 @@ func (o *observed) RemoveNode(ctx context.Context, id string) error {
 	return err
 }
 
+func (o *observed) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]string, error) {
+	start := time.Now()
+	v, err := o.Store.RemoveDeadNodes(ctx, gone)
+	o.o.StoreOp("RemoveDeadNodes", time.Since(start), err)
+	return v, err
+}
+
 func (o *observed) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
 	start := time.Now()
 	v, err := o.Store.RenewLease(ctx, l, ttl)

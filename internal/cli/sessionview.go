@@ -49,12 +49,16 @@ func followTurn(ctx context.Context, cmd *cobra.Command, c *client.Client, id, m
 	}
 }
 
-// eventPrinter shows events: as JSON lines, or for people (the agent's
-// events as harvest run shows them, the session's own as short lines).
+// eventPrinter shows events: as JSON lines (stored events only), or for
+// people (the agent's events as harvest run shows them, the session's own
+// as short lines; live pieces as they come).
 type eventPrinter struct {
 	json bool
 	w    io.Writer
 	view *textView
+	// live joins the live pieces printed and the stored events after them
+	// (event/live.go), so text streamed is printed once.
+	live event.Joiner
 }
 
 func newEventPrinter(w io.Writer, asJSON bool) *eventPrinter {
@@ -67,7 +71,15 @@ func newEventPrinter(w io.Writer, asJSON bool) *eventPrinter {
 
 func (p *eventPrinter) event(ev event.Event) {
 	if p.json {
-		(&jsonView{w: p.w}).event(ev)
+		// The durable record: live pieces come again, joined, in the
+		// stored event after them.
+		if ev.Live == 0 {
+			(&jsonView{w: p.w}).event(ev)
+		}
+		return
+	}
+	ev, ok := p.live.Next(ev)
+	if !ok {
 		return
 	}
 	v := p.view

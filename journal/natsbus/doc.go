@@ -47,6 +47,14 @@
 //     last seq anyway. So a follower keeps going, more slowly, while NATS
 //     is down, and NATS coming back only brings repeats it drops.
 //
+// Live pieces (event/live.go: token deltas and the like, which the
+// journal delivers live and stores later, joined) are published too, with
+// no Nats-Msg-Id (they share their seq with the stored event before them)
+// and never retried. A Follower delivers one only when it is at that seq
+// and the piece is the next of its run (1, 2, ...), after filling a gap
+// up to that seq; anything else is dropped: the stored event that follows
+// brings its content. A piece never counts as a gap or a repeat.
+//
 // So NATS failing costs latency, never events: the append never waits for
 // it, and readers fall back on the store.
 //

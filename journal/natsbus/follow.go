@@ -227,9 +227,33 @@ func (f *Follower) run(live <-chan event.Event) error {
 	}
 	heal := time.NewTimer(f.b.cfg.HealEvery)
 	defer heal.Stop()
+	// nextLive is the live piece expected next at seq liveAt: 1 when the
+	// follower got to a seq (a run already under way is skipped: its
+	// stored event brings its content).
+	liveAt, nextLive := last, 1
 	for {
 		select {
 		case ev := <-live:
+			if ev.Live > 0 {
+				// A live piece (event/live.go): delivered only at the
+				// stored event it follows, in the row of its run.
+				if ev.Seq > last {
+					if err := f.fill(&last, ev.Seq); err != nil {
+						return err
+					}
+				}
+				if liveAt != last { // stored events came since (here or from the store)
+					liveAt, nextLive = last, 1
+				}
+				if ev.Seq != last || ev.Live != nextLive {
+					break
+				}
+				if err := f.deliver(ev); err != nil {
+					return err
+				}
+				nextLive++
+				break
+			}
 			if ev.Seq > last+1 {
 				if err := f.fill(&last, ev.Seq-1); err != nil {
 					return err

@@ -163,12 +163,13 @@ func dbWith(t testing.TB, sessions ...string) string {
 	return path
 }
 
-// appendN appends n events to session and waits until they are stored.
+// appendN appends n events to session and waits until they are stored
+// (events stored one by one: live pieces are live_test.go's).
 func (n *node) appendN(t testing.TB, session string, count int) {
 	t.Helper()
 	ctx := testCtx(t)
 	for i := range count {
-		if _, err := n.j.Append(event.Event{Session: session, Data: event.AssistantDelta{Text: fmt.Sprint(i)}}); err != nil {
+		if _, err := n.j.Append(event.Event{Session: session, Data: event.AssistantMessage{Text: fmt.Sprint(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

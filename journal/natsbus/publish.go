@@ -139,7 +139,7 @@ func (b *Bus) publish(batch []event.Event) bool {
 		// meanwhile fills the gap from the store and drops these).
 		kept := batch[:0]
 		for i, ev := range batch {
-			if failed[i] {
+			if failed[i] && ev.Live == 0 { // a live piece late is no use: its stored event follows
 				kept = append(kept, ev)
 			}
 		}
@@ -181,7 +181,7 @@ func (b *Bus) giveUp(ev event.Event, err error) bool {
 var errEncode = errors.New("encoding the event")
 
 // message is ev as a NATS message: the event's JSON envelope on the
-// session's subject, with Nats-Msg-Id <session>/<seq>.
+// session's subject, with Nats-Msg-Id <session>/<seq> (a stored event).
 func message(ev event.Event) (*nats.Msg, error) {
 	data, err := json.Marshal(ev)
 	if err != nil {
@@ -189,7 +189,11 @@ func message(ev event.Event) (*nats.Msg, error) {
 	}
 	m := nats.NewMsg(Subject(ev.Session))
 	m.Data = data
-	m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.Session, ev.Seq))
+	if ev.Live == 0 {
+		// A live piece has none: it shares its seq with the stored event
+		// before it, and a repeat of one is dropped by the Follower.
+		m.Header.Set(jetstream.MsgIDHeader, MsgID(ev.Session, ev.Seq))
+	}
 	return m, nil
 }
 

@@ -91,6 +91,33 @@ func (s *Store) RemoveNode(ctx context.Context, id string) error {
 	})
 }
 
+// RemoveDeadNodes forgets the nodes whose heartbeat ran out more than gone
+// ago (see store.Leases).
+func (s *Store) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]string, error) {
+	if gone < 0 {
+		return nil, s.errorf("remove dead nodes: want a time gone >= 0, got %s", gone)
+	}
+	var ids []string
+	err := s.write(ctx, "remove dead nodes", func(tx Querier) error {
+		before, beforeArgs := s.leaseAfter(-gone)
+		rows, err := tx.Query(ctx, `DELETE FROM nodes WHERE expires < `+before+` RETURNING id`, beforeArgs...)
+		got, err := collect(rows, err, func(r Row) (*string, error) {
+			var id string
+			return &id, r.Scan(&id)
+		})
+		if err != nil {
+			return s.errorf("remove dead nodes: %w", err)
+		}
+		ids = values(got)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
 // AcquireLease gives session to node until now+ttl (see store.Leases).
 //
 // One statement decides, as AcquireLock does: an INSERT that, on a

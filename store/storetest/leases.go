@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -129,6 +130,33 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 	// A removed node's leases stay until they expire or are released.
 	if l, err := st.GetLease(ctx, "s1"); err != nil || l.Node != "node-a" {
 		t.Errorf("lease of s1 after its node was removed = %+v, %v; want still node-a's", l, err)
+	}
+
+	// Dead nodes leave the table once their heartbeat ran out long enough
+	// ago: node-d an hour ago, node-e a second ago, node-b and node-c live.
+	for _, n := range []struct {
+		id  string
+		ttl time.Duration
+	}{{"node-d", -time.Hour}, {"node-e", -time.Second}} {
+		if _, err := st.HeartbeatNode(ctx, store.Node{ID: n.id}, n.ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.RemoveDeadNodes(ctx, -time.Second); err == nil {
+		t.Error("RemoveDeadNodes with a negative time gone succeeded")
+	}
+	if ids, err := st.RemoveDeadNodes(ctx, time.Minute); err != nil || fmt.Sprint(ids) != "[node-d]" {
+		t.Errorf("RemoveDeadNodes(a minute) = %v, %v; want [node-d]", ids, err)
+	}
+	if ids, err := st.RemoveDeadNodes(ctx, 0); err != nil || fmt.Sprint(ids) != "[node-e]" {
+		t.Errorf("RemoveDeadNodes(0) = %v, %v; want [node-e]", ids, err)
+	}
+	if ns, err := st.ListNodes(ctx); err != nil || len(ns) != 2 {
+		t.Errorf("ListNodes after removing the dead = %+v, %v; want node-b and node-c", ns, err)
+	}
+	// A removed node that beats again is back.
+	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-d"}, time.Hour); err != nil {
+		t.Fatal(err)
 	}
 }
 
