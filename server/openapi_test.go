@@ -248,7 +248,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		}
 	}
 	// The event envelope: its wire form has exactly the schema's properties.
-	b, _ := json.Marshal(event.Event{Session: "s", Seq: 1, Turn: "t1", Agent: "a", Repo: "r", Data: event.TurnStarted{}})
+	b, _ := json.Marshal(event.Event{Session: "s", Seq: 1, Turn: "t1", Agent: "a", Repo: "r", Live: 1, Data: event.TurnStarted{}})
 	var m map[string]any
 	json.Unmarshal(b, &m)
 	var keys []string
