@@ -15,6 +15,8 @@ import (
 //	nodes_lease.go  leases: claim, acquire, renew, lose, give up; the
 //	                keeper (heartbeat, renewals, takeover); the fenced store
 //	nodes_place.go  placement by capacity: room, queueing, PlaceNew
+//	nodes_takeover.go  the takeover scan: which sessions nobody owns this
+//	                node takes, and when
 //	nodes_carry.go  carrying a workspace to the store and restoring it
 //
 // The HTTP side (forwarding a request to the session's owner, a stream's
