@@ -254,6 +254,9 @@ func (c *Config) check() error {
 		if c.Node.TTL <= 0 {
 			c.Node.TTL = DefaultLeaseTTL
 		}
+		if c.Node.TakeoverRate < 0 {
+			return fmt.Errorf("session.Config.Node: TakeoverRate %g: give how many sessions a second the node takes over at most (0: the default, %g)", c.Node.TakeoverRate, DefaultTakeoverRate)
+		}
 	}
 	if c.MinFree.Bytes < 0 || c.MinFree.Percent < 0 || c.MinFree.Percent >= 100 {
 		return fmt.Errorf("session.Config.MinFree %+v: give a size or a share below 100%%", c.MinFree)

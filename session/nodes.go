@@ -214,6 +214,9 @@ type NodeConfig struct {
 	// Capacity is how many sessions the node runs at most (0: no bound):
 	// registered with its heartbeat; see "Placement" above.
 	Capacity int
+	// TakeoverRate is how many sessions nobody owns this node takes over a
+	// second at most (0: DefaultTakeoverRate); see "Takeover" above.
+	TakeoverRate float64
 }
 
 // NewNodeID is NodeConfig.ID for a node named name: the name and a

@@ -28,6 +28,8 @@ type nodeState struct {
 	place sync.Mutex
 	// kick asks the keeper for a takeover scan now (a place came free).
 	kick chan struct{}
+	// scan is the takeover's state (nodes_takeover.go).
+	scan scanState
 }
 
 // held is a lease this node holds.
