@@ -2,8 +2,9 @@ package session
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +98,8 @@ func (m *Manager) takeover(ctx context.Context) error {
 	if total == 0 {
 		return nil
 	}
-	want := min(fairShare(nodes, m.node.cfg.ID, held, m.capacity(), total)-held, room)
+	wants := shares(nodes, m.node.cfg.ID, held, m.capacity(), total)
+	want := min(wants[m.node.cfg.ID], room)
 	if want <= 0 {
 		return nil
 	}
@@ -114,20 +116,15 @@ func (m *Manager) takeover(ctx context.Context) error {
 		}
 		cands = append(cands, o)
 	}
-	// The cluster takes about want × live of the first ones this round:
-	// this node takes its want of them in a random order, so that nodes
-	// scanning at once rarely go for the same session, and the rest
-	// (taken by a quicker node meanwhile, or left) after them in order.
-	window := cands[:min(len(cands), want*live)]
-	rand.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+	cands = pick(cands, wants, m.node.cfg.ID, room)
 	m.log.Debug("takeover scan", "orphans", total, "nodes", live, "held", held, "taking", want)
 	taken := 0
 	for _, o := range cands {
 		if taken == want {
 			break
 		}
-		if ctx.Err() != nil || m.isClosed() {
-			return nil
+		if ctx.Err() != nil || m.isClosed() || time.Since(now) > m.leaseTTL()/6 {
+			return nil // the rest at the next scan: the keeper renews the leases between scans
 		}
 		if m.isDeleting(o.Lease.Session) {
 			continue
@@ -150,6 +147,51 @@ func (m *Manager) takeover(ctx context.Context) error {
 	return nil
 }
 
+// pick orders the candidates (urgent first, then oldest) for node me:
+// the nodes that want some (wants, by node: its share less what it
+// holds) take about the first Σ min(want, room) of them this round — room
+// being a scan's worth at this node's rate, taken as everyone's. Of that
+// window, me goes for the ones it ranks highest of those nodes
+// (rendezvous, or highest-random-weight, hashing: a hash of node and
+// session, which every node computes alike from the same list), so that
+// nodes scanning at once go for different sessions without talking to
+// each other; then for the ones after the window, which nobody's window
+// holds this round. The window's others are left to the nodes that rank
+// them highest: taken this round, or the next if that node is not
+// scanning yet (it waits a round after it starts) or stopped (its
+// heartbeat runs out within a TTL, and the list with it).
+func pick(cands []store.Orphan, wants map[string]int, me string, room int) []store.Orphan {
+	var ids []string
+	w := 0
+	for id, n := range wants {
+		if n > 0 {
+			ids = append(ids, id)
+			w += min(n, room)
+		}
+	}
+	window := cands[:min(len(cands), w)]
+	out := make([]store.Orphan, 0, len(cands))
+	for _, o := range window {
+		if preferred(ids, o.Lease.Session) == me {
+			out = append(out, o)
+		}
+	}
+	return append(out, cands[len(window):]...)
+}
+
+// preferred is the node of ids that ranks session highest.
+func preferred(ids []string, session string) string {
+	var best string
+	var top uint64
+	for _, id := range ids {
+		sum := sha256.Sum256([]byte(id + "\x00" + session))
+		if v := binary.BigEndian.Uint64(sum[:8]); best == "" || v > top || v == top && id < best {
+			best, top = id, v
+		}
+	}
+	return best
+}
+
 // orphanSlack is how many more orphans than it may take a scan reads:
 // some are skipped (just created, being deleted).
 const orphanSlack = 32
@@ -163,30 +205,34 @@ func containsNode(nodes []store.Node, id string) bool {
 	return false
 }
 
-// fairShare is how many sessions node me should hold once the orphans
-// (sessions nobody owns) are placed: water-filling. Each live node holds
-// its leases; the orphans raise the level L of the nodes below it until
-// they are all placed, a node holding min(capacity, L) or what it holds
-// already if that is more (a node over the level gives nothing up). So
-// nodes end with the same number of sessions, except that one with a
-// lower bound (--max-sessions) fills up and the rest is spread over the
-// others, and a node below its floor of free space (store.NodeFull)
-// takes none. me's own count and bound are held and capacity (0: no
-// bound), which it knows better than the list.
-func fairShare(nodes []store.Node, me string, held, capacity, orphans int) int {
-	type load struct{ held, cap int } // cap < 0: no bound
-	ls := make([]load, 0, len(nodes)+1)
-	self := load{held, capacity}
+// shares says how many of the orphans (sessions nobody owns) each live
+// node should take, by node id: its share less what it holds (0 when it
+// holds that much already). The share is water-filling: each live node
+// holds its leases; the orphans raise the level L of the nodes below it
+// until they are all placed, a node holding min(capacity, L), or what it
+// holds already if that is more (a node over the level gives nothing
+// up). So nodes end with the same number of sessions, except that one
+// with a lower bound (--max-sessions) fills up and the rest is spread
+// over the others, and a node below its floor of free space
+// (store.NodeFull) takes none. me's own count and bound are held and
+// capacity (0: no bound), which it knows better than the list (and it
+// counts even when its heartbeat failed and the list lacks it).
+func shares(nodes []store.Node, me string, held, capacity, orphans int) map[string]int {
+	type load struct {
+		id        string
+		held, cap int // cap < 0: no bound
+	}
+	self := load{me, held, capacity}
 	if capacity <= 0 {
 		self.cap = -1
 	}
-	ls = append(ls, self)
+	ls := []load{self}
 	total := held + orphans
 	for _, n := range nodes {
 		if n.ID == me {
 			continue
 		}
-		l := load{n.Leases, n.Capacity}
+		l := load{n.ID, n.Leases, n.Capacity}
 		switch {
 		case n.Capacity == store.NodeFull:
 			l.cap = n.Leases
@@ -221,5 +267,9 @@ func fairShare(nodes []store.Node, me string, held, capacity, orphans int) int {
 			lo = mid + 1
 		}
 	}
-	return at(self, lo)
+	out := make(map[string]int, len(ls))
+	for _, l := range ls {
+		out[l.id] = at(l, lo) - l.held
+	}
+	return out
 }
