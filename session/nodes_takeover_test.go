@@ -1,10 +1,15 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -79,5 +84,70 @@ func TestPick(t *testing.T) {
 	}
 	if got := pick(slices.Clone(cands), wants, "c", room); len(got) != 60 || got[0].Lease.Session != "s-040" {
 		t.Errorf("node c, wanting none: %d, from %s; want the 60 after the window", len(got), got[0].Lease.Session)
+	}
+}
+
+// TestNodesTakeoverSuspended: a suspended session nobody owns is no
+// orphan — no node takes it over, it gets no box — until a message waits
+// for it. Node a (--max-sessions 1) suspends its session, then runs
+// another and is full; node b scans and leaves the suspended one alone.
+// A message sent to it through full node a is stored and queued; then b
+// takes it over and runs the turn.
+func TestNodesTakeoverSuspended(t *testing.T) {
+	e := newEnv(t, withSharedData(), func(c *envConfig) {
+		c.node = &NodeConfig{ID: "a", Addr: "http://a.invalid", TTL: nodeTTL, Capacity: 1}
+	})
+	ctx := testbin.Context(t)
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := e.openNode("b", nodeTTL)
+	if err := b.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := e.create("msg one")
+	w := e.watch(v.ID)
+	w.IdleAfter("t1")
+	e.Clock.Advance(DefaultIdleTimeout)
+	w.State(store.StateSuspended)
+	waitFor(t, "the suspended session's lease to be given up", func() bool {
+		l, err := e.st.GetLease(ctx, v.ID)
+		return err == nil && l.Node == ""
+	})
+
+	// b, past its first round, scans: nothing to take.
+	waitFor(t, "node b's first round", func() bool {
+		b.node.scan.mu.Lock()
+		defer b.node.scan.mu.Unlock()
+		return !b.node.scan.first.IsZero() && time.Since(b.node.scan.first) > nodeTTL/3
+	})
+	if err := b.takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node != "" {
+		t.Fatalf("the suspended session's lease after node b's scan: %+v %v, want nobody's", l, err)
+	}
+	if st := b.Stats(); st.TakenOver != 0 || st.Runners != 0 {
+		t.Fatalf("node b after its scan: %+v, want nothing taken over, no runner", st)
+	}
+
+	// a runs another session: full. A message to the suspended one, sent
+	// through a, waits for a node with room: b.
+	full := e.create("msg full")
+	e.watch(full.ID).IdleAfter("t1")
+	m := e.send(v.ID, "msg two", "")
+	if l, err := e.st.GetLease(ctx, v.ID); err != nil || l.Node == "a" {
+		t.Fatalf("the lease after a message through full node a: %+v %v, want a's given up", l, err)
+	}
+	waitFor(t, "node b to take the session over", func() bool {
+		l, err := e.st.GetLease(ctx, v.ID)
+		return err == nil && l.Node == "b"
+	})
+	stacktest.Watch(t, v.ID, func(after int64) (*journal.Subscription, error) {
+		return b.Subscribe(context.Background(), "", v.ID, after)
+	}).Until("turn t2, on node b, to end", stacktest.TurnEnded("t2"))
+	msgs, err := e.st.Messages(ctx, v.ID, store.MessageDelivered)
+	if err != nil || len(msgs) != 2 || msgs[1].ID != m.ID {
+		t.Errorf("delivered messages: %+v %v, want the prompt and %s", msgs, err, m.ID)
 	}
 }
