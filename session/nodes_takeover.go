@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -118,12 +119,12 @@ func (m *Manager) takeover(ctx context.Context) error {
 	}
 	cands = pick(cands, wants, m.node.cfg.ID, room)
 	m.log.Debug("takeover scan", "orphans", total, "nodes", live, "held", held, "taking", want)
-	taken := 0
-	for _, o := range cands {
+	taken, start := 0, time.Now()
+	for i, o := range cands {
 		if taken == want {
 			break
 		}
-		if ctx.Err() != nil || m.isClosed() || time.Since(now) > m.leaseTTL()/6 {
+		if ctx.Err() != nil || m.isClosed() || i > 0 && time.Since(start) > m.leaseTTL()/6 {
 			return nil // the rest at the next scan: the keeper renews the leases between scans
 		}
 		if m.isDeleting(o.Lease.Session) {
@@ -133,9 +134,14 @@ func (m *Manager) takeover(ctx context.Context) error {
 		if full {
 			return nil // the rest wait for a place here or on another node
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrElsewhere):
 			sc.lost.Add(1)
 			continue // another node was quicker
+		case errors.Is(err, ErrNotFound):
+			continue // deleted meanwhile
+		case err != nil:
+			return err
 		}
 		taken++
 		sc.tokens--
