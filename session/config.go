@@ -261,6 +261,9 @@ func (c *Config) check() error {
 		if c.Node.TTL <= 0 {
 			c.Node.TTL = DefaultLeaseTTL
 		}
+		if c.Node.TakeoverRate < 0 {
+			return fmt.Errorf("session.Config.Node: TakeoverRate %g: give how many sessions a second the node takes over at most (0: the default, %g)", c.Node.TakeoverRate, DefaultTakeoverRate)
+		}
 	}
 	if c.CleanEvery < 0 || c.NodeGone < 0 {
 		return fmt.Errorf("session.Config: CleanEvery %s and NodeGone %s must not be negative (0: the defaults)", c.CleanEvery, c.NodeGone)

@@ -11,12 +11,14 @@ import (
 // Several nodes on one store: the session side. This file is its one
 // doc; the code is the nodes_*.go files:
 //
-//	nodes.go        this doc, NodeConfig, the errors callers branch on
-//	nodes_lease.go  leases: claim, acquire, renew, lose, give up; the
-//	                keeper (heartbeat, renewals, takeover); the fenced store
-//	nodes_place.go  placement by capacity: room, queueing, PlaceNew
-//	nodes_carry.go  carrying a workspace to the store and restoring it
-//	nodes_gc.go     the janitor: stale copies and disks, dead nodes
+//	nodes.go           this doc, NodeConfig, the errors callers branch on
+//	nodes_lease.go     leases: claim, acquire, renew, lose, give up; the
+//	                   keeper (heartbeat, renewals, takeover); the fenced store
+//	nodes_place.go     placement by capacity: room, queueing, PlaceNew
+//	nodes_takeover.go  the takeover scan: how many of the sessions nobody
+//	                   owns this node takes, which, and how fast
+//	nodes_carry.go     carrying a workspace to the store and restoring it
+//	nodes_gc.go        the janitor: stale copies and disks, dead nodes
 //
 // The HTTP side (forwarding a request to the session's owner, a stream's
 // hand-over, the tokens nodes call each other with) is package
@@ -59,11 +61,11 @@ import (
 //	  │                                                       │ renewal for a TTL
 //	  │                                                       ▼
 //	  │   leased by B ◄───── B's keeper takes it over ────── lease expired
-//	  │   (epoch E+1; B restores the     (ExpiredLeases,     (still names A;
-//	  │    carried workspace if its       every TTL/3,        requests for it are
-//	  │    copy is not current, then      oldest first,       handled by whichever
-//	  │    recovers the box or marks      while B has room)   node gets them: a
-//	  │    the turn interrupted)                              send takes it there)
+//	  │   (epoch E+1; B restores the     (Orphans, every     (still names A;
+//	  │    carried workspace if its       TTL/3: B's share,   requests for it are
+//	  │    copy is not current, then      at B's rate, while  handled by whichever
+//	  │    recovers the box or marks      B has room: see     node gets them: a
+//	  │    the turn interrupted)          Takeover)           send takes it there)
 //	  │        │
 //	  └────────┘ B's runner exits
 //
@@ -96,7 +98,8 @@ import (
 // the node's heartbeat, renews its leases and takes over the sessions
 // nobody owns (takeover: live ones, and suspended ones with queued
 // messages), every TTL/3; a dead node's sessions are thus taken within
-// TTL+TTL/3. Requests that act on a running session (send, cancel,
+// TTL+TTL/3 — as many as the survivors' rate allows in a scan, the rest
+// in the scans after (see Takeover). Requests that act on a running session (send, cancel,
 // delete, the event stream) are forwarded to the owner's advertised URL
 // by package server/cluster, which asks Owner; reads come from the store.
 // A call that reaches a node which does not own the session gets an
@@ -130,7 +133,7 @@ import (
 //     the session's first events (its state, pending, with a reason saying
 //     it waits for a place, and its prompt queued), then releases it. The
 //     session is then one nobody owns, and the first node with room takes
-//     it over (takeover, oldest first) and starts it.
+//     it over (takeover, oldest first within its share) and starts it.
 //
 // A message sent to a session nobody owns (a queued one, a suspended one)
 // on a full node is stored the same way, and the session left to a node
@@ -143,6 +146,77 @@ import (
 // not reserve places on each other, so a forwarded create that finds its
 // target full queues. A node below its floor of free space advertises
 // itself full (store.NodeFull) and takes no placements (admission.go).
+//
+// # Takeover (nodes_takeover.go)
+//
+// A session nobody owns (never leased, released, or its owner's lease
+// ran out) that needs a node — a live one, or a suspended one with a
+// queued message — is an orphan (store's Orphans: one query listing the
+// oldest ones, urgent first, and counting them all). Every live node's
+// keeper scans for them every TTL/3 (and at once when a place comes free
+// here). Left to itself, the first node to scan took every orphan: a
+// node joining a store with 608 orphaned live sessions took them all in
+// about a minute, with ~70 GB of disk images. So a scan takes only this
+// node's part, at a bounded rate:
+//
+//	its share   water-filling over the live nodes (the store's list, with
+//	            each node's bound and lease count): the orphans raise the
+//	            level of the least loaded nodes until all are placed, a
+//	            node holding min(its bound, the level) or more if it holds
+//	            more already. Nodes end with equal counts; a node with a
+//	            lower --max-sessions fills up and the rest spreads over the
+//	            others; a node below its floor of free space (NodeFull)
+//	            takes none. It takes share − held: 600 orphans and three
+//	            empty nodes, 200 each; bounds 150, 300 and none: 150, 225,
+//	            225. Equal counts, not counts in proportion to the bounds:
+//	            a bound is a ceiling the operator set, not a measure of the
+//	            machine, and an unbounded node has no proportion.
+//	its rate    at most NodeConfig.TakeoverRate sessions a second
+//	            (--takeover-rate, DefaultTakeoverRate 5), a token bucket
+//	            holding a scan's worth (TTL/3 × the rate, 16 at the
+//	            default TTL), so that a kick between scans cannot exceed
+//	            it either. Every takeover of an idle session from another
+//	            machine restores its workspace and starts a box; the rate
+//	            keeps the node that inherits hundreds serving meanwhile.
+//	            A scan also stops claiming after TTL/6, so that the keeper
+//	            renews the leases it holds in time, however slow the
+//	            store is.
+//	its bound   Capacity and the floor of free space, checked at each
+//	            claim with the lease taken (claimIfRoom), as for a create.
+//	which       urgent ones first (not idle — a turn to recover, a session
+//	            to provision — or with a queued message), then the oldest.
+//	            The nodes that want some this round take about the first
+//	            Σ min(want, a scan's worth) of them; of that window a node
+//	            claims the ones it ranks highest among those nodes
+//	            (rendezvous hashing of node and session, computed alike by
+//	            every node from the same list), then the ones after the
+//	            window. Nodes scanning at once thus go for different
+//	            sessions without talking to each other (0–4 lost claims
+//	            over 600 sessions and three nodes in the test), where a
+//	            random or oldest-first order had them fight over the same
+//	            rows. A claim is still one AcquireLease, and a lost one
+//	            costs that statement (PostgreSQL's ON CONFLICT waits for
+//	            the winner's short transaction, then reads its row): a
+//	            batch claim with FOR UPDATE SKIP LOCKED would save little
+//	            more, and could not take the never-leased sessions, which
+//	            have no row to lock.
+//	when        not before a heartbeat round (TTL/3) after this node's
+//	            first scan: a node that comes up sees every node already
+//	            up before it computes its share, so it never takes more.
+//
+// The share is recomputed at every scan from the list and the counts, so
+// nodes that joined late, or whose view was a round stale, even out in
+// the scans after. A session in a window whose preferred node does not
+// scan (it is in its first round, or stopped: its heartbeat runs out
+// within a TTL, and the list with it) waits that long. Not done: nodes
+// over their share give nothing up (no rebalancing of held sessions), so
+// a node that joins a busy cluster gets only new orphans and creates.
+//
+// A suspended session without a queued message is not an orphan: its
+// lease was given up when it suspended, it has no box, and it needs no
+// node until someone sends to it. The node that receives that message
+// takes the lease and runs it (or, full, stores the message, which makes
+// the session an orphan for a node with room).
 //
 // # Carrying workspaces (nodes_carry.go)
 //
@@ -216,6 +290,9 @@ type NodeConfig struct {
 	// Capacity is how many sessions the node runs at most (0: no bound):
 	// registered with its heartbeat; see "Placement" above.
 	Capacity int
+	// TakeoverRate is how many sessions nobody owns this node takes over a
+	// second at most (0: DefaultTakeoverRate); see "Takeover" above.
+	TakeoverRate float64
 }
 
 // NewNodeID is NodeConfig.ID for a node named name: the name and a

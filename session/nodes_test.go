@@ -107,6 +107,13 @@ func (e *env) openNode(id string, ttl time.Duration) (*Manager, *journal.Journal
 // machine's disk).
 func (e *env) openNodeAt(id string, ttl time.Duration, dataDir string) (*Manager, *journal.Journal) {
 	e.T.Helper()
+	return e.openNodeWith(NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl}, dataDir)
+}
+
+// openNodeWith is openNodeAt with the whole of the node's configuration.
+func (e *env) openNodeWith(n NodeConfig, dataDir string) (*Manager, *journal.Journal) {
+	e.T.Helper()
+	id := n.ID
 	j := journal.New(e.st, journal.Options{Logger: e.Logger()})
 	e.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -118,7 +125,7 @@ func (e *env) openNodeAt(id string, ttl time.Duration, dataDir string) (*Manager
 	m, err := NewManager(Config{
 		Store: e.st, Journal: j, Backends: e.Backends, DataDir: dataDir, Sources: e.Sources,
 		Models: e.Models(), DefaultModel: stacktest.Model, Disks: e.Disks, Clock: e.Clock,
-		Logger: e.Logger().With("node", id), Node: &NodeConfig{ID: id, Addr: "http://" + id + ".invalid", TTL: ttl},
+		Logger: e.Logger().With("node", id), Node: &n,
 		CarryMax: carryMax(dataDir == e.DataDir && e.shared),
 	})
 	if err != nil {

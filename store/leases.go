@@ -189,6 +189,22 @@ type LeaseFilter struct {
 	Limit int
 }
 
+// Orphan is a session that needs a node and has none (Leases.Orphans).
+type Orphan struct {
+	// Lease is its lease as stored: Epoch 0 never leased, Node "" released,
+	// otherwise expired.
+	Lease     Lease
+	State     State
+	CreatedAt time.Time
+	// Queued counts its queued messages.
+	Queued int
+}
+
+// Urgent reports whether o has something to do now — a turn to recover,
+// a session to provision, a message to deliver — rather than only an
+// idle box to keep: a takeover starts those first.
+func (o Orphan) Urgent() bool { return o.State != StateIdle || o.Queued > 0 }
+
 // Leases is the part of a Store the owners of sessions use (see the doc at
 // the top of this file). All times in it are the store's.
 type Leases interface {
@@ -233,6 +249,14 @@ type Leases interface {
 	// (Epoch 0), released (Node "") or expired — with their lease, by
 	// session id: what a takeover scan may AcquireLease.
 	ExpiredLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
+	// Orphans lists, in one query, the sessions a takeover scan may
+	// take: no node owns them (as ExpiredLeases) and they need a node —
+	// in a live state (State.Live), or suspended with a queued message
+	// (a suspended session without one needs no node until someone
+	// sends to it). Urgent ones first (Orphan.Urgent), then the oldest
+	// (created_at, then id); at most limit of them (0: all). total
+	// counts them all, whatever the limit.
+	Orphans(ctx context.Context, limit int) (orphans []Orphan, total int, err error)
 
 	// AppendEventsFenced is AppendEventsWith under fences: every session
 	// of evs and msgs must have one. If a fence is not current, nothing is

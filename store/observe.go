@@ -385,6 +385,13 @@ func (o *observed) Messages(ctx context.Context, session string, states ...Messa
 	return v, err
 }
 
+func (o *observed) Orphans(ctx context.Context, limit int) ([]Orphan, int, error) {
+	start := time.Now()
+	v, n, err := o.Store.Orphans(ctx, limit)
+	o.o.StoreOp("Orphans", time.Since(start), err)
+	return v, n, err
+}
+
 func (o *observed) PendingDeliveries(ctx context.Context, limit int) ([]*Delivery, error) {
 	start := time.Now()
 	v, err := o.Store.PendingDeliveries(ctx, limit)

@@ -77,6 +77,7 @@ type serveFlags struct {
 	advertise  string
 	leaseTTL   time.Duration
 	maxSess    int
+	takeRate   float64
 	sharedData bool
 	carryMax   string
 	stopBoxes  bool

@@ -23,6 +23,9 @@ func TestNodeConfigCarryFlags(t *testing.T) {
 		{"both", func(f *serveFlags) { f.sharedData, f.carryMax = true, "1g" }, 0, "give one of them"},
 		{"lone shared", func(f *serveFlags) { f.nodeID, f.store = "", ""; f.sharedData = true }, 0, "give --node-id or --advertise too"},
 		{"lone max", func(f *serveFlags) { f.nodeID, f.store = "", ""; f.carryMax = "1g" }, 0, "give --node-id or --advertise too"},
+		{"takeover rate", func(f *serveFlags) { f.takeRate = 20 }, 0, ""},
+		{"negative takeover rate", func(f *serveFlags) { f.takeRate = -1 }, 0, "--takeover-rate -1: give how many sessions a second"},
+		{"lone takeover rate", func(f *serveFlags) { f.nodeID, f.store = "", ""; f.takeRate = 20 }, 0, "give --node-id or --advertise too"},
 	} {
 		f := node
 		tt.f(&f)

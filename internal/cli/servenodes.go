@@ -56,6 +56,9 @@ func nodeOnly(f serveFlags, listen string) (*session.NodeConfig, error) {
 		if f.maxSess != 0 {
 			return nil, errors.New("--max-sessions bounds one of several nodes: give --node-id or --advertise too (a lone server has no other node to place sessions on)")
 		}
+		if f.takeRate != 0 {
+			return nil, errors.New("--takeover-rate bounds how fast one of several nodes takes over the others' sessions: give --node-id or --advertise too")
+		}
 		return nil, nil
 	}
 	if !isPostgresURL(f.store) {
@@ -63,6 +66,9 @@ func nodeOnly(f serveFlags, listen string) (*session.NodeConfig, error) {
 	}
 	if f.maxSess < 0 {
 		return nil, fmt.Errorf("--max-sessions %d: give how many sessions this node runs at most (0: no bound)", f.maxSess)
+	}
+	if f.takeRate < 0 {
+		return nil, fmt.Errorf("--takeover-rate %g: give how many sessions a second this node takes over at most (0: the default, %g)", f.takeRate, session.DefaultTakeoverRate)
 	}
 	if f.leaseTTL < time.Second {
 		return nil, fmt.Errorf("--lease-ttl %s: give at least 1s", f.leaseTTL)
@@ -75,7 +81,7 @@ func nodeOnly(f serveFlags, listen string) (*session.NodeConfig, error) {
 		}
 		name = host
 	}
-	n := &session.NodeConfig{ID: session.NewNodeID(name), Addr: f.advertise, TTL: f.leaseTTL, Capacity: f.maxSess}
+	n := &session.NodeConfig{ID: session.NewNodeID(name), Addr: f.advertise, TTL: f.leaseTTL, Capacity: f.maxSess, TakeoverRate: f.takeRate}
 	if n.Addr == "" {
 		n.Addr = "http://" + listen
 	}
@@ -90,6 +96,7 @@ func addNodeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.nodeID, "node-id", "", "run as one of several nodes on one --store: this node's name (default: the host name); a random suffix makes every start a new owner (see docs/several-machines.md)")
 	fl.StringVar(&f.advertise, "advertise", "", "run as one of several nodes on one --store: the URL the other nodes forward this node's sessions' requests to (default http:// and the --listen address)")
 	fl.IntVar(&f.maxSess, "max-sessions", 0, "with several nodes: how many sessions this node runs at most (0: no bound); a new session goes to a node with room, and waits (queued) while every node is full")
+	fl.Float64Var(&f.takeRate, "takeover-rate", 0, fmt.Sprintf("with several nodes: how many sessions nobody owns (a dead node's) this node takes over a second at most (0: %g); each node takes its share of them, by the nodes' --max-sessions and load", session.DefaultTakeoverRate))
 	fl.BoolVar(&f.sharedData, "shared-data", false, "with several nodes: they share the data directory (one machine, or a shared filesystem), so sessions' workspaces are not carried through the store and another node's box may be reattached")
 	fl.StringVar(&f.carryMax, "carry-max", "", "with several nodes: the largest workspace carried through the store to the node that takes a session over, like 4g (default 4g); a larger one is not carried")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", session.DefaultLeaseTTL, "with several nodes: how long a session's lease lasts without renewal, so how soon a dead node's sessions are taken over")

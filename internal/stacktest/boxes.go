@@ -3,6 +3,7 @@ package stacktest
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,20 +17,33 @@ type Lister interface {
 }
 
 // DestroyAll destroys every box p lists, failing the test (not stopping
-// it) on an error.
+// it) on an error: eight at a time, each within a minute (a test that
+// leaves hundreds of boxes, such as TestNodesTakeoverSpread's 600, is not
+// bound by one minute for all).
 func DestroyAll(t testing.TB, p Lister) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	hs, err := p.List(ctx)
+	cancel()
 	if err != nil {
 		t.Errorf("listing boxes: %v", err)
 	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
 	for _, h := range hs {
-		if err := p.Destroy(ctx, h); err != nil {
-			t.Errorf("destroying box %s: %v", h.ID, err)
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := p.Destroy(ctx, h); err != nil {
+				t.Errorf("destroying box %s: %v", h.ID, err)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // BoxIDs lists the ids of the boxes p lists, sorted.

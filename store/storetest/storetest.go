@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
 	t.Run("RenewLeases", func(t *testing.T) { testRenewLeases(t, open) })
 	t.Run("LeaseTakeover", func(t *testing.T) { testLeaseTakeover(t, open) })
+	t.Run("Orphans", func(t *testing.T) { testOrphans(t, open) })
 	t.Run("LeaseRace", func(t *testing.T) { testLeaseRace(t, open) })
 	t.Run("FenceRace", func(t *testing.T) { testFenceRace(t, open) })
 	t.Run("Carry", func(t *testing.T) { testCarry(t, open) })

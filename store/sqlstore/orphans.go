@@ -1,0 +1,60 @@
+package sqlstore
+
+import (
+	"context"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+// orphanStates are the states of a session that needs a node: the live
+// ones (store.State.Live). A suspended one needs a node only with a
+// queued message (the query's second arm).
+var orphanStates = []store.State{
+	store.StatePending, store.StateProvisioning, store.StateIdle, store.StateWorking,
+	store.StateWaiting, store.StateCancelling,
+}
+
+// Orphans lists the sessions a takeover scan may take (see store.Leases):
+// one statement, whatever their number. The queued messages are counted
+// per session through the messages' primary key (session, seq); the
+// total is a window count taken before the LIMIT.
+func (s *Store) Orphans(ctx context.Context, limit int) ([]store.Orphan, int, error) {
+	if limit < 0 {
+		return nil, 0, s.errorf("orphans: limit %d: want 0 (all) or more", limit)
+	}
+	now, nowArgs := s.leaseNow()
+	live := in(len(orphanStates))
+	q := `SELECT id, node, epoch, expires, state, created_at, queued, COUNT(*) OVER () FROM (
+	SELECT s.id, COALESCE(l.node, '') AS node, COALESCE(l.epoch, 0) AS epoch, l.expires, s.state, s.created_at,
+		(SELECT COUNT(*) FROM messages m WHERE m.session = s.id AND m.state = ?) AS queued
+	FROM sessions s LEFT JOIN session_leases l ON l.session = s.id
+	WHERE (l.session IS NULL OR l.node = '' OR l.expires <= ` + now + `)
+		AND (s.state IN ` + live + ` OR s.state = ?)
+) o WHERE state <> ? OR queued > 0
+ORDER BY CASE WHEN state <> ? OR queued > 0 THEN 0 ELSE 1 END, created_at, id`
+	a := args([]any{string(store.MessageQueued)}, nowArgs)
+	for _, st := range orphanStates {
+		a = append(a, string(st))
+	}
+	a = append(a, string(store.StateSuspended), string(store.StateSuspended), string(store.StateIdle))
+	if limit > 0 {
+		q += " LIMIT ?"
+		a = append(a, int64(limit))
+	}
+	var total int
+	rows, err := s.reader().Query(ctx, q, a...)
+	out, err := collect(rows, err, func(r Row) (*store.Orphan, error) {
+		var (
+			o            store.Orphan
+			exp, created Time
+			state        string
+		)
+		err := r.Scan(&o.Lease.Session, &o.Lease.Node, &o.Lease.Epoch, &exp, &state, &created, &o.Queued, &total)
+		o.Lease.Expires, o.CreatedAt, o.State = exp.T, created.T, store.State(state)
+		return &o, err
+	})
+	if err != nil {
+		return nil, 0, s.errorf("orphans: %w", err)
+	}
+	return values(out), total, nil
+}
