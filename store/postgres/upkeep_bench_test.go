@@ -78,11 +78,9 @@ func benchUpkeep(b *testing.B, nodes, live, ended int) {
 	if _, err := p.Exec(ctx, `VACUUM ANALYZE`); err != nil {
 		b.Fatal(err)
 	}
-	// keep()'s scan: the states takeover asks for.
-	scan := store.LeaseFilter{States: []store.State{
-		store.StatePending, store.StateProvisioning, store.StateIdle, store.StateWorking,
-		store.StateCancelling, store.StateWaiting, store.StateSuspended,
-	}}
+	// takeover's scan: a round's worth of room on every live node (its
+	// default rate's bucket, 16) and some slack.
+	const scanLimit = 16*10 + 64
 	lsn := func() int64 {
 		var n int64
 		if err := p.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&n); err != nil {
@@ -116,7 +114,10 @@ func benchUpkeep(b *testing.B, nodes, live, ended int) {
 					err = fmt.Errorf("%s renewed %d of its %d leases", id, len(renewed), len(held[n]))
 				}
 				if err == nil {
-					_, err = st.ExpiredLeases(ctx, scan)
+					_, err = st.ListNodes(ctx)
+				}
+				if err == nil {
+					_, _, err = st.Orphans(ctx, scanLimit)
 				}
 				took := time.Since(start)
 				roundMu.Lock()
