@@ -53,9 +53,9 @@ type SignInRequest struct {
 // SignedIn is who a browser is signed in as, and the CSRF token its
 // state-changing requests send in X-Harvest-CSRF.
 type SignedIn struct {
-	TokenID   string    `json:"token_id"`
-	Name      string    `json:"name"`
-	Admin     bool      `json:"admin"`
+	TokenID string `json:"token_id"`
+	Name    string `json:"name"`
+	Admin   bool   `json:"admin"`
 	// User is the id of the token's user (GET /v1/me says more).
 	User      string    `json:"user,omitempty"`
 	CSRFToken string    `json:"csrf_token"`
