@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,13 +27,6 @@ import (
 // request on (the user's role and disabled are read with the token, on
 // every request). Users are never deleted: they are disabled, so what
 // they did keeps naming them.
-
-// NewUserID makes a user id: "usr-" and 12 hex digits, like a token's.
-func NewUserID() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "usr-" + hex.EncodeToString(b[:])
-}
 
 // userIDPattern is the shape of a user id: NewUserID's, a migrated
 // token's (store.UserIDForToken) or a GitHub requester's (usr-gh<id>).
@@ -158,7 +149,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, c caller) *a
 	if p := append(checkUserName(req.Name), checkRole(req.Role)...); len(p) > 0 {
 		return invalid(p)
 	}
-	u := &store.User{ID: NewUserID(), Name: req.Name, Role: store.Role(req.Role), CreatedAt: time.Now().UTC()}
+	u := &store.User{ID: store.NewUserID(), Name: req.Name, Role: store.Role(req.Role), CreatedAt: time.Now().UTC()}
 	if a := auditOf(r); a != nil {
 		a.e.Target = u.ID
 		a.addDetail(map[string]any{"name": u.Name, "role": u.Role})

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"time"
@@ -104,6 +106,13 @@ const NodeTokenPrefix = "node:"
 
 // IsNodeToken reports whether a token of this name is a node's.
 func IsNodeToken(name string) bool { return strings.HasPrefix(name, NodeTokenPrefix) }
+
+// NewUserID makes a user id: "usr-" and 12 random hex digits.
+func NewUserID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "usr-" + hex.EncodeToString(b[:])
+}
 
 // UserIDForToken is the id of the user a token with no user becomes
 // (CreateToken, and the migration that made every token a user):
