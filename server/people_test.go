@@ -32,7 +32,10 @@ func TestUsers(t *testing.T) {
 	}
 	for _, call := range []func() error{
 		func() error { _, err := e.AliceC.ListUsers(ctx); return err },
-		func() error { _, err := e.AliceC.CreateUser(ctx, wire.UserRequest{Name: "Mallory", Role: wire.RoleAdmin}); return err },
+		func() error {
+			_, err := e.AliceC.CreateUser(ctx, wire.UserRequest{Name: "Mallory", Role: wire.RoleAdmin})
+			return err
+		},
 		func() error {
 			_, err := e.AliceC.UpdateUser(ctx, aliceUser, wire.UserPatch{Role: ptr(wire.RoleAdmin)})
 			return err
@@ -269,4 +272,3 @@ func TestAuditLog(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
