@@ -184,6 +184,9 @@ const (
 	ChannelCLI    = "cli"    // the harvest command (its User-Agent says so)
 	ChannelGitHub = "github" // a webhook delivery
 	ChannelNode   = "node"   // another node of the server, on a client's behalf
+	// ChannelServer is the server acting for no request: an environment's
+	// setup given its repository's secrets.
+	ChannelServer = "server"
 )
 
 // AuditOK is the Result of an action that succeeded.

@@ -76,7 +76,7 @@ type AuditEntry struct {
 	User string `json:"user,omitempty"`
 	// Token is the id of the token the request was made with.
 	Token string `json:"token,omitempty"`
-	// Channel is api, ui, cli, github or node.
+	// Channel is api, ui, cli, github, node or server.
 	Channel string `json:"channel"`
 	// Remote is the client's IP address.
 	Remote string `json:"remote,omitempty"`
