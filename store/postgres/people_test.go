@@ -56,3 +56,7 @@ func TestMigrationPeople(t *testing.T) {
 
 	storetest.MigratedPeople(t, open(t, url))
 }
+
+func BenchmarkTokenByHash(b *testing.B) {
+	storetest.BenchmarkTokenByHash(b, open(b, testbin.Postgres(b)), 1000)
+}

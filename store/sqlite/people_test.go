@@ -49,3 +49,7 @@ func TestMigrationPeople(t *testing.T) {
 
 	storetest.MigratedPeople(t, open(t, path))
 }
+
+func BenchmarkTokenByHash(b *testing.B) {
+	storetest.BenchmarkTokenByHash(b, open(b, filepath.Join(b.TempDir(), "harvest.db")), 1000)
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"testing"
 
 	"github.com/harvest-dev/harvest/store"
@@ -79,5 +80,25 @@ func MigratedPeople(t *testing.T, st store.Store) {
 	tok := &store.Token{ID: "tok-ccc", Name: "new", Hash: SeedHash("secret-c")}
 	if err := st.CreateToken(ctx, tok); err != nil || tok.User != "usr-ccc" {
 		t.Errorf("a token made after the upgrade: %+v, %v", tok, err)
+	}
+}
+
+// BenchmarkTokenByHash measures the read every API request makes to
+// authenticate: a token by its hash, joined to its user (role and
+// disabled), among n tokens of n users.
+func BenchmarkTokenByHash(b *testing.B, st store.Store, n int) {
+	ctx := context.Background()
+	for i := range n {
+		t := &store.Token{ID: fmt.Sprintf("tok-%012x", i), Name: fmt.Sprintf("t%d", i), Hash: SeedHash(fmt.Sprint(i))}
+		if err := st.CreateToken(ctx, t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		t, err := st.TokenByHash(ctx, SeedHash(fmt.Sprint(i%n)))
+		if err != nil || t.User == "" {
+			b.Fatalf("TokenByHash: %+v, %v", t, err)
+		}
 	}
 }
