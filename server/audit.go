@@ -61,6 +61,9 @@ var audited = map[string]string{
 // auditing is a request's audit entry while the request is served.
 type auditing struct {
 	e *store.AuditEntry
+	// ctx is the request's context: the entry is written with its values
+	// (its store budget), not its cancellation.
+	ctx context.Context
 	// done: recorded already (a shell, recorded when it opens), or not
 	// to be recorded (a webhook delivery that was taken).
 	done bool
@@ -119,7 +122,7 @@ func startAudit(r *http.Request, action string, c caller) (*http.Request, *audit
 		// Forwarded by another node (server/cluster): the peer is that node.
 		e.Detail = mustJSON(map[string]string{"forwarded_by": clip(by, 100)})
 	}
-	a := &auditing{e: e}
+	a := &auditing{e: e, ctx: r.Context()}
 	ctx := context.WithValue(r.Context(), auditKey{}, a)
 	return r.WithContext(store.WithAudit(ctx, e)), a
 }
@@ -138,7 +141,7 @@ func (s *Server) finishAudit(a *auditing, res *apiError) {
 	case a.result != "":
 		e.Result = a.result
 	}
-	s.recordAudit(&e)
+	s.recordAudit(a.ctx, &e)
 }
 
 // recordNow records the entry now, as succeeded, for a handler that
@@ -150,14 +153,16 @@ func (s *Server) recordNow(a *auditing) {
 	}
 	e := *a.e
 	e.ID, e.Result = 0, store.AuditOK
-	s.recordAudit(&e)
+	s.recordAudit(a.ctx, &e)
 	a.done = true
 }
 
 // recordAudit appends e, whatever became of the request's context (its
-// client may be gone), within a deadline; a failure is logged.
-func (s *Server) recordAudit(e *store.AuditEntry) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// client may be gone), within the request's store budget (a store that
+// does not answer does not hold the answer up: --store-timeout) and a
+// deadline; a failure is logged, and the entry is lost.
+func (s *Server) recordAudit(rctx context.Context, e *store.AuditEntry) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), 10*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.AppendAudit(ctx, e); err != nil {
 		s.log.Error("recording an audit entry", "action", e.Action, "target", e.Target, "user", e.User, "err", err)
