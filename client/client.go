@@ -30,7 +30,17 @@ type Client struct {
 	base  *url.URL
 	token string
 	hc    *http.Client
+	// ua is the User-Agent of its requests (SetUserAgent).
+	ua string
 }
+
+// CLIUserAgent starts the User-Agent of the harvest command's requests:
+// the server's audit log records them as the cli channel.
+const CLIUserAgent = "harvest-cli/"
+
+// SetUserAgent sets the User-Agent of c's requests (call it before using
+// c). The CLI sets CLIUserAgent and its version.
+func (c *Client) SetUserAgent(ua string) { c.ua = ua }
 
 // New returns a client of the server at baseURL (like
 // http://127.0.0.1:7777) using token. hc nil uses a client of its own.
@@ -104,9 +114,7 @@ func (c *Client) requestWith(ctx context.Context, method, path string, q url.Val
 		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
+	c.authorize(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return c.netError(err)
@@ -123,6 +131,16 @@ func (c *Client) requestWith(ctx context.Context, method, path string, q url.Val
 		return fmt.Errorf("%s %s: decoding the response: %w", method, path, err)
 	}
 	return nil
+}
+
+// authorize sets a request's token and User-Agent.
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.ua != "" {
+		req.Header.Set("User-Agent", c.ua)
+	}
 }
 
 // netError says that the server could not be reached, and what to check.

@@ -105,6 +105,8 @@ type Request struct {
 	// Force builds even when a ready environment has the same
 	// fingerprint.
 	Force bool
+	// User is the user who asks (Environment.User).
+	User string
 }
 
 // Fingerprint is what decides whether an environment is still good: the
@@ -246,7 +248,7 @@ func (b *Builder) Begin(ctx context.Context, req Request) (*Pending, error) {
 		}
 	}
 	env := &store.Environment{ID: id, Repo: req.Repo, Name: req.Name, Ref: req.Ref, Commit: commit, Fingerprint: fp,
-		Backend: req.Backend, State: store.EnvBuilding, Detected: plan.Detected, CreatedAt: b.cfg.Now().UTC()}
+		Backend: req.Backend, State: store.EnvBuilding, Detected: plan.Detected, CreatedAt: b.cfg.Now().UTC(), User: req.User}
 	if err := b.cfg.Store.CreateEnvironment(ctx, env); err != nil {
 		return fail(err)
 	}

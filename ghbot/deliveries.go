@@ -85,6 +85,9 @@ func (h *Hooks) record(ctx context.Context, d *store.Delivery, state, result str
 	if err := h.st.FinishDelivery(ctx, d.ID, state, result); err != nil {
 		h.log.Error("recording a webhook delivery's end", "delivery", d.ID, "err", err)
 	}
+	if strings.HasPrefix(result, "refused ") {
+		h.auditRefusal(ctx, d, result)
+	}
 }
 
 // target is who asked and where, as a delivery's payload says.
@@ -92,6 +95,8 @@ type target struct {
 	Repo, Sender, Action string
 	Number               int
 	Installation         int64
+	// SenderID is the sender's GitHub user id.
+	SenderID int64
 }
 
 // payloadTarget reads a payload's repository, issue or pull request,
@@ -115,6 +120,7 @@ func payloadTarget(payload []byte) target {
 		} `json:"check_suite"`
 		Sender struct {
 			Login string `json:"login"`
+			ID    int64  `json:"id"`
 		} `json:"sender"`
 		Installation struct {
 			ID int64 `json:"id"`
@@ -124,7 +130,7 @@ func payloadTarget(payload []byte) target {
 		return target{}
 	}
 	t := target{Repo: p.Repository.FullName, Sender: p.Sender.Login, Action: p.Action, Installation: p.Installation.ID,
-		Number: p.Issue.Number}
+		Number: p.Issue.Number, SenderID: p.Sender.ID}
 	if t.Number == 0 {
 		t.Number = p.PullRequest.Number
 	}

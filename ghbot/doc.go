@@ -55,6 +55,10 @@
 // (the requester as author). A session created through the API has no
 // GitHub requester: the bot, no trailer.
 //
+// The person who asked is also a Harvest user: a GitHub account becomes
+// one (a github identity) the first time it starts a session, and owns
+// the sessions it starts (people.go).
+//
 // # Concurrency
 //
 // A Service is safe for concurrent use: sessions' runners call it at

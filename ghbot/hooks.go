@@ -23,8 +23,8 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// Owner is the owner of the sessions webhooks start: no API token's, so
-// only the admin token sees them.
+// Owner is the owner of the sessions webhooks start: no API token's (their
+// user is the requester's: people.go).
 const Owner = "github"
 
 // Sessions is what the webhook side asks of the session layer (a
@@ -56,6 +56,8 @@ type HookStore interface {
 	UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error)
 	// MessageByKey finds a message a delivery sent before (its key).
 	MessageByKey(ctx context.Context, session, owner, key string) (*store.Message, error)
+	// The commenters' users and the audit log (people.go).
+	PeopleStore
 	// AcquireLock and ReleaseLock claim a delivery while it is processed:
 	// several servers (nodes) on one store process the same queue.
 	AcquireLock(ctx context.Context, key, holder string, ttl time.Duration) (store.Lock, error)
@@ -102,6 +104,9 @@ type HookConfig struct {
 	// Observer, when set, hears of every delivery received and of every
 	// processing attempt (package telemetry counts them).
 	Observer Observer
+	// DefaultRole is the role of a GitHub account that becomes a user
+	// (people.go; default store.RoleMember).
+	DefaultRole store.Role
 	// Tracer, when set, traces each processing attempt as a span, the
 	// root of the trace of the session it starts or of the turn its
 	// message causes (session.Config.Tracer continues it).

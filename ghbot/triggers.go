@@ -266,6 +266,20 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 	req.PromptKey = deliveryKeyPrefix + d.ID // the turn's end answers the delivery's sender (notify.go)
 	req.Limits.IdleTimeout = h.cfg.IdleTimeout
 	l := req.GitHub
+	u, err := h.requester(ctx, l)
+	if err != nil {
+		return "", err
+	}
+	if u != nil {
+		if u.Disabled {
+			why := "your Harvest user is disabled"
+			if err := h.reply(ctx, c, l.Repo, l.Number, d.ID, fmt.Sprintf("Sorry @%s, I can't do that: %s.", l.Requester, why)); err != nil {
+				return "", err
+			}
+			return "refused @" + l.Requester + ": " + why, nil
+		}
+		req.User = u.ID
+	}
 	id, err := h.progressComment(ctx, c, l.Repo, l.Number, req.ID)
 	if err != nil {
 		return "", err
@@ -302,6 +316,8 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 		}
 		return "", err
 	}
+	h.audit(ctx, store.AuditEntry{User: req.User, Action: "session.create", Target: v.ID, Result: store.AuditOK,
+		Detail: auditDetail(map[string]any{"delivery": d.ID, "repo": l.Repo, "number": l.Number, "login": l.Requester})})
 	return "started session " + v.ID, nil
 }
 

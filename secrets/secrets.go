@@ -30,6 +30,11 @@ func (e *InputError) Error() string {
 // token that sets it. An invalid scope, name or value is an *InputError
 // listing every problem.
 func Put(ctx context.Context, st store.Secrets, k *Key, scope Scope, name, value string, session bool, by string) (*store.Secret, error) {
+	return PutAs(ctx, st, k, scope, name, value, session, by, "")
+}
+
+// PutAs is Put by the token by of user (store.Secret.SetByUser).
+func PutAs(ctx context.Context, st store.Secrets, k *Key, scope Scope, name, value string, session bool, by, user string) (*store.Secret, error) {
 	var problems []string
 	if _, err := ParseScope(scope.String()); err != nil || scope.ID == Me {
 		if err == nil {
@@ -47,7 +52,7 @@ func Put(ctx context.Context, st store.Secrets, k *Key, scope Scope, name, value
 		return nil, &InputError{Problems: problems}
 	}
 	sc := scope.String()
-	x := &store.Secret{Scope: sc, Name: name, Ciphertext: k.Seal(sc, name, []byte(value)), KeyID: k.ID(), Session: session, SetBy: by, UpdatedAt: time.Now().UTC()}
+	x := &store.Secret{Scope: sc, Name: name, Ciphertext: k.Seal(sc, name, []byte(value)), KeyID: k.ID(), Session: session, SetBy: by, SetByUser: user, UpdatedAt: time.Now().UTC()}
 	if err := st.PutSecret(ctx, x); err != nil {
 		return nil, fmt.Errorf("storing secret %s %s: %w", sc, name, err)
 	}

@@ -112,6 +112,9 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 		if strings.HasPrefix(op.path, "/v1/tokens/") {
 			path = strings.ReplaceAll(op.path, "{id}", e.BobID)
 		}
+		if strings.HasPrefix(op.path, "/v1/users/") {
+			path = strings.ReplaceAll(op.path, "{id}", store.UserIDForToken(e.BobID))
+		}
 		if strings.HasPrefix(op.path, "/v1/environments/") {
 			path = strings.ReplaceAll(op.path, "{id}", "env-0000000000000000")
 		}
@@ -171,6 +174,9 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			if strings.HasPrefix(op.path, "/v1/tokens/") {
 				unknown = "tok-000000000000"
 			}
+			if strings.HasPrefix(op.path, "/v1/users/") {
+				unknown = "usr-000000000000"
+			}
 			if strings.HasPrefix(op.path, "/v1/environments/") {
 				unknown = "env-0000000000000000"
 			}
@@ -181,16 +187,23 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			var body []byte
 			if op.body { // a valid body: the id is what is wrong
 				ct, body = "application/json", []byte(`{"text":"msg to nobody"}`)
+				if strings.HasPrefix(op.path, "/v1/users/") {
+					body = []byte(`{"name":"nobody"}`)
+				}
 			}
 			status, info, _ = e.doRaw(op.method, strings.ReplaceAll(op.path, "{id}", unknown), tok, ct, body)
 			check(name+" with an unknown id", status, info, expect{404, server.CodeNotFound, unknown})
 		}
 		status, info, _ = e.doRaw(op.method, path+"?bogus=1", tok, "", nil)
 		check(name+" with an unknown query parameter", status, info, expect{400, server.CodeBadRequest, `unknown query parameter "bogus"`})
-		status, info, hdr = e.doRaw(http.MethodPatch, path, tok, "", nil)
-		check("PATCH "+op.path, status, info, expect{405, server.CodeMethodNotAllowed, "this path takes"})
+		other := http.MethodPatch
+		if strings.HasPrefix(op.path, "/v1/users/") { // it takes PATCH
+			other = http.MethodPut
+		}
+		status, info, hdr = e.doRaw(other, path, tok, "", nil)
+		check(other+" "+op.path, status, info, expect{405, server.CodeMethodNotAllowed, "this path takes"})
 		if !strings.Contains(hdr.Get("Allow"), op.method) {
-			t.Errorf("PATCH %s: Allow %q does not list %s", op.path, hdr.Get("Allow"), op.method)
+			t.Errorf("%s %s: Allow %q does not list %s", other, op.path, hdr.Get("Allow"), op.method)
 		}
 
 		switch {

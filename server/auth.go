@@ -63,7 +63,7 @@ func HashToken(secret string) []byte {
 //
 // No API call or command makes one: names with the prefix are refused
 // (CheckTokenName).
-const NodeTokenPrefix = "node:"
+const NodeTokenPrefix = store.NodeTokenPrefix
 
 // NodeSenderHeader names, on a node's forwarded send, whose idempotency
 // key the message's Idempotency-Key is (the GitHub app's: "github"),
@@ -122,10 +122,28 @@ type caller struct {
 // owner is the owner argument of the Manager's calls: "" (everything) for
 // an admin, else the token's id.
 func (c caller) owner() string {
-	if c.token.Admin {
+	if c.admin() {
 		return ""
 	}
 	return c.token.ID
+}
+
+// admin says whether the request may do what an admin does: the token is
+// an admin's and so is its user (a node's token, no one's, is an admin's).
+// A user made a member keeps their admin tokens, which act as a member's
+// until the user is an admin again; a member's token is never made admin
+// (createToken).
+func (c caller) admin() bool {
+	return c.token.Admin && (c.token.User == "" || c.token.Role == store.RoleAdmin)
+}
+
+// userOK refuses a token whose user is disabled: at once, on the request
+// after the change (the user's disabled is read with the token).
+func userOK(t *store.Token) *apiError {
+	if t.Disabled {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("token %s belongs to user %s, who is disabled: an admin enables them again (harvest user enable %s)", t.ID, t.User, t.User))
+	}
+	return nil
 }
 
 // authenticate finds the token of a request's "Authorization: Bearer",
@@ -153,6 +171,9 @@ func (s *Server) authenticate(r *http.Request) (caller, *apiError) {
 	}
 	if node, ok := NodeOf(t); ok {
 		return s.nodeCaller(r, t, node)
+	}
+	if e := userOK(t); e != nil {
+		return caller{}, e
 	}
 	return caller{token: t}, nil
 }

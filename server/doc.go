@@ -30,8 +30,14 @@
 //	GET    /v1/sessions/{id}/log         ?after=N&limit=M → EventPage (stored events, JSON)
 //	GET    /v1/sessions/{id}/lock        → LockInfo
 //	POST   /v1/sessions/{id}/unlock      admin → 204
-//	POST   /v1/tokens                    admin, TokenRequest → 201 TokenCreated (the secret, once)
-//	GET    /v1/tokens                    admin → TokenList
+//	GET    /v1/me                        → Me (the token, its user, admin or not)
+//	GET    /v1/users                     admin → UserList
+//	POST   /v1/users                     admin, UserRequest → 201 User
+//	GET    /v1/users/{id}                admin → User (with identities)
+//	PATCH  /v1/users/{id}                admin, UserPatch → User (name, role, disabled)
+//	GET    /v1/audit                     admin, ?user=U&action=A&since=T&until=T&limit=N&cursor=C → AuditList
+//	POST   /v1/tokens                    admin, TokenRequest (user: whose) → 201 TokenCreated (the secret, once)
+//	GET    /v1/tokens                    admin, ?user=U → TokenList
 //	DELETE /v1/tokens/{id}               admin → 204
 //	PUT    /v1/secrets/{scope}/{name}    SecretRequest → 200 Secret (never the value; scope
 //	                                     repo:owner%2Fname, admin only, or user:me)
@@ -42,7 +48,8 @@
 //
 // Every /v1 route needs "Authorization: Bearer TOKEN". Tokens are in the
 // store as the SHA-256 of their secret only (store.Token); the request's
-// owner is the token's id. A token sees only the sessions it created (to
+// owner is the token's id (and its user, the token's user: "People"
+// below). A token sees only the sessions it created (to
 // anyone else they do not exist: 404, never 403, so ids cannot be probed);
 // an admin token sees all of them and manages tokens and locks. Secrets
 // (secrets.go): a user token manages its own (user:me), only an admin a
@@ -51,6 +58,35 @@
 // that is valid only while its node is live, only for POST
 // /v1/sessions/{id}/messages, .../cancel and .../stop, and the only one that may name the sender
 // an idempotency key belongs to (Harvest-Sender).
+//
+// # People and the audit log
+//
+// Every token belongs to a user (store/people.go; people.go): a person with
+// a role (admin, member, viewer), identities elsewhere (a GitHub account,
+// later an OIDC subject) and any number of tokens. The user is who caused
+// what a request does, whatever the channel: a session records its user
+// (the token's; for a session a GitHub comment started, the commenter's,
+// made a user at first sight by package ghbot), and so do environments
+// and secrets. Tokens predate users: each became a user of its own when
+// the store was migrated, and a token made without a user still does, so
+// a token sees exactly what it saw before (visibility is still by token:
+// a session's owner is the token that made it).
+//
+// A request may do the lesser of what its token and its user may: an
+// admin token is an admin's only while its user is an admin. The user's
+// role and disabled are read with the token on every request (one join),
+// so disabling a user refuses their very next request, by token or by
+// sign-in cookie. An admin cannot demote or disable themselves.
+//
+// The audit log (audit.go) records the routes that change something:
+// sessions' create, send, cancel, stop, delete, unlock and shell, tokens,
+// users, secrets, environments, memory edits, sign-ins and refused webhook
+// deliveries; each entry says who (user, token), from where (channel: api,
+// ui, cli, node; the peer's address), what (action, target) and how it
+// ended (ok or the error code). Token, user and secret changes are
+// recorded in the transaction of the change itself (store.WithAudit); the
+// others right after the handler returns. Only admins read it (GET
+// /v1/audit); nothing in the API writes or deletes entries.
 //
 // # Errors
 //

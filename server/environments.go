@@ -33,10 +33,13 @@ func (s *Server) prepareEnvironment(w http.ResponseWriter, r *http.Request, c ca
 	}
 	env, err := s.cfg.Manager.Prepare(r.Context(), session.PrepareRequest{
 		Repo:    session.RepoSpec{Name: req.Repo.Name, Source: req.Repo.Source, GitHub: req.Repo.GitHub, Ref: req.Repo.Ref},
-		Backend: req.Backend, Force: req.Force, Admin: c.token.Admin,
+		Backend: req.Backend, Force: req.Force, Admin: c.admin(), User: c.token.User,
 	})
 	if err != nil {
 		return fromManagerFor(c, err)
+	}
+	if a := auditOf(r); a != nil {
+		a.e.Target = env.ID
 	}
 	w.Header().Set("Location", "/v1/environments/"+env.ID)
 	writeJSON(w, http.StatusAccepted, c.environment(env))
@@ -46,7 +49,7 @@ func (s *Server) prepareEnvironment(w http.ResponseWriter, r *http.Request, c ca
 // environment is what a caller may see of an environment: a user token
 // sees no host path (a directory repository is "dir:NAME").
 func (c caller) environment(e *store.Environment) *store.Environment {
-	if c.token.Admin || !strings.HasPrefix(e.Repo, "/") {
+	if c.admin() || !strings.HasPrefix(e.Repo, "/") {
 		return e
 	}
 	x := *e

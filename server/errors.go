@@ -89,7 +89,7 @@ func fromManager(err error) *apiError {
 // space (507) names the data directory to an admin only.
 func fromManagerFor(c caller, err error) *apiError {
 	if errors.As(err, new(*session.StorageError)) {
-		return storageFull(err, c.token.Admin)
+		return storageFull(err, c.admin())
 	}
 	return fromManager(err)
 }

@@ -56,7 +56,7 @@ func (s *Server) memoryScope(r *http.Request, c caller, allowed ...string) (memo
 	case o == "":
 	case o == "me" || o == c.token.ID:
 		sc.Owner = c.token.ID
-	case !c.token.Admin:
+	case !c.admin():
 		return sc, errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("owner %s is another token's: token %s (%s) reads its own memory only, as owner=me", o, c.token.ID, c.token.Name))
 	default:
 		sc.Owner = o
@@ -112,12 +112,12 @@ func (s *Server) memoryRepo(r *http.Request, c caller, raw string) (string, *api
 	for _, x := range ss {
 		for _, rp := range x.Repos {
 			k := session.RepoKey(rp)
-			if k == key || rp.Source == raw || (c.token.Admin && rp.Origin == raw) {
+			if k == key || rp.Source == raw || (c.admin() && rp.Origin == raw) {
 				return k, nil
 			}
 		}
 	}
-	if c.token.Admin {
+	if c.admin() {
 		return key, nil
 	}
 	return "", errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("repo %s: token %s (%s) has run no session on it; a token reads the memory of the repositories of its sessions (an admin token, any)", raw, c.token.ID, c.token.Name))
@@ -206,6 +206,7 @@ func (s *Server) putMemoryEntity(w http.ResponseWriter, r *http.Request, c calle
 	if e != nil {
 		return e
 	}
+	auditMemory(r, sc, name)
 	x, err := s.cfg.Memory.SetEntity(r.Context(), sc, apiWrite, memory.Entity{Name: name, EntityType: req.Type, Observations: req.Observations})
 	if err != nil {
 		return memoryError(err)
@@ -229,6 +230,7 @@ func (s *Server) deleteMemoryEntity(w http.ResponseWriter, r *http.Request, c ca
 	if e != nil {
 		return e
 	}
+	auditMemory(r, sc, name)
 	n, err := s.cfg.Memory.DeleteEntities(r.Context(), sc, apiWrite, []string{name})
 	if err != nil {
 		return memoryError(err)
@@ -262,4 +264,15 @@ func noBodyAllowingQuery(r *http.Request) *apiError {
 		return nil
 	}
 	return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("%s %s takes no body: send none (or {})", r.Method, r.URL.Path))
+}
+
+// auditMemory names an API edit of memory in the audit log: the scope and
+// the entity (an agent's edits carry their session, whose user is known).
+func auditMemory(r *http.Request, sc store.MemoryScope, name string) {
+	if a := auditOf(r); a != nil {
+		a.e.Target = sc.Repo + "#" + name
+		if sc.Owner != "" {
+			a.addDetail(map[string]any{"owner": sc.Owner})
+		}
+	}
 }

@@ -44,6 +44,14 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/sessions/{id}/shell", user, s.shell},
 		{http.MethodPost, "/v1/sessions/{id}/unlock", admin, s.unlock},
 
+		// People and the audit log: people.go, audit.go.
+		{http.MethodGet, "/v1/me", user, s.me},
+		{http.MethodGet, "/v1/users", admin, s.listUsers},
+		{http.MethodPost, "/v1/users", admin, s.createUser},
+		{http.MethodGet, "/v1/users/{id}", admin, s.getUser},
+		{http.MethodPatch, "/v1/users/{id}", admin, s.patchUser},
+		{http.MethodGet, "/v1/audit", admin, s.listAudit},
+
 		{http.MethodPost, "/v1/tokens", admin, s.createToken},
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
 		{http.MethodDelete, "/v1/tokens/{id}", admin, s.deleteToken},
@@ -79,8 +87,54 @@ func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request, _ caller)
 	if s.cfg.GitHubWebhook == nil {
 		return errorf(http.StatusNotFound, CodeNotFound, "this server has no GitHub configured: start harvest serve with --github-app-id, --github-app-key and --github-webhook-secret-file")
 	}
-	s.cfg.GitHubWebhook.ServeHTTP(w, r)
+	sw := &statusWriter{ResponseWriter: w}
+	s.cfg.GitHubWebhook.ServeHTTP(sw, r)
+	if a := auditOf(r); a != nil {
+		// Deliveries taken are recorded by the GitHub side as what they
+		// cause (a session GitHub starts: session.create, channel github);
+		// here, the refused ones (a bad signature, a body too large).
+		a.e.Channel = store.ChannelGitHub
+		if sw.status < 400 {
+			a.done = true
+		} else {
+			a.result = webhookRefusal(sw.status)
+			a.addDetail(map[string]any{"status": sw.status, "event": clip(r.Header.Get("X-GitHub-Event"), 60), "delivery": clip(r.Header.Get("X-GitHub-Delivery"), 60)})
+		}
+	}
 	return nil
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// webhookRefusal is the audit result of a refused delivery.
+func webhookRefusal(status int) string {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return CodeUnauthorized
+	case http.StatusRequestEntityTooLarge:
+		return CodeTooLarge
+	case http.StatusBadRequest:
+		return CodeBadRequest
+	}
+	return "status_" + strconv.Itoa(status)
 }
 
 // noQuery refuses query parameters on routes that take none, so a typo
@@ -153,9 +207,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	if e != nil {
 		return e
 	}
-	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, fromCreate(req, c.token.Admin))
+	creq := fromCreate(req, c.admin())
+	creq.User = c.token.User
+	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, creq)
 	if err != nil {
 		return fromManagerFor(c, err)
+	}
+	if a := auditOf(r); a != nil {
+		a.e.Target = v.ID
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
 	writeJSON(w, http.StatusCreated, c.view(v))
@@ -167,7 +226,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 	if e != nil {
 		return e
 	}
-	if !c.token.Admin {
+	if !c.admin() {
 		if q.owner && q.filter.Owner != c.token.ID {
 			return errorf(http.StatusForbidden, CodeForbidden, "owner: only an admin token lists other tokens' sessions; leave owner out for your own")
 		}
@@ -387,7 +446,24 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c caller) *
 	if e != nil {
 		return e
 	}
+	if req.User != "" {
+		u, e := s.user(r, req.User)
+		if e != nil {
+			return invalid([]string{fmt.Sprintf(`"user": no user %s (see GET /v1/users)`, clip(req.User, 80))})
+		}
+		switch {
+		case u.Disabled:
+			return invalid([]string{fmt.Sprintf(`"user": user %s is disabled: enable them first (PATCH /v1/users/%s)`, u.ID, u.ID)})
+		case req.Admin && u.Role != store.RoleAdmin:
+			return invalid([]string{fmt.Sprintf(`"admin": user %s is a %s: only an admin's token may be an admin token`, u.ID, u.Role)})
+		}
+	}
 	secret, t := NewToken(req.Name, req.Admin, time.Now())
+	t.User = req.User
+	if a := auditOf(r); a != nil {
+		a.e.Target = t.ID
+		a.addDetail(map[string]any{"name": t.Name, "admin": t.Admin, "user": t.User})
+	}
 	if err := s.cfg.Store.CreateToken(r.Context(), t); err != nil {
 		return fromManager(fmt.Errorf("storing the token: %w", err))
 	}
@@ -395,11 +471,27 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c caller) *
 	return nil
 }
 
+// listTokens lists every token, or a user's (?user=ID).
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, c caller) *apiError {
-	if e := noQuery(r); e != nil {
-		return e
+	var who string
+	for k, vs := range r.URL.Query() {
+		if k != "user" {
+			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET /v1/tokens takes user", clip(k, 40)))
+		}
+		who = vs[len(vs)-1]
 	}
-	ts, err := s.cfg.Store.ListTokens(r.Context())
+	var (
+		ts  []*store.Token
+		err error
+	)
+	if who != "" {
+		if _, e := s.user(r, who); e != nil {
+			return e
+		}
+		ts, err = s.cfg.Store.UserTokens(r.Context(), who)
+	} else {
+		ts, err = s.cfg.Store.ListTokens(r.Context())
+	}
 	if err != nil {
 		return fromManager(err)
 	}

@@ -47,7 +47,7 @@ func (s *Server) secretScope(r *http.Request, c caller, raw string, put bool) (s
 		if sc.ID == c.token.ID {
 			return sc, nil
 		}
-		if !c.token.Admin {
+		if !c.admin() {
 			return sc, errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("scope %s is another token's: token %s (%s) manages its own secrets only, as user:me", sc, c.token.ID, c.token.Name))
 		}
 		if put {
@@ -60,7 +60,7 @@ func (s *Server) secretScope(r *http.Request, c caller, raw string, put bool) (s
 			}
 		}
 	case secrets.KindRepo:
-		if !c.token.Admin {
+		if !c.admin() {
 			return sc, errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("scope %s: repository secrets reach every session on the repository, so only an admin token sets, lists or deletes them; token %s (%s) may use user:me for its own", sc, c.token.ID, c.token.Name))
 		}
 	}
@@ -86,7 +86,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, c caller) *ap
 	if e != nil {
 		return e
 	}
-	x, err := secrets.Put(r.Context(), s.cfg.Secrets, s.cfg.SecretKey, sc, r.PathValue("name"), req.Value, req.Session, c.token.ID)
+	x, err := secrets.PutAs(r.Context(), s.cfg.Secrets, s.cfg.SecretKey, sc, r.PathValue("name"), req.Value, req.Session, c.token.ID, c.token.User)
 	var ie *secrets.InputError
 	switch {
 	case errors.As(err, &ie):
@@ -115,7 +115,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, c caller) *
 			scopes = append(scopes, sc.String())
 		}
 	}
-	if len(scopes) == 0 && !c.token.Admin {
+	if len(scopes) == 0 && !c.admin() {
 		scopes = []string{secrets.Scope{Kind: secrets.KindUser, ID: c.token.ID}.String()}
 	}
 	xs, err := s.cfg.Secrets.ListSecrets(r.Context(), scopes...)
@@ -184,5 +184,5 @@ func decodeSecret(contentType string, body []byte) (wire.SecretRequest, *apiErro
 }
 
 func secretView(x *store.Secret) *wire.Secret {
-	return &wire.Secret{Scope: x.Scope, Name: x.Name, Session: x.Session, SetBy: x.SetBy, CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
+	return &wire.Secret{Scope: x.Scope, Name: x.Name, Session: x.Session, SetBy: x.SetBy, SetByUser: x.SetByUser, CreatedAt: x.CreatedAt, UpdatedAt: x.UpdatedAt}
 }

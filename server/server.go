@@ -60,8 +60,11 @@ type EventStream interface {
 var _ EventStream = (*journal.Subscription)(nil)
 
 // Records is what the server reads and writes in the store itself: API
-// tokens, and a session's stored events and lock (store.Store is one).
+// tokens, users and the audit log, and a session's stored events and lock
+// (store.Store is one).
 type Records interface {
+	store.People
+	store.Audit
 	TokenByHash(ctx context.Context, hash []byte) (*store.Token, error)
 	CreateToken(ctx context.Context, t *store.Token) error
 	ListTokens(ctx context.Context) ([]*store.Token, error)
@@ -304,10 +307,28 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		if c, e = s.authenticate(r); e != nil {
 			return e
 		}
+	}
+	action := audited[rt.method+" "+rt.path]
+	if action == "" {
+		return s.check(w, r, rt, c)
+	}
+	r, a := startAudit(r, action, c)
+	e := s.check(w, r, rt, c)
+	s.finishAudit(a, e)
+	return e
+}
+
+// check refuses what the caller may not call, and an id of the wrong
+// shape, then calls the handler.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, rt route, c caller) *apiError {
+	if rt.access != public {
 		if c.node != "" && !nodeRoute(rt) {
 			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %s is node %s's: between nodes it only sends messages to sessions, cancels their turns and stops them (POST /v1/sessions/{id}/messages, .../cancel, .../stop), not %s %s", c.token.ID, c.node, r.Method, rt.path))
 		}
-		if rt.access == admin && !c.token.Admin {
+		if rt.access == admin && !c.admin() {
+			if c.token.Admin {
+				return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("%s %s needs an admin token of an admin; token %s (%s) is an admin token, but its user %s is a %s", r.Method, rt.path, c.token.ID, c.token.Name, c.token.User, c.token.Role))
+			}
 			return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("%s %s needs an admin token; token %s (%s) is not one", r.Method, rt.path, c.token.ID, c.token.Name))
 		}
 	}
@@ -324,6 +345,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		} else if strings.HasPrefix(rt.path, "/v1/tokens/") {
 			if !validTokenID(id) {
 				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a token id: token ids look like tok-0123456789ab (see GET /v1/tokens)", clip(id, 80)))
+			}
+		} else if strings.HasPrefix(rt.path, "/v1/users/") {
+			if !validUserID(id) {
+				return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a user id: user ids look like usr-0123456789ab (see GET /v1/users)", clip(id, 80)))
 			}
 		} else if !session.ValidID(id) {
 			return errorf(http.StatusNotFound, CodeNotFound, fmt.Sprintf("%q is not a session id: session ids look like s-abcdefghijklmnop (see GET /v1/sessions)", clip(id, 80)))

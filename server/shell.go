@@ -78,12 +78,16 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, c caller) *apiErr
 	})
 	if err != nil {
 		// Accept has answered the client.
+		if a := auditOf(r); a != nil {
+			a.result = "not_upgraded"
+		}
 		go io.Copy(io.Discard, outR)
 		sh.Close("not upgraded: " + err.Error())
 		outW.Close()
 		return nil
 	}
 	conn.SetReadLimit(maxShellMessage)
+	s.recordNow(auditOf(r)) // the shell is open: recorded now, not when it ends
 
 	outDone, inDone := make(chan struct{}), make(chan struct{})
 	go func() { // the terminal's output to the client

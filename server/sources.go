@@ -8,6 +8,6 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request, c caller) *
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, s.cfg.Manager.Sources(c.token.Admin))
+	writeJSON(w, http.StatusOK, s.cfg.Manager.Sources(c.admin()))
 	return nil
 }

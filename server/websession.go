@@ -53,9 +53,11 @@ type SignInRequest struct {
 // SignedIn is who a browser is signed in as, and the CSRF token its
 // state-changing requests send in X-Harvest-CSRF.
 type SignedIn struct {
-	TokenID   string    `json:"token_id"`
-	Name      string    `json:"name"`
-	Admin     bool      `json:"admin"`
+	TokenID string `json:"token_id"`
+	Name    string `json:"name"`
+	Admin   bool   `json:"admin"`
+	// User is the id of the token's user (GET /v1/me says more).
+	User      string    `json:"user,omitempty"`
 	CSRFToken string    `json:"csrf_token"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
@@ -117,6 +119,9 @@ func (s *Server) cookieCaller(r *http.Request, secret string) (caller, *apiError
 		// Never made (signIn refuses them); refused all the same.
 		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "this sign-in is a node's token's: sign in again with a person's token")
 	}
+	if e := userOK(t); e != nil {
+		return caller{}, e
+	}
 	return caller{token: t, web: secret}, nil
 }
 
@@ -152,6 +157,12 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ caller) *apiEr
 	if node, ok := NodeOf(t); ok {
 		return errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("token %s is node %s's: a node's token never signs in; sign in with a person's token", t.ID, node))
 	}
+	if e := userOK(t); e != nil {
+		return e
+	}
+	if a := auditOf(r); a != nil {
+		a.e.User, a.e.Token, a.e.Target = t.User, t.ID, t.User
+	}
 	var key [32]byte
 	rand.Read(key[:])
 	secret := webSessionPrefix + base64.RawURLEncoding.EncodeToString(key[:])
@@ -164,7 +175,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ caller) *apiEr
 		Name: SessionCookie, Value: secret, Path: "/", Expires: ws.ExpiresAt, MaxAge: int(webSessionTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
-	writeJSON(w, http.StatusOK, SignedIn{TokenID: t.ID, Name: t.Name, Admin: t.Admin, CSRFToken: csrfToken(secret), ExpiresAt: ws.ExpiresAt})
+	writeJSON(w, http.StatusOK, SignedIn{TokenID: t.ID, Name: t.Name, Admin: (caller{token: t}).admin(), User: t.User, CSRFToken: csrfToken(secret), ExpiresAt: ws.ExpiresAt})
 	return nil
 }
 
@@ -174,7 +185,7 @@ func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request, c caller) *apiEr
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	out := SignedIn{TokenID: c.token.ID, Name: c.token.Name, Admin: c.token.Admin}
+	out := SignedIn{TokenID: c.token.ID, Name: c.token.Name, Admin: c.admin(), User: c.token.User}
 	if c.web != "" {
 		out.CSRFToken = csrfToken(c.web)
 	}

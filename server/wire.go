@@ -82,14 +82,14 @@ func (c caller) session(s *store.Session) *wire.Session {
 		return nil
 	}
 	w := &wire.Session{
-		ID: s.ID, Owner: s.Owner, Title: s.Title, State: wire.State(s.State), Agent: s.Agent, Model: s.Model,
+		ID: s.ID, Owner: s.Owner, User: s.User, Title: s.Title, State: wire.State(s.State), Agent: s.Agent, Model: s.Model,
 		Backend: s.Backend, Limits: s.Limits, LimitsEnforced: s.LimitsEnforced, Terminal: s.Terminal, Egress: s.Egress, MCPServers: s.MCPServers, Mode: s.Mode, PR: s.PR, GitHub: s.GitHub, Environment: s.Environment,
 		Collab: wire.Collab{Workflow: s.Collab.Workflow, Mode: s.Collab.Mode, Branch: s.Collab.Branch},
 		Turns:  s.Turns, Usage: s.Usage, CostUSD: s.CostUSD, Error: s.Error,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, ActiveAt: s.ActiveAt,
 		Repos: make([]wire.Repo, len(s.Repos)),
 	}
-	admin := c.token.Admin
+	admin := c.admin()
 	for i, r := range s.Repos {
 		w.Repos[i] = wire.Repo{Name: r.Name, Source: r.Source, Ref: r.Ref, Start: r.Start, GitHub: r.GitHub, Branch: r.Branch, Base: r.Base,
 			Head: r.Head, Pushed: r.Pushed, PRNumber: r.PRNumber, PRURL: r.PRURL}
@@ -112,5 +112,5 @@ func toMessage(m *store.Message) *wire.Message {
 
 // TokenView is a token as the API shows it.
 func TokenView(t *store.Token) *wire.Token {
-	return &wire.Token{ID: t.ID, Name: t.Name, Admin: t.Admin, CreatedAt: t.CreatedAt}
+	return &wire.Token{ID: t.ID, Name: t.Name, Admin: t.Admin, CreatedAt: t.CreatedAt, User: t.User}
 }

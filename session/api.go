@@ -90,6 +90,9 @@ type CreateRequest struct {
 	// the admin: its sources may be any directory but the never-copyable
 	// ones, and any git URL (see workspace.Policy).
 	Admin bool `json:"-"`
+	// User is the user who asks (store.Session.User), set by the edge:
+	// the token's user, or the GitHub commenter's. Never from the wire.
+	User string `json:"-"`
 }
 
 // View is a session as the API shows it: the stored session and the

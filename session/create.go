@@ -228,7 +228,7 @@ func (m *Manager) newSession(ctx context.Context, owner string, req CreateReques
 	}
 	now := m.clock.Now().UTC()
 	s := &store.Session{
-		ID: id, Owner: owner, Title: req.Title, State: store.StatePending,
+		ID: id, Owner: owner, User: req.User, Title: req.Title, State: store.StatePending,
 		Agent: kind, Model: model, Backend: backend, Repos: repos,
 		Limits: limits, Mode: mode, Collab: collab, Terminal: term, Egress: eg, MCPServers: req.MCPServers, CreatedAt: now, UpdatedAt: now, ActiveAt: now,
 		PR: pr, GitHub: req.GitHub,

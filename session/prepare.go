@@ -36,6 +36,8 @@ type PrepareRequest struct {
 	Force bool
 	// Admin: see CreateRequest.Admin.
 	Admin bool
+	// User is the user who asks (store.Environment.User).
+	User string
 }
 
 // Prepare begins building a repository's environment and returns it as
@@ -116,7 +118,7 @@ func (m *Manager) Prepare(ctx context.Context, req PrepareRequest) (*store.Envir
 		}
 	}
 	p, err := b.Begin(ctx, environment.Request{Repo: RepoKey(repo), Name: repo.Name, Ref: repo.Ref, Backend: backend,
-		Checkout: checkout, Force: req.Force, Env: env})
+		Checkout: checkout, Force: req.Force, Env: env, User: req.User})
 	if err != nil {
 		return nil, m.hideErr(err)
 	}

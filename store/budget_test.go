@@ -3,9 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -118,25 +115,10 @@ func TestBudgetCallerContext(t *testing.T) {
 	}
 }
 
-// TestBoundedCoversStore fails when Store gains a method that bounded.go
-// does not bound (the embedded Store would pass it through unbounded).
+// TestBoundedCoversStore fails when Store gains a method that bounded*.go
+// do not bound (the embedded Store would pass it through unbounded).
 func TestBoundedCoversStore(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "bounded.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defined := map[string]bool{}
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Recv == nil {
-			continue
-		}
-		if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
-			if id, ok := star.X.(*ast.Ident); ok && id.Name == "bounded" {
-				defined[fn.Name.Name] = true
-			}
-		}
-	}
+	defined := methodsIn(t, "bounded*.go", "bounded")
 	st := reflect.TypeFor[store.Store]()
 	for i := range st.NumMethod() {
 		name := st.Method(i).Name

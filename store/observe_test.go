@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,25 +71,10 @@ func TestObserveReportsErrors(t *testing.T) {
 	}
 }
 
-// TestObserveCoversStore fails when Store gains a method that observe.go
-// does not measure (the embedded Store would pass it through unseen).
+// TestObserveCoversStore fails when Store gains a method that observe*.go
+// do not measure (the embedded Store would pass it through unseen).
 func TestObserveCoversStore(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "observe.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defined := map[string]bool{}
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Recv == nil {
-			continue
-		}
-		if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
-			if id, ok := star.X.(*ast.Ident); ok && id.Name == "observed" {
-				defined[fn.Name.Name] = true
-			}
-		}
-	}
+	defined := methodsIn(t, "observe*.go", "observed")
 	st := reflect.TypeFor[store.Store]()
 	for i := range st.NumMethod() {
 		name := st.Method(i).Name
@@ -99,4 +85,36 @@ func TestObserveCoversStore(t *testing.T) {
 			t.Errorf("store.Store.%s is not measured by store.Observe: add it to observe.go", name)
 		}
 	}
+}
+
+// methodsIn are the methods of the type recv defined in the package's
+// non-test files that match glob.
+func methodsIn(t *testing.T, glob, recv string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil {
+				continue
+			}
+			if star, ok := fn.Recv.List[0].Type.(*ast.StarExpr); ok {
+				if id, ok := star.X.(*ast.Ident); ok && id.Name == recv {
+					defined[fn.Name.Name] = true
+				}
+			}
+		}
+	}
+	return defined
 }

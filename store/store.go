@@ -1,6 +1,8 @@
 // Package store is where Harvest keeps what must survive a restart:
-// sessions, their messages, their events, locks, API tokens, webhook
-// deliveries, (sealed) secrets and the repositories' memory.
+// sessions, their messages, their events, locks, users (people.go: who
+// caused what, their identities elsewhere and their API tokens), the
+// audit log, webhook deliveries, (sealed) secrets and the repositories'
+// memory.
 //
 // Store is the contract; store/sqlite implements it (the default: one file,
 // nothing to run) and store/postgres (a database server several nodes
@@ -146,8 +148,15 @@ type (
 // Session is a conversation with an agent on one or more repos.
 type Session struct {
 	ID string `json:"id"`
-	// Owner is the id of the API token that created it.
-	Owner   string `json:"owner"`
+	// Owner is the id of the API token that created it (ghbot.Owner,
+	// "github", for a session a webhook started). Its workflow's
+	// directories and locks, its user secrets and its memory are the
+	// token's.
+	Owner string `json:"owner"`
+	// User is the user who caused it (people.go): the owner token's, or
+	// the GitHub commenter's; "" when none is known (a session of a
+	// token deleted before users existed).
+	User    string `json:"user,omitempty"`
 	Title   string `json:"title,omitempty"`
 	State   State  `json:"state"`
 	Agent   string `json:"agent"`
@@ -264,7 +273,9 @@ type StateCount struct {
 
 // SessionFilter selects sessions for ListSessions; zero fields match all.
 type SessionFilter struct {
-	Owner  string
+	Owner string
+	// User matches the sessions its user caused (Session.User).
+	User   string
 	States []State
 	// Workflow matches the sessions of a workflow (Collab.Workflow).
 	Workflow string
@@ -310,15 +321,6 @@ func (e *LockError) Error() string {
 }
 func (e *LockError) Unwrap() error { return ErrLocked }
 
-// Token is an API token. Only its SHA-256 is stored.
-type Token struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Hash      []byte    `json:"-"`
-	Admin     bool      `json:"admin"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
 // Secret is a value kept for sessions' environments (package secrets
 // seals and opens it; the store sees only its ciphertext).
 type Secret struct {
@@ -333,8 +335,10 @@ type Secret struct {
 	// Session: also given to the sessions' environments (not only to
 	// setup scripts).
 	Session bool `json:"session"`
-	// SetBy is the id of the API token that last set it.
+	// SetBy is the id of the API token that last set it, SetByUser its
+	// user ("" when set before users existed).
 	SetBy     string    `json:"set_by"`
+	SetByUser string    `json:"set_by_user,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -343,14 +347,16 @@ type Secret struct {
 type Secrets interface {
 	// PutSecret stores s (Scope, Name, Ciphertext and KeyID not empty),
 	// replacing the secret of the same scope and name, whose CreatedAt it
-	// keeps; a zero UpdatedAt is now. s is updated to what was stored.
+	// keeps; a zero UpdatedAt is now. s is updated to what was stored. It
+	// records the context's audit entry in its transaction (WithAudit).
 	PutSecret(ctx context.Context, s *Secret) error
 	// GetSecret reads one secret, or ErrNotFound.
 	GetSecret(ctx context.Context, scope, name string) (*Secret, error)
 	// ListSecrets lists the secrets of the given scopes (every secret when
 	// none is given), by scope then name.
 	ListSecrets(ctx context.Context, scopes ...string) ([]*Secret, error)
-	// DeleteSecret removes one secret, or fails with ErrNotFound.
+	// DeleteSecret removes one secret, or fails with ErrNotFound. It
+	// records the context's audit entry in its transaction (WithAudit).
 	DeleteSecret(ctx context.Context, scope, name string) error
 }
 
@@ -503,6 +509,8 @@ var (
 	_ Leases       = Store(nil)
 	_ Carry        = Store(nil)
 	_ Branches     = Store(nil)
+	_ People       = Store(nil)
+	_ Audit        = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -565,13 +573,20 @@ type Store interface {
 	ForceUnlock(ctx context.Context, key string) error
 	GetLock(ctx context.Context, key string) (Lock, error)
 
+	// CreateToken stores t. A token with no User that is not a node's
+	// becomes a user of its own in the same transaction (UserIDForToken,
+	// named as the token, an admin for an admin token, else a member);
+	// a User that does not exist is ErrNotFound. It records the
+	// context's audit entry in its transaction (WithAudit).
 	CreateToken(ctx context.Context, t *Token) error
-	// TokenByHash finds a token by the SHA-256 of its secret.
+	// TokenByHash finds a token by the SHA-256 of its secret, with its
+	// user's role and whether the user is disabled.
 	TokenByHash(ctx context.Context, hash []byte) (*Token, error)
 	ListTokens(ctx context.Context) ([]*Token, error)
 	// DeleteToken removes the token, the secrets of its user scope
 	// ("user:" + id) and its own memory (MemoryScope.Owner id), in one
-	// transaction.
+	// transaction; its user stays. It records the context's audit entry
+	// in its transaction (WithAudit).
 	DeleteToken(ctx context.Context, id string) error
 
 	Deliveries
@@ -583,6 +598,8 @@ type Store interface {
 	Leases
 	Carry
 	Branches
+	People
+	Audit
 
 	Close() error
 }
@@ -666,29 +683,6 @@ type Memory interface {
 	// no entity, and marks it seeded, in one transaction; it reports
 	// whether it did.
 	SeedMemory(ctx context.Context, sc MemoryScope, es []*MemoryEntity, w MemoryWrite) (bool, error)
-}
-
-// WebSession is a browser's sign-in (package server): the cookie's secret
-// stands for an API token until it expires or is signed out. Only the
-// secret's SHA-256 is stored.
-type WebSession struct {
-	Hash      []byte
-	TokenID   string
-	CreatedAt time.Time
-	ExpiresAt time.Time
-}
-
-// WebSessions keeps browsers' sign-ins.
-type WebSessions interface {
-	// CreateWebSession stores w (a hash that exists is ErrConflict) and
-	// removes the expired ones.
-	CreateWebSession(ctx context.Context, w *WebSession) error
-	// TokenByWebSession is the token of the unexpired web session whose
-	// secret has SHA-256 hash, or ErrNotFound (also when the token was
-	// deleted).
-	TokenByWebSession(ctx context.Context, hash []byte, now time.Time) (*Token, error)
-	// DeleteWebSession removes it (no error when it is gone already).
-	DeleteWebSession(ctx context.Context, hash []byte) error
 }
 
 // ErrUnavailable: the store cannot be reached now (its server is down or

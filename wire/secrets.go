@@ -14,10 +14,12 @@ type SecretRequest struct {
 // Secret is a secret as the API shows it: never its value.
 type Secret struct {
 	// Scope is "repo:owner/name" or "user:<token id>".
-	Scope     string    `json:"scope"`
-	Name      string    `json:"name"`
-	Session   bool      `json:"session"`
-	SetBy     string    `json:"set_by"`
+	Scope   string `json:"scope"`
+	Name    string `json:"name"`
+	Session bool   `json:"session"`
+	SetBy   string `json:"set_by"`
+	// SetByUser is the user of the token that set it.
+	SetByUser string    `json:"set_by_user,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }

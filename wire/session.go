@@ -139,8 +139,12 @@ type Collab struct {
 // Session is a conversation with an agent on one or more repositories.
 type Session struct {
 	ID string `json:"id"`
-	// Owner is the id of the API token that created it.
-	Owner   string `json:"owner"`
+	// Owner is the id of the API token that created it ("github" for a
+	// session a GitHub webhook started).
+	Owner string `json:"owner"`
+	// User is the id of the user who caused it (GET /v1/users/{id}):
+	// the owner token's user, or the GitHub commenter's.
+	User    string `json:"user,omitempty"`
 	Title   string `json:"title,omitempty"`
 	State   State  `json:"state"`
 	Agent   string `json:"agent"`
@@ -237,6 +241,9 @@ type Environment struct {
 	CreatedAt time.Time `json:"created_at"`
 	// BuiltAt is when it became ready (or failed).
 	BuiltAt time.Time `json:"built_at,omitzero"`
+	// User is the id of the user who asked for it ("" for one prepared
+	// before users existed).
+	User string `json:"user,omitempty"`
 }
 
 // PrepareRequest is the body of POST /v1/environments.

@@ -157,6 +157,10 @@ type PullRequestEnd struct {
 type TokenRequest struct {
 	Name  string `json:"name"`
 	Admin bool   `json:"admin,omitempty"`
+	// User is the id of the user it is for (an admin's token needs an
+	// admin). Absent: a new member (an admin, for an admin token) of the
+	// token's name, whose only token it is, as before users existed.
+	User string `json:"user,omitempty"`
 }
 
 // Token is an API token as the API shows it (never its secret's hash).
@@ -165,6 +169,8 @@ type Token struct {
 	Name      string    `json:"name"`
 	Admin     bool      `json:"admin"`
 	CreatedAt time.Time `json:"created_at"`
+	// User is the id of its user ("" for a node's token: no one's).
+	User string `json:"user,omitempty"`
 }
 
 // TokenCreated is the body of POST /v1/tokens: the token and, this once,

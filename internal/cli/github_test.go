@@ -321,6 +321,10 @@ func TestGitHubIssueCommentToPullRequest(t *testing.T) {
 	if v.GitHub == nil || v.GitHub.Number != g.issue || v.GitHub.Requester != "ada" || v.PR != store.PRDraft {
 		t.Errorf("session's GitHub link %+v, pr %q", v.GitHub, v.PR)
 	}
+	// Ada, who asked, is a Harvest user now (her GitHub account its
+	// identity), and the session is hers; the log says who started it
+	// from GitHub, and that mallory was refused.
+	checkGitHubPeople(t, ctx, c, v, g.ada.ID)
 	if r := v.Repos[0]; r.Branch != head || r.PRNumber != pr.GetNumber() || r.PRURL != pr.GetHTMLURL() || r.Pushed != sha {
 		t.Errorf("session repo %+v; want branch %s, PR #%d %s, pushed %s", r, head, pr.GetNumber(), pr.GetHTMLURL(), sha)
 	}
@@ -1085,5 +1089,37 @@ func TestGitHubPullRequestDescription(t *testing.T) {
 	if !strings.Contains(body, "Fixed add in calc.sh") || !strings.Contains(body, "template-canary-3301") ||
 		strings.Index(body, "Fixed add") > strings.Index(body, "template-canary-3301") {
 		t.Errorf("without a description file: body %q; want the summary, then the template", body)
+	}
+}
+
+// checkGitHubPeople: the session GitHub started for the account adaID is
+// owned by that account's user (made at first sight, a member, with a
+// github identity), the audit log has the session's start on channel
+// github by that user, and mallory's refusal, mallory being no user.
+func checkGitHubPeople(t *testing.T, ctx context.Context, c *client.Client, v *wire.Session, adaID int64) {
+	t.Helper()
+	if v.User == "" || v.Owner != "github" {
+		t.Fatalf("the session GitHub started: owner %q, user %q; want owner github and Ada's user", v.Owner, v.User)
+	}
+	u, err := c.GetUser(ctx, v.User)
+	if err != nil || u.Role != wire.RoleMember || len(u.Identities) != 1 {
+		t.Fatalf("the user of the session: %+v, %v", u, err)
+	}
+	if id := u.Identities[0]; id.Kind != "github" || id.Subject != strconv.FormatInt(adaID, 10) || id.Login != "ada" {
+		t.Errorf("the user's identity: %+v; want github %d ada", id, adaID)
+	}
+	started, err := c.Audit(ctx, client.AuditOptions{Action: "session.create"})
+	if err != nil || len(started.Entries) != 1 {
+		t.Fatalf("the audit log's session.create: %+v, %v", started, err)
+	}
+	if en := started.Entries[0]; en.User != v.User || en.Channel != "github" || en.Target != v.ID || en.Result != "ok" {
+		t.Errorf("the start's audit entry: %+v; want user %s, channel github, target %s, ok", en, v.User, v.ID)
+	}
+	refused, err := c.Audit(ctx, client.AuditOptions{Action: "github.refuse"})
+	if err != nil || len(refused.Entries) != 1 {
+		t.Fatalf("the audit log's github.refuse: %+v, %v", refused, err)
+	}
+	if en := refused.Entries[0]; en.User != "" || en.Channel != "github" || !strings.Contains(string(en.Detail), `"login":"mallory"`) {
+		t.Errorf("the refusal's audit entry: %+v (%s); want mallory, no user, channel github", en, en.Detail)
 	}
 }

@@ -414,6 +414,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		Environments: builder, RefreshEvery: refreshEvery(f.refresh),
 		SetupSecrets: func(ctx context.Context, repo string) ([]string, error) {
 			setup, _, err := secrets.Resolve(ctx, st, secretKey, repo, "")
+			if err == nil && len(setup) > 0 {
+				auditSetupSecrets(ctx, st, repo, setup, logger)
+			}
 			return setup, err
 		},
 		SessionSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -28,6 +29,7 @@ type githubFlags struct {
 	prLabels      []string
 	progressEvery time.Duration
 	mirrorRefresh time.Duration
+	userRole      string
 }
 
 func (g *githubFlags) add(fl *pflag.FlagSet) {
@@ -50,6 +52,7 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&g.prLabels, "github-pr-label", nil, "a label added to every pull request Harvest opens (repeatable; made in the repository when missing)")
 	fl.DurationVar(&g.progressEvery, "github-progress-every", ghbot.DefaultProgressEvery, "least time between two edits of a progress comment while a turn runs")
 	fl.DurationVar(&g.mirrorRefresh, "github-mirror-refresh", 5*time.Minute, "how often the mirrors of repositories with live sessions or recent activity are fetched in the background (and after a push event), so a session's checkout needs no fetch; 0: every checkout fetches")
+	fl.StringVar(&g.userRole, "github-user-role", "member", "the role of a GitHub account that becomes a Harvest user when it first starts a session: member or viewer (harvest user set-role changes it later)")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
 
@@ -95,6 +98,12 @@ func (g *githubFlags) forge(data string, clone workspace.CloneOptions, logger *s
 		if err := checkHTTPURL(g.publicURL); err != nil {
 			return nil, nil, fmt.Errorf("--public-url %q: %w", g.publicURL, err)
 		}
+	}
+	switch store.Role(g.userRole) {
+	case store.RoleMember, store.RoleViewer:
+		g.hooks.DefaultRole = store.Role(g.userRole)
+	default:
+		return nil, nil, fmt.Errorf("--github-user-role %q: give member or viewer (an admin is made by harvest user set-role)", g.userRole)
 	}
 	if g.mirrorRefresh < 0 {
 		return nil, nil, fmt.Errorf("--github-mirror-refresh %s: 0 or more", g.mirrorRefresh)

@@ -3,10 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/harvest-dev/harvest/server"
@@ -76,4 +79,20 @@ func ensureAdminToken(ctx context.Context, st store.Store, data string) (path st
 		return path, false, fmt.Errorf("writing the admin token to %s: %w", path, err)
 	}
 	return path, true, nil
+}
+
+// auditSetupSecrets records that an environment's setup script was given
+// a repository's secrets (their names, never their values): the server
+// read them itself, for no request.
+func auditSetupSecrets(ctx context.Context, st store.Store, repo string, env []string, logger *slog.Logger) {
+	var names []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, name)
+	}
+	detail, _ := json.Marshal(map[string]any{"names": names, "for": "setup"})
+	e := &store.AuditEntry{Channel: store.ChannelServer, Action: "secret.read", Target: "repo:" + strings.ToLower(repo), Result: store.AuditOK, Detail: detail}
+	if err := st.AppendAudit(ctx, e); err != nil {
+		logger.Error("recording an audit entry", "action", e.Action, "target", e.Target, "err", err)
+	}
 }

@@ -79,7 +79,11 @@ func (c *connFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(c.serverURL(), tok, nil)
+	cl, err := client.New(c.serverURL(), tok, nil)
+	if err == nil {
+		cl.SetUserAgent(client.CLIUserAgent + Version) // the audit log's cli channel
+	}
+	return cl, err
 }
 
 // open is what every session command starts with: a client for the

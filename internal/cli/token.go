@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,8 +25,11 @@ func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Manage the API tokens of a Harvest server",
-		Long: `API tokens authenticate the session commands and the HTTP API. A token sees
-only the sessions it created; an admin token sees all and manages tokens.
+		Long: `API tokens authenticate the session commands and the HTTP API. Every token
+belongs to a user (harvest user): made with --user, it is that user's; made
+without, it is a new user's of its own (a member, or an admin for --admin),
+as every token became when users came. A token sees only the sessions it
+created; an admin token of an admin sees all and manages tokens and users.
 
 These commands work on the data directory of the local server (--data, else
 $HARVEST_HOME, else ~/.harvest) directly, whether or not it is running;
@@ -34,6 +40,14 @@ admin token instead.`,
 	cmd.PersistentFlags().StringVar(&conn.data, "data", "", "data directory of the local server (default $HARVEST_HOME, else ~/.harvest)")
 	cmd.AddCommand(newTokenCreateCmd(&conn), newTokenLsCmd(&conn), newTokenRmCmd(&conn))
 	return cmd
+}
+
+// localAudit is the audit entry of a change made on the data directory's
+// store directly (no server, so no token, user or address: the channel
+// says it was the command).
+func localAudit(ctx context.Context, action, target string) context.Context {
+	return store.WithAudit(ctx, &store.AuditEntry{Channel: store.ChannelCLI, Action: action, Target: target,
+		Detail: json.RawMessage(`{"via":"the data directory"}`)})
 }
 
 // tokenAdmin is where the token commands act: a server's API, or the store
@@ -74,8 +88,9 @@ func (a *tokenAdmin) close() {
 
 func newTokenCreateCmd(conn *connFlags) *cobra.Command {
 	var admin, asJSON bool
+	var user string
 	cmd := &cobra.Command{
-		Use:   "create NAME [--admin]",
+		Use:   "create NAME [--admin] [--user USER]",
 		Short: "Make a token; its secret is printed once",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
@@ -93,12 +108,22 @@ func newTokenCreateCmd(conn *connFlags) *cobra.Command {
 			defer cancel()
 			var created *server.TokenCreated
 			if a.c != nil {
-				if created, err = a.c.CreateToken(ctx, args[0], admin); err != nil {
+				if created, err = a.c.NewToken(ctx, wire.TokenRequest{Name: args[0], Admin: admin, User: user}); err != nil {
 					return apiErr(err)
 				}
 			} else {
+				if user != "" {
+					u, err := a.store.GetUser(ctx, user)
+					if err != nil {
+						return exitCode(exitRequestFailed, fmt.Errorf("--user %s: %w (harvest user ls lists them)", user, err))
+					}
+					if admin && u.Role != store.RoleAdmin {
+						return exitCode(exitRequestFailed, fmt.Errorf("--admin: user %s is a %s: only an admin's token may be an admin token", u.ID, u.Role))
+					}
+				}
 				secret, t := server.NewToken(args[0], admin, time.Now())
-				if err := a.store.CreateToken(ctx, t); err != nil {
+				t.User = user
+				if err := a.store.CreateToken(localAudit(ctx, "token.create", t.ID), t); err != nil {
 					return exitCode(exitRequestFailed, fmt.Errorf("storing the token: %w", err))
 				}
 				created = &server.TokenCreated{Token: server.TokenView(t), Secret: secret}
@@ -112,19 +137,21 @@ func newTokenCreateCmd(conn *connFlags) *cobra.Command {
 			if created.Admin {
 				kind = "admin token"
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "harvest: %s %s (%s) created; the secret above is shown only now: use it as HARVEST_TOKEN\n", kind, created.ID, created.Name)
+			fmt.Fprintf(cmd.ErrOrStderr(), "harvest: %s %s (%s) of user %s created; the secret above is shown only now: use it as HARVEST_TOKEN\n", kind, created.ID, created.Name, created.User)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&admin, "admin", false, "an admin token: sees every session, manages tokens")
+	cmd.Flags().BoolVar(&admin, "admin", false, "an admin token: sees every session, manages tokens (for an admin user)")
+	cmd.Flags().StringVar(&user, "user", "", "the user it is for (harvest user ls); default: a new user of the token's name")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the token as JSON")
 	return cmd
 }
 
 func newTokenLsCmd(conn *connFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls",
-		Short: "List tokens (never their secrets)",
+	var user string
+	cmd := &cobra.Command{
+		Use:   "ls [--user USER]",
+		Short: "List tokens (never their secrets), every one or a user's",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := conn.tokenAdmin()
@@ -135,11 +162,18 @@ func newTokenLsCmd(conn *connFlags) *cobra.Command {
 			ctx, cancel := signalContext(cmd.Context())
 			defer cancel()
 			var ts []*wire.Token
-			if a.c != nil {
+			switch {
+			case a.c != nil && user != "":
+				ts, err = a.c.UserTokens(ctx, user)
+			case a.c != nil:
 				ts, err = a.c.ListTokens(ctx)
-			} else {
+			default:
 				var stored []*store.Token
-				stored, err = a.store.ListTokens(ctx)
+				if user != "" {
+					stored, err = a.store.UserTokens(ctx, user)
+				} else {
+					stored, err = a.store.ListTokens(ctx)
+				}
 				for _, t := range stored {
 					ts = append(ts, server.TokenView(t))
 				}
@@ -148,13 +182,15 @@ func newTokenLsCmd(conn *connFlags) *cobra.Command {
 				return apiErr(err)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tADMIN\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tADMIN\tUSER\tCREATED")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", t.ID, t.Name, t.Admin, t.CreatedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", t.ID, t.Name, t.Admin, cmp.Or(t.User, "-"), t.CreatedAt.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().StringVar(&user, "user", "", "only this user's tokens")
+	return cmd
 }
 
 func newTokenRmCmd(conn *connFlags) *cobra.Command {
@@ -180,7 +216,7 @@ func newTokenRmCmd(conn *connFlags) *cobra.Command {
 				if a.c != nil {
 					err = a.c.DeleteToken(ctx, id)
 				} else {
-					err = a.store.DeleteToken(ctx, id)
+					err = a.store.DeleteToken(localAudit(ctx, "token.delete", id), id)
 				}
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "harvest: %s: %v\n", id, err)

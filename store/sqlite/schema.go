@@ -298,6 +298,79 @@ CREATE TABLE github_marks (
 CREATE INDEX sessions_owner_created ON sessions (owner, created_at DESC, id DESC);
 DROP INDEX sessions_owner;
 `},
+	// People (store/people.go) and the audit log. Every token but a
+	// node's becomes a user of its own (store.UserIDForToken: admin
+	// tokens admins, the others members), and every session its owner
+	// token's user; a GitHub requester becomes a user with a github
+	// identity (one per GitHub user id), and the sessions GitHub started
+	// for them theirs.
+	{"people", `
+CREATE TABLE users (
+	id         TEXT PRIMARY KEY,             -- usr-...
+	name       TEXT NOT NULL,
+	role       TEXT NOT NULL,                -- store.RoleAdmin|RoleMember|RoleViewer
+	disabled   INTEGER NOT NULL DEFAULT 0,
+	created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE identities (
+	kind       TEXT NOT NULL,                -- github|oidc|slack
+	issuer     TEXT NOT NULL DEFAULT '',     -- '' for GitHub
+	subject    TEXT NOT NULL,                -- GitHub's user id, OIDC's sub
+	user_id    TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+	login      TEXT NOT NULL DEFAULT '',
+	email      TEXT NOT NULL DEFAULT '',     -- verified
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (kind, issuer, subject)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX identities_user ON identities (user_id);
+ALTER TABLE tokens ADD COLUMN user_id TEXT NOT NULL DEFAULT '';       -- '' for a node's token
+CREATE INDEX tokens_user ON tokens (user_id);
+ALTER TABLE sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';     -- who caused it
+CREATE INDEX sessions_user_created ON sessions (user_id, created_at DESC, id DESC);
+ALTER TABLE secrets ADD COLUMN set_by_user TEXT NOT NULL DEFAULT '';
+ALTER TABLE environments ADD COLUMN user_id TEXT NOT NULL DEFAULT ''; -- who asked for it
+CREATE TABLE audit (
+	id      INTEGER PRIMARY KEY,               -- increasing; entries are never deleted
+	time    INTEGER NOT NULL,
+	user_id TEXT NOT NULL DEFAULT '',
+	token   TEXT NOT NULL DEFAULT '',
+	channel TEXT NOT NULL,                     -- api|ui|cli|github|node
+	remote  TEXT NOT NULL DEFAULT '',
+	action  TEXT NOT NULL,
+	target  TEXT NOT NULL DEFAULT '',
+	result  TEXT NOT NULL,                     -- ok, or the error code
+	detail  TEXT NOT NULL DEFAULT ''           -- JSON object, '' for none
+) STRICT;
+CREATE INDEX audit_time ON audit (time);
+CREATE INDEX audit_user ON audit (user_id, id);
+CREATE INDEX audit_action ON audit (action, id);
+
+INSERT INTO users (id, name, role, disabled, created_at)
+SELECT CASE WHEN substr(id, 1, 4) = 'tok-' THEN 'usr-' || substr(id, 5) ELSE 'usr-' || id END,
+	name, CASE WHEN admin THEN 'admin' ELSE 'member' END, 0, created_at
+FROM tokens WHERE substr(name, 1, 5) <> 'node:';
+UPDATE tokens SET user_id = CASE WHEN substr(id, 1, 4) = 'tok-' THEN 'usr-' || substr(id, 5) ELSE 'usr-' || id END
+WHERE substr(name, 1, 5) <> 'node:';
+UPDATE sessions SET user_id = (SELECT t.user_id FROM tokens t WHERE t.id = sessions.owner)
+WHERE owner IN (SELECT id FROM tokens);
+
+-- A requester's name is the login of their newest session.
+CREATE TEMP TABLE requesters AS
+SELECT rid, login, first FROM (
+	SELECT CAST(json_extract(github, '$.requester_id') AS INTEGER) AS rid,
+		COALESCE(json_extract(github, '$.requester'), '') AS login,
+		MIN(created_at) OVER (PARTITION BY CAST(json_extract(github, '$.requester_id') AS INTEGER)) AS first,
+		ROW_NUMBER() OVER (PARTITION BY CAST(json_extract(github, '$.requester_id') AS INTEGER) ORDER BY created_at DESC) AS n
+	FROM sessions WHERE owner = 'github' AND github <> '' AND COALESCE(json_extract(github, '$.requester_id'), 0) > 0)
+WHERE n = 1;
+INSERT OR IGNORE INTO users (id, name, role, disabled, created_at)
+SELECT 'usr-gh' || rid, login, 'member', 0, first FROM requesters;
+INSERT OR IGNORE INTO identities (kind, issuer, subject, user_id, login, email, created_at)
+SELECT 'github', '', CAST(rid AS TEXT), 'usr-gh' || rid, login, '', first FROM requesters;
+DROP TABLE requesters;
+UPDATE sessions SET user_id = 'usr-gh' || CAST(json_extract(github, '$.requester_id') AS INTEGER)
+WHERE owner = 'github' AND github <> '' AND COALESCE(json_extract(github, '$.requester_id'), 0) > 0;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -77,8 +77,8 @@ func (s *Store) LoadDelivery(ctx context.Context, d *store.Delivery) error {
 // LoadSecret stores x as it is.
 func (s *Store) LoadSecret(ctx context.Context, x *store.Secret) error {
 	return s.write(ctx, "load secret "+x.Scope+" "+x.Name, func(tx Querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES (?,?,?,?,?,?,?,?)`,
-			x.Scope, x.Name, x.Ciphertext, x.KeyID, x.Session, x.SetBy, s.d.Time(x.CreatedAt), s.d.Time(x.UpdatedAt))
+		_, err := tx.Exec(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES (?,?,?,?,?,?,?,?,?)`,
+			x.Scope, x.Name, x.Ciphertext, x.KeyID, x.Session, x.SetBy, s.d.Time(x.CreatedAt), s.d.Time(x.UpdatedAt), x.SetByUser)
 		return s.Loaded("secret "+x.Scope+" "+x.Name, err)
 	})
 }

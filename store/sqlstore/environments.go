@@ -9,7 +9,7 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-const envCols = `id, repo, name, ref, commit_sha, fingerprint, backend, state, detected, error, size_bytes, created_at, built_at`
+const envCols = `id, repo, name, ref, commit_sha, fingerprint, backend, state, detected, error, size_bytes, created_at, built_at, user_id`
 
 func (s *Store) envArgs(e *store.Environment) ([]any, error) {
 	det := e.Detected
@@ -21,7 +21,7 @@ func (s *Store) envArgs(e *store.Environment) ([]any, error) {
 		return nil, fmt.Errorf("environment %s: encoding detected: %w", e.ID, err)
 	}
 	return []any{e.ID, e.Repo, e.Name, e.Ref, e.Commit, e.Fingerprint, e.Backend, e.State, string(b), e.Error,
-		e.SizeBytes, s.d.Time(e.CreatedAt), s.d.Time(e.BuiltAt)}, nil
+		e.SizeBytes, s.d.Time(e.CreatedAt), s.d.Time(e.BuiltAt), e.User}, nil
 }
 
 func scanEnv(r Row) (*store.Environment, error) {
@@ -31,7 +31,7 @@ func scanEnv(r Row) (*store.Environment, error) {
 		created, built Time
 	)
 	if err := r.Scan(&e.ID, &e.Repo, &e.Name, &e.Ref, &e.Commit, &e.Fingerprint, &e.Backend, &e.State, &det, &e.Error,
-		&e.SizeBytes, &created, &built); err != nil {
+		&e.SizeBytes, &created, &built, &e.User); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(det, &e.Detected); err != nil {
@@ -136,7 +136,7 @@ func (s *Store) UpdateEnvironment(ctx context.Context, id string, fn func(*store
 			return s.errorf("update environment %s: %w", id, err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE environments SET repo=?, name=?, ref=?, commit_sha=?, fingerprint=?, backend=?,
-	state=?, detected=?, error=?, size_bytes=?, created_at=?, built_at=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	state=?, detected=?, error=?, size_bytes=?, created_at=?, built_at=?, user_id=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return s.errorf("update environment %s: %w", id, err)
 		}
 		out = e

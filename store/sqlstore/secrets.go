@@ -7,14 +7,14 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-const secretCols = `scope, name, ciphertext, key_id, session, set_by, created_at, updated_at`
+const secretCols = `scope, name, ciphertext, key_id, session, set_by, created_at, updated_at, set_by_user`
 
 func scanSecret(r Row) (*store.Secret, error) {
 	var (
 		x                store.Secret
 		created, updated Time
 	)
-	if err := r.Scan(&x.Scope, &x.Name, &x.Ciphertext, &x.KeyID, &x.Session, &x.SetBy, &created, &updated); err != nil {
+	if err := r.Scan(&x.Scope, &x.Name, &x.Ciphertext, &x.KeyID, &x.Session, &x.SetBy, &created, &updated, &x.SetByUser); err != nil {
 		return nil, err
 	}
 	x.CreatedAt, x.UpdatedAt = created.T, updated.T
@@ -35,14 +35,14 @@ func (s *Store) PutSecret(ctx context.Context, x *store.Secret) error {
 	err := s.write(ctx, "put secret "+x.Scope+" "+x.Name, func(tx Querier) error {
 		at := s.d.Time(c.UpdatedAt)
 		var err error
-		out, err = scanSecret(tx.QueryRow(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		out, err = scanSecret(tx.QueryRow(ctx, `INSERT INTO secrets (`+secretCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (scope, name) DO UPDATE SET ciphertext = excluded.ciphertext, key_id = excluded.key_id,
-	session = excluded.session, set_by = excluded.set_by, updated_at = excluded.updated_at
-RETURNING `+secretCols, c.Scope, c.Name, c.Ciphertext, c.KeyID, c.Session, c.SetBy, at, at))
+	session = excluded.session, set_by = excluded.set_by, updated_at = excluded.updated_at, set_by_user = excluded.set_by_user
+RETURNING `+secretCols, c.Scope, c.Name, c.Ciphertext, c.KeyID, c.Session, c.SetBy, at, at, c.SetByUser))
 		if err != nil {
 			return s.errorf("put secret %s %s: %w", c.Scope, c.Name, err)
 		}
-		return nil
+		return s.auditIn(ctx, tx)
 	})
 	if err == nil {
 		*x = *out
@@ -91,6 +91,6 @@ func (s *Store) DeleteSecret(ctx context.Context, scope, name string) error {
 		if n == 0 {
 			return fmt.Errorf("secret %s %s: %w", scope, name, store.ErrNotFound)
 		}
-		return nil
+		return s.auditIn(ctx, tx)
 	})
 }

@@ -11,7 +11,7 @@ import (
 
 const sessionCols = `id, owner, title, state, agent, model, backend, mode, repos, limits,
 	sandbox, agent_state, turns, usage, cost_usd, error, created_at, updated_at, active_at, collab, terminal, egress, pr, github, environment, mcp_servers,
-	limits_enforced`
+	limits_enforced, user_id`
 
 // CreateSession stores sess and, if first is not nil, its first message
 // (Seq 1) in one transaction, and claims its branches. Zero
@@ -105,7 +105,7 @@ func (s *Store) sessionArgs(sess *store.Session) ([]any, error) {
 	return []any{sess.ID, sess.Owner, sess.Title, string(sess.State), sess.Agent, sess.Model, sess.Backend, sess.Mode,
 		js[0], js[1], sess.Sandbox, sess.AgentState, sess.Turns, js[2], sess.CostUSD,
 		sess.Error, s.d.Time(sess.CreatedAt), s.d.Time(sess.UpdatedAt), s.d.Time(sess.ActiveAt), js[3], js[4], js[5], sess.PR, js[6], sess.Environment, js[7],
-		js[8]}, nil
+		js[8], sess.User}, nil
 }
 
 func scanSession(r Row) (*store.Session, error) {
@@ -120,7 +120,7 @@ func scanSession(r Row) (*store.Session, error) {
 	if err := r.Scan(&s.ID, &s.Owner, &s.Title, &state, &s.Agent, &s.Model, &s.Backend, &s.Mode,
 		&repos, &limits, &s.Sandbox, &s.AgentState, &s.Turns, &use, &s.CostUSD, &s.Error,
 		&created, &updated, &activeAt, &collab, &term, &eg, &s.PR, &gh, &s.Environment, &mcp,
-		&enforced); err != nil {
+		&enforced, &s.User); err != nil {
 		return nil, err
 	}
 	s.State = store.State(state)
@@ -192,6 +192,9 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 	if f.Owner != "" {
 		where, args = append(where, "owner = ?"), append(args, f.Owner)
 	}
+	if f.User != "" {
+		where, args = append(where, "user_id = ?"), append(args, f.User)
+	}
 	if len(f.States) > 0 {
 		where = append(where, "state IN "+in(len(f.States)))
 		for _, st := range f.States {
@@ -212,7 +215,8 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 	}
 	if f.After != nil {
 		// A row value, in both: each database seeks its sessions_created
-		// (or, with an owner, sessions_owner_created) index to it.
+		// (or, with an owner, sessions_owner_created; with a user,
+		// sessions_user_created) index to it.
 		where = append(where, "(created_at, id) < (?, ?)")
 		args = append(args, s.d.Time(f.After.CreatedAt), f.After.ID)
 	}
@@ -280,7 +284,7 @@ func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn
 		if _, err := tx.Exec(ctx, `UPDATE sessions SET owner=?, title=?, state=?, agent=?, model=?,
 	backend=?, mode=?, repos=?, limits=?, sandbox=?, agent_state=?, turns=?, usage=?, cost_usd=?,
 	error=?, created_at=?, updated_at=?, active_at=?, collab=?, terminal=?, egress=?, pr=?, github=?,
-	environment=?, mcp_servers=?, limits_enforced=? WHERE id=?`, append(args[1:], id)...); err != nil {
+	environment=?, mcp_servers=?, limits_enforced=?, user_id=? WHERE id=?`, append(args[1:], id)...); err != nil {
 			return s.errorf("update session %s: %w", id, err)
 		}
 		if sess.State.Ended() {

@@ -34,11 +34,12 @@ func (s *Store) CreateWebSession(ctx context.Context, w *store.WebSession) error
 	})
 }
 
-// TokenByWebSession joins the web session to its token: a deleted token
-// ends its sign-ins with it.
+// TokenByWebSession joins the web session to its token (and the token to
+// its user, as TokenByHash): a deleted token ends its sign-ins with it.
 func (s *Store) TokenByWebSession(ctx context.Context, hash []byte, now time.Time) (*store.Token, error) {
-	t, err := scanToken(s.reader().QueryRow(ctx, `SELECT t.id, t.name, t.hash, t.admin, t.created_at
-FROM web_sessions w JOIN tokens t ON t.id = w.token_id WHERE w.hash = ? AND w.expires_at > ?`, hash, s.d.Time(now)))
+	t, err := scanToken(s.reader().QueryRow(ctx, `SELECT `+tokenCols+`
+FROM web_sessions w JOIN tokens t ON t.id = w.token_id LEFT JOIN users u ON u.id = t.user_id
+WHERE w.hash = ? AND w.expires_at > ?`, hash, s.d.Time(now)))
 	if isNoRows(err) {
 		return nil, fmt.Errorf("web session: %w", store.ErrNotFound)
 	}

@@ -13,6 +13,10 @@
 //     ... and never deleted one by one; Copy checks it);
 //   - their events (AppendEvents: the caller gives the seqs, so they are
 //     the source's);
+//   - users with their identities (CreateUser, AddIdentity), before the
+//     tokens that belong to them;
+//   - the audit log (AppendAudit, oldest first: the new store numbers
+//     the entries again, in the same order);
 //   - API tokens (CreateToken: the SHA-256 of each secret is copied as it
 //     is, so every token keeps working; the secrets themselves are not in
 //     any store);
@@ -87,7 +91,9 @@ func Copy(ctx context.Context, from, to store.Store, now time.Time, log io.Write
 		what string
 		fn   func() (int, error)
 	}{
+		{"users", func() (int, error) { return copyUsers(ctx, from, to) }},
 		{"tokens", func() (int, error) { return copyTokens(ctx, from, to) }},
+		{"audit entries", func() (int, error) { return copyAudit(ctx, from, to) }},
 		{"sessions", func() (int, error) { return copySessions(ctx, from, to, dst) }},
 		{"environments", func() (int, error) { return copyEnvironments(ctx, from, to) }},
 		{"secrets", func() (int, error) { return copySecrets(ctx, from, dst) }},
@@ -124,6 +130,10 @@ func checkEmpty(ctx context.Context, to store.Store, dst store.Copier) error {
 	}
 	toks, err := to.ListTokens(ctx)
 	count("API tokens", len(toks), err)
+	users, err := to.ListUsers(ctx)
+	count("users", len(users), err)
+	audit, err := to.ListAudit(ctx, store.AuditFilter{Limit: 1})
+	count("audit entries", len(audit), err)
 	envs, err := to.ListEnvironments(ctx, store.EnvironmentFilter{})
 	count("environments", len(envs), err)
 	secs, err := to.ListSecrets(ctx)
@@ -139,6 +149,59 @@ func checkEmpty(ctx context.Context, to store.Store, dst store.Copier) error {
 		return fmt.Errorf("the destination is not empty: it already has %s; migrate into a new, empty store (a new PostgreSQL database, or a SQLite file that does not exist)", strings.Join(has, ", "))
 	}
 	return nil
+}
+
+func copyUsers(ctx context.Context, from, to store.Store) (int, error) {
+	us, err := from.ListUsers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, u := range us {
+		c := *u
+		if err := to.CreateUser(ctx, &c); err != nil {
+			return 0, err
+		}
+		ids, err := from.Identities(ctx, u.ID)
+		if err != nil {
+			return 0, err
+		}
+		for _, i := range ids {
+			ci := *i
+			if err := to.AddIdentity(ctx, &ci); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(us), nil
+}
+
+// auditPage is how many audit entries are read at a time.
+const auditPage = 1000
+
+// copyAudit copies the audit log, oldest first.
+func copyAudit(ctx context.Context, from, to store.Store) (int, error) {
+	var all []*store.AuditEntry
+	f := store.AuditFilter{Limit: auditPage}
+	for {
+		es, err := from.ListAudit(ctx, f)
+		if err != nil {
+			return 0, err
+		}
+		all = append(all, es...)
+		if len(es) < auditPage {
+			break
+		}
+		f.Before = es[len(es)-1].ID
+	}
+	slices.Reverse(all)
+	for _, e := range all {
+		c := *e
+		c.ID = 0
+		if err := to.AppendAudit(ctx, &c); err != nil {
+			return 0, err
+		}
+	}
+	return len(all), nil
 }
 
 func copyTokens(ctx context.Context, from, to store.Store) (int, error) {

@@ -20,7 +20,7 @@ import (
 
 // Kinds of rows an Inventory counts, in the order a Report lists them.
 var kinds = []string{
-	"sessions", "messages", "events", "leases", "tokens", "environments", "secrets",
+	"sessions", "messages", "events", "leases", "users", "identities", "tokens", "audit entries", "environments", "secrets",
 	"deliveries", "web sessions", "memory scopes seeded", "memory entities",
 	"memory observations", "memory relations",
 }
@@ -100,7 +100,9 @@ func Take(ctx context.Context, st store.Store, now time.Time) (*Inventory, error
 		inv.Sessions[s.ID] = st
 	}
 	for _, step := range []func() error{
+		func() error { return takeUsers(ctx, st, t["users"], t["identities"]) },
 		func() error { return takeTokens(ctx, st, t["tokens"]) },
+		func() error { return takeAudit(ctx, st, t["audit entries"]) },
 		func() error { return takeEnvironments(ctx, st, t["environments"]) },
 		func() error { return takeSecrets(ctx, st, t["secrets"]) },
 		func() error { return takeDeliveries(ctx, cp, t["deliveries"]) },
@@ -186,6 +188,64 @@ func takeTokens(ctx context.Context, st store.Store, t *tally) error {
 		}
 	}
 	return nil
+}
+
+func takeUsers(ctx context.Context, st store.Store, users, idents *tally) error {
+	list, err := st.ListUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("users: %w", err)
+	}
+	slices.SortFunc(list, func(a, b *store.User) int { return strings.Compare(a.ID, b.ID) })
+	for _, u := range list {
+		c := *u
+		c.CreatedAt = us(c.CreatedAt)
+		if err := users.add(c); err != nil {
+			return err
+		}
+		ids, err := st.Identities(ctx, u.ID)
+		if err != nil {
+			return fmt.Errorf("identities of %s: %w", u.ID, err)
+		}
+		for _, i := range ids {
+			ci := *i
+			ci.CreatedAt = us(ci.CreatedAt)
+			if err := idents.add(ci); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// takeAudit tallies the audit log in its order, without the ids (a copy
+// numbers its entries again) and with its details compacted (PostgreSQL
+// keeps them as jsonb, which normalizes the text).
+func takeAudit(ctx context.Context, st store.Store, t *tally) error {
+	f := store.AuditFilter{Limit: 1000}
+	for {
+		es, err := st.ListAudit(ctx, f)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		for _, e := range es {
+			c := *e
+			c.ID, c.Time = 0, us(c.Time)
+			if len(c.Detail) > 0 {
+				var v any
+				if err := json.Unmarshal(c.Detail, &v); err != nil {
+					return fmt.Errorf("audit entry %d: %w", e.ID, err)
+				}
+				c.Detail, _ = json.Marshal(v)
+			}
+			if err := t.add(c); err != nil {
+				return err
+			}
+		}
+		if len(es) < f.Limit {
+			return nil
+		}
+		f.Before = es[len(es)-1].ID
+	}
 }
 
 func takeEnvironments(ctx context.Context, st store.Store, t *tally) error {

@@ -36,6 +36,12 @@ func main() {
 		fail("health: %d %s", h.StatusCode(), h.Body)
 	}
 
+	me, err := c.MeWithResponse(ctx)
+	check("me", err)
+	if me.JSON200 == nil || me.JSON200.User == nil || me.JSON200.User.Id == "" || me.JSON200.Token.Id == "" || me.JSON200.Admin {
+		fail("me: %d %s", me.StatusCode(), me.Body)
+	}
+
 	title, idle := "généré", "10m"
 	created, err := c.CreateSessionWithResponse(ctx, CreateSessionJSONRequestBody{
 		Title: &title, Repos: []RepoSpec{{Source: &repo}}, Limits: &Limits{IdleTimeout: &idle},
@@ -45,7 +51,8 @@ func main() {
 	if v == nil {
 		fail("create: %d %s", created.StatusCode(), created.Body)
 	}
-	if v.Limits.IdleTimeout == nil || *v.Limits.IdleTimeout != "10m" || v.Title == nil || *v.Title != title || v.Queue == nil {
+	if v.Limits.IdleTimeout == nil || *v.Limits.IdleTimeout != "10m" || v.Title == nil || *v.Title != title || v.Queue == nil ||
+		v.User == nil || *v.User != me.JSON200.User.Id {
 		fail("create: the view decoded as %+v from %s", v, created.Body)
 	}
 
