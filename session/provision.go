@@ -327,8 +327,13 @@ func (r *runner) recoverTurn() error {
 		if kindOf(r.s.Agent).Caps.StepCheckpoints {
 			kept = "and so is its conversation up to its last finished step"
 		}
+		why := "Harvest stopped during this turn (a crash or a kill)"
+		if r.fence.Epoch > 0 {
+			// Several nodes: whatever stopped it, the same kind.
+			why = "the node running this turn stopped, paused or lost the session's lease during it (a crash, a kill, a pause, or the store out of reach)"
+		}
 		p := event.TurnFailed{Kind: event.FailInterrupted, Usage: usage, Cost: cost,
-			Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
+			Error: why + ": what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
 		if _, err := r.d.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
 			return err
 		}

@@ -35,6 +35,10 @@ type runner struct {
 	// its store writes carry it (fencedStore) and its events do (the
 	// journal's Fence).
 	fence store.Fence
+	// notBefore: the runner acts (reads and recovers its session) only
+	// from then, when the previous owner's deadline has surely passed
+	// (takeoverWait; zero on one node).
+	notBefore time.Time
 
 	mu      sync.Mutex
 	paused  bool             // Cancel paused the queue; a new message resumes it
@@ -133,14 +137,25 @@ type eventLog interface {
 
 var _ eventLog = (*journal.Journal)(nil)
 
-// fencedLog journals under one lease.
+// fencedLog journals under one lease; nothing once the lease is gone
+// here (lost, or its deadline passed: nodes_fence.go).
 type fencedLog struct {
-	j *journal.Journal
-	f store.Fence
+	j    *journal.Journal
+	f    store.Fence
+	gone func() bool
 }
 
-func (l fencedLog) Append(ev event.Event) (int64, error) { return l.j.AppendFenced(l.f, ev) }
+func (l fencedLog) Append(ev event.Event) (int64, error) {
+	if l.gone() {
+		return 0, errFenced
+	}
+	return l.j.AppendFenced(l.f, ev)
+}
+
 func (l fencedLog) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
+	if l.gone() {
+		return ev, errFenced
+	}
 	return l.j.AppendSyncFenced(ctx, l.f, ev)
 }
 
@@ -163,10 +178,11 @@ func newRunner(m *Manager, id string) *runner {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if m.node != nil {
-		l := m.node.held[id].lease
-		r.fence = l.Fence()
-		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }}
-		r.d.j = fencedLog{j: m.j, f: r.fence}
+		h := m.node.held[id]
+		l := h.lease
+		r.fence, r.notBefore = l.Fence(), h.notBefore
+		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }, gone: h.gone.Load}
+		r.d.j = fencedLog{j: m.j, f: r.fence, gone: h.gone.Load}
 	}
 	return r
 }
@@ -242,6 +258,9 @@ func (r *runner) run() {
 
 // loop drives the state machine until the session needs no runner.
 func (r *runner) loop() {
+	if !r.waitFence() {
+		return
+	}
 	s, err := r.d.st.GetSession(r.ctx, r.id)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && r.ctx.Err() == nil {

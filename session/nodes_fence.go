@@ -1,0 +1,173 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/harvest-dev/harvest/store"
+)
+
+// Self-fencing: a node acts for a session only until its lease's
+// deadline on its own clock, and a new owner acts only once the old
+// owner's deadline has surely passed. See "Self-fencing" in nodes.go.
+
+// fenceMargin is how long before its lease may run out (sent+TTL, from
+// when the acquire or renewal that succeeded was sent) a node stops
+// acting for a session: TTL/6 (1.67 s at the default TTL of 10 s). The
+// box's watchdog kills its processes at the same deadline. It covers the
+// node's own delay in stopping (its timer firing late on a loaded
+// machine, the agent's kill) and leaves two renewals (every TTL/3) to
+// succeed before it.
+func fenceMargin(ttl time.Duration) time.Duration { return ttl / 6 }
+
+// fenceSkew is how long after the store's expiry of the previous owner's
+// lease a new owner waits before it acts (takeoverWait): TTL/6 (1.67 s at
+// the default TTL). The old owner stopped fenceMargin before that expiry
+// on its clock; the skew bound covers the store's clock running ahead of
+// the old owner's (a step forward of PostgreSQL's clock, a drift) by up to
+// that much more. So the old owner's tools are dead fenceMargin+fenceSkew
+// (TTL/3) before the new owner's start, as long as the store's clock and
+// the nodes' monotonic clocks do not disagree by more than fenceSkew over
+// a TTL.
+func fenceSkew(ttl time.Duration) time.Duration { return ttl / 6 }
+
+// errDeadline: the lease's renew deadline passed on this node's clock
+// before a renewal succeeded. It unwraps to store.ErrLeaseLost.
+var errDeadline = fmt.Errorf("%w: its renew deadline passed on this node's clock before a renewal succeeded (the store is slow or out of reach, or this node was paused)", store.ErrLeaseLost)
+
+// errFenced is what a runner's fenced write fails with once its lease is
+// gone on this node: written nowhere. It unwraps to store.ErrLeaseLost.
+var errFenced = fmt.Errorf("%w: this node no longer holds the session's lease", store.ErrLeaseLost)
+
+// pastDeadline is loseLease's due for a lease whose deadline passed.
+func pastDeadline(h *held) bool { return !time.Now().Before(h.deadline) }
+
+// extendLocked records a renewal of h sent at sent (under Manager.mu),
+// unless h's deadline passed already: then the node stopped acting (or is
+// about to, fenceDue), the box's watchdog killed its processes, and it
+// reports false.
+func (m *Manager) extendLocked(h *held, l store.Lease, sent time.Time) bool {
+	if pastDeadline(h) {
+		return false
+	}
+	h.lease, h.sent = l, sent
+	h.deadline = sent.Add(m.leaseTTL() - fenceMargin(m.leaseTTL()))
+	h.timer.Reset(time.Until(h.deadline))
+	return true
+}
+
+// fenceDue is h's timer: at its deadline the lease is lost here, whether
+// the renewal returned or not; the runner stops at once.
+func (m *Manager) fenceDue(h *held) {
+	m.loseLease(h.lease, errDeadline, func(cur *held) bool { return cur == h && pastDeadline(h) })
+}
+
+// takeoverWait is when a runner of this node's new lease l may act:
+// when the previous lease prev (known: read just before the acquire) was
+// another ownership that ran out, fenceSkew after its expiry on the
+// store's clock (the store's time at the acquire is l.Expires-TTL); when
+// the epoch moved by more than one meanwhile, fenceSkew from now. A
+// released lease (its owner stopped, flushed and let go) or a first one
+// needs no wait.
+func (m *Manager) takeoverWait(prev store.Lease, known bool, l store.Lease) time.Time {
+	now := time.Now()
+	skew := fenceSkew(m.leaseTTL())
+	switch {
+	case known && (prev.Epoch == 0 || prev.Node == ""):
+		return time.Time{}
+	case known && prev.Epoch == l.Epoch && prev.Node == l.Node:
+		return time.Time{} // still ours: a renewal
+	case known && prev.Epoch+1 == l.Epoch:
+		at := l.Expires.Add(-m.leaseTTL())
+		if wait := skew - at.Sub(prev.Expires); wait > 0 {
+			return now.Add(wait)
+		}
+		return time.Time{}
+	case !known && l.Epoch == 1:
+		return time.Time{} // never leased before
+	}
+	return now.Add(skew)
+}
+
+// waitFence holds a runner back until its lease's notBefore
+// (takeoverWait): false when it was stopped meanwhile.
+func (r *runner) waitFence() bool {
+	d := time.Until(r.notBefore)
+	if d <= 0 {
+		return true
+	}
+	r.log.Info("waiting for the previous owner's lease deadline to pass surely before acting", "wait", d.Round(time.Millisecond))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// renewer renews this node's leases every TTL/3 until Close, and during
+// Close until no lease is held any more (the runners give theirs up as
+// they stop; one that takes longer than a TTL to stop would otherwise
+// lose its lease and with it the events that say how it stopped).
+func (m *Manager) renewer() {
+	ttl := m.leaseTTL()
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		<-t.C
+		if m.base.Err() != nil {
+			m.mu.Lock()
+			n := len(m.node.held)
+			m.mu.Unlock()
+			if n == 0 {
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), ttl/3)
+		m.renewLeases(ctx)
+		cancel()
+	}
+}
+
+// fencedStore is a runner's store in several-node mode: its session's
+// updates and message deliveries are fenced with the runner's lease, and
+// one refused stops the runner (lost). Once the lease is gone here (lost,
+// or its deadline passed) they fail without reaching the store.
+type fencedStore struct {
+	store.Store
+	f    store.Fence
+	lost func(error)
+	gone func() bool
+}
+
+func (s fencedStore) UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error) {
+	if id != s.f.Session {
+		return s.Store.UpdateSession(ctx, id, fn)
+	}
+	if s.gone() {
+		return nil, errFenced
+	}
+	v, err := s.Store.UpdateSessionFenced(ctx, s.f, fn)
+	if errors.Is(err, store.ErrLeaseLost) {
+		s.lost(err)
+	}
+	return v, err
+}
+
+func (s fencedStore) SetMessageState(ctx context.Context, session, id string, state store.MessageState, turn string) error {
+	if session != s.f.Session {
+		return s.Store.SetMessageState(ctx, session, id, state, turn)
+	}
+	if s.gone() {
+		return errFenced
+	}
+	err := s.Store.SetMessageStateFenced(ctx, s.f, id, state, turn)
+	if errors.Is(err, store.ErrLeaseLost) {
+		s.lost(err)
+	}
+	return err
+}
