@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -170,4 +172,96 @@ func (s fencedStore) SetMessageState(ctx context.Context, session, id string, st
 		s.lost(err)
 	}
 	return err
+}
+
+// The boxes' fences: a runner arms its box's fence (sandbox.Fence) at
+// its lease's deadline as soon as the box is started or reattached,
+// before any command runs in it, and the renewer moves every armed box's
+// fence on to the new deadline after each renewal. A box whose node can
+// no longer renew (paused, killed, cut off) is thus ended by its own
+// agent at the node's deadline.
+
+// leaseDeadline is the deadline of this node's lease of session id at
+// epoch; false when it holds none.
+func (m *Manager) leaseDeadline(id string, epoch int64) (time.Time, bool) {
+	if m.node == nil {
+		return time.Time{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.node.held[id]
+	if h == nil || h.lease.Epoch != epoch {
+		return time.Time{}, false
+	}
+	return h.deadline, true
+}
+
+// armBox arms sb's fence at the runner's lease's deadline and has the
+// renewer keep it moving (several nodes; nothing on one). A lease gone
+// meanwhile is errFenced: the box is not used.
+func (r *runner) armBox(ctx context.Context, sb *sandbox.Sandbox) error {
+	if r.fence.Epoch == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	r.armed = sb
+	r.mu.Unlock()
+	dl, ok := r.d.host.leaseDeadline(r.id, r.fence.Epoch)
+	if !ok {
+		return errFenced
+	}
+	if _, err := sb.Fence(ctx, dl); err != nil {
+		return fmt.Errorf("arming the fence of box %s: %w", sb.ID(), err)
+	}
+	return nil
+}
+
+// disarmed forgets sb as the armed box (it is gone).
+func (r *runner) disarmed(sb *sandbox.Sandbox) {
+	r.mu.Lock()
+	if r.armed == sb {
+		r.armed = nil
+	}
+	r.mu.Unlock()
+}
+
+// disarm turns the box's fence off (a box left for the next owner after
+// an orderly exit).
+func (r *runner) disarm(ctx context.Context) {
+	if r.fence.Epoch == 0 || r.box == nil {
+		return
+	}
+	r.disarmed(r.box)
+	if _, err := r.box.Fence(ctx, time.Time{}); err != nil {
+		r.log.Warn("disarming the fence of the box left for the next owner (it ends at the last deadline)", "box", r.box.ID(), "err", err)
+	}
+}
+
+// fenceBoxes moves the fences of the armed boxes of the sessions in
+// renewed on to their new deadlines, all at once (a slow box delays no
+// other), and returns when every call has returned or ctx ended.
+func (m *Manager) fenceBoxes(ctx context.Context, renewed map[string]time.Time) {
+	var wg sync.WaitGroup
+	for id, dl := range renewed {
+		m.mu.Lock()
+		r := m.runners[id]
+		m.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		r.mu.Lock()
+		sb := r.armed
+		r.mu.Unlock()
+		if sb == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := sb.Fence(ctx, dl); err != nil && sb.Alive() && ctx.Err() == nil {
+				m.log.Warn("moving a box's fence on", "session", id, "box", sb.ID(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }

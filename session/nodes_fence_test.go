@@ -101,6 +101,15 @@ func TestNodesStallFences(t *testing.T) {
 	if err != nil || l1.Node != "a" {
 		t.Fatalf("the lease: %+v %v", l1, err)
 	}
+	// The box is armed within the lease's deadline (an earlier deadline
+	// than its own leaves the fence as it is and says how long it has).
+	sb, _, err := m.Box(ctx, "", v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err := sb.Fence(ctx, time.Now().Add(-time.Hour)); err != nil || left <= 0 || left > nodeTTL {
+		t.Fatalf("the box's fence: %s left, %v; want armed within the TTL %s", left, err, nodeTTL)
+	}
 
 	ss.Stall()
 	stalled := time.Now()

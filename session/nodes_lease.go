@@ -324,6 +324,8 @@ func (m *Manager) renewLeases(ctx context.Context) {
 	for _, l := range renewed {
 		ok[l.Session] = l
 	}
+	extended := make(map[string]time.Time, len(renewed))
+	defer func() { m.fenceBoxes(ctx, extended) }()
 	for _, h := range hs {
 		l, done := ok[h.lease.Session]
 		m.mu.Lock()
@@ -337,6 +339,9 @@ func (m *Manager) renewLeases(ctx context.Context) {
 			late := false
 			if cur := m.node.held[l.Session]; cur != nil && cur.lease.Epoch == l.Epoch {
 				late = !m.extendLocked(cur, l, sent)
+				if !late {
+					extended[l.Session] = cur.deadline
+				}
 			}
 			m.mu.Unlock()
 			if late {

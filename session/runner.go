@@ -47,6 +47,7 @@ type runner struct {
 	boxID   string           // the box being started or held (Recover's orphan check)
 	lkey    string           // the lock its turns take (lockKeyOf), once the session is read
 	lent    *sandbox.Sandbox // the box Manager.Box lends out: r.box, set with it (setBox)
+	armed   *sandbox.Sandbox // the box whose fence the keeper moves on (several nodes: armBox)
 
 	// Owned by the run goroutine.
 	s         *store.Session
@@ -113,6 +114,9 @@ type runnerHost interface {
 	hideDataDir(msg string) string
 	hostFull(err error) error
 	wakeWorkflow(s *store.Session)
+	// leaseDeadline is the deadline of this node's lease of session id
+	// at epoch (nodes_fence.go); false when it holds no such lease.
+	leaseDeadline(id string, epoch int64) (time.Time, bool)
 	beginTurn() bool
 	endTurn()
 	Draining() bool
@@ -641,6 +645,12 @@ func (r *runner) release() {
 			r.log.Warn("destroying the box of a session another node took over", "box", r.box.ID(), "err", err)
 		}
 	default:
+		if errors.Is(context.Cause(r.ctx), errShutdown) {
+			// Given up in good order, the box left for the next owner
+			// (nodes sharing the data directory): it holds no turn, and
+			// the next owner arms it again when it reattaches it.
+			r.disarm(ctx)
+		}
 		r.box.Close()
 	}
 	r.setBox(nil)

@@ -60,6 +60,9 @@ type Server struct {
 	// expired: the box's time limit was reached and Shutdown is ending
 	// it. Atomic, so a proc reads it for its status without s.mu.
 	expired atomic.Bool
+	// fence is the host's dead-man's switch (fence.go); fenced: it fired.
+	fence   fence
+	fenced  atomic.Bool
 	started time.Time
 	reaper  *reaper
 	oom     *oomCounter
@@ -333,6 +336,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.cancel()
+	s.stopFence()
 	for _, c := range conns {
 		c.close()
 	}
