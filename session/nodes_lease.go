@@ -151,7 +151,7 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 
 // leaseLost: l is not this node's any more (a fenced write or a renewal
 // was refused, or it could not be renewed in time). The session's runner,
-// if it runs under l, stops at once, leaving the box alone.
+// if it runs under l, stops at once (nodes.go: the turn is interrupted).
 func (m *Manager) leaseLost(l store.Lease, cause error) {
 	m.loseLease(l, cause, nil)
 }
