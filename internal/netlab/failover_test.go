@@ -61,7 +61,7 @@ rules:
 `
 
 // perNodeSessions is how many sessions TestFailover creates on each node.
-const perNodeSessions = 3
+const perNodeSessions = 10
 
 type failSession struct {
 	id, owner, tag string
@@ -183,14 +183,15 @@ func TestFailover(t *testing.T) {
 	}
 	// gone checks that node runs no box any more within fenceBound of
 	// the fault at from, and says how long it took.
-	gone := func(fault string, node *netlab.Node, from time.Time) time.Duration {
+	gone := func(fault string, node *netlab.Node, from time.Time) string {
 		t.Helper()
-		d := waitNoBox(ctx, lab, node.Name, from, fenceBound+10*time.Second)
-		if d > fenceBound {
+		seen, d := waitNoBox(ctx, lab, node.Name, from, fenceBound+10*time.Second)
+		if seen > fenceBound {
 			t.Errorf("%s: node %s's boxes ran on %s after the fault (%d processes of boxes left); want them gone within its deadline and 1s, %s",
-				fault, node.Name, d.Round(time.Millisecond), len(boxProcs(lab.Procs()[node.Name])), fenceBound)
+				fault, node.Name, seen.Round(time.Millisecond), len(boxProcs(lab.Procs()[node.Name])), fenceBound)
 		}
-		return d
+		load, _ := os.ReadFile("/proc/loadavg")
+		return fmt.Sprintf("last seen %s, gone by %s (load %s)", seen.Round(time.Millisecond), d.Round(time.Millisecond), strings.Join(strings.Fields(string(load))[:1], ""))
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 
@@ -211,8 +212,8 @@ func TestFailover(t *testing.T) {
 	if takeover > 3*failoverTTL {
 		t.Errorf("b and c took a's sessions over %s after the kill; the TTL is %s", takeover, failoverTTL)
 	}
-	t.Logf("OBSERVED kill -9: a's %d processes of tools and boxes gone %s after the kill (bound %s); a's %d sessions taken over %s after the kill (TTL %s): b %d, c %d",
-		before, aGone.Round(time.Millisecond), fenceBound, perNodeSessions, takeover.Round(time.Millisecond), failoverTTL, took["b"], took["c"])
+	t.Logf("OBSERVED kill -9: a's boxes (%d tool processes) after the kill: %s (bound %s); a's %d sessions taken over %s after the kill (TTL %s): b %d, c %d",
+		before, aGone, fenceBound, perNodeSessions, takeover.Round(time.Millisecond), failoverTTL, took["b"], took["c"])
 	for _, s := range of("c") {
 		release(s, c, "go")
 	}
@@ -247,8 +248,8 @@ func TestFailover(t *testing.T) {
 		s.interrupted = []string{"t1"}
 		checkDone(t, ctx, clients["c"], s, "t3")
 	}
-	t.Logf("OBSERVED SIGSTOP: b's boxes (and their tools) gone %s after the pause, b still paused (bound %s); b's %d sessions moved to c %s after the pause; b resumed after %s",
-		bGone.Round(time.Millisecond), fenceBound, len(onB), moved.Round(time.Millisecond), resumed.Sub(paused).Round(time.Millisecond))
+	t.Logf("OBSERVED SIGSTOP: b's boxes (and their tools) after the pause, b still paused: %s (bound %s); b's %d sessions moved to c %s after the pause; b resumed after %s",
+		bGone, fenceBound, len(onB), moved.Round(time.Millisecond), resumed.Sub(paused).Round(time.Millisecond))
 
 	for _, s := range sessions {
 		checkEvents(t, s, storedEvents(t, ctx, clients["c"], s.id))
@@ -284,8 +285,8 @@ func TestFailover(t *testing.T) {
 		waitLeaseOn(t, ctx, leaseOf, s.id, "b")
 	}
 	leaseMoved := time.Since(cut)
-	t.Logf("OBSERVED one-way partition from PostgreSQL: c's boxes (%d sessions, 2 mid-turn) gone %s after the cut (bound %s); b took c's sessions %s after the cut",
-		onC, cGone.Round(time.Millisecond), fenceBound, leaseMoved.Round(time.Millisecond))
+	t.Logf("OBSERVED one-way partition from PostgreSQL: c's boxes (%d sessions, 2 mid-turn) after the cut: %s (bound %s); b took c's sessions %s after the cut",
+		onC, cGone, fenceBound, leaseMoved.Round(time.Millisecond))
 	c.Heal()
 	for _, s := range busyC {
 		s.interrupted = append(s.interrupted, "t4")
@@ -332,7 +333,7 @@ func TestFailover(t *testing.T) {
 		t.Logf("OBSERVED PostgreSQL frozen %s: GET /v1/sessions/{id} through node %s answered after %s: %v",
 			frozenFor, a.node, a.took.Round(time.Millisecond), a.err)
 	}
-	t.Logf("OBSERVED PostgreSQL frozen %s: b's boxes (2 mid-turn) gone %s after the freeze (bound %s)", frozenFor, fGone.Round(time.Millisecond), fenceBound)
+	t.Logf("OBSERVED PostgreSQL frozen %s: b's boxes (2 mid-turn) after the freeze: %s (bound %s)", frozenFor, fGone, fenceBound)
 	for _, s := range busyF {
 		s.interrupted = append(s.interrupted, "t4")
 		seen := followUntil(t, clients["b"], s.id, "turn t4 to end", stacktest.TurnEnded("t4"))
@@ -395,26 +396,36 @@ func countTools(n *netlab.Node) int {
 func boxProcs(ps []netlab.Proc) []netlab.Proc {
 	var out []netlab.Proc
 	for _, p := range ps {
-		if strings.Contains(p.Cmdline, "sandbox-agent") || strings.HasPrefix(p.Cmdline, "hvtool-") || strings.Contains(p.Cmdline, "until [ -e go") {
+		if isBoxProc(p.Cmdline) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// waitNoBox waits, up to limit, until node runs no process of a box, and
-// says how long after from that was.
-func waitNoBox(ctx context.Context, lab *netlab.Lab, node string, from time.Time, limit time.Duration) time.Duration {
+func isBoxProc(cmd string) bool {
+	return strings.Contains(cmd, "sandbox-agent") || strings.HasPrefix(cmd, "hvtool-") || strings.Contains(cmd, "until [ -e go")
+}
+
+// waitNoBox waits, up to limit, until node runs no process of a box. It
+// says when, after from, the boxes were last seen (the start of the last
+// reading of /proc that found one: they died after that, and before the
+// reading that found none ended, which it also says).
+func waitNoBox(ctx context.Context, lab *netlab.Lab, node string, from time.Time, limit time.Duration) (seen, gone time.Duration) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for len(boxProcs(lab.Procs()[node])) > 0 && time.Since(from) < limit {
+	for {
+		at := time.Since(from)
+		if len(boxProcs(lab.ProcsMatching(isBoxProc)[node])) == 0 || at > limit {
+			return seen, time.Since(from)
+		}
+		seen = at
 		select {
 		case <-ctx.Done():
-			return time.Since(from)
+			return seen, time.Since(from)
 		case <-tick.C:
 		}
 	}
-	return time.Since(from)
 }
 
 // toolLog samples every node's processes every 20 ms, from outside the
@@ -462,7 +473,7 @@ func (l *toolLog) end() {
 func (l *toolLog) sample(lab *netlab.Lab) {
 	now := time.Now()
 	seen := map[[2]string]bool{}
-	for node, ps := range lab.Procs() {
+	for node, ps := range lab.ProcsMatching(func(cmd string) bool { return strings.HasPrefix(cmd, "hvtool-") }) {
 		for _, p := range ps {
 			if name, _, _ := strings.Cut(p.Cmdline, " "); strings.HasPrefix(name, "hvtool-") {
 				seen[[2]string{strings.TrimPrefix(name, "hvtool-"), node}] = true
