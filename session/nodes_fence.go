@@ -112,7 +112,7 @@ func (r *runner) waitFence() bool {
 }
 
 // renewer renews this node's leases every TTL/3 until Close, and during
-// Close until no lease is held any more (the runners give theirs up as
+// Close while a runner still holds one (the runners give theirs up as
 // they stop; one that takes longer than a TTL to stop would otherwise
 // lose its lease and with it the events that say how it stopped).
 func (m *Manager) renewer() {
@@ -121,18 +121,26 @@ func (m *Manager) renewer() {
 	defer t.Stop()
 	for {
 		<-t.C
-		if m.base.Err() != nil {
-			m.mu.Lock()
-			n := len(m.node.held)
-			m.mu.Unlock()
-			if n == 0 {
-				return
-			}
+		if m.base.Err() != nil && !m.runnerHoldsLease() {
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.base), ttl/3)
 		m.renewLeases(ctx)
 		cancel()
 	}
+}
+
+// runnerHoldsLease reports whether a runner runs under a lease this
+// node holds.
+func (m *Manager) runnerHoldsLease() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, h := range m.node.held {
+		if r := m.runners[id]; r != nil && r.fence.Epoch == h.lease.Epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // fencedStore is a runner's store in several-node mode: its session's

@@ -319,7 +319,9 @@ func (t *turnSink) emit(p event.Payload) {
 		t.end = p
 		ctx, cancel := r.finalCtx()
 		defer cancel()
-		if _, err := r.d.j.AppendSync(ctx, ev); err != nil {
+		if _, err := r.d.j.AppendSync(ctx, ev); errors.Is(err, store.ErrLeaseLost) {
+			r.log.Info("the end of the turn is not journaled here: this node lost the session's lease (the next owner says the turn was interrupted)", "turn", t.tid)
+		} else if err != nil {
 			r.log.Error("journaling the end of a turn", "turn", t.tid, "err", err)
 		}
 	default:
