@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -141,6 +143,28 @@ func (m *Manager) runnerHoldsLease() bool {
 		}
 	}
 	return false
+}
+
+// fencedLog journals under one lease; nothing once the lease is gone
+// here (lost, or its deadline passed: nodes_fence.go).
+type fencedLog struct {
+	j    *journal.Journal
+	f    store.Fence
+	gone func() bool
+}
+
+func (l fencedLog) Append(ev event.Event) (int64, error) {
+	if l.gone() {
+		return 0, errFenced
+	}
+	return l.j.AppendFenced(l.f, ev)
+}
+
+func (l fencedLog) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
+	if l.gone() {
+		return ev, errFenced
+	}
+	return l.j.AppendSyncFenced(ctx, l.f, ev)
 }
 
 // fencedStore is a runner's store in several-node mode: its session's

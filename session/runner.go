@@ -141,28 +141,6 @@ type eventLog interface {
 
 var _ eventLog = (*journal.Journal)(nil)
 
-// fencedLog journals under one lease; nothing once the lease is gone
-// here (lost, or its deadline passed: nodes_fence.go).
-type fencedLog struct {
-	j    *journal.Journal
-	f    store.Fence
-	gone func() bool
-}
-
-func (l fencedLog) Append(ev event.Event) (int64, error) {
-	if l.gone() {
-		return 0, errFenced
-	}
-	return l.j.AppendFenced(l.f, ev)
-}
-
-func (l fencedLog) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
-	if l.gone() {
-		return ev, errFenced
-	}
-	return l.j.AppendSyncFenced(ctx, l.f, ev)
-}
-
 // append journals ev, logging a failure (the journal only fails when it
 // is closed, or with several nodes when the lease is lost).
 func (r *runner) append(ev event.Event) {
