@@ -116,7 +116,7 @@ func (c *conn) dial(prm proto.DialParams, fc *fwdConn) (proto.DialReply, error) 
 		}
 		return proto.DialReply{}, dialError(err, expired, timeout)
 	}
-	if prm.Network == "unix" && selfPeer(nc) {
+	if prm.Network == "unix" && c.s.isSelf(nc) {
 		// The agent's own socket: a connection from the agent would be
 		// the host's in the fence's eyes (fence.go).
 		nc.Close()

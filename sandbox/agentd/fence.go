@@ -101,9 +101,10 @@ func (s *Server) Fenced() bool { return s.fenced.Load() }
 // outsideBox reports whether the peer of nc (an accepted connection) is
 // outside the box, where only the host is: with PID1, a peer outside the
 // box's PID namespace (pid 0 as the kernel reports it here: runc, the
-// local backend) or one reported as the agent itself (gVisor reports the
-// host's connections so; the agent never connects to its own socket:
-// dial refuses, selfPeer). Outside a box (no PID1) every peer is.
+// local backend) or one reported as the agent itself (gVisor reports
+// every peer so, and refuses box processes the agent's socket; the agent
+// never connects to its own socket: dial refuses, isSelf). Outside a box
+// (no PID1) every peer is.
 func outsideBox(nc net.Conn, pid1 bool) bool {
 	if !pid1 {
 		return true
@@ -112,11 +113,15 @@ func outsideBox(nc net.Conn, pid1 bool) bool {
 	return ok && (pid == 0 || pid == int32(os.Getpid()))
 }
 
-// selfPeer reports whether the peer of nc (a dialed connection) is the
-// agent itself.
-func selfPeer(nc net.Conn) bool {
-	pid, ok := peerPID(nc)
-	return ok && pid == int32(os.Getpid())
+// isSelf reports whether nc (a dialed unix connection) reached the
+// agent's own socket: its peer's address is the name that socket is bound
+// to. (Not by the peer's pid: gVisor reports the agent's own for every
+// peer.) A box process that binds a socket of that name elsewhere is
+// refused too, which costs nothing.
+func (s *Server) isSelf(nc net.Conn) bool {
+	self := s.selfAddr.Load()
+	a, ok := nc.RemoteAddr().(*net.UnixAddr)
+	return self != nil && ok && a.Name == *self
 }
 
 // peerPID is SO_PEERCRED's pid of a unix connection.

@@ -54,43 +54,53 @@ func TestFenceClock(t *testing.T) {
 	}
 }
 
-// TestFencePeers: a peer in this process is "self" (a dial the agent
-// makes to its own socket is refused for that reason), and with PID1 a
-// peer in this PID namespace that is not the agent is not outside the
-// box.
+// TestFencePeers: a dial that reaches the agent's own socket is seen as
+// such (dial refuses it), another socket's is not; outside a box every
+// peer may fence; SO_PEERCRED names the peer's pid.
 func TestFencePeers(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s")
-	l, err := net.Listen("unix", path)
+	s, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
+	defer s.Close()
+	dir := t.TempDir()
+	listen := func(name string) net.Listener {
+		l, err := net.Listen("unix", filepath.Join(dir, name))
 		if err != nil {
-			close(accepted)
-			return
+			t.Fatal(err)
 		}
-		accepted <- c
-	}()
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		return l
 	}
-	defer c.Close()
-	a, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
-	defer a.Close()
-	if !selfPeer(c) {
-		t.Errorf("a connection to this process's own socket is not seen as self")
-	}
-	if !outsideBox(a, false) {
-		t.Errorf("outside a box every peer may fence")
-	}
-	if pid, ok := peerPID(a); !ok || pid != int32(os.Getpid()) {
-		t.Errorf("peer pid %d %v, want this process's %d", pid, ok, os.Getpid())
+	own, other := listen("agent.sock"), listen("other.sock")
+	name := own.Addr().(*net.UnixAddr).Name
+	s.selfAddr.Store(&name)
+	for _, tc := range []struct {
+		l    net.Listener
+		self bool
+	}{{own, true}, {other, false}} {
+		c, err := net.Dial("unix", tc.l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := s.isSelf(c); got != tc.self {
+			t.Errorf("a dial to %s: isSelf %v, want %v", tc.l.Addr(), got, tc.self)
+		}
+		if !outsideBox(c, false) {
+			t.Errorf("outside a box every peer may fence")
+		}
+		if pid, ok := peerPID(c); !ok || pid != int32(os.Getpid()) {
+			t.Errorf("peer pid %d %v, want this process's %d", pid, ok, os.Getpid())
+		}
 	}
 }

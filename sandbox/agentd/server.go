@@ -63,6 +63,9 @@ type Server struct {
 	// fence is the host's dead-man's switch (fence.go); fenced: it fired.
 	fence   fence
 	fenced  atomic.Bool
+	// selfAddr is the name the agent's own socket is bound to (Serve),
+	// which dial refuses (fence.go).
+	selfAddr atomic.Pointer[string]
 	started time.Time
 	reaper  *reaper
 	oom     *oomCounter
@@ -176,6 +179,9 @@ func (s *Server) goroutine(f func()) {
 
 // Serve accepts connections until the listener fails or the server closes.
 func (s *Server) Serve(l net.Listener) error {
+	if a, ok := l.Addr().(*net.UnixAddr); ok && a.Name != "" {
+		s.selfAddr.Store(&a.Name)
+	}
 	s.goroutine(func() { <-s.ctx.Done(); l.Close() })
 	for {
 		nc, err := l.Accept()
