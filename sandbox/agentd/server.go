@@ -61,15 +61,15 @@ type Server struct {
 	// it. Atomic, so a proc reads it for its status without s.mu.
 	expired atomic.Bool
 	// fence is the host's dead-man's switch (fence.go); fenced: it fired.
-	fence   fence
-	fenced  atomic.Bool
+	fence  fence
+	fenced atomic.Bool
 	// selfAddr is the name the agent's own socket is bound to (Serve),
 	// which dial refuses (fence.go).
 	selfAddr atomic.Pointer[string]
-	started time.Time
-	reaper  *reaper
-	oom     *oomCounter
-	devNull *os.File
+	started  time.Time
+	reaper   *reaper
+	oom      *oomCounter
+	devNull  *os.File
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
