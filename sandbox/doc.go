@@ -115,6 +115,22 @@
 // them and fails pending Accepts, Dials, Reads and Writes with ErrClosed
 // naming the box. A recovered Sandbox must listen (and dial) again.
 //
+// # Fence
+//
+// Sandbox.Fence arms a box's dead-man's switch, kept in its agent (PID 1,
+// package agentd's "Fence"): unless a later call moves it on, the agent
+// ends the box at the deadline, every process killed, even if the
+// process that armed it is paused, killed or cut off. Several nodes use
+// it so that a node which can no longer renew a session's lease cannot
+// leave that session's tools running (package session's "Self-fencing").
+// Only the host may arm, move or disarm it (a process in the box is
+// refused, on every backend); the deadline only moves later; Fence with a
+// zero deadline disarms it. A box nobody arms never ends that way. It
+// works the same on every backend: the agent's exit ends the box (local:
+// its PID namespace; docker and gVisor: its container). What is left (a
+// stopped container, a run dir) is released by Destroy as for any box
+// that died.
+//
 // # Measured
 //
 // Observe wraps a Provider so that an Observer (harvest serve's metrics)

@@ -111,6 +111,33 @@ func (sb *Sandbox) Shutdown(ctx context.Context, grace time.Duration) error {
 	return err
 }
 
+// Fence arms the box's fence (its dead-man's switch: package agentd's
+// "Fence"), or moves it on: unless a later call moves it again, the agent
+// ends the box at deadline (this process's clock), every process killed,
+// whatever happens to this process meanwhile (paused, killed, cut off).
+// The deadline only moves later; a zero deadline disarms the fence. It
+// returns how long the box has left by the agent's clock (-1: disarmed).
+// Only the host may call it: the agent refuses a connection from a
+// process in the box.
+func (sb *Sandbox) Fence(ctx context.Context, deadline time.Time) (time.Duration, error) {
+	p := proto.FenceParams{Off: deadline.IsZero()}
+	if !p.Off {
+		now := time.Now()
+		p.SentNS, p.LeftNS = now.Sub(hostClock).Nanoseconds(), deadline.Sub(now).Nanoseconds()
+	}
+	var r proto.FenceReply
+	if _, err := sb.c.call(ctx, proto.MethodFence, p, nil, &r); err != nil {
+		return 0, fmt.Errorf("fencing box %s: %w", sb.handle.ID, err)
+	}
+	if r.LeftMS < 0 {
+		return -1, nil
+	}
+	return time.Duration(r.LeftMS) * time.Millisecond, nil
+}
+
+// hostClock is the origin of the monotonic clock Fence sends.
+var hostClock = time.Now()
+
 // AgentInfo reports the in-box agent's resource use.
 type AgentInfo = proto.InfoReply
 

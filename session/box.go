@@ -33,6 +33,9 @@ func (r *runner) setBox(sb *sandbox.Sandbox) {
 	r.box = sb
 	r.mu.Lock()
 	r.lent = sb
+	if sb == nil {
+		r.armed = nil
+	}
 	r.mu.Unlock()
 }
 

@@ -13,7 +13,9 @@ import (
 //
 //	nodes.go           this doc, NodeConfig, the errors callers branch on
 //	nodes_lease.go     leases: claim, acquire, renew, lose, give up; the
-//	                   keeper (heartbeat, renewals, takeover); the fenced store
+//	                   keeper (heartbeat, takeover)
+//	nodes_fence.go     self-fencing: the renew deadline, the renewer, the new
+//	                   owner's wait, the boxes' fences; the fenced store
 //	nodes_place.go     placement by capacity: room, queueing, PlaceNew
 //	nodes_takeover.go  the takeover scan: how many of the sessions nobody
 //	                   owns this node takes, which, and how fast
@@ -58,21 +60,28 @@ import (
 //	  │        └──────────────────────────────────────────────┤
 //	  │                                                       │ A dies, pauses or
 //	  │                                                       │ is cut off: no
-//	  │                                                       │ renewal for a TTL
+//	  │                                                       │ renewal succeeds
 //	  │                                                       ▼
+//	  │                                 A's deadline (sent+TTL-TTL/6, A's clock):
+//	  │                                 A's runner stops (if A runs at all) and
+//	  │                                 the box's agent kills every process in
+//	  │                                 it (if A is paused or dead too)
+//	  │                                                       │ TTL/6 later at
+//	  │                                                       ▼ least: expiry
 //	  │   leased by B ◄───── B's keeper takes it over ────── lease expired
-//	  │   (epoch E+1; B restores the     (Orphans, every     (still names A;
-//	  │    carried workspace if its       TTL/3: B's share,   requests for it are
-//	  │    copy is not current, then      at B's rate, while  handled by whichever
-//	  │    recovers the box or marks      B has room: see     node gets them: a
-//	  │    the turn interrupted)          Takeover)           send takes it there)
+//	  │   (epoch E+1; B's runner waits   (Orphans, every     (still names A;
+//	  │    until expiry+TTL/6, restores   TTL/3: B's share,   requests for it are
+//	  │    the carried workspace if its   at B's rate, while  handled by whichever
+//	  │    copy is not current, then      B has room: see     node gets them: a
+//	  │    recovers the box or marks      Takeover)           send takes it there)
+//	  │    the turn interrupted)
 //	  │        │
 //	  └────────┘ B's runner exits
 //
-//	A, if it comes back (it was paused): its next renewal or fenced
-//	write is refused (store.ErrLeaseLost), or a renewal failed for
-//	TTL-TTL/6: lost. Its runner stops at once, its box left alone;
-//	the journal refuses A's later events of the session.
+//	A, if it comes back (it was paused): it stopped acting at its
+//	deadline already; its next renewal or fenced write is refused
+//	(store.ErrLeaseLost) if it got that far; the journal refuses A's
+//	later events of the session.
 //
 // # Leases (nodes_lease.go)
 //
@@ -81,25 +90,70 @@ import (
 // (fencedStore: session updates, message deliveries) and events
 // (fencedLog: the journal's AppendFenced) carry the runner's epoch, and
 // the store refuses them once another node took the session
-// (store.ErrLeaseLost). A refusal, a refused renewal, or a renewal that
-// failed for so long that the lease may have run out, is a lost lease
-// (leaseLost): the runner is cancelled with errLeaseLost and stops at
-// once without closing its agent or touching its box (a turn it ran is
-// cancelled, so a tool's process may get its signal), and the journal
-// refuses every later event of the session from this node until it takes
-// a new lease. The new owner's runner starts exactly as Recover starts
-// one: it destroys the box of an interrupted turn and marks it
-// interrupted (unless its end was stored), or reattaches an idle box
-// (replacing it if the backend cannot), then delivers the queue. A
-// message sent to a session nobody owns (suspended) is stored by the
-// node that received it, which takes the lease first and then runs it.
+// (store.ErrLeaseLost). A refusal, a refused renewal, or the lease's
+// renew deadline passing (below) is a lost lease (leaseLost): the runner
+// is cancelled with errLeaseLost and stops at once (a turn it ran is
+// cancelled, its tools killed, and it ends as turn.failed "interrupted",
+// as when a node dies; the box is destroyed unless the nodes share the
+// data directory), its fenced writes fail on this node without reaching
+// the store, and the journal refuses every later event of the session
+// from this node until it takes a new lease. The new owner's runner
+// starts exactly as Recover starts one: it destroys the box of an
+// interrupted turn and marks it interrupted (turn.failed "interrupted",
+// unless its end was stored), or reattaches an idle box (replacing it if
+// the backend cannot), then delivers the queue. So a turn a node's loss
+// interrupted is turn.failed "interrupted" whatever the loss was (the
+// node died, paused, or lost the store for longer than its deadline),
+// written once, by whichever node could. A message sent to a session
+// nobody owns (suspended) is stored by the node that received it, which
+// takes the lease first and then runs it.
+//
+// # Self-fencing (nodes_fence.go)
+//
+// Fencing in the store stops a stale owner's writes, not its box: a node
+// that is paused, or cut off from the store, keeps running its tools (a
+// push, an API call) while another node runs the same turn again. So a
+// node acts for a session only until its lease's renew deadline on its
+// own monotonic clock, the way Kubernetes' leader election does:
+//
+//	deadline = sent + TTL − margin      margin = TTL/6 (1.67 s at TTL 10 s)
+//
+// where sent is when the acquire or the last successful renewal was sent
+// (the store's expiry, from the statement's start, is no earlier). A
+// timer per lease fires at the deadline and loses the lease, whether the
+// renewal call has returned or not; a renewal that returns later does
+// not bring it back. The renewer (its own goroutine, every TTL/3, so that
+// a long takeover scan never delays it) moves the deadlines on.
+//
+// The same deadline is armed in the session's box (sandbox.Fence, a
+// dead-man's switch in its agent, PID 1), as soon as a box is started or
+// reattached, before any command runs in it, and moved on after every
+// renewal: if none comes — the node is paused, killed, cut off — the
+// agent kills every process of the box at the deadline and exits. An
+// idle box is fenced too: the new owner replaces it. Box processes can
+// neither move nor disarm it (package sandbox/agentd's "Fence"). A box
+// left for the next owner in good order (a shutdown, nodes sharing the
+// data directory) is disarmed; a lone server arms nothing.
+//
+// A new owner acts only once the old owner's deadline has surely passed:
+// its runner waits until the previous lease's expiry (the store's clock)
+// plus a skew bound, TTL/6 (1.67 s at TTL 10 s), before it reads or
+// recovers the session (takeoverWait: the store's time at the acquire is
+// the new lease's expiry minus the TTL). A released lease needs no wait.
+// Between the old owner's last act and the new owner's first there are
+// thus margin+skew = TTL/3 of real time, as long as the store's clock and
+// the nodes' do not disagree by more than the skew over a TTL (a
+// PostgreSQL clock stepped forward by more would let a lease expire that
+// much early), and the old box dies within the margin of its deadline
+// (measured: milliseconds on local, docker and gVisor).
 //
 // A node's keeper goroutine (startKeeper, owned by Manager.builds) beats
-// the node's heartbeat, renews its leases and takes over the sessions
-// nobody owns (takeover: live ones, and suspended ones with queued
-// messages), every TTL/3; a dead node's sessions are thus taken within
-// TTL+TTL/3 — as many as the survivors' rate allows in a scan, the rest
-// in the scans after (see Takeover). Requests that act on a running session (send, cancel,
+// the node's heartbeat and takes over the sessions nobody owns (takeover:
+// live ones, and suspended ones with queued messages), every TTL/3; its
+// renewer renews the leases, every TTL/3 too; a dead node's sessions are
+// thus taken within TTL+TTL/3 — as many as the survivors' rate allows in
+// a scan, the rest in the scans after (see Takeover) — and recovered
+// TTL/6 after that. Requests that act on a running session (send, cancel,
 // delete, the event stream) are forwarded to the owner's advertised URL
 // by package server/cluster, which asks Owner; reads come from the store.
 // A call that reaches a node which does not own the session gets an
@@ -252,9 +306,16 @@ import (
 //
 // # Goroutines
 //
-// The keeper (startKeeper) is the only goroutine of its own: owned by
-// Manager.builds, it stops at Close, and its last act (leave) takes the
-// node off the list and gives up the leases no runner holds. A runner
+// The keeper and the renewer (startKeeper) are the only goroutines of
+// their own: owned by Manager.builds. The keeper stops at Close, and its
+// last act (leave) takes the node off the list and gives up the leases no
+// runner holds; the renewer goes on during Close until no lease is held
+// (runners that take long to stop keep their leases, and with them the
+// events that say how they stopped). Each held lease's deadline timer
+// (time.AfterFunc) only calls loseLease, under Manager.mu, and does
+// nothing if the lease was renewed, given up or replaced meanwhile.
+// fenceBoxes calls the boxes' agents concurrently, one goroutine each,
+// and waits for them all. A runner
 // snapshots and restores its own session's directory on its goroutine
 // (through runnerDeps.carry); carrier.prev is under carrier.mu, and the
 // keeper removes, about every ten minutes, the stored packs no
@@ -270,8 +331,8 @@ import (
 // DefaultLeaseTTL is how long a node's lease on a session (and its
 // heartbeat) lasts without a renewal. A dead node's sessions are taken
 // over between ⅔ and 1⅓ of it after its death (the lease was renewed at
-// most TTL/3 before; the survivors scan every TTL/3): 7–13 s, within the
-// 15 s a team expects.
+// most TTL/3 before; the survivors scan every TTL/3), and their runners
+// act TTL/6 after the expiry (the skew bound): 8.3–15 s.
 const DefaultLeaseTTL = 10 * time.Second
 
 // NodeConfig turns on several-node mode (Config.Node): this server is one
@@ -329,6 +390,7 @@ func (e *ElsewhereError) Is(target error) bool {
 	return target == ErrElsewhere || target == ErrUnavailable
 }
 
-// errLeaseLost stops a runner whose node lost the session's lease: it
-// leaves the box alone (the new owner reattaches or replaces it).
+// errLeaseLost stops a runner whose node lost the session's lease (or
+// whose deadline passed): its turn is interrupted, and its box destroyed
+// or, with a shared data directory, left to its fence and the new owner.
 var errLeaseLost = errors.New("this node lost the session's lease to another node")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/harvest-dev/harvest/store"
@@ -38,6 +39,18 @@ type held struct {
 	// sent is when the last acquire or renewal that succeeded was sent
 	// (this process's clock): the lease is surely ours until sent+TTL.
 	sent time.Time
+	// deadline is sent+TTL-fenceMargin (this process's monotonic clock):
+	// the node acts for the session until then and no longer, whether a
+	// renewal is on its way or not (nodes_fence.go). Under Manager.mu.
+	deadline time.Time
+	// timer fires at deadline (fenceDue); reset at every renewal.
+	timer *time.Timer
+	// notBefore is when a runner started under this lease may act (the
+	// previous owner's deadline has surely passed): see takeoverWait.
+	notBefore time.Time
+	// gone is set once the lease is lost or its deadline passed: the
+	// runner's fenced writes then fail here, without a round trip.
+	gone *atomic.Bool
 }
 
 func (m *Manager) leaseTTL() time.Duration { return m.node.cfg.TTL }
@@ -97,6 +110,12 @@ func (m *Manager) claim(ctx context.Context, id string) (unlock func(), err erro
 // acquire takes the lease of session id for this node and fences the
 // session's events with it. Called with the session's claim held.
 func (m *Manager) acquire(ctx context.Context, id string) error {
+	// The lease as it was, to know how long the previous owner may still
+	// act (takeoverWait).
+	prev, perr := m.st.GetLease(ctx, id)
+	if perr != nil && !errors.Is(perr, store.ErrNotFound) {
+		return fmt.Errorf("reading the lease of session %s: %w", id, perr)
+	}
 	sent := time.Now()
 	l, err := m.st.AcquireLease(ctx, id, m.node.cfg.ID, m.leaseTTL())
 	if err != nil {
@@ -117,8 +136,14 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 		m.st.ReleaseLease(context.WithoutCancel(ctx), l)
 		return err
 	}
+	h := &held{lease: l, sent: sent, deadline: sent.Add(m.leaseTTL() - fenceMargin(m.leaseTTL())),
+		notBefore: m.takeoverWait(prev, perr == nil, l), gone: new(atomic.Bool)}
 	m.mu.Lock()
-	m.node.held[id] = &held{lease: l, sent: sent}
+	if old := m.node.held[id]; old != nil {
+		old.timer.Stop()
+	}
+	m.node.held[id] = h
+	h.timer = time.AfterFunc(time.Until(h.deadline), func() { m.fenceDue(h) })
 	m.mu.Unlock()
 	m.counts.leasesTaken.Add(1)
 	m.log.Debug("took the lease", "session", id, "epoch", l.Epoch)
@@ -127,13 +152,24 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 
 // leaseLost: l is not this node's any more (a fenced write or a renewal
 // was refused, or it could not be renewed in time). The session's runner,
-// if it runs under l, stops at once, leaving the box alone.
+// if it runs under l, stops at once (nodes.go: the turn is interrupted).
 func (m *Manager) leaseLost(l store.Lease, cause error) {
+	m.loseLease(l, cause, nil)
+}
+
+// loseLease is leaseLost when due(h) holds for this node's lease h of
+// l's session and epoch (under Manager.mu; nil: always).
+func (m *Manager) loseLease(l store.Lease, cause error, due func(*held) bool) {
 	m.mu.Lock()
 	h := m.node.held[l.Session]
-	mine := h != nil && h.lease.Epoch == l.Epoch
+	mine := h != nil && h.lease.Epoch == l.Epoch && (due == nil || due(h))
 	if mine {
 		delete(m.node.held, l.Session)
+		h.gone.Store(true)
+		h.timer.Stop()
+	} else if due != nil {
+		m.mu.Unlock()
+		return
 	}
 	if r := m.runners[l.Session]; r != nil && r.fence.Epoch == l.Epoch {
 		r.cancel(errLeaseLost)
@@ -142,7 +178,7 @@ func (m *Manager) leaseLost(l store.Lease, cause error) {
 	if mine {
 		m.counts.leasesLost.Add(1)
 		m.j.Unfence(l.Session)
-		m.log.Warn("lost the lease of a session: its runner stops here; the node that took it over goes on", "session", l.Session, "epoch", l.Epoch, "err", cause)
+		m.log.Warn("lost the lease of a session: its runner stops here; whichever node takes the session next recovers it", "session", l.Session, "epoch", l.Epoch, "err", cause)
 	}
 }
 
@@ -151,6 +187,7 @@ func (m *Manager) leaseLost(l store.Lease, cause error) {
 // Called with the session's claim held.
 func (m *Manager) giveUp(h *held) {
 	id := h.lease.Session
+	h.timer.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.j.Flush(ctx, id); err != nil {
@@ -176,17 +213,23 @@ func (m *Manager) dropHeldLocked(id string, epoch int64) *held {
 	return h
 }
 
-// startKeeper starts the goroutine that keeps this node's heartbeat and
-// leases and takes over the sessions nobody owns (Recover calls it once).
+// startKeeper starts the goroutines that keep this node's heartbeat and
+// leases and take over the sessions nobody owns (Recover calls it once):
+// the keeper, and the renewer (nodes_fence.go), apart so that a long
+// scan never delays a renewal.
 func (m *Manager) startKeeper() {
-	m.builds.Add(1)
+	m.builds.Add(2)
 	go func() {
 		defer m.builds.Done()
 		m.keep()
 	}()
+	go func() {
+		defer m.builds.Done()
+		m.renewer()
+	}()
 }
 
-// keep runs every TTL/3 until Close: heartbeat, renew the leases held,
+// keep runs every TTL/3 until Close: heartbeat, sweep the carried packs,
 // take over the sessions whose lease ran out.
 func (m *Manager) keep() {
 	ttl := m.leaseTTL()
@@ -205,7 +248,6 @@ func (m *Manager) keep() {
 		if _, err := m.st.HeartbeatNode(ctx, store.Node{ID: m.node.cfg.ID, Addr: m.node.cfg.Addr, Capacity: m.advertised()}, ttl); err != nil && ctx.Err() == nil {
 			m.log.Warn("heartbeat", "err", err)
 		}
-		m.renewLeases(ctx)
 		m.carry.sweep(ctx)
 		if err := m.takeover(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("looking for sessions to take over", "err", err)
@@ -273,11 +315,8 @@ func (m *Manager) renewLeases(ctx context.Context) {
 	sent := time.Now()
 	renewed, err := m.st.RenewLeases(ctx, ls, ttl)
 	if err != nil {
-		for _, h := range hs {
-			if time.Since(h.sent) > ttl-ttl/6 {
-				m.leaseLost(h.lease, fmt.Errorf("the lease could not be renewed before it may run out: %w", err))
-			}
-		}
+		// Each lease's timer stops its session at its deadline if no
+		// renewal succeeds before (fenceDue).
 		m.log.Warn("renewing the leases; retrying", "leases", len(hs), "err", err)
 		return
 	}
@@ -286,6 +325,8 @@ func (m *Manager) renewLeases(ctx context.Context) {
 	for _, l := range renewed {
 		ok[l.Session] = l
 	}
+	extended := make(map[string]time.Time, len(renewed))
+	defer func() { m.fenceBoxes(ctx, extended) }()
 	for _, h := range hs {
 		l, done := ok[h.lease.Session]
 		m.mu.Lock()
@@ -296,43 +337,19 @@ func (m *Manager) renewLeases(ctx context.Context) {
 		}
 		if done {
 			m.mu.Lock()
+			late := false
 			if cur := m.node.held[l.Session]; cur != nil && cur.lease.Epoch == l.Epoch {
-				cur.lease, cur.sent = l, sent
+				late = !m.extendLocked(cur, l, sent)
+				if !late {
+					extended[l.Session] = cur.deadline
+				}
 			}
 			m.mu.Unlock()
+			if late {
+				m.loseLease(l, errDeadline, pastDeadline)
+			}
 			continue
 		}
 		m.leaseLost(h.lease, fmt.Errorf("the renewal found the lease taken over or released: %w", store.ErrLeaseLost))
 	}
-}
-
-// fencedStore is a runner's store in several-node mode: its session's
-// updates and message deliveries are fenced with the runner's lease, and
-// one refused stops the runner (lost).
-type fencedStore struct {
-	store.Store
-	f    store.Fence
-	lost func(error)
-}
-
-func (s fencedStore) UpdateSession(ctx context.Context, id string, fn func(*store.Session) error) (*store.Session, error) {
-	if id != s.f.Session {
-		return s.Store.UpdateSession(ctx, id, fn)
-	}
-	v, err := s.Store.UpdateSessionFenced(ctx, s.f, fn)
-	if errors.Is(err, store.ErrLeaseLost) {
-		s.lost(err)
-	}
-	return v, err
-}
-
-func (s fencedStore) SetMessageState(ctx context.Context, session, id string, state store.MessageState, turn string) error {
-	if session != s.f.Session {
-		return s.Store.SetMessageState(ctx, session, id, state, turn)
-	}
-	err := s.Store.SetMessageStateFenced(ctx, s.f, id, state, turn)
-	if errors.Is(err, store.ErrLeaseLost) {
-		s.lost(err)
-	}
-	return err
 }

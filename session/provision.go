@@ -142,6 +142,10 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		}
 		return nil, nil, fatal(fmt.Errorf("starting the sandbox (%s backend): %w", s.Backend, r.d.host.hostFull(err)))
 	}
+	if err := r.armBox(ctx, sb); err != nil {
+		r.discard(sb, nil)
+		return nil, nil, err
+	}
 	if err := r.checkout(ctx, sb, fresh); err != nil {
 		r.discard(sb, nil)
 		return nil, nil, err
@@ -218,6 +222,10 @@ func (r *runner) reattach() (*sandbox.Sandbox, agent.Agent, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := r.armBox(ctx, sb); err != nil {
+		sb.Close()
+		return nil, nil, err
+	}
 	r.setBoxID(sb.ID())
 	ag, err := r.newAgent(ctx, sb)
 	if err != nil {
@@ -237,6 +245,7 @@ func (r *runner) discard(sb *sandbox.Sandbox, ag agent.Agent) {
 	if err := sb.Destroy(ctx); err != nil {
 		r.log.Warn("destroying an unused box", "box", sb.ID(), "err", err)
 	}
+	r.disarmed(sb)
 	r.setBoxID("")
 }
 
@@ -327,8 +336,13 @@ func (r *runner) recoverTurn() error {
 		if kindOf(r.s.Agent).Caps.StepCheckpoints {
 			kept = "and so is its conversation up to its last finished step"
 		}
+		why := "Harvest stopped during this turn (a crash or a kill)"
+		if r.fence.Epoch > 0 {
+			// Several nodes: whatever stopped it, the same kind.
+			why = "the node running this turn stopped, paused or lost the session's lease during it (a crash, a kill, a pause, or the store out of reach)"
+		}
 		p := event.TurnFailed{Kind: event.FailInterrupted, Usage: usage, Cost: cost,
-			Error: "Harvest stopped during this turn (a crash or a kill): what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
+			Error: why + ": what the agent did in the workspace is kept, " + kept + "; send the message again to go on"}
 		if _, err := r.d.j.AppendSync(r.ctx, r.event(tid, p)); err != nil {
 			return err
 		}

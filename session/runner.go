@@ -35,6 +35,10 @@ type runner struct {
 	// its store writes carry it (fencedStore) and its events do (the
 	// journal's Fence).
 	fence store.Fence
+	// notBefore: the runner acts (reads and recovers its session) only
+	// from then, when the previous owner's deadline has surely passed
+	// (takeoverWait; zero on one node).
+	notBefore time.Time
 
 	mu      sync.Mutex
 	paused  bool             // Cancel paused the queue; a new message resumes it
@@ -43,6 +47,7 @@ type runner struct {
 	boxID   string           // the box being started or held (Recover's orphan check)
 	lkey    string           // the lock its turns take (lockKeyOf), once the session is read
 	lent    *sandbox.Sandbox // the box Manager.Box lends out: r.box, set with it (setBox)
+	armed   *sandbox.Sandbox // the box whose fence the keeper moves on (several nodes: armBox)
 
 	// Owned by the run goroutine.
 	s         *store.Session
@@ -109,6 +114,9 @@ type runnerHost interface {
 	hideDataDir(msg string) string
 	hostFull(err error) error
 	wakeWorkflow(s *store.Session)
+	// leaseDeadline is the deadline of this node's lease of session id
+	// at epoch (nodes_fence.go); false when it holds no such lease.
+	leaseDeadline(id string, epoch int64) (time.Time, bool)
 	beginTurn() bool
 	endTurn()
 	Draining() bool
@@ -133,17 +141,6 @@ type eventLog interface {
 
 var _ eventLog = (*journal.Journal)(nil)
 
-// fencedLog journals under one lease.
-type fencedLog struct {
-	j *journal.Journal
-	f store.Fence
-}
-
-func (l fencedLog) Append(ev event.Event) (int64, error) { return l.j.AppendFenced(l.f, ev) }
-func (l fencedLog) AppendSync(ctx context.Context, ev event.Event) (event.Event, error) {
-	return l.j.AppendSyncFenced(ctx, l.f, ev)
-}
-
 // append journals ev, logging a failure (the journal only fails when it
 // is closed, or with several nodes when the lease is lost).
 func (r *runner) append(ev event.Event) {
@@ -163,10 +160,11 @@ func newRunner(m *Manager, id string) *runner {
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	if m.node != nil {
-		l := m.node.held[id].lease
-		r.fence = l.Fence()
-		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }}
-		r.d.j = fencedLog{j: m.j, f: r.fence}
+		h := m.node.held[id]
+		l := h.lease
+		r.fence, r.notBefore = l.Fence(), h.notBefore
+		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }, gone: h.gone.Load}
+		r.d.j = fencedLog{j: m.j, f: r.fence, gone: h.gone.Load}
 	}
 	return r
 }
@@ -242,6 +240,9 @@ func (r *runner) run() {
 
 // loop drives the state machine until the session needs no runner.
 func (r *runner) loop() {
+	if !r.waitFence() {
+		return
+	}
 	s, err := r.d.st.GetSession(r.ctx, r.id)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && r.ctx.Err() == nil {
@@ -622,6 +623,12 @@ func (r *runner) release() {
 			r.log.Warn("destroying the box of a session another node took over", "box", r.box.ID(), "err", err)
 		}
 	default:
+		if errors.Is(context.Cause(r.ctx), errShutdown) {
+			// Given up in good order, the box left for the next owner
+			// (nodes sharing the data directory): it holds no turn, and
+			// the next owner arms it again when it reattaches it.
+			r.disarm(ctx)
+		}
 		r.box.Close()
 	}
 	r.setBox(nil)

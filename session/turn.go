@@ -319,7 +319,9 @@ func (t *turnSink) emit(p event.Payload) {
 		t.end = p
 		ctx, cancel := r.finalCtx()
 		defer cancel()
-		if _, err := r.d.j.AppendSync(ctx, ev); err != nil {
+		if _, err := r.d.j.AppendSync(ctx, ev); errors.Is(err, store.ErrLeaseLost) {
+			r.log.Info("the end of the turn is not journaled here: this node lost the session's lease (the next owner says the turn was interrupted)", "turn", t.tid)
+		} else if err != nil {
 			r.log.Error("journaling the end of a turn", "turn", t.tid, "err", err)
 		}
 	default:
@@ -370,6 +372,12 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 	case errors.Is(cause, errShutdown):
 		return event.TurnFailed{Kind: event.FailInterrupted, Usage: t.usage, Cost: t.cost,
 			Error: "Harvest shut down during this turn: what the agent did is kept; send the message again to go on"}
+	case errors.Is(cause, errLeaseLost):
+		// As when a node dies or pauses: the turn is interrupted, and
+		// whichever node runs the session next says so if this one
+		// cannot (its writes are fenced).
+		return event.TurnFailed{Kind: event.FailInterrupted, Usage: t.usage, Cost: t.cost,
+			Error: "this turn's node lost the session's lease (it was paused, or cut off from the store, past its deadline) and stopped it: send the message again to go on"}
 	case errors.Is(cause, errLockLost):
 		return event.TurnFailed{Kind: event.FailLock, Usage: t.usage, Cost: t.cost,
 			Error: "the session lock expired and another run took it, so this turn stopped; send the message again when that run is done"}

@@ -53,11 +53,14 @@
 //
 // # Faults
 //
-//   - Node.Kill: SIGKILL to the node's harvest serve alone. Its boxes and
-//     their tools run on (nothing on a separate machine kills them); the
+//   - Node.Kill: SIGKILL to the node's harvest serve alone. Nothing of the
+//     lab kills its boxes (nothing on a separate machine would): they end
+//     themselves, by their fences, at the node's lease deadlines (package
+//     session's "Self-fencing": at most TTL−TTL/6 after the kill); the
 //     namespaces stay, and Node.Start starts harvest again.
 //   - Node.Pause / Resume: SIGSTOP / SIGCONT to harvest serve alone (its
-//     boxes run on, as under a process that hangs). Resume also continues
+//     boxes are not stopped, as under a process that hangs: they end by
+//     their fences while it is paused). Resume also continues
 //     the nsenter that started harvest, which stops itself when its child
 //     stops (util-linux passes the stop on) and would never reap it.
 //   - Node.Partition(peer, direction): iptables DROP rules in the node's
@@ -77,6 +80,24 @@
 //     answers: a database host that hangs.
 //   - Lab.StopNATS / StartNATS: nats-server killed (SIGKILL), and started
 //     again on the same address and JetStream store.
+//
+// # Watching the nodes
+//
+// Node.Procs and Lab.Procs list a node's processes (harvest, its boxes,
+// their tools) from the lab's host, by ancestry, a paused node's
+// included; Lab.ProcsMatching reads only the command lines of all and the
+// ancestry of those it looks for, cheap enough to sample every few tens
+// of milliseconds. Boxes cannot write outside their workspace (their
+// mounts other than the workspaces are read-only), so TestFailover sees
+// which node runs a tool of which session from here: each tool process
+// is named after its session (bash's exec -a), and a sampler keeps, per
+// session, the spans during which each node ran one. Its acceptance:
+// after each fault (kill -9, SIGSTOP past the TTL, a one-way partition
+// from PostgreSQL, PostgreSQL frozen past the TTL), the old owner's boxes
+// are gone within its deadline plus 1 s (the deadline is at most
+// TTL−TTL/6 after the fault), no session's tools ever ran on two nodes at
+// once, every message is delivered once and every log is gapless; an
+// interrupted turn is turn.failed "interrupted" whichever the fault.
 //
 // The lab's methods fail the test that made the lab (t.Fatal on its
 // testing.TB): call them from that test, not from its subtests.

@@ -295,9 +295,68 @@ type Proc struct {
 // (which the PID namespace's first process inherits): every descendant of
 // those.
 func (n *Node) Procs() []Proc {
-	n.mu.Lock()
-	roots := append([]int{n.hpid}, n.entered...)
-	n.mu.Unlock()
+	return procsOf([]*Node{n})[n.Name]
+}
+
+// Procs lists every node's processes (Node.Procs), by node name, from one
+// reading of /proc: a snapshot of the lab's machines at one moment. Call
+// it once every node is added.
+func (l *Lab) Procs() map[string][]Proc {
+	return procsOf(l.nodes)
+}
+
+// ProcsMatching is Procs of the processes whose command line match
+// accepts, found faster: only their ancestry is read.
+func (l *Lab) ProcsMatching(match func(cmdline string) bool) map[string][]Proc {
+	rootOf := rootsOf(l.nodes)
+	procs, _ := os.ReadDir("/proc")
+	parents := map[int]int{}
+	parent := func(pid int) int {
+		if p, ok := parents[pid]; ok {
+			return p
+		}
+		p, _ := parentOf(pid)
+		parents[pid] = p
+		return p
+	}
+	out := map[string][]Proc{}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cmd := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		if !match(cmd) {
+			continue
+		}
+		for p := parent(pid); p != 0; p = parent(p) {
+			if name, ok := rootOf[p]; ok {
+				out[name] = append(out[name], Proc{Pid: pid, Cmdline: cmd})
+				break
+			}
+		}
+	}
+	return out
+}
+
+func rootsOf(nodes []*Node) map[int]string {
+	rootOf := map[int]string{}
+	for _, n := range nodes {
+		n.mu.Lock()
+		for _, r := range append([]int{n.hpid}, n.entered...) {
+			rootOf[r] = n.Name
+		}
+		n.mu.Unlock()
+	}
+	return rootOf
+}
+
+func procsOf(nodes []*Node) map[string][]Proc {
+	rootOf := rootsOf(nodes)
 	parent := map[int]int{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -309,17 +368,19 @@ func (n *Node) Procs() []Proc {
 			parent[pid] = ppid
 		}
 	}
-	var out []Proc
+	out := map[string][]Proc{}
 	for pid := range parent {
 		for p := parent[pid]; p != 0; p = parent[p] {
-			if slices.Contains(roots, p) {
+			if name, ok := rootOf[p]; ok {
 				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				out = append(out, Proc{Pid: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))})
+				out[name] = append(out[name], Proc{Pid: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))})
 				break
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Proc) int { return a.Pid - b.Pid })
+	for _, ps := range out {
+		slices.SortFunc(ps, func(a, b Proc) int { return a.Pid - b.Pid })
+	}
 	return out
 }
 

@@ -55,6 +55,10 @@ type conn struct {
 	accepting int // accept calls waiting, bounded by maxPendingAccepts
 	dialing   int // dial calls connecting, bounded by maxPendingDials
 	hello     bool
+	// outside: the peer is the host, not a process in the box (fence.go):
+	// only it may arm the fence. offset maps its clock (fence calls).
+	outside bool
+	offset  fenceOffset
 
 	sem       chan struct{}
 	calls     sync.WaitGroup
@@ -71,6 +75,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		listeners: map[uint64]*boxListener{},
 		sem:       make(chan struct{}, maxConcurrentCalls),
 		closed:    make(chan struct{}),
+		outside:   outsideBox(nc, s.cfg.PID1),
 	}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c

@@ -116,6 +116,12 @@ func (c *conn) dial(prm proto.DialParams, fc *fwdConn) (proto.DialReply, error) 
 		}
 		return proto.DialReply{}, dialError(err, expired, timeout)
 	}
+	if prm.Network == "unix" && c.s.isSelf(nc) {
+		// The agent's own socket: a connection from the agent would be
+		// the host's in the fence's eyes (fence.go).
+		nc.Close()
+		return proto.DialReply{}, &proto.Error{Code: proto.CodePermission, Message: "dial: that is the agent's own socket"}
+	}
 	if !fc.bind(nc) {
 		nc.Close()
 		return proto.DialReply{}, errDialCancelled

@@ -206,6 +206,14 @@ func (c *conn) dispatch(method string, params json.RawMessage, blob []byte) (any
 		c.connClose(prm)
 		return struct{}{}, nil, nil
 
+	case proto.MethodFence:
+		prm, err := decode[proto.FenceParams](params)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := s.arm(c, prm)
+		return r, nil, err
+
 	case proto.MethodShutdown:
 		prm, err := decode[proto.ShutdownParams](params)
 		if err != nil {

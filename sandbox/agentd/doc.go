@@ -10,6 +10,8 @@
 //
 // # Hardening at start (Main)
 //
+//   - as PID 1, not dumpable (PR_SET_DUMPABLE 0): no box process may
+//     ptrace it or open its /proc/1/mem, fd or ns entries (see Fence).
 //   - no_new_privs, then a seccomp filter on every thread (TSYNC), inherited by
 //     every process in the box: TIOCSTI and TIOCLINUX ioctls, user-namespace
 //     creation (clone/unshare with CLONE_NEWUSER; clone3 answers ENOSYS so libc
@@ -93,6 +95,39 @@
 //     enqueue a frame (never blocking), only the writer touches the socket.
 //   - Every goroutine is started through Server.goroutine and waited for in
 //     Server.Close.
+//
+// # Fence (fence.go)
+//
+// The fence is a dead-man's switch the host keeps moving on: with several
+// nodes, the node holding a session's lease arms it at its lease's
+// deadline and moves it on at every renewal. If no call moves it on
+// before the deadline (the node paused, died, or lost the store), the
+// agent ends the box at once: every process SIGKILLed (kill -1 as PID 1),
+// no grace, no drain of their output, and the agent exits, which ends the
+// PID namespace (local) or the container (docker, gVisor). It lives in
+// PID 1 because that is the one process whose end ends the box whatever
+// happens to the host's process.
+//
+//   - Clocks: a call says "SentNS (the host's monotonic clock when it made
+//     the call) plus LeftNS". The agent maps it onto its own clock with the
+//     smallest offset (agent clock − SentNS) seen on that connection, so a
+//     call that arrived late — the host paused between making and sending
+//     it — counts from when it was made, never later. Only the clocks'
+//     rates must agree (one kernel's CLOCK_MONOTONIC; gVisor's follows the
+//     host's).
+//   - The deadline only moves later (several calls may be in flight, and
+//     a late one must not pull it back); Off disarms it. A box is never
+//     armed unless the host arms it: a lone server never does.
+//   - Only the host may call it. A connection is the host's when its peer
+//     (SO_PEERCRED at accept) is outside the box's PID namespace (pid 0:
+//     the local backend and runc, where a box process may connect to the
+//     agent's socket and is refused), or is reported as the agent itself
+//     (gVisor reports the host's connections so, and refuses box
+//     processes the socket). The agent never connects to its own socket:
+//     dial refuses a peer that is the agent. As PID 1 the agent is not
+//     dumpable, so a box process of the same user cannot ptrace it or read
+//     its memory; and the kernel drops SIGSTOP and SIGKILL sent to a PID
+//     namespace's init from inside it, so it cannot be frozen either.
 //
 // # Box listeners (forward.go)
 //

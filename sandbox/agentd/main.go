@@ -96,6 +96,16 @@ func Main(args []string) int {
 		}
 	}
 	pid1 := os.Getpid() == 1
+	if pid1 {
+		// Not dumpable: no process of the box (the same user, in docker)
+		// may ptrace the agent or read its memory, and so reach the
+		// fence (fence.go) or the host's connection. Commands are
+		// dumpable again from their exec.
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			log.Error("hardening failed: PR_SET_DUMPABLE", "err", err)
+			return 1
+		}
+	}
 	if !pid1 {
 		if *noSignals {
 			fmt.Fprintln(os.Stderr, "sandbox-agent: --no-signals is for the box's PID 1 only: a SIGTERM at its default would end any other process")
@@ -193,7 +203,10 @@ func Main(args []string) int {
 		s.Shutdown(0)
 		<-s.Exited()
 	}
-	s.Drain(2 * time.Second)
+	if !s.Fenced() {
+		// Fenced, nobody waits for the output: the box ends now.
+		s.Drain(2 * time.Second)
+	}
 	s.Close()
 	return code
 }

@@ -60,10 +60,16 @@ type Server struct {
 	// expired: the box's time limit was reached and Shutdown is ending
 	// it. Atomic, so a proc reads it for its status without s.mu.
 	expired atomic.Bool
-	started time.Time
-	reaper  *reaper
-	oom     *oomCounter
-	devNull *os.File
+	// fence is the host's dead-man's switch (fence.go); fenced: it fired.
+	fence  fence
+	fenced atomic.Bool
+	// selfAddr is the name the agent's own socket is bound to (Serve),
+	// which dial refuses (fence.go).
+	selfAddr atomic.Pointer[string]
+	started  time.Time
+	reaper   *reaper
+	oom      *oomCounter
+	devNull  *os.File
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -173,6 +179,9 @@ func (s *Server) goroutine(f func()) {
 
 // Serve accepts connections until the listener fails or the server closes.
 func (s *Server) Serve(l net.Listener) error {
+	if a, ok := l.Addr().(*net.UnixAddr); ok && a.Name != "" {
+		s.selfAddr.Store(&a.Name)
+	}
 	s.goroutine(func() { <-s.ctx.Done(); l.Close() })
 	for {
 		nc, err := l.Accept()
@@ -333,6 +342,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.cancel()
+	s.stopFence()
 	for _, c := range conns {
 		c.close()
 	}

@@ -37,6 +37,9 @@ const (
 	// MethodDial connects from inside the box: see "Box dials" in the
 	// package doc.
 	MethodDial = "dial"
+	// MethodFence arms, extends or disarms the box's fence: see package
+	// agentd's "Fence".
+	MethodFence = "fence"
 )
 
 // File descriptors named in Data, EOF and Window frames.
@@ -362,6 +365,27 @@ type InfoReply struct {
 // GraceMS, SIGKILL the rest, exit.
 type ShutdownParams struct {
 	GraceMS int64 `json:"grace_ms"`
+}
+
+// FenceParams arms the box's fence (its dead-man's switch): the agent
+// ends the box at the host's deadline unless a later fence call moves it
+// on. The deadline is given on the host's monotonic clock, as SentNS (the
+// host's clock when it sent the call: any origin, the same on one
+// connection) plus LeftNS: the agent maps it onto its own clock with the
+// smallest offset it has seen on the connection, so a call that arrives
+// late (the host paused between making and sending it) does not move the
+// deadline past what the host meant. The deadline only moves later; Off
+// disarms the fence. Only the host may call it (see package agentd).
+type FenceParams struct {
+	SentNS int64 `json:"sent_ns"`
+	LeftNS int64 `json:"left_ns"`
+	Off    bool  `json:"off,omitempty"`
+}
+
+// FenceReply says how long the box has left by the agent's clock (-1:
+// the fence is off).
+type FenceReply struct {
+	LeftMS int64 `json:"left_ms"`
 }
 
 // ListenParams opens a listener inside the box, in its network namespace:

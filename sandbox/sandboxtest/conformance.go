@@ -62,6 +62,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Stop", func(t *testing.T) { s.testStop(t) })
 	t.Run("DestroyIdempotent", func(t *testing.T) { s.testDestroy(t) })
 	t.Run("TimeLimit", func(t *testing.T) { s.testTimeLimit(t) })
+	t.Run("Fence", func(t *testing.T) { s.testFence(t) })
 	t.Run("BadInput", func(t *testing.T) { s.testBadInput(t) })
 }
 

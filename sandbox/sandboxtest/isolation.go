@@ -45,6 +45,7 @@ func RunIsolation(t *testing.T, b Backend) {
 	t.Run("Network", func(t *testing.T) { testNetwork(t, sb, pr) })
 	t.Run("Credentials", func(t *testing.T) { testCredentials(t, sb, pr, secret) })
 	t.Run("Hardening", func(t *testing.T) { testHardening(t, sb, pr) })
+	t.Run("Fence", func(t *testing.T) { testFenceFromBox(t, sb, pr) })
 	t.Run("OutputFlood", func(t *testing.T) { testFlood(t, sb) })
 	t.Run("ForkBomb", func(t *testing.T) { s.testForkBomb(t) })
 	t.Run("MemoryBomb", func(t *testing.T) { s.testMemoryBomb(t) })
@@ -448,7 +449,7 @@ func (s *suite) testDestroyClean(t *testing.T) {
 		s.checkLeftovers(t, id, h)
 		return
 	}
-	pidNS := mustOK(t, sb, "readlink", "/proc/1/ns/pid")
+	pidNS := mustOK(t, sb, "readlink", "/proc/self/ns/pid") // the agent's (/proc/1) is not the box's to read
 	if !strings.HasPrefix(pidNS, "pid:[") {
 		t.Fatalf("the box's pid namespace: %q", pidNS)
 	}

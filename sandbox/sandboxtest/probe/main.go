@@ -21,6 +21,10 @@
 //	harvest-probe membomb MB           allocate and touch MB mebibytes
 //	harvest-probe forkbomb             fork until the kernel refuses, then hold
 //	harvest-probe fds                  list /proc/1/fd and /proc/self/fd targets
+//	harvest-probe fence BOXID          try to disarm the box's fence through
+//	                                   every unix socket the box can see
+//	                                   (/proc/net/unix): "ok disarmed PATH" if
+//	                                   one agent took it, else "err ..."
 //	harvest-probe http URL N BYTES     N concurrent requests (POST of BYTES
 //	                                   pattern bytes, or GET when 0); prints
 //	                                   "ok STATUS LENGTH SHA256" of the bodies,
@@ -56,6 +60,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +76,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/harvest-dev/harvest/sandbox/proto"
 	"github.com/harvest-dev/harvest/sandbox/sandboxtest/pattern"
 )
 
@@ -232,6 +238,8 @@ func main() {
 		fmt.Println("ok survived", len(chunks))
 	case "forkbomb":
 		forkbomb()
+	case "fence":
+		fence(arg(0))
 	case "fds":
 		for _, dir := range []string{"/proc/1/fd", "/proc/self/fd"} {
 			ents, err := os.ReadDir(dir)
@@ -537,4 +545,67 @@ func errnoName(e syscall.Errno) string {
 		return "EADDRNOTAVAIL"
 	}
 	return "E" + strconv.Itoa(int(e))
+}
+
+// fence tries, through every unix socket path in /proc/net/unix, a hello
+// as box id and a fence call that disarms: what a process in the box must
+// never manage (package agentd's "Fence").
+func fence(id string) {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		fail(err)
+	}
+	var tried []string
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || !strings.HasPrefix(f[7], "/") {
+			continue
+		}
+		path := f[7]
+		c, err := net.DialTimeout("unix", path, 3*time.Second)
+		if err != nil {
+			tried = append(tried, path+": "+err.Error())
+			continue
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+		call := func(id uint32, method string, params any) error {
+			p, _ := json.Marshal(params)
+			payload, _ := proto.EncodeMessage(proto.Call{Method: method, Params: p}, nil)
+			if err := proto.WriteFrame(bw, proto.Frame{Type: proto.TypeCall, ID: id, Payload: payload}); err != nil {
+				return err
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			for {
+				fr, err := proto.ReadFrame(br)
+				if err != nil {
+					return err
+				}
+				if fr.Type != proto.TypeReply || fr.ID != id {
+					continue
+				}
+				var r proto.Reply
+				if _, err := proto.DecodeMessage(fr.Payload, &r); err != nil {
+					return err
+				}
+				if r.Error != nil {
+					return r.Error
+				}
+				return nil
+			}
+		}
+		err = call(1, proto.MethodHello, proto.Hello{Version: proto.Version, BoxID: id})
+		if err == nil {
+			err = call(2, proto.MethodFence, proto.FenceParams{Off: true})
+			if err == nil {
+				fmt.Println("ok disarmed", path)
+				return
+			}
+		}
+		c.Close()
+		tried = append(tried, path+": "+err.Error())
+	}
+	fmt.Printf("err EPERM no agent took it: %q\n", tried)
 }

@@ -1,0 +1,161 @@
+package session
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/harvest-dev/harvest/event"
+	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/journal"
+	"github.com/harvest-dev/harvest/store"
+)
+
+// stallingStore is the real store whose lease renewals hang while it is
+// stalled: they return only once Unstall is called, whatever their
+// context says (a database that stopped answering, and a driver that
+// does not give up). Every other call goes through.
+type stallingStore struct {
+	store.Store
+	mu      sync.Mutex
+	stall   chan struct{} // not nil: stalled until closed
+	waiting atomic.Int32  // renewals held back now
+}
+
+func (s *stallingStore) Stall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stall == nil {
+		s.stall = make(chan struct{})
+	}
+}
+
+func (s *stallingStore) Unstall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stall != nil {
+		close(s.stall)
+		s.stall = nil
+	}
+}
+
+func (s *stallingStore) RenewLeases(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
+	s.mu.Lock()
+	c := s.stall
+	s.mu.Unlock()
+	if c != nil {
+		s.waiting.Add(1)
+		<-c
+		s.waiting.Add(-1)
+	}
+	return s.Store.RenewLeases(ctx, ls, ttl)
+}
+
+// TestNodesStallFences: a node whose lease renewals hang (the store
+// stalls past the TTL) stops its session's runner at its renew deadline
+// on its own clock, while the renewal has not returned: the turn's tool
+// is stopped and nothing more is written under the lease. Once the store
+// answers again the node takes the session back under a new epoch, after
+// the skew bound, and the interrupted turn is turn.failed "interrupted"
+// (not turn.cancelled), exactly once; the next message runs.
+func TestNodesStallFences(t *testing.T) {
+	e := newEnv(t, withoutManager)
+	ctx := testbin.Context(t)
+	st, j := e.Open(journal.Options{})
+	ss := &stallingStore{Store: st}
+	t.Cleanup(ss.Unstall)
+	m, err := NewManager(Config{
+		Store: ss, Journal: j, Backends: e.Backends, DataDir: e.DataDir, Sources: e.Sources,
+		Models: e.Models(), DefaultModel: stacktest.Model, Disks: e.Disks, Clock: e.Clock,
+		Logger: e.Logger().With("node", "a"), Node: &NodeConfig{ID: "a", Addr: "http://a.invalid", TTL: nodeTTL},
+		OwnersDir: filepath.Join(e.DataDir, "owners"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("closing the node: %v", err)
+		}
+	})
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := m.Create(ctx, "owner-1", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}}, Prompt: "long task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := func() *stacktest.Watcher {
+		return stacktest.Watch(t, v.ID, func(after int64) (*journal.Subscription, error) {
+			return m.Subscribe(context.Background(), "", v.ID, after)
+		})
+	}
+	watch().Until("the long task's tool to start", func(ev event.Event) bool { return ev.Type() == event.TypeToolStarted })
+	l1, err := st.GetLease(ctx, v.ID)
+	if err != nil || l1.Node != "a" {
+		t.Fatalf("the lease: %+v %v", l1, err)
+	}
+	// The box is armed within the lease's deadline (an earlier deadline
+	// than its own leaves the fence as it is and says how long it has).
+	sb, _, err := m.Box(ctx, "", v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err := sb.Fence(ctx, time.Now().Add(-time.Hour)); err != nil || left <= 0 || left > nodeTTL {
+		t.Fatalf("the box's fence: %s left, %v; want armed within the TTL %s", left, err, nodeTTL)
+	}
+
+	ss.Stall()
+	stalled := time.Now()
+	waitFor(t, "the node to lose the lease at its deadline", func() bool { return m.Stats().LeasesLost >= 1 })
+	lost := time.Since(stalled)
+	if ss.waiting.Load() == 0 {
+		t.Fatalf("the lease was lost %s after the stall, but no renewal was held back then", lost)
+	}
+	if lost > nodeTTL {
+		t.Errorf("the lease was lost %s after the stall; its deadline is at most %s after it", lost, nodeTTL-fenceMargin(nodeTTL))
+	}
+	t.Logf("the renewals stalled: the runner stopped %s later (TTL %s, margin %s), a renewal still hanging", lost.Round(time.Millisecond), nodeTTL, fenceMargin(nodeTTL))
+	waitFor(t, "the runner to stop", func() bool { return m.Stats().Runners == 0 })
+	s, err := st.GetSession(ctx, v.ID)
+	if err != nil || s.State != store.StateWorking {
+		t.Fatalf("the session after its runner stopped: %+v %v; want it still working (nothing written under the lost lease)", s, err)
+	}
+	ss.Unstall()
+
+	waitFor(t, "the node to take the session back under a new epoch", func() bool {
+		l, err := st.GetLease(ctx, v.ID)
+		return err == nil && l.Node == "a" && l.Epoch > l1.Epoch
+	})
+	if ev := watch().Until("turn t1 to end", stacktest.TurnEnded("t1")); ev.Type() != event.TypeTurnFailed || ev.Data.(event.TurnFailed).Kind != event.FailInterrupted {
+		t.Fatalf("turn t1 ended with %s %+v, want turn.failed interrupted", ev.Type(), ev.Data)
+	}
+	if _, err := m.Send(ctx, "owner-1", v.ID, "msg after", ""); err != nil {
+		t.Fatal(err)
+	}
+	if ev := watch().Until("turn t2 to end", stacktest.TurnEnded("t2")); ev.Type() != event.TypeTurnFinished {
+		t.Fatalf("turn t2 ended with %s", ev.Type())
+	}
+	evs, err := st.Events(ctx, v.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := 0
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i+1, ev.Seq)
+		}
+		if ev.Turn == "t1" && stacktest.TurnEnded("t1")(ev) {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Errorf("turn t1 ended %d times in the log", ends)
+	}
+}
