@@ -273,6 +273,15 @@ func (j *Journal) appendSync(ctx context.Context, ev event.Event, fence *store.F
 // conflict: its event is not stored and the session's counter reloaded;
 // callers make sure it does not happen (one sender per key at a time).
 func (j *Journal) AppendMessage(ctx context.Context, ev event.Event, msg *store.Message) (event.Event, error) {
+	return j.AppendMessageLate(ctx, ev, msg, nil)
+}
+
+// AppendMessageLate is AppendMessage, and when ctx ends before the commit
+// (the message stays queued and may still be stored) it calls late, if
+// not nil, with the channel that receives the commit's result, once: a
+// caller that must not store a second message with the same idempotency
+// key meanwhile waits on it (package session's keyed sends).
+func (j *Journal) AppendMessageLate(ctx context.Context, ev event.Event, msg *store.Message, late func(<-chan error)) (event.Event, error) {
 	if msg == nil || msg.Session != ev.Session {
 		return ev, fmt.Errorf("journal: append message: the message must be of the event's session %q", ev.Session)
 	}
@@ -291,6 +300,9 @@ func (j *Journal) AppendMessage(ctx context.Context, ev event.Event, msg *store.
 		}
 		return ev, err
 	case <-wctx.Done():
+		if late != nil {
+			late(done)
+		}
 		return ev, bounded(fmt.Errorf("journal: message %s and event %d of session %s not committed yet: %w%s", msg.ID, ev.Seq, ev.Session, wctx.Err(), j.lastErr()))
 	}
 }

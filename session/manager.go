@@ -43,6 +43,7 @@ type Manager struct {
 
 	gates gates // per-session: Send reads, Delete writes
 	keys  gates // per (session, sender, idempotency key): one keyed Send at a time
+	late  lateKeys
 	disks diskState
 
 	mu       sync.Mutex

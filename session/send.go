@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
@@ -68,10 +69,18 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 		return nil, err
 	}
 	var hash []byte
+	keyID := id + "\x00" + out.Sender + "\x00" + out.Key
 	if out.Key != "" {
 		// One send per key at a time, so two retries racing cannot both
 		// store the message (the store would refuse the second).
-		defer m.keys.lock(id + "\x00" + out.Sender + "\x00" + out.Key)()
+		defer m.keys.lock(keyID)()
+		// A send of this key whose caller gave up waiting for the store
+		// may still be queued in the journal: wait for its fate first, or
+		// this one would queue a second message with the key, and the
+		// store would refuse the batch holding both (losing the first).
+		if err := m.late.wait(ctx, keyID); err != nil {
+			return nil, fmt.Errorf("sending to session %s: an earlier send with idempotency key %q is not stored yet: %w: %w; send it again with the same key", id, out.Key, ErrUnavailable, err)
+		}
 		h := sha256.Sum256([]byte(text + "\x00" + out.Mode))
 		hash = h[:]
 		prev, err := m.st.MessageByKey(ctx, id, out.Sender, out.Key)
@@ -121,7 +130,11 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 		msg.KeyOwner = out.Sender
 	}
 	ev := event.Event{Session: id, Time: msg.CreatedAt, Data: event.MessageQueued{MessageID: msg.ID, Text: text, Mode: mode, Position: pos}}
-	if _, err := m.j.AppendMessage(ctx, ev, msg); err != nil {
+	var late func(<-chan error)
+	if out.Key != "" {
+		late = func(done <-chan error) { m.late.add(keyID, done) }
+	}
+	if _, err := m.j.AppendMessageLate(ctx, ev, msg, late); err != nil {
 		if errors.Is(err, journal.ErrDeleted) {
 			return nil, fmt.Errorf("session %s: %w (it was deleted)", id, ErrNotFound)
 		}
@@ -156,4 +169,56 @@ func clipKey(k string) string {
 		return k[:40] + "…"
 	}
 	return k
+}
+
+// lateKeys are the keyed sends whose caller gave up waiting for the
+// journal's commit (a store that did not answer within the request's
+// budget): their message is still queued and may yet be stored. A later
+// send of the same key (under the key's lock, so one at a time) waits for
+// that outcome before it looks the key up. An entry is dropped by the
+// send that sees its outcome, or by the next add once its outcome is in:
+// nothing waits on these channels but senders, so no goroutine is needed.
+type lateKeys struct {
+	mu sync.Mutex
+	m  map[string]<-chan error
+}
+
+func (l *lateKeys) add(key string, done <-chan error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]<-chan error{}
+	}
+	for k, c := range l.m {
+		select {
+		case <-c:
+			delete(l.m, k) // its outcome is in: the store has it, or never will
+		default:
+		}
+	}
+	l.m[key] = done
+}
+
+// wait waits until the late send of key, if any, is committed or failed
+// (either way the store now says whether the key is taken), or ctx ends.
+func (l *lateKeys) wait(ctx context.Context, key string) error {
+	l.mu.Lock()
+	c := l.m[key]
+	l.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	wctx, bounded := store.Call(ctx, "an earlier send's commit")
+	select {
+	case <-c:
+		bounded(nil)
+		l.mu.Lock()
+		if l.m[key] == c {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+		return nil
+	case <-wctx.Done():
+		return bounded(wctx.Err())
+	}
 }
