@@ -415,6 +415,9 @@ func startFollower(ctx context.Context, session, node string, c *client.Client, 
 				f.mu.Unlock()
 				return
 			}
+			if ev.Live > 0 {
+				continue // a live piece: never stored, it carries the seq before it
+			}
 			f.mu.Lock()
 			if want := int64(len(f.seen) + 1); ev.Seq != want {
 				f.err = fmt.Errorf("got seq %d (%s %s), want %d: a gap or a repeat", ev.Seq, ev.Turn, ev.Type(), want)
