@@ -38,7 +38,9 @@
 // at a time (a delivery that asks nothing of Harvest, as its event,
 // action and sender show — the app's own comments, issues and pull
 // requests opened, ... — is stored done at once and never queued ahead
-// of the ones people wait on: ignore.go);
+// of the ones people wait on: ignore.go; a comment that asks Harvest
+// gets its 👀 as soon as it is stored, before the loop comes to it:
+// ack.go);
 // triggers.go says where each goes (one branch, one session: a pull
 // request's events go to the live session holding its head branch, which
 // the store guarantees is one), mention.go reads a comment as a person
@@ -61,6 +63,7 @@
 // once. Its maps (endpoint environments, default branches, branch
 // protection, the mirrors' fetch times and activity) are guarded by one
 // mutex, never held across a call to GitHub, git or a box. Hooks.Run is
-// one goroutine, the caller's; it starts RunMirrors in a goroutine of its
-// own and waits for it when ctx ends.
+// one goroutine, the caller's; it starts RunMirrors and the
+// acknowledger (runAcks) in goroutines of their own and waits for them
+// when ctx ends.
 package ghbot

@@ -542,12 +542,12 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	ada := g.client(t, g.ada)
 	waitComment(t, ctx, ada, g.issue, "<!-- harvest-turn-end: ")
 
-	// GitHub's "Redeliver": the same delivery again. Harvest processes
-	// deliveries one at a time, oldest first: the redelivery, if it were
-	// processed at all, would be before Ada's comment that follows it, so
-	// the 👀 on that comment proves the redelivery was dealt with. Between
-	// the two, nothing of the first delivery's processing may happen again
-	// (its 👀 is made by processing it).
+	// GitHub's "Redeliver": the same delivery again. Harvest acknowledges
+	// and processes deliveries one at a time, oldest first: the
+	// redelivery, if it were taken for a new one, would be acknowledged
+	// (👀) before Ada's comment that follows it, so the 👀 on that comment
+	// proves the redelivery was dealt with. Between the two, nothing of the
+	// first delivery's may happen again (its 👀 would).
 	eyes := fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)
 	reacted := g.reactions(eyes, "eyes")
 	if reacted == 0 {
