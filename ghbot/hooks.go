@@ -362,6 +362,10 @@ func (h *Hooks) drain(ctx context.Context) time.Time {
 
 // processOne runs a delivery's attempt and records its end.
 func (h *Hooks) processOne(ctx context.Context, id string) {
+	// Its acknowledgement, if under way, ends first (ack.go): the two
+	// never ask GitHub at once, and the 👀 does not share the machine
+	// with the attempt's claim and write.
+	h.acked(ctx, id)
 	// Claimed first: two servers sharing the store never process one
 	// delivery at once (its effects are idempotent, but two progress
 	// comments posted in the same instant would both be made).
@@ -431,9 +435,6 @@ func (h *Hooks) processClaimed(ctx context.Context, id string) {
 	h.mu.Lock()
 	delete(h.notBefore, id)
 	h.mu.Unlock()
-	// An acknowledgement under way ends first (ack.go): the two never ask
-	// GitHub at once.
-	h.acked(ctx, id)
 	defer h.forgetAck(id)
 	if why := h.suspended(ctx, d); why != "" {
 		h.finish(ctx, d, why, nil)
