@@ -19,11 +19,13 @@
 //	         comment shows the todo list and the current step
 //	turn end AfterTurn: read the branch in the box, in two runs at once (its
 //	         head, new commits, commits ahead of the base, the description
-//	         file; GitHub's head of the branch asked meanwhile, boxread.go)
+//	         file; GitHub's head of the branch and its pull request, or
+//	         the open one of the branch, asked meanwhile, boxread.go)
 //	         → git.committed; push what was committed and not pushed (from
 //	         the box, through the endpoint; never a branch without commits
 //	         of its own) → git.pushed; open the pull request once the branch
-//	         has commits (title from the change, reviewer, labels) →
+//	         has commits (title from the change, reviewer, labels; the new
+//	         head and the pull request in one store write, after it) →
 //	         pr.opened, or rewrite its Harvest section; then tell people
 //	         (tell.go): the progress comment's section, a new comment
 //	         mentioning whoever asked (in a review comment's thread), 🚀
