@@ -144,6 +144,14 @@ func New(cfg Config) (*GitHub, error) {
 // with a token).
 func (g *GitHub) IsApp() bool { return g.key != nil }
 
+// AppID is the app's id (0: a token, not an app).
+func (g *GitHub) AppID() int64 {
+	if g.key == nil {
+		return 0
+	}
+	return g.cfg.AppID
+}
+
 // WebURL is where repositories are served: https://github.com/ or the
 // configured host, with a trailing slash.
 func (g *GitHub) WebURL() string { return g.cfg.webBase() }

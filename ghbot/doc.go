@@ -16,7 +16,9 @@
 //	         and push reach GitHub only through it; pushes limited to the
 //	         session's branch; the token is added on the host
 //	turn     WatchTurn (live.go): the turn's section of the progress
-//	         comment shows the todo list and the current step
+//	         comment shows the todo list and the current step; the pull
+//	         request's "Harvest" check run is in progress on its head
+//	         when the installation granted checks: write (checks.go)
 //	turn end AfterTurn: read the branch in the box, in two runs at once (its
 //	         head, new commits, commits ahead of the base, the description
 //	         file; GitHub's head of the branch and its pull request, or
@@ -28,7 +30,8 @@
 //	         head and the pull request in one store write, after it) →
 //	         pr.opened, or rewrite its Harvest section; then tell people
 //	         (tell.go): the progress comment's section, a new comment
-//	         mentioning whoever asked (in a review comment's thread), 🚀
+//	         mentioning whoever asked (in a review comment's thread), 🚀;
+//	         the check run completed with the turn's summary
 
 // Host git runs only in Harvest's mirrors and in a clone before any box
 // has seen it. Everything the box's repository says after that is read by

@@ -51,13 +51,14 @@ func (s *Service) AfterTurn(ctx context.Context, t session.TurnEnd) error {
 		}
 		works = append(works, w)
 	}
+	sess := *t.Session
+	sess.CostUSD += turnCost(t.Outcome)
 	if t.Session.GitHub != nil {
-		sess := *t.Session
-		sess.CostUSD += turnCost(t.Outcome)
 		if err := s.tell(ctx, t, &sess, works); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	s.finishChecks(ctx, t, &sess, works)
 	return errors.Join(errs...)
 }
 

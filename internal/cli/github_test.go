@@ -85,6 +85,14 @@ func (g *ghEnv) serve(t testing.TB, args ...string) (*serveEnv, *serveProc) {
 
 func newGHEnv(t testing.TB) *ghEnv {
 	t.Helper()
+	return newGHEnvAsking(t, nil, nil)
+}
+
+// newGHEnvAsking is newGHEnv with an app asking for perms and an
+// installation granted granted (nil: the stand-in's defaults, what
+// Harvest asks for, all granted).
+func newGHEnvAsking(t testing.TB, perms, granted map[string]string) *ghEnv {
+	t.Helper()
 	gs, err := ghsim.Start(ghsim.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +104,10 @@ func newGHEnv(t testing.TB) *ghEnv {
 	// at its end (before the stand-in closes).
 	t.Cleanup(func() { checkExchanges(t, g) })
 	const secret = "webhook-secret-0123"
-	if g.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Name: "Harvest", WebhookSecret: secret}); err != nil {
+	if g.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Name: "Harvest", WebhookSecret: secret, Permissions: perms}); err != nil {
 		t.Fatal(err)
 	}
-	if g.inst, err = gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme"}); err != nil {
+	if g.inst, err = gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme", Permissions: granted}); err != nil {
 		t.Fatal(err)
 	}
 	if g.ada, err = gs.AddUser(ghsim.UserSpec{Login: "ada", Name: "Ada Lovelace"}); err != nil {
