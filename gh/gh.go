@@ -47,7 +47,8 @@ type GitHub struct {
 	mu      sync.Mutex
 	jwt     string
 	jwtExp  time.Time
-	install map[string]int64 // "owner/name" → installation id
+	install map[string]int64            // "owner/name" → installation id
+	granted map[int64]map[string]string // installation id → its permissions, as found with it
 	tokens  map[string]*tokenEntry
 	bot     *Identity
 	events  []string // the app's subscriptions, as Bot read them
@@ -101,7 +102,8 @@ func (s Scope) key(inst int64) string {
 
 // New checks cfg and returns a GitHub. It does not reach GitHub.
 func New(cfg Config) (*GitHub, error) {
-	g := &GitHub{cfg: cfg, hc: cfg.HTTPClient, now: cfg.Now, install: map[string]int64{}, tokens: map[string]*tokenEntry{}}
+	g := &GitHub{cfg: cfg, hc: cfg.HTTPClient, now: cfg.Now, install: map[string]int64{}, granted: map[int64]map[string]string{},
+		tokens: map[string]*tokenEntry{}}
 	if g.hc == nil {
 		// A bound on each answer's headers, not an http.Client timeout:
 		// that would cost a goroutine per request through our transport
@@ -141,6 +143,14 @@ func New(cfg Config) (*GitHub, error) {
 // IsApp reports whether Harvest speaks as a GitHub App (else as a person,
 // with a token).
 func (g *GitHub) IsApp() bool { return g.key != nil }
+
+// AppID is the app's id (0: a token, not an app).
+func (g *GitHub) AppID() int64 {
+	if g.key == nil {
+		return 0
+	}
+	return g.cfg.AppID
+}
 
 // WebURL is where repositories are served: https://github.com/ or the
 // configured host, with a trailing slash.
@@ -462,8 +472,9 @@ func (g *GitHub) installation(ctx context.Context, repos []string) (id int64, ca
 		key := strings.ToLower(r)
 		g.mu.Lock()
 		rid, ok := g.install[key]
+		_, known := g.granted[rid]
 		g.mu.Unlock()
-		if !ok {
+		if !ok || !known {
 			cached = false
 			c, err := g.AppClient()
 			if err != nil {
@@ -477,8 +488,13 @@ func (g *GitHub) installation(ctx context.Context, repos []string) (id int64, ca
 				return 0, false, explain(err, "finding the app's installation on "+r)
 			}
 			rid = in.GetID()
+			perms := map[string]string{}
+			if b, err := json.Marshal(in.GetPermissions()); err == nil {
+				json.Unmarshal(b, &perms)
+			}
 			g.mu.Lock()
 			g.install[key] = rid
+			g.granted[rid] = perms
 			g.mu.Unlock()
 		}
 		if id != 0 && rid != id {
@@ -497,6 +513,25 @@ func (g *GitHub) Installation(ctx context.Context, repo string) (int64, error) {
 	}
 	id, _, err := g.installation(ctx, []string{repo})
 	return id, err
+}
+
+// Granted says whether the app's installation covering repo was granted
+// permission perm at level ("read" or "write"; write implies read), as
+// GitHub said when the installation was found (cached with it, and
+// forgotten with it: an installation event, new_permissions_accepted
+// among them, clears both). A token, not an app: false.
+func (g *GitHub) Granted(ctx context.Context, repo, perm, level string) (bool, error) {
+	if g.key == nil {
+		return false, nil
+	}
+	id, _, err := g.installation(ctx, []string{repo})
+	if err != nil {
+		return false, err
+	}
+	g.mu.Lock()
+	have := g.granted[id][perm]
+	g.mu.Unlock()
+	return have == "write" || have == "admin" || level == "read" && have == "read", nil
 }
 
 // Identity is a GitHub account as Harvest writes it into commits.

@@ -176,3 +176,76 @@ func TestAppIdentity(t *testing.T) {
 		t.Fatalf("a wrong key: %v", err)
 	}
 }
+
+// TestGranted: what an installation was granted is read with the
+// installation (no request of its own), and read again once the
+// installation is forgotten (new_permissions_accepted).
+func TestGranted(t *testing.T) {
+	s := &standIn{inst: map[string]int64{}}
+	start := time.Now()
+	s.now.Store(&start)
+	gs, err := ghsim.Start(ghsim.Options{Now: s.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gs.Close() })
+	s.gs = gs
+	asked := map[string]string{"metadata": "read", "contents": "write", "checks": "write"}
+	if s.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Permissions: asked}); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := gs.CreateInstallation(ghsim.InstallationSpec{AppID: s.app.ID, Account: "acme",
+		Permissions: map[string]string{"metadata": "read", "contents": "write", "checks": "read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.CreateRepo(context.Background(), ghsim.RepoSpec{Owner: "acme", Name: "app", Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	g := s.github(t)
+	ctx := context.Background()
+	granted := func(perm, level string) bool {
+		t.Helper()
+		ok, err := g.Granted(ctx, "acme/app", perm, level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !granted("checks", "read") || granted("checks", "write") || !granted("contents", "write") || !granted("contents", "read") || granted("issues", "read") {
+		t.Errorf("granted checks:read, contents:write: checks read %v write %v, contents read %v write %v, issues read %v",
+			granted("checks", "read"), granted("checks", "write"), granted("contents", "read"), granted("contents", "write"), granted("issues", "read"))
+	}
+	finds := func() int {
+		n := 0
+		for _, r := range gs.Requests() {
+			if strings.HasSuffix(r.Path, "/repos/acme/app/installation") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := finds(); n != 1 {
+		t.Errorf("the installation was asked for %d times; want once", n)
+	}
+	if err := gs.AcceptPermissions(ghsim.InstallationPermissionsSpec{InstallationID: inst, Permissions: asked}); err != nil {
+		t.Fatal(err)
+	}
+	if granted("checks", "write") {
+		t.Error("checks:write before the installation was forgotten: want the cached answer")
+	}
+	g.ForgetInstallation(inst)
+	if !granted("checks", "write") {
+		t.Error("checks:write accepted, the installation forgotten: still not granted")
+	}
+	if n := finds(); n != 2 {
+		t.Errorf("the installation was asked for %d times; want twice", n)
+	}
+	tok, err := New(Config{APIURL: gs.URL() + "/api/v3/", Token: "ghp_x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tok.Granted(ctx, "acme/app", "checks", "read"); ok || err != nil {
+		t.Errorf("a token's Granted: %v, %v; want false (an app's installations only)", ok, err)
+	}
+}

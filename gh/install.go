@@ -18,7 +18,7 @@ import (
 const suspendedFor = 100 * 365 * 24 * time.Hour
 
 // ForgetInstallation drops every cached fact of an installation: which
-// repositories it covers and its tokens. The next request asks GitHub.
+// repositories it covers, its permissions and its tokens. The next request asks GitHub.
 func (g *GitHub) ForgetInstallation(id int64) {
 	prefix := strconv.FormatInt(id, 10) + "|"
 	g.mu.Lock()
@@ -28,6 +28,7 @@ func (g *GitHub) ForgetInstallation(id int64) {
 			delete(g.install, r)
 		}
 	}
+	delete(g.granted, id)
 	for k := range g.tokens {
 		if strings.HasPrefix(k, prefix) {
 			// One being minted: its waiters still get it; it is not

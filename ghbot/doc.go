@@ -16,17 +16,22 @@
 //	         and push reach GitHub only through it; pushes limited to the
 //	         session's branch; the token is added on the host
 //	turn     WatchTurn (live.go): the turn's section of the progress
-//	         comment shows the todo list and the current step
+//	         comment shows the todo list and the current step; the pull
+//	         request's "Harvest" check run is in progress on its head
+//	         when the installation granted checks: write (checks.go)
 //	turn end AfterTurn: read the branch in the box, in two runs at once (its
 //	         head, new commits, commits ahead of the base, the description
-//	         file; GitHub's head of the branch asked meanwhile, boxread.go)
+//	         file; GitHub's head of the branch and its pull request, or
+//	         the open one of the branch, asked meanwhile, boxread.go)
 //	         → git.committed; push what was committed and not pushed (from
 //	         the box, through the endpoint; never a branch without commits
 //	         of its own) → git.pushed; open the pull request once the branch
-//	         has commits (title from the change, reviewer, labels) →
+//	         has commits (title from the change, reviewer, labels; the new
+//	         head and the pull request in one store write, after it) →
 //	         pr.opened, or rewrite its Harvest section; then tell people
 //	         (tell.go): the progress comment's section, a new comment
-//	         mentioning whoever asked (in a review comment's thread), 🚀
+//	         mentioning whoever asked (in a review comment's thread), 🚀;
+//	         the check run completed with the turn's summary
 
 // Host git runs only in Harvest's mirrors and in a clone before any box
 // has seen it. Everything the box's repository says after that is read by
@@ -38,7 +43,9 @@
 // at a time (a delivery that asks nothing of Harvest, as its event,
 // action and sender show — the app's own comments, issues and pull
 // requests opened, ... — is stored done at once and never queued ahead
-// of the ones people wait on: ignore.go);
+// of the ones people wait on: ignore.go; a comment that asks Harvest
+// gets its 👀 as soon as it is stored, before the loop comes to it:
+// ack.go);
 // triggers.go says where each goes (one branch, one session: a pull
 // request's events go to the live session holding its head branch, which
 // the store guarantees is one), mention.go reads a comment as a person
@@ -65,6 +72,7 @@
 // once. Its maps (endpoint environments, default branches, branch
 // protection, the mirrors' fetch times and activity) are guarded by one
 // mutex, never held across a call to GitHub, git or a box. Hooks.Run is
-// one goroutine, the caller's; it starts RunMirrors in a goroutine of its
-// own and waits for it when ctx ends.
+// one goroutine, the caller's; it starts RunMirrors and the
+// acknowledger (runAcks) in goroutines of their own and waits for them
+// when ctx ends.
 package ghbot

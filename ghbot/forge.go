@@ -75,7 +75,10 @@ type Service struct {
 	deliveries deliveryReader
 	// docs are the progress comments of the turns being watched
 	// (live.go), handed from the watch to the turn's end.
-	docs    map[string]*progressDoc
+	docs map[string]*progressDoc
+	// checks are the turns' check runs in progress (checks.go), handed
+	// from the watch to the turn's end.
+	checks  map[string]checkRef
 	mirrors mirrorState
 }
 
@@ -115,7 +118,8 @@ func New(cfg Config) (*Service, error) {
 		g = gitproxy.New(gitproxy.Config{Logger: cfg.Logger})
 	}
 	s := &Service{cfg: cfg, gh: cfg.GitHub, git: g, log: cfg.Logger,
-		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}, docs: map[string]*progressDoc{}}
+		env: map[string][]string{}, defaults: map[string]string{}, protected: map[string]protCache{}, docs: map[string]*progressDoc{},
+		checks: map[string]checkRef{}}
 	s.mirrors.init()
 	return s, nil
 }

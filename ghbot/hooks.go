@@ -175,16 +175,19 @@ func outcome(result string) DeliveryResult {
 // delivery (session.DerivedID), so a second Create is a conflict; the
 // message it sends carries the delivery as idempotency key; the progress
 // comment is found by its marker before one is made; a reaction GitHub
-// already has is not made again.
+// already has is not made again. The one effect before the attempt is
+// recorded is a comment's 👀 (ack.go), given as soon as the delivery is
+// stored, and idempotent like every reaction.
 //
 //	POST /v1/github/webhook ─► signature (401) ─► AddDelivery (dup: 200) ─► 202
-//	                                                    │ wake
+//	                                                    │ wake, and a comment handed to runAcks (👀)
 //	Run: PendingDeliveries ─► BeginDelivery ─► process ─► FinishDelivery(done|failed)
 //
 // # Goroutines
 //
-// Run is one goroutine, the caller's; it returns when ctx ends. ServeHTTP
-// runs on the server's goroutines and only wakes Run.
+// Run is one goroutine, the caller's; it returns when ctx ends, after the
+// goroutines it starts (RunMirrors, runAcks). ServeHTTP runs on the
+// server's goroutines; it only wakes Run and hands runAcks what it stored.
 type Hooks struct {
 	svc      *Service
 	st       HookStore
@@ -194,12 +197,15 @@ type Hooks struct {
 	now      func() time.Time
 
 	wake chan struct{}
+	// arrived hands deliveries just stored to the acknowledger (ack.go).
+	arrived chan *store.Delivery
 	// holder names this process in the deliveries' claims.
 	holder string
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // a failed delivery's next attempt
 	perms     map[string]permEntry // repo\x00login → GitHub's answer (commands.go)
+	acks      map[string]*ackState // delivery → its acknowledgement (ack.go)
 }
 
 // NewHooks makes the webhook side of svc.
@@ -215,7 +221,8 @@ func NewHooks(svc *Service, st HookStore, sessions Sessions, cfg HookConfig) *Ho
 	}
 	svc.deliveries = st // to tell what asked for a turn (notify.go)
 	return &Hooks{svc: svc, st: st, sessions: sessions, cfg: cfg, log: svc.log, now: svc.cfg.Now,
-		wake: make(chan struct{}, 1), notBefore: map[string]time.Time{}, perms: map[string]permEntry{}, holder: newHolder()}
+		wake: make(chan struct{}, 1), arrived: make(chan *store.Delivery, ackQueue), notBefore: map[string]time.Time{},
+		perms: map[string]permEntry{}, acks: map[string]*ackState{}, holder: newHolder()}
 }
 
 // ServeHTTP receives a delivery: 401 for a bad signature, 400 for a
@@ -273,6 +280,7 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Info("webhook delivery processed", "delivery", d.ID, "event", d.Event, "result", sd.Result)
 		h.observe(d.Event, DeliveryIgnored)
 	} else {
+		h.queueAck(sd)
 		select {
 		case h.wake <- struct{}{}:
 		default:
@@ -284,13 +292,18 @@ func (h *Hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Run processes deliveries until ctx ends: those left pending by a
 // previous run first, then each as it arrives. It keeps the mirrors fresh
-// meanwhile (Service.RunMirrors, a goroutine it waits for).
+// meanwhile (Service.RunMirrors) and acknowledges comments as they are
+// stored (runAcks, ack.go): goroutines it waits for.
 func (h *Hooks) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		h.svc.RunMirrors(ctx, h.liveRepos)
+	}()
+	go func() {
+		defer wg.Done()
+		h.runAcks(ctx)
 	}()
 	defer wg.Wait()
 	timer := time.NewTimer(0)
@@ -354,6 +367,10 @@ func (h *Hooks) drain(ctx context.Context) time.Time {
 
 // processOne runs a delivery's attempt and records its end.
 func (h *Hooks) processOne(ctx context.Context, id string) {
+	// Its acknowledgement, if under way, ends first (ack.go): the two
+	// never ask GitHub at once, and the 👀 does not share the machine
+	// with the attempt's claim and write.
+	h.acked(ctx, id)
 	// Claimed first: two servers sharing the store never process one
 	// delivery at once (its effects are idempotent, but two progress
 	// comments posted in the same instant would both be made).
@@ -423,6 +440,7 @@ func (h *Hooks) processClaimed(ctx context.Context, id string) {
 	h.mu.Lock()
 	delete(h.notBefore, id)
 	h.mu.Unlock()
+	defer h.forgetAck(id)
 	if why := h.suspended(ctx, d); why != "" {
 		h.finish(ctx, d, why, nil)
 		return

@@ -29,6 +29,11 @@ func (h *Hooks) ignorable(event string, payload []byte) string {
 		Sender *struct {
 			Type string `json:"type"`
 		} `json:"sender"`
+		CheckSuite *struct {
+			App *struct {
+				ID int64 `json:"id"`
+			} `json:"app"`
+		} `json:"check_suite"`
 	}
 	if json.Unmarshal(payload, &p) != nil {
 		return "" // process says what is wrong with it
@@ -61,8 +66,13 @@ func (h *Hooks) ignorable(event string, payload []byte) string {
 			return "ignored: review comment " + p.Action
 		}
 	case "check_suite":
-		if p.Action != "completed" {
+		switch {
+		case p.Action != "completed":
 			return "ignored: check suite " + p.Action
+		case p.CheckSuite != nil && p.CheckSuite.App != nil && h.svc != nil && h.svc.gh.AppID() != 0 && p.CheckSuite.App.ID == h.svc.gh.AppID():
+			// Harvest's own check run (checks.go): its failure is a
+			// turn's, told already, not a check to fix.
+			return "ignored: Harvest's own check suite"
 		}
 	}
 	return ""

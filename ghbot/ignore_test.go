@@ -1,11 +1,18 @@
 package ghbot
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-github/v75/github"
+
+	"github.com/harvest-dev/harvest/gh"
 )
 
 // TestIgnorable: every recorded payload (@octokit/webhooks-examples) that
@@ -73,4 +80,29 @@ func action(raw []byte) string {
 	}
 	json.Unmarshal(raw, &p)
 	return p.Action
+}
+
+// TestIgnorableOwnCheckSuite: a check suite completed is dropped at
+// receipt when it is the app's own (its "Harvest" check runs, checks.go),
+// and left to process when it is another app's, whatever its conclusion.
+func TestIgnorableOwnCheckSuite(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	g, err := gh.New(gh.Config{AppID: 42, PrivateKey: pemKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Hooks{svc: &Service{gh: g}}
+	suite := func(app int64) []byte {
+		return []byte(fmt.Sprintf(`{"action":"completed","check_suite":{"conclusion":"failure","app":{"id":%d}},"sender":{"type":"Bot"}}`, app))
+	}
+	if why := h.ignorable("check_suite", suite(42)); why != "ignored: Harvest's own check suite" {
+		t.Errorf("the app's own suite: %q", why)
+	}
+	if why := h.ignorable("check_suite", suite(15368)); why != "" {
+		t.Errorf("another app's suite: %q; want it processed", why)
+	}
 }

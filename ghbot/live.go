@@ -95,10 +95,16 @@ func (s *Service) doc(sess *store.Session) *progressDoc {
 	return d
 }
 
-// forget drops a session's progress comment from memory (it ended).
+// forget drops a session's progress comment and check runs from memory
+// (it ended).
 func (s *Service) forget(session string) {
 	s.mu.Lock()
 	delete(s.docs, session)
+	for k := range s.checks {
+		if strings.HasPrefix(k, session+"\x00") {
+			delete(s.checks, k)
+		}
+	}
 	s.mu.Unlock()
 }
 
@@ -148,9 +154,29 @@ func (s *Service) renderDoc(d *progressDoc) string {
 	}
 }
 
-// WatchTurn shows a GitHub session's turn in its progress comment as it
-// runs (session.TurnWatcher).
+// WatchTurn shows a session's turn where people look as it runs
+// (session.TurnWatcher): a GitHub session's in its progress comment, and
+// a pull request's in its check run (checks.go).
 func (s *Service) WatchTurn(ctx context.Context, t session.TurnStart) session.TurnWatch {
+	var ws watches
+	if w := s.watchProgress(ctx, t); w != nil {
+		ws = append(ws, w)
+	}
+	if w := s.watchChecks(ctx, t); w != nil {
+		ws = append(ws, w)
+	}
+	switch len(ws) {
+	case 0:
+		return nil
+	case 1:
+		return ws[0]
+	}
+	return ws
+}
+
+// watchProgress shows a GitHub session's turn in its progress comment
+// (nil: it has none).
+func (s *Service) watchProgress(ctx context.Context, t session.TurnStart) session.TurnWatch {
 	d := s.doc(t.Session)
 	if d == nil {
 		return nil

@@ -95,11 +95,11 @@ func quoteBlock(s string) string {
 // Ended adds the end of a session that failed or stopped to its progress
 // comment: that it ended, and why, with its pull requests and cost.
 func (s *Service) Ended(ctx context.Context, sess *store.Session) error {
+	defer s.forget(sess.ID)
 	d := s.doc(sess)
 	if d == nil {
 		return nil
 	}
-	defer s.forget(sess.ID)
 	text := "### ⏹️ The session stopped."
 	if sess.State == store.StateFailed {
 		text = "### ❌ The session failed\n\n" + quote(truncate(sess.Error, 1000))

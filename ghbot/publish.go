@@ -51,13 +51,14 @@ func (s *Service) AfterTurn(ctx context.Context, t session.TurnEnd) error {
 		}
 		works = append(works, w)
 	}
+	sess := *t.Session
+	sess.CostUSD += turnCost(t.Outcome)
 	if t.Session.GitHub != nil {
-		sess := *t.Session
-		sess.CostUSD += turnCost(t.Outcome)
 		if err := s.tell(ctx, t, &sess, works); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	s.finishChecks(ctx, t, &sess, works)
 	return errors.Join(errs...)
 }
 
@@ -87,7 +88,7 @@ func turnCost(o agent.Outcome) float64 {
 	return 0
 }
 
-func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo, env []string, w *repoWork) error {
+func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo, env []string, w *repoWork) (rerr error) {
 	if t.Box == nil {
 		return nil
 	}
@@ -96,15 +97,29 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		return err
 	}
 	owner, name := split(r.GitHub)
-	// What GitHub has is asked while the box is read (and the pull
-	// request, to rewrite its section): neither waits for the other.
+	// What GitHub has is asked while the box is read: the branch's head,
+	// and the pull request (to rewrite its section) or, while there is
+	// none, the open one of the branch (one opened before a crash is
+	// adopted; asked even if no pull request is opened after all, one
+	// request, so that none waits on the pull request's path). Neither
+	// waits for the other.
 	remoteHead, stop := later(ctx, func(ctx context.Context) (string, error) { return s.remoteHead(ctx, c, owner, name, r.Branch) })
 	defer stop()
 	var thePR func() (*github.PullRequest, error)
-	if r.PRNumber != 0 && t.Session.PR != store.PRNone {
+	var listed func() ([]*github.PullRequest, error)
+	switch {
+	case t.Session.PR == store.PRNone:
+	case r.PRNumber != 0:
 		var stop func()
 		thePR, stop = later(ctx, func(ctx context.Context) (*github.PullRequest, error) {
 			return s.getPR(ctx, c, owner, name, r.PRNumber)
+		})
+		defer stop()
+	default:
+		var stop func()
+		listed, stop = later(ctx, func(ctx context.Context) ([]*github.PullRequest, error) {
+			open, _, err := c.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Head: owner + ":" + r.Branch})
+			return open, explain(err, "looking for the pull request of "+r.Branch)
 		})
 		defer stop()
 	}
@@ -123,17 +138,6 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	if !shaPattern.MatchString(head) {
 		return fmt.Errorf("branch %s is gone from the box's repository: check out %s again to publish", r.Branch, r.Branch)
 	}
-	var listed func() ([]*github.PullRequest, error)
-	if ahead, err := b.ahead(r.Branch); err == nil && ahead && r.PRNumber == 0 && t.Session.PR != store.PRNone {
-		// A pull request will be opened (or adopted: one opened before a
-		// crash): look for it while GitHub's head is asked and pushed to.
-		var stop func()
-		listed, stop = later(ctx, func(ctx context.Context) ([]*github.PullRequest, error) {
-			open, _, err := c.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Head: owner + ":" + r.Branch})
-			return open, explain(err, "looking for the pull request of "+r.Branch)
-		})
-		defer stop()
-	}
 	if head != r.Head {
 		w.commits = s.reportCommits(t, *r, b.fresh)
 	}
@@ -143,17 +147,28 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 	}
 	// The new head, and what GitHub has when that is it already (the
 	// agent pushed), in one write; a push to make is recorded after it.
+	// When the pull request is opened now on what the agent pushed (the
+	// common first turn), that write is the pull request's (openPR), not
+	// one of its own before it: the store's writes queue behind the
+	// other sessions' and each waits for the disk. Whatever way publish
+	// returns, it is made (rec).
+	var rec *repoRecord
 	if head != r.Head || remote == head && remote != r.Pushed {
 		pushed := r.Pushed
 		if remote == head {
 			pushed = remote
 		}
-		if err := t.Update(ctx, func(st *store.Session) {
-			setRepo(st, r.Name, func(x *store.Repo) { x.Head, x.Pushed = head, pushed })
-		}); err != nil {
+		rec = &repoRecord{head: head, pushed: pushed}
+		r.Head, r.Pushed = head, pushed
+		if ahead, err := b.ahead(r.Branch); err == nil && ahead && remote == head && listed != nil {
+			defer func() {
+				if !rec.done {
+					rerr = errors.Join(rerr, rec.write(ctx, t, r.Name))
+				}
+			}()
+		} else if err := rec.write(ctx, t, r.Name); err != nil {
 			return err
 		}
-		r.Head, r.Pushed = head, pushed
 	}
 	if remote == "" {
 		// Not on GitHub yet: pushed only when it has commits of its own
@@ -206,7 +221,22 @@ func (s *Service) publish(ctx context.Context, t session.TurnEnd, r *store.Repo,
 		return nil // nothing the base does not have
 	}
 	w.opened = true
-	return s.openPR(ctx, t, c, r, d, listed)
+	return s.openPR(ctx, t, c, r, d, listed, rec)
+}
+
+// repoRecord is a write of a repository's head and what GitHub has of it,
+// put off to be made with the pull request's (openPR) or on its own.
+type repoRecord struct {
+	head, pushed string
+	done         bool
+}
+
+func (rr *repoRecord) set(x *store.Repo) { x.Head, x.Pushed = rr.head, rr.pushed }
+
+// write makes it on its own.
+func (rr *repoRecord) write(ctx context.Context, t session.TurnEnd, repo string) error {
+	rr.done = true
+	return t.Update(ctx, func(st *store.Session) { setRepo(st, repo, rr.set) })
 }
 
 // commitLeftovers commits what a finished turn left uncommitted on the
@@ -267,7 +297,7 @@ const (
 // openPR opens the session's pull request for r (or adopts the open one
 // of its branch, after a crash between opening it and storing it), asks
 // the requester to review it and labels it.
-func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo, d prText, listed func() ([]*github.PullRequest, error)) error {
+func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Client, r *store.Repo, d prText, listed func() ([]*github.PullRequest, error), rec *repoRecord) error {
 	owner, name := split(r.GitHub)
 	var pr *github.PullRequest
 	open, err := listed()
@@ -291,9 +321,18 @@ func (s *Service) openPR(ctx context.Context, t session.TurnEnd, c *github.Clien
 		}
 	}
 	num, url := pr.GetNumber(), pr.GetHTMLURL()
-	if err := t.Update(ctx, func(st *store.Session) {
-		setRepo(st, r.Name, func(x *store.Repo) { x.PRNumber, x.PRURL = num, url })
-	}); err != nil {
+	err = t.Update(ctx, func(st *store.Session) {
+		setRepo(st, r.Name, func(x *store.Repo) {
+			if rec != nil && !rec.done {
+				rec.set(x)
+			}
+			x.PRNumber, x.PRURL = num, url
+		})
+	})
+	if rec != nil && err == nil {
+		rec.done = true
+	}
+	if err != nil {
 		return err
 	}
 	r.PRNumber, r.PRURL = num, url

@@ -43,13 +43,10 @@ func (h *Hooks) process(ctx context.Context, d *store.Delivery) (string, error) 
 	}
 	switch e := ev.(type) {
 	case *github.IssueCommentEvent:
-		switch e.GetAction() {
-		case "created":
-			return h.onComment(ctx, d, e.GetRepo(), e.GetIssue(), e.GetSender(), e.GetComment().GetBody(), e.GetComment().GetID())
-		case "edited":
-			return h.onCommentEdited(ctx, d, e)
+		if ignored, err := h.commentEvent(ctx, e); err != nil || ignored != "" {
+			return ignored, err
 		}
-		return "ignored: comment " + e.GetAction(), nil
+		return h.onComment(ctx, d, e.GetRepo(), e.GetIssue(), e.GetSender(), e.GetComment().GetBody(), e.GetComment().GetID())
 	case *github.IssuesEvent:
 		switch {
 		case e.GetAction() == "labeled" && h.cfg.Label != "" && strings.EqualFold(e.GetLabel().GetName(), h.cfg.Label):
@@ -109,10 +106,18 @@ func (h *Hooks) mentioned(ctx context.Context, body string) (string, bool, error
 	return text, ok, nil
 }
 
-// onCommentEdited handles an edited comment: one that now calls Harvest
-// and did not before (GitHub's changes.body.from) is a new request; a
-// further edit of it, which had the mention already, is not.
-func (h *Hooks) onCommentEdited(ctx context.Context, d *store.Delivery, e *github.IssueCommentEvent) (string, error) {
+// commentEvent says why an issue_comment event is no request ("": it
+// may be one): only a comment created, or one edited so that it now calls
+// Harvest and did not before (GitHub's changes.body.from); a further edit
+// of it, which had the mention already, is not.
+func (h *Hooks) commentEvent(ctx context.Context, e *github.IssueCommentEvent) (string, error) {
+	switch e.GetAction() {
+	case "created":
+		return "", nil
+	case "edited":
+	default:
+		return "ignored: comment " + e.GetAction(), nil
+	}
 	if e.GetChanges() == nil || e.GetChanges().GetBody() == nil {
 		return "ignored: the edit did not change the comment's text", nil
 	}
@@ -121,7 +126,7 @@ func (h *Hooks) onCommentEdited(ctx context.Context, d *store.Delivery, e *githu
 	} else if before {
 		return "ignored: the comment mentioned Harvest before this edit", nil
 	}
-	return h.onComment(ctx, d, e.GetRepo(), e.GetIssue(), e.GetSender(), e.GetComment().GetBody(), e.GetComment().GetID())
+	return "", nil
 }
 
 // onComment handles a comment on an issue or pull request that may call
@@ -129,29 +134,20 @@ func (h *Hooks) onCommentEdited(ctx context.Context, d *store.Delivery, e *githu
 // session.
 func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.Repository, is *github.Issue, who *github.User, body string, commentID int64) (string, error) {
 	full := repo.GetFullName()
-	if who.GetType() == "Bot" || h.isBot(ctx, who) {
-		return "ignored: a bot's comment", nil
-	}
-	text, ok, err := h.mentioned(ctx, body)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "ignored: Harvest is not mentioned", nil
-	}
-	c, err := h.svc.gh.Client(repoScope(full))
-	if err != nil {
-		return "", err
-	}
 	owner, name := split(full)
 	num := is.GetNumber()
-	if why, err := h.allowed(ctx, c, full, who); err != nil {
-		return "", err
-	} else if why != "" {
-		return h.refuseOnce(ctx, c, full, num, who, why)
+	a, err := h.commentAsks(ctx, full, who, body)
+	switch {
+	case err != nil || a.ignored != "":
+		return a.ignored, err
+	case a.refused != "":
+		return h.refuseOnce(ctx, a.c, full, num, who, a.refused)
 	}
-	if _, resp, err := c.Reactions.CreateIssueCommentReaction(ctx, owner, name, commentID, "eyes"); err != nil && (resp == nil || resp.StatusCode >= 500) {
-		return "", explain(err, "reacting to the comment")
+	c, text := a.c, a.text
+	if !h.acked(ctx, d.ID) { // else 👀 was given as the delivery was stored (ack.go)
+		if _, resp, err := c.Reactions.CreateIssueCommentReaction(ctx, owner, name, commentID, "eyes"); err != nil && (resp == nil || resp.StatusCode >= 500) {
+			return "", explain(err, "reacting to the comment")
+		}
 	}
 	isPR := is.IsPullRequest()
 	var pr *github.PullRequest

@@ -85,6 +85,14 @@ func (g *ghEnv) serve(t testing.TB, args ...string) (*serveEnv, *serveProc) {
 
 func newGHEnv(t testing.TB) *ghEnv {
 	t.Helper()
+	return newGHEnvAsking(t, nil, nil)
+}
+
+// newGHEnvAsking is newGHEnv with an app asking for perms and an
+// installation granted granted (nil: the stand-in's defaults, what
+// Harvest asks for, all granted).
+func newGHEnvAsking(t testing.TB, perms, granted map[string]string) *ghEnv {
+	t.Helper()
 	gs, err := ghsim.Start(ghsim.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +104,10 @@ func newGHEnv(t testing.TB) *ghEnv {
 	// at its end (before the stand-in closes).
 	t.Cleanup(func() { checkExchanges(t, g) })
 	const secret = "webhook-secret-0123"
-	if g.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Name: "Harvest", WebhookSecret: secret}); err != nil {
+	if g.app, err = gs.CreateApp(ghsim.AppSpec{Slug: "harvest", Name: "Harvest", WebhookSecret: secret, Permissions: perms}); err != nil {
 		t.Fatal(err)
 	}
-	if g.inst, err = gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme"}); err != nil {
+	if g.inst, err = gs.CreateInstallation(ghsim.InstallationSpec{AppID: g.app.ID, Account: "acme", Permissions: granted}); err != nil {
 		t.Fatal(err)
 	}
 	if g.ada, err = gs.AddUser(ghsim.UserSpec{Login: "ada", Name: "Ada Lovelace"}); err != nil {
@@ -546,12 +554,12 @@ func TestGitHubWebhookDeliveries(t *testing.T) {
 	ada := g.client(t, g.ada)
 	waitComment(t, ctx, ada, g.issue, "<!-- harvest-turn-end: ")
 
-	// GitHub's "Redeliver": the same delivery again. Harvest processes
-	// deliveries one at a time, oldest first: the redelivery, if it were
-	// processed at all, would be before Ada's comment that follows it, so
-	// the 👀 on that comment proves the redelivery was dealt with. Between
-	// the two, nothing of the first delivery's processing may happen again
-	// (its 👀 is made by processing it).
+	// GitHub's "Redeliver": the same delivery again. Harvest acknowledges
+	// and processes deliveries one at a time, oldest first: the
+	// redelivery, if it were taken for a new one, would be acknowledged
+	// (👀) before Ada's comment that follows it, so the 👀 on that comment
+	// proves the redelivery was dealt with. Between the two, nothing of the
+	// first delivery's may happen again (its 👀 would).
 	eyes := fmt.Sprintf("/api/v3/repos/acme/calc/issues/comments/%d/reactions", cid)
 	reacted := g.reactions(eyes, "eyes")
 	if reacted == 0 {

@@ -250,7 +250,7 @@ func (s *Server) CompleteCheckSuite(ctx context.Context, spec CheckSuiteSpec) (i
 	cs := &checkSuite{id: s.newID(), repo: r, app: a, headSHA: is.pr.headSHA, branch: is.pr.head,
 		status: "completed", concl: spec.Conclusion, created: now, updated: now}
 	for _, rs := range spec.Runs {
-		cs.runs = append(cs.runs, &checkRun{id: s.newID(), suite: cs, name: rs.Name, concl: rs.Conclusion,
+		cs.runs = append(cs.runs, &checkRun{id: s.newID(), suite: cs, name: rs.Name, status: "completed", concl: rs.Conclusion,
 			title: rs.Title, summary: rs.Summary, text: rs.Text, started: now, done: now})
 	}
 	s.suites[cs.id] = cs
@@ -361,6 +361,10 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 	})
 	s.installationRoutes(m)
 	s.limitRoutes(m)
+	m.HandleFunc("GET "+p+"check-runs", func(w http.ResponseWriter, req *http.Request) {
+		l, err := s.CheckRuns(req.URL.Query().Get("repo"))
+		controlReply(w, l, err)
+	})
 	m.HandleFunc("GET "+p+"requests", func(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, s.Requests())
 	})

@@ -31,6 +31,7 @@
 //	POST, GET .../pulls; GET, PATCH .../pulls/{n}; POST .../pulls/{n}/comments (a diff comment or in_reply_to) and .../comments/{id}/replies
 //	POST  .../pulls/{n}/requested_reviewers        collaborators only, not the author (422 with GitHub's messages); no teams
 //	GET   .../check-suites/{id}/check-runs
+//	POST  .../check-runs; PATCH .../check-runs/{id}  an App's token with checks: write (a person's: 403); the run joins its App's suite of the commit; all runs completed: the suite is, check_suite completed (checks.go)
 //	GET   .../pulls/{n}/reviews/{id} and .../reviews/{id}/comments
 //	DELETE .../git/refs/heads/{branch}            not the default or a protected branch (422)
 //
@@ -87,7 +88,8 @@
 // AcceptPermissions; GitHub's limits and faults (limits.go): SetRateLimit,
 // SetSecondaryLimit, AddFault. Each is also POST /_sim/github/<noun> with
 // the same fields as JSON, for a test in another process; GET
-// /_sim/github/requests is the request log (Requests: each request's time,
+// /_sim/github/check-runs?repo=o/r the check runs made (CheckRuns), GET
+// /_sim/github/requests the request log (Requests: each request's time,
 // credential header, body and, for REST, the answer's body), GET
 // /_sim/github/deliveries the delivery log (?wait=1 waits for the queue to
 // drain), POST /_sim/github/deliveries/{id}/redeliver,

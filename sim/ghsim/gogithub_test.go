@@ -1,6 +1,7 @@
 package ghsim_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -290,6 +291,76 @@ func TestGoGitHub(t *testing.T) {
 	}
 	if len(runs.CheckRuns[0].PullRequests) != 1 {
 		t.Errorf("check run pull_requests: %+v", runs.CheckRuns[0].PullRequests)
+	}
+
+	// Check runs are an App's with checks: write (another App, "ci",
+	// installed on acme with it): one in progress, then completed; its
+	// suite completed is delivered to the Apps on the repository.
+	ci, err := w.srv.CreateApp(ghsim.AppSpec{Slug: "ci", Permissions: map[string]string{"metadata": "read", "checks": "write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ciInst, err := w.srv.CreateInstallation(ghsim.InstallationSpec{AppID: ci.ID, Account: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ciKey, err := ghsim.ParsePrivateKey([]byte(ci.PrivateKeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := w.clock.Now()
+	ciTok, _, err := client(t, w, v, "Bearer "+jwt(t, ciKey, ci.ID, now.Add(-time.Minute), now.Add(9*time.Minute))).Apps.CreateInstallationToken(ctx, ciInst,
+		&github.InstallationTokenOptions{Repositories: []string{"widget"}, Permissions: &github.InstallationPermissions{Checks: github.Ptr("write")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cigh := client(t, w, v, "token "+ciTok.GetToken())
+	head := runs.CheckRuns[0].GetHeadSHA()
+	hooksBefore := len(w.hooks.all())
+	run, resp, err := cigh.Checks.CreateCheckRun(ctx, "acme", "widget", github.CreateCheckRunOptions{Name: "Harvest", HeadSHA: head,
+		Status: github.Ptr("in_progress"), ExternalID: github.Ptr("s-1"), DetailsURL: github.Ptr("http://harvest.example/sessions/s-1"),
+		Output: &github.CheckRunOutput{Title: github.Ptr("Turn 2 · working"), Summary: github.Ptr("Fix the failing test")}})
+	if err != nil || resp.StatusCode != 201 || run.GetStatus() != "in_progress" || run.Conclusion != nil || run.GetApp().GetSlug() != "ci" ||
+		run.GetExternalID() != "s-1" || run.GetDetailsURL() != "http://harvest.example/sessions/s-1" || run.GetHeadSHA() != head {
+		t.Fatalf("POST check-runs: %v %+v", err, run)
+	}
+	run, _, err = cigh.Checks.UpdateCheckRun(ctx, "acme", "widget", run.GetID(), github.UpdateCheckRunOptions{Name: "Harvest",
+		Conclusion: github.Ptr("success"), Output: &github.CheckRunOutput{Title: github.Ptr("Turn 2 · done"), Summary: github.Ptr("Fixed add")}})
+	if err != nil || run.GetStatus() != "completed" || run.GetConclusion() != "success" || run.CompletedAt == nil || run.GetOutput().GetSummary() != "Fixed add" {
+		t.Fatalf("PATCH check-runs: %v %+v", err, run)
+	}
+	var suiteDone bool
+	for _, h := range w.hooks.all()[hooksBefore:] {
+		var p struct {
+			CheckSuite struct {
+				Conclusion string `json:"conclusion"`
+				App        struct{ Slug string }
+			} `json:"check_suite"`
+		}
+		if h.Header.Get("X-GitHub-Event") == "check_suite" && json.Unmarshal(h.Body, &p) == nil && p.CheckSuite.App.Slug == "ci" && p.CheckSuite.Conclusion == "success" {
+			suiteDone = true
+		}
+	}
+	if !suiteDone {
+		t.Error("no check_suite completed (success) of ci's suite delivered")
+	}
+	if l, err := w.srv.CheckRuns("acme/widget"); err != nil || len(l) != 3 || l[2].Name != "Harvest" || l[2].Conclusion != "success" || l[2].Title != "Turn 2 · done" {
+		t.Errorf("CheckRuns: %v %+v", err, l)
+	}
+	for _, c := range []struct {
+		what string
+		gh   *github.Client
+		opts github.CreateCheckRunOptions
+		want int
+	}{
+		{"harvest-test's token (checks: read)", gh, github.CreateCheckRunOptions{Name: "x", HeadSHA: head}, 403},
+		{"a person's token", alice, github.CreateCheckRunOptions{Name: "x", HeadSHA: head}, 403},
+		{"an unknown commit", cigh, github.CreateCheckRunOptions{Name: "x", HeadSHA: strings.Repeat("0", 40)}, 422},
+		{"completed without a conclusion", cigh, github.CreateCheckRunOptions{Name: "x", HeadSHA: head, Status: github.Ptr("completed")}, 422},
+	} {
+		if _, resp, err := c.gh.Checks.CreateCheckRun(ctx, "acme", "widget", c.opts); err == nil || resp.StatusCode != c.want {
+			t.Errorf("POST check-runs with %s: %v; want %d", c.what, err, c.want)
+		}
 	}
 
 	// Close it (pull_request closed).

@@ -37,6 +37,8 @@ var operations = []Operation{
 	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"},
 	{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"},
 	{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"},
+	{"POST", "/repos/{owner}/{repo}/check-runs"},
+	{"PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"},
 	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"},
 	{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"},
 	{"DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"},

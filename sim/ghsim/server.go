@@ -283,6 +283,8 @@ func (s *Server) routes() {
 		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"}: s.replyReviewComment,
 		{"POST", "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers"}:           s.requestReviewers,
 		{"GET", "/repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs"}:           s.listCheckRuns,
+		{"POST", "/repos/{owner}/{repo}/check-runs"}:                                        s.createCheckRun,
+		{"PATCH", "/repos/{owner}/{repo}/check-runs/{check_run_id}"}:                        s.updateCheckRun,
 		{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"}:            s.getReview,
 		{"GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"}:   s.listReviewComments,
 		{"DELETE", "/repos/{owner}/{repo}/git/refs/{ref}"}:                                  s.deleteRef,

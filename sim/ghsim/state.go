@@ -226,15 +226,18 @@ type checkSuite struct {
 }
 
 type checkRun struct {
-	id      int64
-	suite   *checkSuite
-	name    string
-	concl   string
-	title   string
-	summary string
-	text    string
-	started time.Time
-	done    time.Time
+	id       int64
+	suite    *checkSuite
+	name     string
+	status   string // queued, in_progress, completed
+	concl    string
+	external string
+	details  string
+	title    string
+	summary  string
+	text     string
+	started  time.Time
+	done     time.Time
 }
 
 // reactionContents are the reactions GitHub accepts.

@@ -397,11 +397,14 @@ func (s *Server) wCheckRun(cr *checkRun) wireCheckRun {
 	r := cs.repo
 	api := fmt.Sprintf("%s/repos/%s/check-runs/%d", s.api, r.fullName(), cr.id)
 	html := fmt.Sprintf("%s/%s/runs/%d", s.base, r.fullName(), cr.id)
-	empty := ""
-	concl := cr.concl
+	ext, details := cr.external, cmpOr(cr.details, html)
+	var concl *string
+	if cr.status == "completed" {
+		concl = &cr.concl
+	}
 	return wireCheckRun{ID: cr.id, HeadSHA: cs.headSHA, NodeID: nodeID("CheckRun", cr.id),
-		ExternalID: &empty, URL: api, HTMLURL: &html, DetailsURL: &html, Status: "completed",
-		Conclusion: &concl, StartedAt: tsOrNil(cr.started), CompletedAt: tsOrNil(cr.done),
+		ExternalID: &ext, URL: api, HTMLURL: &html, DetailsURL: &details, Status: cr.status,
+		Conclusion: concl, StartedAt: tsOrNil(cr.started), CompletedAt: tsOrNil(cr.done),
 		Output: wireCheckOutput{Title: strOrNil(cr.title), Summary: strOrNil(cr.summary),
 			Text: strOrNil(cr.text), AnnotationsURL: api + "/annotations"},
 		Name: cr.name, CheckSuite: &wireID{cs.id}, App: s.wApp(cs.app), PullRequests: s.suitePRs(cs)}
