@@ -116,8 +116,12 @@ func (w *Watcher) IdleAfter(turn string) {
 	w.State(store.StateIdle)
 }
 
-// ReadUntil reads an API event stream until an event satisfies pred and
-// returns every event read, failing the test if the stream ends first.
+// ReadUntil reads an API event stream until a stored event satisfies
+// pred and returns every stored event read, failing the test if the
+// stream ends first. Live pieces (event/live.go: token deltas and output
+// sent as they come, never stored) are skipped: the stored event that
+// joins them follows, with the next seq, so what is returned is the
+// durable record, seqs without gaps.
 func ReadUntil(t testing.TB, st *client.Stream, what string, pred func(event.Event) bool) []event.Event {
 	t.Helper()
 	var seen []event.Event
@@ -125,6 +129,9 @@ func ReadUntil(t testing.TB, st *client.Stream, what string, pred func(event.Eve
 		ev, err := st.Next()
 		if err != nil {
 			t.Fatalf("waiting for %s: %v; seen:%s", what, err, Describe(seen))
+		}
+		if ev.Live > 0 {
+			continue
 		}
 		seen = append(seen, ev)
 		if pred(ev) {
