@@ -426,3 +426,15 @@ func (b *bounded) UpdateSessionFenced(ctx context.Context, f Fence, fn func(*Ses
 	v, err := b.Store.UpdateSessionFenced(ctx, f, fn)
 	return v, done(err)
 }
+
+func (b *bounded) Orphans(ctx context.Context, limit int) ([]Orphan, int, error) {
+	ctx, done := Call(ctx, "Orphans")
+	v, n, err := b.Store.Orphans(ctx, limit)
+	return v, n, done(err)
+}
+
+func (b *bounded) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]string, error) {
+	ctx, done := Call(ctx, "RemoveDeadNodes")
+	v, err := b.Store.RemoveDeadNodes(ctx, gone)
+	return v, done(err)
+}
