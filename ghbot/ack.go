@@ -30,16 +30,17 @@ import (
 //	                 │ arrived (a buffered channel; full: processing reacts)
 //	                 ▼
 //	runAcks ─► commentAsks ─► 👀 ─► ack.done (reacted or not)
-//	processOne ─► waits for it ─► BeginDelivery ─► onComment: reacted? yes: no second 👀; no: 👀 as before
+//	processOne ─► (claim) ─► waits for it ─► BeginDelivery ─► onComment: reacted? yes: no second 👀; no: 👀 as before
 //
 // Exactly once: the acknowledgement is the one effect that may run
 // before the attempt is recorded, and it is idempotent on GitHub (a
 // reaction the app gave already is returned, not made again). Processing
 // an acknowledged delivery waits for its acknowledgement to end before it
-// claims or begins it: the two never ask GitHub at once (into a limit's
-// window nobody knew of, one request is refused, not two), the 👀 does
-// not share the two cores with the attempt's write, and one process
-// sends the 👀 once. A retry, a replay, a restart after a crash, or
+// begins it (after claiming it, when servers share the store: the one
+// that received it keeps it): the two never ask GitHub at once (into a
+// limit's window nobody knew of, one request is refused, not two), the
+// 👀 does not share the two cores with the attempt's write, and one
+// process sends the 👀 once. A retry, a replay, a restart after a crash, or
 // another node processing the delivery reacts again, which GitHub answers
 // with the same reaction. Nothing else moves out of processing: a
 // refusal, a session, a message stay there, recorded as before.

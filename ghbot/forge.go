@@ -326,6 +326,7 @@ func (e *endpoint) Bind(ln net.Listener) ([]string, error) {
 			for _, ref := range p.Refs {
 				b := strings.TrimPrefix(ref.Ref, "refs/heads/")
 				if ref.OK {
+					s.holdMirror(sess.ID, p.Repo) // until the turn's end is published (mirrors.go)
 					e.emit(event.GitPushed{Repo: repoName(sess, p.Repo), Branch: b, Remote: "origin", From: ref.Old, To: ref.New})
 				} else {
 					e.emit(event.GitPushed{Repo: repoName(sess, p.Repo), Branch: b, Remote: "origin", From: ref.Old, To: ref.New, Refused: "GitHub: " + ref.Reason})

@@ -367,13 +367,11 @@ func (h *Hooks) drain(ctx context.Context) time.Time {
 
 // processOne runs a delivery's attempt and records its end.
 func (h *Hooks) processOne(ctx context.Context, id string) {
-	// Its acknowledgement, if under way, ends first (ack.go): the two
-	// never ask GitHub at once, and the 👀 does not share the machine
-	// with the attempt's claim and write.
-	h.acked(ctx, id)
 	// Claimed first: two servers sharing the store never process one
 	// delivery at once (its effects are idempotent, but two progress
-	// comments posted in the same instant would both be made).
+	// comments posted in the same instant would both be made). The server
+	// that received it claims it at once, as it always did: another one
+	// reading the queue meanwhile finds it taken.
 	if h.cfg.Shared {
 		release, ok := h.claim(ctx, id)
 		if !ok {
@@ -381,6 +379,10 @@ func (h *Hooks) processOne(ctx context.Context, id string) {
 		}
 		defer release()
 	}
+	// Its acknowledgement, if under way, ends before the attempt begins
+	// (ack.go): the two never ask GitHub at once, and the 👀 does not
+	// share the machine with the attempt's write.
+	h.acked(ctx, id)
 	h.processClaimed(ctx, id)
 }
 

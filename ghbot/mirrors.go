@@ -27,6 +27,13 @@ import (
 //     work (held back inside a window and when the installation's budget
 //     is down to its reserve; a held-back fetch waits for the window).
 //
+// A fetch waits while a session that pushed to the repository in its turn
+// publishes that turn (AfterTurn): the push's webhook comes as the turn
+// ends, and the fetch it wakes (a git process here, upload-pack there)
+// would take the cores from the turn's reads in the box on the pull
+// request's path. It goes once the turn's end is told (or mirrorHold
+// after the push, for a turn that goes on long after it).
+//
 // A checkout fetches itself only when the mirror is missing, older than
 // MirrorRefresh and a minute, older than the last push known, or lacks the
 // ref it starts from; and always when the app is not subscribed to push
@@ -47,6 +54,10 @@ type mirrorState struct {
 	// checkout that finds one begun after the last push waits for it
 	// (up to mirrorJoin) instead of asking GitHub a second time.
 	flying map[string]*mirrorFetch
+	// held are the sessions that pushed to a repository in their turn
+	// (repo → session → until when at most): its background fetch waits
+	// for their turns' ends (holdMirror, releaseMirrors).
+	held map[string]map[string]time.Time
 }
 
 // mirrorFetch is one fetch of a mirror; done is closed when it ends,
@@ -61,6 +72,10 @@ type mirrorFetch struct {
 // fetches itself.
 const mirrorJoin = time.Minute
 
+// mirrorHold bounds how long a session's push holds its repository's
+// background fetch back (a turn that goes on after it).
+const mirrorHold = 10 * time.Second
+
 // mirrorRecent is how long a repository with no live session is kept
 // fresh after its last activity.
 const mirrorRecent = 24 * time.Hour
@@ -72,6 +87,7 @@ const mirrorTick = 30 * time.Second
 func (m *mirrorState) init() {
 	m.fetched, m.active, m.next = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
 	m.flying = map[string]*mirrorFetch{}
+	m.held = map[string]map[string]time.Time{}
 	m.wake = make(chan struct{}, 1)
 }
 
@@ -104,6 +120,57 @@ func (s *Service) wakeMirrors() {
 func (s *Service) Pushed(ctx context.Context, repo string, at time.Time) {
 	s.gh.MarkPushed(ctx, repo, at)
 	s.wakeMirrors()
+}
+
+// holdMirror holds repo's background fetch back until session's turn
+// end is published (releaseMirrors), mirrorHold at most: the session
+// pushed to it.
+func (s *Service) holdMirror(session, repo string) {
+	k := repoKey(repo)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mirrors.held[k] == nil {
+		s.mirrors.held[k] = map[string]time.Time{}
+	}
+	s.mirrors.held[k][session] = s.cfg.Now().Add(mirrorHold)
+}
+
+// releaseMirrors lets the fetches session held back go: its turn's end
+// is published.
+func (s *Service) releaseMirrors(session string) {
+	released := false
+	s.mu.Lock()
+	for k, m := range s.mirrors.held {
+		if _, ok := m[session]; ok {
+			delete(m, session)
+			released = true
+		}
+		if len(m) == 0 {
+			delete(s.mirrors.held, k)
+		}
+	}
+	s.mu.Unlock()
+	if released {
+		s.wakeMirrors()
+	}
+}
+
+// heldUntil is when repo's background fetch may go (zero: now).
+func (s *Service) heldUntil(k string) time.Time {
+	now := s.cfg.Now()
+	var until time.Time
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for session, t := range s.mirrors.held[k] {
+		if !now.Before(t) {
+			delete(s.mirrors.held[k], session)
+			continue
+		}
+		if t.After(until) {
+			until = t
+		}
+	}
+	return until
 }
 
 // mirrorPath is where repo's mirror lives on this host.
@@ -235,19 +302,27 @@ func (s *Service) RunMirrors(ctx context.Context, live func(ctx context.Context)
 	}
 	t := time.NewTicker(min(mirrorTick, s.cfg.MirrorRefresh))
 	defer t.Stop()
+	held := time.NewTimer(time.Hour)
+	held.Stop()
+	defer held.Stop()
 	for {
-		s.refreshMirrors(ctx, live)
+		if next := s.refreshMirrors(ctx, live); !next.IsZero() {
+			held.Reset(max(next.Sub(s.cfg.Now()), time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-held.C:
 		case <-s.mirrors.wake:
 		}
 	}
 }
 
-// refreshMirrors fetches, one at a time, each mirror that is due.
-func (s *Service) refreshMirrors(ctx context.Context, live func(ctx context.Context) ([]string, error)) {
+// refreshMirrors fetches, one at a time, each mirror that is due and not
+// held back; it returns when the first one held back may go (zero: none
+// is).
+func (s *Service) refreshMirrors(ctx context.Context, live func(ctx context.Context) ([]string, error)) (next time.Time) {
 	now := s.cfg.Now()
 	want := map[string]string{} // key → repo
 	if live != nil {
@@ -277,19 +352,26 @@ func (s *Service) refreshMirrors(ctx context.Context, live func(ctx context.Cont
 	slices.Sort(keys)
 	for _, k := range keys {
 		if ctx.Err() != nil {
-			return
+			return next
 		}
 		repo := want[k]
 		s.mu.Lock()
 		fetched, ok := s.mirrors.fetched[k]
-		next := s.mirrors.next[k]
+		after := s.mirrors.next[k]
 		s.mu.Unlock()
 		due := !ok || now.Sub(fetched) >= s.cfg.MirrorRefresh || !s.gh.LastPush(ctx, repo).Before(fetched)
-		if !due || now.Before(next) {
+		if !due || now.Before(after) {
+			continue
+		}
+		if until := s.heldUntil(k); !until.IsZero() {
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
 			continue
 		}
 		s.refreshOne(ctx, repo)
 	}
+	return next
 }
 
 // refreshOne fetches repo's mirror as background work.

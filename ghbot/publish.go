@@ -34,6 +34,7 @@ const maxCommits = 100
 // repository is done on its own: one failing does not stop the others,
 // and all failures are returned.
 func (s *Service) AfterTurn(ctx context.Context, t session.TurnEnd) error {
+	defer s.releaseMirrors(t.Session.ID) // its pushes held the mirrors' fetches back
 	s.mu.Lock()
 	env := s.env[t.Session.ID]
 	s.mu.Unlock()

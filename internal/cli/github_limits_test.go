@@ -455,6 +455,29 @@ func TestGitHubInstallationsAndMirrors(t *testing.T) {
 	}
 	prOf(g.issue)
 
+	// The session's own push (through Harvest's endpoint) holds the
+	// mirror's fetch back until its turn's end is told: the fetch the push
+	// event wakes does not take the cores from the turn's end.
+	var sessionPush, told time.Time
+	waitHTTP(t, time.Minute, "the turn's end told", func() bool {
+		for _, r := range g.gs.Requests() {
+			switch {
+			case sessionPush.IsZero() && byHarvest(r) && strings.HasSuffix(r.Path, "/acme/calc.git/git-receive-pack"):
+				sessionPush = r.Time
+			case told.IsZero() && r.Method == http.MethodPost && strings.HasSuffix(r.Path, fmt.Sprintf("/issues/%d/comments", g.issue)) &&
+				strings.Contains(string(r.Body), "harvest-turn-end"):
+				told = r.Time
+			}
+		}
+		return !sessionPush.IsZero() && !told.IsZero()
+	})
+	waitHTTP(t, time.Minute, "the mirror's fetch after the session's push", func() bool {
+		return harvestGit(sessionPush, time.Now().Add(time.Hour), "/acme/calc.git/git-upload-pack") > 0
+	})
+	if n := harvestGit(sessionPush, told, "/acme/calc.git/git-upload-pack"); n != 0 {
+		t.Errorf("%d mirror fetches between the session's push and its turn's end told; want none (held back)", n)
+	}
+
 	// Ada pushes to main: the push event has the mirror fetched.
 	work := t.TempDir()
 	u := strings.Replace(g.gs.URL(), "http://", "http://ada:"+g.ada.Token+"@", 1) + "/acme/calc.git"
