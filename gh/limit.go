@@ -519,20 +519,30 @@ func peekMessage(resp *http.Response) string {
 	return ""
 }
 
-// parseRetryAfter reads Retry-After: seconds or an HTTP date.
+// parseRetryAfter reads Retry-After: seconds or an HTTP date, plus
+// retryAfterMargin. Both forms count whole seconds, so the window may end
+// up to a second after what they say (a server that rounds the time left
+// to the nearest second, or down, says 0 in its last half second):
+// resuming at exactly the time given sent requests into the window, each
+// refused again (BenchmarkGitHubRateLimitStorm: up to 164 refusals where
+// one is the minimum).
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
 	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second, true
+		return time.Duration(n)*time.Second + retryAfterMargin, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
+		return max(t.Sub(now), 0) + retryAfterMargin, true
 	}
 	return 0, false
 }
+
+// retryAfterMargin is added to every Retry-After: the second its whole
+// seconds may leave out.
+const retryAfterMargin = time.Second
 
 // resourceOf is the primary limit a request counts against, by its path
 // under the API's base.
