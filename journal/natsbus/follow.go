@@ -222,7 +222,7 @@ func (f *Follower) pause(d time.Duration) bool {
 // says nothing for HealEvery, whatever the store has that NATS did not.
 func (f *Follower) run(live <-chan event.Event) error {
 	last := f.after
-	if _, err := f.fromStore(&last, math.MaxInt64); err != nil {
+	if _, err := f.fromStore(&last, math.MaxInt64, false); err != nil {
 		return err
 	}
 	heal := time.NewTimer(f.b.cfg.HealEvery)
@@ -270,8 +270,7 @@ func (f *Follower) run(live <-chan event.Event) error {
 			}
 			last = ev.Seq
 		case <-heal.C:
-			n, err := f.fromStore(&last, math.MaxInt64)
-			f.countHealed(n)
+			n, err := f.fromStore(&last, math.MaxInt64, true)
 			if err != nil {
 				return err
 			}
@@ -299,8 +298,7 @@ func (f *Follower) run(live <-chan event.Event) error {
 func (f *Follower) fill(last *int64, upTo int64) error {
 	wait := f.b.cfg.RetryMin
 	for {
-		n, err := f.fromStore(last, upTo)
-		f.countHealed(n)
+		_, err := f.fromStore(last, upTo, true)
 		if err != nil {
 			return err
 		}
@@ -317,7 +315,7 @@ func (f *Follower) fill(last *int64, upTo int64) error {
 
 // fromStore delivers the stored events after *last, page by page, up to
 // upTo or as far as the store has them; it returns how many.
-func (f *Follower) fromStore(last *int64, upTo int64) (int, error) {
+func (f *Follower) fromStore(last *int64, upTo int64, heal bool) (int, error) {
 	n := 0
 	for *last < upTo {
 		limit := f.b.cfg.Page
@@ -334,6 +332,11 @@ func (f *Follower) fromStore(last *int64, upTo int64) (int, error) {
 		for _, ev := range evs {
 			if ev.Seq <= *last {
 				continue
+			}
+			if heal {
+				// Counted before it is delivered, so that a reader who got
+				// it finds it counted (Healed).
+				f.countHealed(1)
 			}
 			if err := f.deliver(ev); err != nil {
 				return n, err
