@@ -28,7 +28,7 @@ var floors = []floor{
 	// The ground floor: low-level helpers that import nothing of
 	// Harvest's (processes, unix sockets, serving into a box, tracing
 	// spans), and what tests ask of the machine and of the binaries on it.
-	{"ground", []string{"base", "base/", "internal/testreq", "internal/testbin"}},
+	{"ground", []string{"base", "base/", "internal/testreq", "internal/testbin", "internal/mountinfo"}},
 	// The stand-ins for the services this machine cannot reach, speaking
 	// their wire protocols (harvest sim), and the demo's script on them.
 	{"stand-ins", []string{"sim", "sim/", "internal/demo"}},
