@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -184,6 +185,13 @@ func (s *Server) oidcStart(w http.ResponseWriter, r *http.Request, _ caller) *ap
 	return nil
 }
 
+// verifierConfig is what go-oidc checks an ID token against besides the
+// provider's keys and issuer: our client id in its audience, its expiry
+// on our clock.
+func (o *OIDCSignIn) verifierConfig(now func() time.Time) *oidc.Config {
+	return &oidc.Config{ClientID: o.ClientID, Now: now}
+}
+
 // oidcClaims are the claims used, from the ID token or UserInfo.
 type oidcClaims struct {
 	Subject       string
@@ -318,7 +326,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request, _ caller) 
 		return nil
 	}
 	raw, _ := tok.Extra("id_token").(string)
-	v := p.Verifier(&oidc.Config{ClientID: o.ClientID, Now: s.cfg.SignIn.Now})
+	v := p.Verifier(o.verifierConfig(s.cfg.SignIn.Now))
 	idt, c, err := o.verifyIDToken(ctx, v, raw, f.Nonce, tok.AccessToken)
 	if err != nil {
 		s.refused(w, r, store.WebViaOIDC, refuse("unauthorized", "%s: %v; sign in again", o.name(), err))

@@ -517,6 +517,15 @@ func TestSignInOIDC(t *testing.T) {
 			t.Errorf("%s: landed %v, want refused (%s)", tc.user, land, tc.want)
 		}
 	}
+	// An ID token past its expiry (the provider's: an hour) on the
+	// server's clock is refused.
+	e.clk.Advance(2 * time.Hour)
+	b := e.newAgent(t)
+	if land := b.signInOIDC("grace", "pw-grace"); !strings.Contains(signInError(land), "expired") || b.cookie() != nil {
+		t.Fatalf("an expired ID token: landed %v", land)
+	}
+	e.clk.Advance(-2 * time.Hour)
+
 	l := e.audits("auth.sign_in")
 	var ok, refused int
 	for _, x := range l {
@@ -530,8 +539,8 @@ func TestSignInOIDC(t *testing.T) {
 			}
 		}
 	}
-	if ok != 2 || refused != 2 {
-		t.Fatalf("audit: %d sign-ins and %d refusals, want 2 and 2: %+v", ok, refused, l)
+	if ok != 2 || refused != 2 || len(l) != 5 || l[4].Result != "unauthorized" {
+		t.Fatalf("audit: %d sign-ins and %d refusals (and an expired token), want 2 and 2 (and 1): %+v", ok, refused, l)
 	}
 }
 
