@@ -154,8 +154,11 @@ func (s *Server) callbackURL(r *http.Request, path string) string {
 // returnPath is where a sign-in lands: a path of the UI (not the API,
 // not another site), else the list.
 func returnPath(p string) string {
-	if p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") ||
-		strings.HasPrefix(p, "/v1/") || len(p) > 1000 || strings.ContainsAny(p, "\r\n") {
+	// A browser drops tabs and newlines from a URL and reads \ as /, so
+	// "/\t/evil.example" would be "//evil.example": no control character
+	// and no backslash anywhere.
+	if p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/v1/") || len(p) > 1000 ||
+		strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
 		return "/"
 	}
 	return p

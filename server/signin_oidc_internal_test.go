@@ -142,3 +142,26 @@ func TestOIDCValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestReturnPath: a sign-in lands on a page of the UI, never another
+// site nor the API, however the path is dressed.
+func TestReturnPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                              "/",
+		"/":                             "/",
+		"/#/s/s-abc":                    "/#/s/s-abc",
+		"/s/x?y=1":                      "/s/x?y=1",
+		"//evil.example":                "/",
+		"/\\evil.example":               "/",
+		"/\t/evil.example":              "/",
+		"/\n/evil.example":              "/",
+		"https://evil.example/":         "/",
+		"evil.example":                  "/",
+		"/v1/tokens":                    "/",
+		"/" + strings.Repeat("a", 1000): "/",
+	} {
+		if got := returnPath(in); got != want {
+			t.Errorf("returnPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

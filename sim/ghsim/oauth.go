@@ -80,6 +80,13 @@ func (o *oauthState) init() {
 	}
 }
 
+// webPath says whether a path is github.com's web flow (oauthRoutes),
+// not the REST API: its answers are not REST answers, so the request
+// log keeps no response body for them (ghschema checks those it keeps).
+func webPath(p string) bool {
+	return p == "/login" || p == "/session" || strings.HasPrefix(p, "/login/oauth/")
+}
+
 func (s *Server) oauthRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /session", s.browserSignIn)

@@ -238,7 +238,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	control := strings.HasPrefix(req.URL.Path, "/_sim/")
-	if !isGit && !control {
+	if !isGit && !control && !webPath(req.URL.Path) {
 		rw.capture = &bytes.Buffer{}
 	}
 	if control || s.limit(rw, req, isGit) {
