@@ -275,9 +275,21 @@ func TestSignInGitHub(t *testing.T) {
 	if json.Unmarshal(body, &si); st != http.StatusOK || si.Via != "github" || si.TokenID != "" || si.User != me.User.ID || si.CSRFToken == "" {
 		t.Fatalf("GET /v1/auth/session: %d %s", st, body)
 	}
-	// The list works with the cookie (the user's own sessions: none yet).
-	if st, body := a.api(http.MethodGet, "/v1/sessions", ""); st != http.StatusOK {
+	// The page starts a session: the user's, with no token; it is in
+	// their list.
+	pb := &browser{e: e.apiEnv, cookie: a.cookie()}
+	st, body, _ = pb.send(http.MethodPost, "/v1/sessions", wire.CreateRequest{Repos: []wire.RepoSpec{{Source: e.Repo}}}, si.CSRFToken, nil)
+	var v wire.View
+	if json.Unmarshal(body, &v); st != http.StatusCreated || v.Session.User != me.User.ID {
+		t.Fatalf("POST /v1/sessions signed in with GitHub: %d %s", st, body)
+	}
+	st, body = a.api(http.MethodGet, "/v1/sessions", "")
+	var list wire.SessionList
+	if json.Unmarshal(body, &list); st != http.StatusOK || len(list.Sessions) != 1 || list.Sessions[0].ID != v.Session.ID {
 		t.Fatalf("GET /v1/sessions signed in with GitHub: %d %s", st, body)
+	}
+	if l := e.audits("session.create"); len(l) != 1 || l[0].User != me.User.ID || l[0].Token != "" || l[0].Channel != store.ChannelUI {
+		t.Fatalf("audit of the session's start: %+v", l)
 	}
 	// The GitHub token is kept, sealed: the store holds no token in clear.
 	g, err := e.Store.OAuthGrant(testbin.Context(t), me.User.ID, store.WebViaGitHub)
