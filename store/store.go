@@ -600,6 +600,7 @@ type Store interface {
 	Branches
 	People
 	Audit
+	SignIns
 
 	Close() error
 }

@@ -103,6 +103,103 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which sign-ins the page offers (no token needed): the token form, GitHub, an OIDC provider */
+        get: operations["signInProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/github": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign a browser in with GitHub: 302 to GitHub's authorization (no token needed)
+         * @description Starts the authorization code flow with PKCE (S256): the flow's state is kept by the server and bound to the browser by the harvest_signin cookie (HttpOnly, SameSite=Lax, 10 minutes, path /v1/auth/). The provider sends the browser back to /v1/auth/github/callback. 404 when it is not set up on this server.
+         */
+        get: operations["githubSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/github/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where GitHub sends the browser back (no token needed)
+         * @description The state must be the harvest_signin cookie's and its flow not used yet; the code is exchanged with the PKCE verifier and GET /user says who the account is. The account's user (made at first sight) gets a sign-in of its own, with no token: 302 to the page the sign-in started from with the harvest_session cookie; a refusal is 302 to /?signin_error=WHY. Every sign-in and refusal is in the audit log (auth.sign_in, channel ui).
+         */
+        get: operations["githubSignInCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/oidc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign a browser in with the OIDC provider: 302 to the OIDC provider's authorization (no token needed)
+         * @description Starts the authorization code flow with PKCE (S256) and a nonce: the flow's state is kept by the server and bound to the browser by the harvest_signin cookie (HttpOnly, SameSite=Lax, 10 minutes, path /v1/auth/). The provider sends the browser back to /v1/auth/oidc/callback. 404 when it is not set up on this server.
+         */
+        get: operations["oidcSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/oidc/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the OIDC provider sends the browser back (no token needed)
+         * @description The state must be the harvest_signin cookie's and its flow not used yet; the code is exchanged with the PKCE verifier, the ID token verified (signature, issuer, audience, expiry, nonce) and the email domain and groups checked. The account's user (made at first sight) gets a sign-in of its own, with no token: 302 to the page the sign-in started from with the harvest_session cookie; a refusal is 302 to /?signin_error=WHY. Every sign-in and refusal is in the audit log (auth.sign_in, channel ui).
+         */
+        get: operations["oidcSignInCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -705,8 +802,28 @@ export interface components {
             /** @description An API token (hvt_...) */
             token: string;
         };
+        Providers: {
+            /** @description The token form (always) */
+            token: boolean;
+            /** @description Sign in with GitHub is set up */
+            github: boolean;
+            /** @description Where its button goes: /v1/auth/github */
+            github_url?: string;
+            /** @description Sign in with an OIDC provider is set up */
+            oidc: boolean;
+            /** @description The provider's name, for the button: Sign in with NAME */
+            oidc_name?: string;
+            /** @description Where its button goes: /v1/auth/oidc */
+            oidc_url?: string;
+        };
         SignedIn: {
-            token_id: string;
+            /** @description The token signed in with; absent for a sign-in with GitHub or OIDC */
+            token_id?: string;
+            /**
+             * @description How the browser signed in, when with GitHub or OIDC (no token)
+             * @enum {string}
+             */
+            via?: "github" | "oidc";
             name: string;
             /** @description The token acts as an admin: an admin token of an admin */
             admin: boolean;
@@ -1300,7 +1417,13 @@ export interface components {
         };
         Me: {
             user?: components["schemas"]["User"];
-            token: components["schemas"]["Token"];
+            /** @description The token the request was made with; absent for a browser signed in with GitHub or OIDC */
+            token?: components["schemas"]["Token"];
+            /**
+             * @description How such a browser signed in
+             * @enum {string}
+             */
+            signed_in_via?: "github" | "oidc";
             /** @description The request may do what an admin does: an admin token of an admin */
             admin: boolean;
         };
@@ -1712,6 +1835,126 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["CrossSite"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    signInProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sign-ins */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Providers"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    githubSignIn: {
+        parameters: {
+            query?: {
+                /** @description The page of the UI to land on once signed in (a path; default /) */
+                return?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To GitHub's authorization page; Set-Cookie has harvest_signin */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    githubSignInCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description The provider's refusal */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (Set-Cookie has harvest_session), or refused (to /?signin_error=...) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    oidcSignIn: {
+        parameters: {
+            query?: {
+                /** @description The page of the UI to land on once signed in (a path; default /) */
+                return?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To the OIDC provider's authorization page; Set-Cookie has harvest_signin */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    oidcSignInCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description The provider's refusal */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (Set-Cookie has harvest_session), or refused (to /?signin_error=...) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };
