@@ -371,6 +371,15 @@ DROP TABLE requesters;
 UPDATE sessions SET user_id = 'usr-gh' || CAST(json_extract(github, '$.requester_id') AS INTEGER)
 WHERE owner = 'github' AND github <> '' AND COALESCE(json_extract(github, '$.requester_id'), 0) > 0;
 `},
+	// Event retention (store/retention.go): how far each session's events
+	// are compacted.
+	{"event-retention", `
+CREATE TABLE event_retention (
+	sid          INTEGER PRIMARY KEY REFERENCES sessions (sid) ON DELETE CASCADE,
+	through_seq  INTEGER NOT NULL,            -- every event with seq <= it is compacted
+	compacted_at INTEGER NOT NULL
+) STRICT;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
