@@ -149,7 +149,12 @@ type envConfig struct {
 	jopt     journal.Options
 	// retention is Config.EventRetention.
 	retention time.Duration
+	// script replaces the sim's script (withScript).
+	script string
 }
+
+// withScript makes the sim play s instead of the package's script.
+func withScript(s string) envOpt { return func(c *envConfig) { c.script = s } }
 
 // withRetention sets the Manager's event retention (Config.EventRetention).
 func withRetention(d time.Duration) envOpt { return func(c *envConfig) { c.retention = d } }
@@ -240,7 +245,11 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer, jopt: c.jopt, retention: c.retention}
+	sc := script
+	if c.script != "" {
+		sc = c.script
+	}
+	e := &env{Stack: stacktest.New(t, sc, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer, jopt: c.jopt, retention: c.retention}
 	if !c.noOpen {
 		e.open()
 	}

@@ -17,7 +17,7 @@ const month = 30 * 24 * time.Hour
 // retainNow moves the clock by d and waits for the janitor's round at
 // the new time (the tests leave it idle between rounds: the round the
 // move fires is the one that ends next).
-func retainNow(t *testing.T, e *env, d time.Duration) {
+func retainNow(t testing.TB, e *env, d time.Duration) {
 	t.Helper()
 	_, done := e.m.cleanRound()
 	target := e.Clock.Now().Add(d)
@@ -226,5 +226,42 @@ func TestEventRetentionFencedByResume(t *testing.T) {
 	}
 	if bulky != wantBulky+t2 {
 		t.Errorf("%d bulky events after, want %d of t1 kept and t2's %d", bulky, wantBulky, t2)
+	}
+}
+
+// TestEventRetentionOneNodeAtATime: while another node holds the
+// retention lock, this node's janitor compacts nothing; once it is
+// released, the next round does.
+func TestEventRetentionOneNodeAtATime(t *testing.T) {
+	e := newEnv(t, withRetention(month))
+	ctx := testbin.Context(t)
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := e.create("write a")
+	e.watch(v.ID).IdleAfter("t1")
+	e.Clock.Advance(DefaultIdleTimeout)
+	e.watch(v.ID).State(store.StateSuspended)
+	before := stacktest.CheckGapless(t, e.st, v.ID)
+	rounds := e.m.Retained().Rounds // the round at Recover's
+	if _, err := e.st.AcquireLock(ctx, retentionLock, "node:other", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	retainNow(t, e, month+time.Hour)
+	if n := e.m.Retained(); n.Rounds != rounds || n.Events != 0 {
+		t.Errorf("Retained = %+v while another node holds the lock: want nothing", n)
+	}
+	if got := stacktest.CheckGapless(t, e.st, v.ID); len(got) != len(before) {
+		t.Errorf("%d events while another node holds the lock, want all %d", len(got), len(before))
+	}
+	if err := e.st.ReleaseLock(ctx, retentionLock, "node:other"); err != nil {
+		t.Fatal(err)
+	}
+	retainNow(t, e, DefaultCleanEvery)
+	if n := e.m.Retained(); n.Rounds != rounds+1 || n.Sessions != 1 {
+		t.Errorf("Retained = %+v after the lock was released: want one round that compacted the session", n)
+	}
+	if _, err := e.st.GetLock(ctx, retentionLock); err == nil {
+		t.Error("the retention lock is still held after the round")
 	}
 }

@@ -79,3 +79,88 @@ func TestRetentionGivesSpaceBack(t *testing.T) {
 		t.Errorf("after compaction the database has %d pages (%d free), before %d: the space was not given back", after, free, before)
 	}
 }
+
+// TestRetentionOlderFile: a file made before auto_vacuum was set keeps
+// NONE (Open cannot change it): retention frees pages inside it, for
+// later writes. The offline conversion the package doc gives (PRAGMA
+// auto_vacuum=INCREMENTAL; VACUUM) makes it give pages back from then on.
+func TestRetentionOlderFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Exec(`CREATE TABLE before_auto_vacuum (x INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	mode := func() (m int) {
+		t.Helper()
+		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.QueryRow(`PRAGMA auto_vacuum`).Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	fill := func(s *Store, id string) {
+		t.Helper()
+		ctx := context.Background()
+		at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		if err := s.CreateSession(ctx, &store.Session{ID: id, Owner: "o", State: store.StateStopped, CreatedAt: at, UpdatedAt: at}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var evs []event.Event
+		for i := range 500 {
+			evs = append(evs, event.Event{Session: id, Seq: int64(i + 1), Time: at, Data: event.ToolOutput{CallID: "c", Text: strings.Repeat("x", 4000)}})
+		}
+		if err := s.AppendEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			c, err := s.CompactEvents(ctx, id, at.Add(time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Done {
+				return
+			}
+		}
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(s, "s1")
+	s.Close()
+	if m := mode(); m != 0 {
+		t.Fatalf("an older file's auto_vacuum = %d, want 0 (none)", m)
+	}
+	if _, free := pages(t, path); free == 0 {
+		t.Errorf("retention in an older file left no free page: want its pages kept for reuse")
+	}
+
+	conv, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conv.Exec(`PRAGMA auto_vacuum=INCREMENTAL; VACUUM;`); err != nil {
+		t.Fatalf("converting: %v", err)
+	}
+	conv.Close()
+	if m := mode(); m != 2 {
+		t.Fatalf("after the conversion auto_vacuum = %d, want 2 (incremental)", m)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fill(s, "s2")
+	if _, free := pages(t, path); free != 0 {
+		t.Errorf("retention after the conversion left %d free pages, want none", free)
+	}
+}
