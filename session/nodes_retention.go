@@ -93,6 +93,9 @@ type Retained struct {
 	Sessions, Skipped int64
 	// Events and Bytes are the events removed and their payloads' size.
 	Events, Bytes int64
+	// Failed counts the sessions passed over for an error of their own
+	// (logged; tried again after a restart).
+	Failed int64
 }
 
 // Retained returns what event retention did since the Manager started.
@@ -159,10 +162,17 @@ func (m *Manager) retain(ctx context.Context, round time.Duration) error {
 		for _, c := range cs {
 			if !c.Compacted {
 				done, err := m.compactOne(ctx, c.ID, cutoff, batch, &did)
-				if err != nil {
+				switch {
+				case err != nil && (errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil):
 					return fmt.Errorf("compacting the events of session %s: %w", c.ID, err)
-				}
-				if !done {
+				case err != nil:
+					// Not the store's state but this session's: the others
+					// go on; it is tried again after a restart.
+					m.log.Warn("event retention: skipping a session whose events could not be compacted", "session", c.ID, "err", err)
+					m.ret.mu.Lock()
+					m.ret.n.Failed++
+					m.ret.mu.Unlock()
+				case !done:
 					return nil // the round's context ended: go on next round
 				}
 			}

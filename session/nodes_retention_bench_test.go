@@ -17,9 +17,15 @@ import (
 
 // retentionScript is a turn as a coding agent's often is: some thinking,
 // a sentence, a build whose log is a few KiB, then an answer of a
-// paragraph.
+// paragraph; and the summary the builtin agent asks for when its context
+// is full.
 var retentionScript = `
 rules:
+  - name: summary
+    when: {system: "You are compacting the history"}
+    reply:
+      text: "The user asks, turn after turn, for the retry in client.go to be fixed; each turn the agent ran the build (green) and answered. Nothing is pending."
+      usage: {input_tokens: 20000, output_tokens: 60}
 ` + retentionRules("a") + retentionRules("b")
 
 // retentionRules are the rules of the turns whose prompt starts "turn
