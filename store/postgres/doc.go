@@ -137,6 +137,16 @@
 // synchronous standby, what synchronous_commit says). The store does not
 // override the server's settings.
 //
+// # Space
+//
+// The events event retention removes (store.Store.CompactEvents) are
+// deleted rows: PostgreSQL's autovacuum makes their space reusable by
+// later inserts (the table stops growing; its size on disk does not go
+// down), and TOAST'ed payloads go with their rows. Giving the space back
+// to the file system is VACUUM FULL events (an exclusive lock while it
+// rewrites the table) or pg_repack, an operator's choice; the store runs
+// neither.
+//
 // # Errors
 //
 // Missing rows are store.ErrNotFound, unique violations (23505) that the

@@ -398,6 +398,15 @@ CREATE TABLE oauth_grants (
 	PRIMARY KEY (user_id, provider)
 ) STRICT, WITHOUT ROWID;
 `},
+	// Event retention (store/retention.go): how far each session's events
+	// are compacted.
+	{"event-retention", `
+CREATE TABLE event_retention (
+	sid          INTEGER PRIMARY KEY REFERENCES sessions (sid) ON DELETE CASCADE,
+	through_seq  INTEGER NOT NULL,            -- every event with seq <= it is compacted
+	compacted_at INTEGER NOT NULL
+) STRICT;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("EventsWithMessages", func(t *testing.T) { testEventsWithMessages(t, open) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open) })
 	t.Run("EventConflicts", func(t *testing.T) { testEventConflicts(t, open) })
+	t.Run("Retention", func(t *testing.T) { testRetention(t, open) })
 	t.Run("Locks", func(t *testing.T) { testLocks(t, open) })
 	t.Run("LockExpiry", func(t *testing.T) { testLockExpiry(t, open) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, open) })

@@ -314,7 +314,7 @@ export interface paths {
         };
         /**
          * The session's events as Server-Sent Events: the stored ones after Last-Event-ID (or ?since), then live
-         * @description Each event is `id: SEQ`, `event: TYPE`, `data: EVENT-JSON`. Comments (`: keepalive`) are sent while nothing happens. A stream that ends for a reason ends with `event: stream.error` and `data: {"error":{"code","message"}}` (no id; named stream.error, not error, because EventSource keeps `error` for its own connection failures: listen with addEventListener("stream.error", ...)). Its code says what to do: too_slow (the client read too slowly and was cut off: reconnect now with Last-Event-ID, nothing is lost), unavailable (the server is stopping: reconnect in a few seconds with Last-Event-ID), deleted (the session was deleted: do not reconnect), internal (a server failure, logged: reconnect with Last-Event-ID). A Last-Event-ID or since beyond the session's last event is a 400 whose message names the last seq: the client holds events this server never stored, and would otherwise wait for them silently.
+         * @description Each event is `id: SEQ`, `event: TYPE`, `data: EVENT-JSON`. Comments (`: keepalive`) are sent while nothing happens. A stream that ends for a reason ends with `event: stream.error` and `data: {"error":{"code","message"}}` (no id; named stream.error, not error, because EventSource keeps `error` for its own connection failures: listen with addEventListener("stream.error", ...)). Its code says what to do: too_slow (the client read too slowly and was cut off: reconnect now with Last-Event-ID, nothing is lost), unavailable (the server is stopping: reconnect in a few seconds with Last-Event-ID), deleted (the session was deleted: do not reconnect), internal (a server failure, logged: reconnect with Last-Event-ID). A Last-Event-ID or since beyond the session's last event is a 400 whose message names the last seq: the client holds events this server never stored, and would otherwise wait for them silently. Events the retention policy removed come as one events.compacted event per removed run (see Event), with the seq of the run's last event: a stream resumed inside such a run starts with it.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -335,7 +335,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** A page of the session's stored events, oldest first */
+        /**
+         * A page of the session's stored events, oldest first
+         * @description Events the retention policy removed are one events.compacted event per removed run (see Event): a page after a seq inside such a run starts with it, and last_seq is unchanged by retention.
+         */
         get: operations["eventLog"];
         put?: never;
         post?: never;
@@ -1258,7 +1261,7 @@ export interface components {
             /** Format: date-time */
             delivered_at?: string;
         };
-        /** @description One step of a session. A stored event's seq is 1, 2, 3, ... per session, never repeated or skipped. A live piece (live set: a token delta, tool output or terminal bytes, sent as they come on the event stream) is never stored: it carries the seq of the stored event before it (0 before any), and its stream's pieces are stored joined as the next stored event, about once a second and before any other event. A reader that wants the durable record skips events with live set. data depends on type (see package event). */
+        /** @description One step of a session. A stored event's seq is 1, 2, 3, ... per session, never repeated or skipped, except where the server's event retention removed events: a server with harvest serve --event-retention compacts the events of a session not live for that long to its turn-level record (session.state, message.*, turn.*, step.finished, git.*, pr.* and other small events are kept; assistant.*, tool.* and terminal.output are removed), and each run of removed events is replaced by one event of type events.compacted whose data is {"from": F, "to": T, "reason": "retention"} and whose seq is T: it stands for the seqs F through T. Seqs are never renumbered, and a reader that resumes after any seq of a removed run (after, since, Last-Event-ID) gets its events.compacted event next, never a silent gap; of the run, it missed the seqs after the last one it has. A live piece (live set: a token delta, tool output or terminal bytes, sent as they come on the event stream) is never stored: it carries the seq of the stored event before it (0 before any), and its stream's pieces are stored joined as the next stored event, about once a second and before any other event. A reader that wants the durable record skips events with live set. data depends on type (see package event). */
         Event: {
             session: string;
             /** Format: int64 */
@@ -1289,6 +1292,7 @@ export interface components {
              * @example pr.opened
              * @example pr.merged
              * @example pr.closed
+             * @example events.compacted
              */
             type: string;
             data: Record<string, never>;
