@@ -511,6 +511,7 @@ var (
 	_ Branches     = Store(nil)
 	_ People       = Store(nil)
 	_ Audit        = Store(nil)
+	_ Teams        = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -600,6 +601,7 @@ type Store interface {
 	Branches
 	People
 	Audit
+	Teams
 
 	Close() error
 }
