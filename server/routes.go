@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -209,6 +210,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	creq := fromCreate(req, c.admin())
 	creq.User = c.token.User
+	if e := s.startRefusal(r, c, creq.Repos); e != nil {
+		return e
+	}
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, creq)
 	if err != nil {
 		return fromManagerFor(c, err)
@@ -226,24 +230,19 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 	if e != nil {
 		return e
 	}
-	if !c.admin() {
-		if q.owner && q.filter.Owner != c.token.ID {
-			return errorf(http.StatusForbidden, CodeForbidden, "owner: only an admin token lists other tokens' sessions; leave owner out for your own")
-		}
-		q.filter.Owner = c.token.ID
+	if !c.admin() && q.owner && q.filter.Owner != c.token.ID {
+		return errorf(http.StatusForbidden, CodeForbidden, "owner: only an admin token lists other tokens' sessions; leave owner out for your own")
 	}
 	// One more than the page: whether there is a next page, without
 	// answering an empty last page to a caller who follows next_cursor.
-	size := q.filter.Limit
-	q.filter.Limit = size + 1
-	list, err := s.cfg.Manager.List(r.Context(), c.owner(), q.filter)
+	q.filter.Limit++
+	list, next, err := s.listFor(r.Context(), c, q.scope, q.filter)
 	if err != nil {
-		return fromManager(err)
+		return accessFailed(err)
 	}
 	out := SessionList{Sessions: []*wire.Session{}}
-	if len(list) > size {
-		list = list[:size]
-		out.NextCursor = makeCursor(store.KeyOf(list[size-1]))
+	if next != nil {
+		out.NextCursor = makeCursor(*next)
 	}
 	for _, x := range list {
 		out.Sessions = append(out.Sessions, c.session(x))
@@ -256,9 +255,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	v, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id"))
-	if err != nil {
-		return fromManager(err)
+	v, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read)
+	if e != nil {
+		return e
 	}
 	writeJSON(w, http.StatusOK, c.view(v))
 	return nil
@@ -268,7 +267,10 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, c caller)
 	if e := noBody(w, r); e != nil {
 		return e
 	}
-	if err := s.cfg.Manager.Delete(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Delete(r.Context(), "", r.PathValue("id")); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -305,7 +307,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 		}
 		out.Sender = senders[0]
 	}
-	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
+	}
+	m, err := s.cfg.Manager.SendMessage(r.Context(), "", r.PathValue("id"), out)
 	if err != nil {
 		return fromManagerFor(c, err)
 	}
@@ -317,7 +322,10 @@ func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := noBody(w, r); e != nil {
 		return e
 	}
-	if err := s.cfg.Manager.Cancel(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Cancel(r.Context(), "", r.PathValue("id")); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -330,8 +338,8 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, c caller) *
 		return e
 	}
 	// An unknown session is a 404 whatever the body says.
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id")); err != nil {
-		return fromManager(err)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
 	}
 	b, e := readBody(w, r)
 	if e != nil {
@@ -352,7 +360,7 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, c caller) *
 			sr.Event = event.PRClosed{Repo: p.Repo, Number: p.Number, URL: p.URL, Branch: p.Branch, By: p.By}
 		}
 	}
-	if err := s.cfg.Manager.Stop(r.Context(), c.owner(), r.PathValue("id"), sr); err != nil {
+	if err := s.cfg.Manager.Stop(r.Context(), "", r.PathValue("id"), sr); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -383,8 +391,8 @@ func (s *Server) eventLog(w http.ResponseWriter, r *http.Request, c caller) *api
 			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET %s takes after and limit", k, r.URL.Path))
 		}
 	}
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), id); err != nil {
-		return fromManager(err)
+	if _, e := s.sessionFor(r, c, id, authz.Read); e != nil {
+		return e
 	}
 	last, err := s.cfg.Store.LastSeq(r.Context(), id)
 	if err != nil {
@@ -406,9 +414,9 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request, c caller) *apiE
 		return e
 	}
 	id := r.PathValue("id")
-	v, err := s.cfg.Manager.Get(r.Context(), c.owner(), id)
-	if err != nil {
-		return fromManager(err)
+	v, e := s.sessionFor(r, c, id, authz.Read)
+	if e != nil {
+		return e
 	}
 	key := session.LockKeyOf(v.Session)
 	l, err := s.cfg.Store.GetLock(r.Context(), key)

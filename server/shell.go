@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/session"
 )
@@ -51,8 +52,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, c caller) *apiErr
 			return e
 		}
 	}
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id")); err != nil {
-		return fromManager(err)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "GET "+r.URL.Path+" is a WebSocket: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket)")
@@ -65,7 +66,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, c caller) *apiErr
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	defer inW.Close()
-	sh, err := s.cfg.Manager.OpenShell(ctx, c.owner(), r.PathValue("id"), session.ShellIO{
+	sh, err := s.cfg.Manager.OpenShell(ctx, "", r.PathValue("id"), session.ShellIO{
 		Stdin: inR, Stdout: outW, By: c.token.ID, ByName: c.token.Name,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/session"
@@ -76,7 +77,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 	stopDrain := context.AfterFunc(s.drain, cancel)
 	defer stopDrain()
 
-	sub, err := s.subscribe(ctx, c.owner(), r.PathValue("id"), after)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read); e != nil {
+		return e
+	}
+	sub, err := s.subscribe(ctx, "", r.PathValue("id"), after)
 	if err != nil {
 		return fromManager(err)
 	}

@@ -10,7 +10,7 @@ import (
 // # Teams
 //
 // A team is a named group of users. It exists for one thing: a server's
-// repository policy (package access, harvest serve --repo-root
+// repository policy (package authz, harvest serve --repo-root
 // /srv/repos?read=team:qa) may name a team instead of listing people, so
 // who may read or write a directory repository's sessions is changed by
 // changing a team, not the server's flags. A user may be in any number

@@ -183,7 +183,7 @@ checked.`,
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringArrayVar(&f.internal, "egress-internal", nil, internalHelp)
-	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
+	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, repoRootsHelp)
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
@@ -287,7 +287,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	sources, err := workspace.NewPolicy(f.repoRoots, f.gitHosts, []string{data})
+	rootPaths, roots, err := splitRoots(f.repoRoots)
+	if err != nil {
+		return exitCode(2, fmt.Errorf("--repo-root: %w", err))
+	}
+	sources, err := workspace.NewPolicy(rootPaths, f.gitHosts, []string{data})
 	if err != nil {
 		return exitCode(2, fmt.Errorf("--repo-root/--git-host: %w", err))
 	}
@@ -353,6 +357,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		limitsDone := make(chan struct{})
 		go func() { defer close(limitsDone); ghc.RunShared(lctx) }()
 		defer func() { stopLimits(); <-limitsDone }()
+	}
+	rules, err := serveAuthz(st, roots, ghc, f.github.permissionTTL)
+	if err != nil {
+		return exitCode(2, err)
 	}
 	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
 	if err != nil {
@@ -559,7 +567,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime,
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, Access: rules,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)

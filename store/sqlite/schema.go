@@ -372,7 +372,7 @@ UPDATE sessions SET user_id = 'usr-gh' || CAST(json_extract(github, '$.requester
 WHERE owner = 'github' AND github <> '' AND COALESCE(json_extract(github, '$.requester_id'), 0) > 0;
 `},
 	// Teams (store/teams.go): named groups of users that a server's
-	// repository policy names (package access). A team's or a user's
+	// repository policy names (package authz). A team's or a user's
 	// removal takes its memberships with it.
 	{"teams", `
 CREATE TABLE teams (

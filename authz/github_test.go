@@ -1,4 +1,4 @@
-package access_test
+package authz_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harvest-dev/harvest/access"
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/sim/ghsim"
 )
@@ -86,7 +86,7 @@ func (w *ghWorld) set(t *testing.T, login string, p ghsim.Permission) {
 func (w *ghWorld) check(ctx context.Context, repo, login string) (string, int64, error) {
 	p, id, err := w.gh.Permission(ctx, repo, login)
 	if err != nil && gh.Permanent(err) {
-		err = fmt.Errorf("%w: %w", access.ErrDenied, err)
+		err = fmt.Errorf("%w: %w", authz.ErrDenied, err)
 	}
 	return p, id, err
 }
@@ -111,18 +111,18 @@ func (w *ghWorld) subject(login string) string { return fmt.Sprint(w.users[login
 func TestGitHubPerms(t *testing.T) {
 	w := newGHWorld(t)
 	ctx := context.Background()
-	p := access.NewGitHubPerms(w.check, time.Minute, w.clock.Now)
+	p := authz.NewGitHubPerms(w.check, time.Minute, w.clock.Now)
 	for _, c := range []struct {
 		login string
-		want  access.Level
-	}{{"ada", access.Write}, {"bob", access.Read}, {"eve", access.None}} {
+		want  authz.Level
+	}{{"ada", authz.Write}, {"bob", authz.Read}, {"eve", authz.None}} {
 		l, why, err := p.Level(ctx, "acme/calc", w.subject(c.login), c.login)
 		if err != nil || l != c.want || !strings.Contains(why, "@"+c.login) {
 			t.Errorf("%s: Level = %v (%s), %v; want %v", c.login, l, why, err, c.want)
 		}
 	}
 	// Not on GitHub at all: GitHub's 404, none.
-	if l, _, err := p.Level(ctx, "acme/calc", "999999", "nobody"); err != nil || l != access.None {
+	if l, _, err := p.Level(ctx, "acme/calc", "999999", "nobody"); err != nil || l != authz.None {
 		t.Errorf("an unknown login: %v, %v; want none", l, err)
 	}
 	asked := w.permissionRequests()
@@ -133,7 +133,7 @@ func TestGitHubPerms(t *testing.T) {
 	// bob loses his access: still read from the cache inside the TTL...
 	w.set(t, "bob", ghsim.PermNone)
 	w.clock.Advance(59 * time.Second)
-	if l, _, err := p.Level(ctx, "acme/calc", w.subject("bob"), "bob"); err != nil || l != access.Read {
+	if l, _, err := p.Level(ctx, "acme/calc", w.subject("bob"), "bob"); err != nil || l != authz.Read {
 		t.Errorf("bob inside the TTL: %v, %v; want the cached read", l, err)
 	}
 	if n := w.permissionRequests(); n != asked {
@@ -141,13 +141,13 @@ func TestGitHubPerms(t *testing.T) {
 	}
 	// ...and none once it ran out.
 	w.clock.Advance(time.Second)
-	if l, why, err := p.Level(ctx, "ACME/calc", w.subject("bob"), "bob"); err != nil || l != access.None || !strings.Contains(why, "no access") {
+	if l, why, err := p.Level(ctx, "ACME/calc", w.subject("bob"), "bob"); err != nil || l != authz.None || !strings.Contains(why, "no access") {
 		t.Errorf("bob after the TTL: %v (%s), %v; want none", l, why, err)
 	}
 
 	// The identity's id is not the account GitHub answers for (the login
 	// was renamed and taken): none, though the login has write.
-	if l, why, err := p.Level(ctx, "acme/calc", "12345", "ada"); err != nil || l != access.None || !strings.Contains(why, "no longer the account") {
+	if l, why, err := p.Level(ctx, "acme/calc", "12345", "ada"); err != nil || l != authz.None || !strings.Contains(why, "no longer the account") {
 		t.Errorf("another account's login: %v (%s), %v; want none", l, why, err)
 	}
 }
@@ -158,8 +158,8 @@ func TestGitHubPerms(t *testing.T) {
 func TestGitHubPermsFailClosed(t *testing.T) {
 	w := newGHWorld(t)
 	ctx := context.Background()
-	p := access.NewGitHubPerms(w.check, time.Minute, w.clock.Now)
-	if l, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada"); err != nil || l != access.Write {
+	p := authz.NewGitHubPerms(w.check, time.Minute, w.clock.Now)
+	if l, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada"); err != nil || l != authz.Write {
 		t.Fatalf("ada: %v, %v", l, err)
 	}
 	w.clock.Advance(2 * time.Minute)
@@ -167,13 +167,13 @@ func TestGitHubPermsFailClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada")
-	if !errors.Is(err, access.ErrUnavailable) || l != access.None || !strings.Contains(err.Error(), "@ada") {
+	if !errors.Is(err, authz.ErrUnavailable) || l != authz.None || !strings.Contains(err.Error(), "@ada") {
 		t.Fatalf("GitHub answering 502: %v, %v; want ErrUnavailable naming @ada", l, err)
 	}
 	// gh keeps off GitHub for a pause after a 5xx: wait it out on the
 	// shared clock, then GitHub answers again.
 	w.clock.Advance(2 * time.Minute)
-	if l, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada"); err != nil || l != access.Write {
+	if l, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada"); err != nil || l != authz.Write {
 		t.Fatalf("after the fault: %v, %v; want write", l, err)
 	}
 
@@ -182,7 +182,7 @@ func TestGitHubPermsFailClosed(t *testing.T) {
 	if err := w.gs.SetSecondaryLimit(ghsim.SecondaryLimitSpec{LimitScope: ghsim.LimitScope{InstallationID: w.inst}, For: 60}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada"); !errors.Is(err, access.ErrUnavailable) {
+	if _, _, err := p.Level(ctx, "acme/calc", w.subject("ada"), "ada"); !errors.Is(err, authz.ErrUnavailable) {
 		t.Fatalf("inside a secondary limit: %v, want ErrUnavailable", err)
 	}
 }

@@ -1,6 +1,6 @@
-// Package access decides who may see and act on which session: the rules
-// of issue 27's "who sees what", in one place, for the API, the web UI
-// (which calls the API), the event stream, the diff, the shell and the
+// Package authz (authorization) decides who may see and act on which
+// session: the rules of issue 27's "who sees what", in one place, for the
+// API, the web UI (which calls the API), the event stream, the diff, the shell and the
 // requests nodes forward to each other (the receiving node applies them,
 // with the caller's own credentials).
 //
@@ -60,4 +60,4 @@
 // Session and Start are pure functions. A Resolver and its GitHubPerms
 // are safe for concurrent use: the cache is guarded by one mutex, never
 // held across a call to GitHub. No goroutine is started.
-package access
+package authz

@@ -1,4 +1,4 @@
-package access_test
+package authz_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/harvest-dev/harvest/access"
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/sim/ghsim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
@@ -43,19 +43,19 @@ func TestResolver(t *testing.T) {
 	if err := os.Symlink(filepath.Join(base, "shared", "secret", "y"), link); err != nil {
 		t.Fatal(err)
 	}
-	var roots []access.Root
+	var roots []authz.Root
 	for _, spec := range []string{
 		filepath.Join(base, "shared") + "?read=role:viewer&write=team:backend",
 		filepath.Join(base, "private"),
 		filepath.Join(base, "shared", "secret") + "?read=team:ops&write=team:ops",
 	} {
-		r, err := access.ParseRoot(spec)
+		r, err := authz.ParseRoot(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		roots = append(roots, r)
 	}
-	pol, err := access.NewPolicy(roots)
+	pol, err := authz.NewPolicy(roots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestResolver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res := access.NewResolver(access.Config{Store: st, Policy: pol, GitHub: access.NewGitHubPerms(w.check, time.Minute, w.clock.Now)})
+	res := authz.NewResolver(authz.Config{Store: st, Policy: pol, GitHub: authz.NewGitHubPerms(w.check, time.Minute, w.clock.Now)})
 	if !res.Shared() {
 		t.Fatal("Shared() is false with a GitHub and a policy")
 	}
@@ -90,29 +90,29 @@ func TestResolver(t *testing.T) {
 	session := func(user string, repos ...store.Repo) *store.Session {
 		return &store.Session{ID: "s-x", Owner: "tok-" + user, User: user, Repos: repos}
 	}
-	sub := func(user string) access.Subject {
-		return access.Subject{User: user, Token: "tok-" + user, Role: users[user]}
+	sub := func(user string) authz.Subject {
+		return authz.Subject{User: user, Token: "tok-" + user, Role: users[user]}
 	}
 	for _, c := range []struct {
 		name string
 		who  string
 		s    *store.Session
-		want access.Level
+		want authz.Level
 	}{
-		{"own, private root", "usr-bea", session("usr-bea", dir(private)), access.Write},
-		{"someone's, private root", "usr-ann", session("usr-bea", dir(private)), access.None},
-		{"someone's, shared, team backend writes", "usr-ann", session("usr-bea", dir(shared)), access.Write},
-		{"someone's, shared, a member reads (role:viewer)", "usr-bea", session("usr-ann", dir(shared)), access.Read},
-		{"someone's, shared, a viewer in backend reads", "usr-cy", session("usr-ann", dir(shared)), access.Read},
-		{"someone's, nested root, not in ops", "usr-ann", session("usr-ops", dir(inner)), access.None},
-		{"someone's, nested root, in ops", "usr-ops", session("usr-ann", dir(inner)), access.Write},
-		{"someone's, symlink into the nested root, in ops", "usr-ops", session("usr-ann", store.Repo{Source: link}), access.Write},
-		{"someone's, git URL", "usr-ann", session("usr-bea", store.Repo{Source: "https://git.example.com/x.git", Origin: "https://git.example.com/x.git"}), access.None},
-		{"someone's, GitHub, write", "usr-ann", session("usr-bea", calc), access.Write},
-		{"someone's, GitHub, viewer with read", "usr-cy", session("usr-ann", calc), access.Read},
-		{"someone's, GitHub, no identity", "usr-bea", session("usr-ann", calc), access.None},
-		{"someone's, GitHub and shared dir: the lower", "usr-cy", session("usr-bea", calc, dir(shared)), access.Read},
-		{"someone's, GitHub and private dir", "usr-ann", session("usr-bea", calc, dir(private)), access.None},
+		{"own, private root", "usr-bea", session("usr-bea", dir(private)), authz.Write},
+		{"someone's, private root", "usr-ann", session("usr-bea", dir(private)), authz.None},
+		{"someone's, shared, team backend writes", "usr-ann", session("usr-bea", dir(shared)), authz.Write},
+		{"someone's, shared, a member reads (role:viewer)", "usr-bea", session("usr-ann", dir(shared)), authz.Read},
+		{"someone's, shared, a viewer in backend reads", "usr-cy", session("usr-ann", dir(shared)), authz.Read},
+		{"someone's, nested root, not in ops", "usr-ann", session("usr-ops", dir(inner)), authz.None},
+		{"someone's, nested root, in ops", "usr-ops", session("usr-ann", dir(inner)), authz.Write},
+		{"someone's, symlink into the nested root, in ops", "usr-ops", session("usr-ann", store.Repo{Source: link}), authz.Write},
+		{"someone's, git URL", "usr-ann", session("usr-bea", store.Repo{Source: "https://git.example.com/x.git", Origin: "https://git.example.com/x.git"}), authz.None},
+		{"someone's, GitHub, write", "usr-ann", session("usr-bea", calc), authz.Write},
+		{"someone's, GitHub, viewer with read", "usr-cy", session("usr-ann", calc), authz.Read},
+		{"someone's, GitHub, no identity", "usr-bea", session("usr-ann", calc), authz.None},
+		{"someone's, GitHub and shared dir: the lower", "usr-cy", session("usr-bea", calc, dir(shared)), authz.Read},
+		{"someone's, GitHub and private dir", "usr-ann", session("usr-bea", calc, dir(private)), authz.None},
 	} {
 		got, err := res.For(sub(c.who)).Session(ctx, c.s)
 		if err != nil || got != c.want {
@@ -123,15 +123,15 @@ func TestResolver(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		who  string
-		refs []access.RepoRef
+		refs []authz.RepoRef
 		want string
 	}{
-		{"member, private root", "usr-bea", []access.RepoRef{{Dir: private, Name: private}}, ""},
-		{"member, shared root, in backend", "usr-ann", []access.RepoRef{{Dir: shared, Name: shared}}, ""},
-		{"member, shared root, not in backend", "usr-bea", []access.RepoRef{{Dir: shared, Name: shared}}, "role:viewer"},
-		{"member, GitHub write", "usr-ann", []access.RepoRef{{GitHub: "acme/calc", Name: "acme/calc"}}, ""},
-		{"member, GitHub without identity", "usr-bea", []access.RepoRef{{GitHub: "acme/calc", Name: "acme/calc"}}, "sign in with GitHub"},
-		{"viewer, private root", "usr-cy", []access.RepoRef{{Dir: private, Name: private}}, "viewers read"},
+		{"member, private root", "usr-bea", []authz.RepoRef{{Dir: private, Name: private}}, ""},
+		{"member, shared root, in backend", "usr-ann", []authz.RepoRef{{Dir: shared, Name: shared}}, ""},
+		{"member, shared root, not in backend", "usr-bea", []authz.RepoRef{{Dir: shared, Name: shared}}, "role:viewer"},
+		{"member, GitHub write", "usr-ann", []authz.RepoRef{{GitHub: "acme/calc", Name: "acme/calc"}}, ""},
+		{"member, GitHub without identity", "usr-bea", []authz.RepoRef{{GitHub: "acme/calc", Name: "acme/calc"}}, "sign in with GitHub"},
+		{"viewer, private root", "usr-cy", []authz.RepoRef{{Dir: private, Name: private}}, "viewers read"},
 	} {
 		refusal, err := res.For(sub(c.who)).Start(ctx, c.refs)
 		switch {
@@ -150,10 +150,10 @@ func TestResolver(t *testing.T) {
 	if err := w.gs.AddFault(ghsim.FaultSpec{Path: "/repos/acme/calc/collaborators/ada/permission", Status: 503, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := res.For(sub("usr-ann")).Session(ctx, session("usr-bea", calc)); !errors.Is(err, access.ErrUnavailable) {
+	if _, err := res.For(sub("usr-ann")).Session(ctx, session("usr-bea", calc)); !errors.Is(err, authz.ErrUnavailable) {
 		t.Errorf("GitHub down: %v, want ErrUnavailable", err)
 	}
-	if l, err := res.For(sub("usr-ann")).Session(ctx, session("usr-bea", dir(shared))); err != nil || l != access.Write {
+	if l, err := res.For(sub("usr-ann")).Session(ctx, session("usr-bea", dir(shared))); err != nil || l != authz.Write {
 		t.Errorf("GitHub down, a directory: %v, %v", l, err)
 	}
 }
