@@ -53,6 +53,13 @@ func (s *Server) table() []route {
 		{http.MethodPatch, "/v1/users/{id}", admin, s.patchUser},
 		{http.MethodGet, "/v1/audit", admin, s.listAudit},
 
+		// Teams a root's policy names: teams.go.
+		{http.MethodGet, "/v1/teams", admin, s.listTeams},
+		{http.MethodPost, "/v1/teams", admin, s.createTeam},
+		{http.MethodDelete, "/v1/teams/{team}", admin, s.deleteTeam},
+		{http.MethodPost, "/v1/teams/{team}/members", admin, s.addTeamMember},
+		{http.MethodDelete, "/v1/teams/{team}/members/{user}", admin, s.removeTeamMember},
+
 		{http.MethodPost, "/v1/tokens", admin, s.createToken},
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
 		{http.MethodDelete, "/v1/tokens/{id}", admin, s.deleteToken},
