@@ -291,6 +291,9 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return exitCode(2, fmt.Errorf("--repo-root: %w", err))
 	}
+	if f.github.permissionTTL <= 0 {
+		return exitCode(2, fmt.Errorf("--github-permission-ttl %s: give how long GitHub's answer is trusted, like 3m (more than 0)", f.github.permissionTTL))
+	}
 	sources, err := workspace.NewPolicy(rootPaths, f.gitHosts, []string{data})
 	if err != nil {
 		return exitCode(2, fmt.Errorf("--repo-root/--git-host: %w", err))
