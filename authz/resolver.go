@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/harvest-dev/harvest/store"
 )
@@ -25,6 +26,10 @@ type Config struct {
 	// GitHub is GitHub's permissions (nil: this server has no GitHub, and
 	// a GitHub repository grants no one anything).
 	GitHub *GitHubPerms
+	// Recheck is how often a long access (an open event stream) to
+	// someone else's session is checked again (default: GitHub's TTL, or
+	// DefaultTTL without a GitHub).
+	Recheck time.Duration
 }
 
 // Resolver finds subjects' levels on sessions and repositories.
@@ -32,6 +37,18 @@ type Resolver struct{ cfg Config }
 
 // NewResolver returns the Resolver of cfg.
 func NewResolver(cfg Config) *Resolver { return &Resolver{cfg: cfg} }
+
+// Recheck is how often a long access to someone else's session is
+// checked again (Config.Recheck).
+func (r *Resolver) Recheck() time.Duration {
+	switch {
+	case r.cfg.Recheck > 0:
+		return r.cfg.Recheck
+	case r.cfg.GitHub != nil:
+		return r.cfg.GitHub.TTL()
+	}
+	return DefaultTTL
+}
 
 // Shared says whether anyone may see another's session through a
 // repository: a GitHub or a root with a policy. When not, only their

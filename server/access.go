@@ -32,6 +32,12 @@ import (
 // route's entry has the refusal as its result; a read route's gets an
 // entry of its own (action session.read).
 //
+// An open event stream of someone else's session is checked again every
+// Resolver.Recheck (GitHub's cache lifetime by default): once the reader
+// may not read it any more, the stream ends with stream.error "deleted"
+// (the session is gone for them, as a 404 says); when the check cannot
+// be made, with "unavailable" (they reconnect and are checked again).
+//
 // The routes reach this node from another one (server/cluster forwards
 // with the caller's own credentials), so the rules are the same on every
 // node; a node's own token is an admin's.
@@ -128,6 +134,22 @@ func (s *Server) auditRefusal(r *http.Request, c caller, id string, e *apiError,
 	ent := &store.AuditEntry{Time: time.Now().UTC(), User: c.token.User, Token: c.token.ID, Channel: channelOf(r, c), Remote: remoteIP(r),
 		Action: "session.read", Target: id, Result: e.code, Detail: mustJSON(map[string]any{"route": r.Method + " " + r.URL.Path, "needs": need.String()})}
 	s.recordAudit(r.Context(), ent)
+}
+
+// stillReads checks again that c reads s, for an open event stream: ""
+// when it does, else the stream's final error (the session is gone for
+// c, as a 404 would say; or its access could not be checked: the stream
+// ends, the client reconnects and is checked as any request).
+func (s *Server) stillReads(r *http.Request, c caller, ss *store.Session) (code, msg string) {
+	l, err := s.access.For(c.subject()).Session(r.Context(), ss)
+	switch {
+	case err != nil:
+		return StreamUnavailable, accessFailed(err).message + "; reconnect with Last-Event-ID"
+	case l < authz.Read:
+		s.auditRefusal(r, c, ss.ID, refuseNotFound(ss.ID), authz.Read)
+		return StreamDeleted, refuseNotFound(ss.ID).message
+	}
+	return "", ""
 }
 
 // startRefusal says whether c may start a session on repos: nil, or the

@@ -77,8 +77,17 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 	stopDrain := context.AfterFunc(s.drain, cancel)
 	defer stopDrain()
 
-	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read); e != nil {
+	v, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read)
+	if e != nil {
 		return e
+	}
+	// Someone else's session is checked again while the stream is open
+	// (access.go): a reader whose access ends stops getting its events.
+	var recheck <-chan time.Time
+	if !c.admin() && !c.subject().Owns(v.Session) {
+		t := time.NewTicker(s.access.Recheck())
+		defer t.Stop()
+		recheck = t.C
 	}
 	sub, err := s.subscribe(ctx, "", r.PathValue("id"), after)
 	if err != nil {
@@ -148,6 +157,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		case <-keep.C:
 			sw.buf = append(sw.buf, ": keepalive\n\n"...)
 			if sw.flush() != nil {
+				return nil
+			}
+		case <-recheck:
+			if code, msg := s.stillReads(r, c, v.Session); code != "" {
+				sw.errorEvent(code, msg)
 				return nil
 			}
 		}

@@ -48,7 +48,7 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 	e := newAPIEnv(t, apitest.WithAccess(func(a *apitest.API) *authz.Resolver {
 		return authz.NewResolver(authz.Config{Store: a.Store, GitHub: authz.NewGitHubPerms(func(ctx context.Context, repo, login string) (string, int64, error) {
 			return check(ctx, repo, login)
-		}, ttl, clock.Now)})
+		}, ttl, clock.Now), Recheck: 20 * time.Millisecond})
 	}))
 	ctx := testbin.Context(t)
 	gs, err := ghsim.Start(ghsim.Options{Now: clock.Now})
@@ -156,7 +156,9 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 	}
 
 	// bob's access is removed on GitHub: inside the cache's lifetime he
-	// still reads; once it ran out, he does not, anywhere.
+	// still reads; once it ran out, he does not, anywhere, and the stream
+	// he had open ends as if the session were gone.
+	stream := e.openRaw(bob.secret, id, nil, "")
 	if err := gs.SetPermission(ghsim.PermissionSpec{Repo: "acme/calc", Login: "bob", Permission: ghsim.PermNone}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +167,18 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 		t.Error("bob's access was dropped before the cache's lifetime ran out")
 	}
 	clock.Advance(time.Second)
+	for {
+		ev, err := stream.next()
+		if err != nil {
+			t.Fatalf("bob's open stream ended without a stream.error: %v", err)
+		}
+		if ev.typ == "stream.error" {
+			if !strings.Contains(ev.data, `"code":"deleted"`) || !strings.Contains(ev.data, "not found") {
+				t.Errorf("bob's open stream ended with %s; want deleted, saying not found", ev.data)
+			}
+			break
+		}
+	}
 	if sees(bob) {
 		t.Error("bob lists the session after his access was removed and the cache's lifetime ran out")
 	}
