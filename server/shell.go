@@ -17,8 +17,9 @@ import (
 )
 
 // GET /v1/sessions/{id}/shell is a WebSocket to a shell on a PTY in the
-// session's live box (session.Manager.OpenShell), for its owner or an
-// admin. Binary messages carry the terminal's bytes both ways; a text
+// session's live box (session.Manager.OpenShell), for whoever may act on
+// it (its user, an admin, or one with write access to all its
+// repositories: access.go). Binary messages carry the terminal's bytes both ways; a text
 // message from the client is a control message, {"type":"resize","rows":R,
 // "cols":C}. When the shell exits the server closes the socket with status
 // 1000 and "exited N"; a session without a box is a 409 before the upgrade.
