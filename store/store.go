@@ -602,6 +602,7 @@ type Store interface {
 	People
 	Audit
 	Teams
+	SignIns
 
 	Close() error
 }

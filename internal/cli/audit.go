@@ -44,13 +44,11 @@ server's data directory, or with --server that server's API (an admin token).`,
 			if limit < 1 || limit > 1000 {
 				return exitCode(2, fmt.Errorf("--limit %d: give 1 to 1000", limit))
 			}
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			f := store.AuditFilter{User: user, Action: action, Limit: limit}
 			if since > 0 {
 				f.Since = time.Now().Add(-since)

@@ -64,6 +64,7 @@ type serveFlags struct {
 	noDisks    bool
 	minFree    string
 	github     githubFlags
+	signIn     signInFlags
 	refresh    time.Duration
 	repoConfig string
 	store      string
@@ -188,6 +189,7 @@ checked.`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
+	f.signIn.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see docs/environments.md)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see docs/agents.md#mcp-servers)")
 	fl.StringArrayVar(&f.mcpAllow, "mcp-allow", nil, mcpAllowHelp)
@@ -204,7 +206,7 @@ checked.`,
 	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see docs/running-a-server.md#a-config-file)")
 	fl.BoolVar(&f.printCfg, "print-config", false, "print the effective settings (flags, --config, environment, defaults) as a config file, secrets redacted, and exit")
 	annotate(fl, "egress-internal", configAnnotation, configKeyValue)
-	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file"} {
+	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file", "github-client-secret-file", "oidc-client-secret-file"} {
 		annotate(fl, name, configAnnotation, configSecretFile)
 	}
 	annotate(fl, "data", envAnnotation, "HARVEST_HOME")
@@ -560,6 +562,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	signIn, err := f.signIn.config(&f.github)
+	if err != nil {
+		closeAll(hard)
+		return exitCode(2, err)
+	}
 	var liveNodes func(ctx context.Context, node string) (bool, error)
 	if node != nil {
 		liveNodes = cluster.NodeLive(st) // other nodes' tokens are accepted
@@ -570,7 +577,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, Access: rules,
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, SignIn: signIn, Access: rules,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)

@@ -36,8 +36,7 @@ $HARVEST_HOME, else ~/.harvest) directly, whether or not it is running;
 with --server (or $HARVEST_SERVER) they go through that server's API with an
 admin token instead.`,
 	}
-	cmd.PersistentFlags().StringVar(&conn.server, "server", "", "manage the tokens of this server through its API (default: the local data directory)")
-	cmd.PersistentFlags().StringVar(&conn.data, "data", "", "data directory of the local server (default $HARVEST_HOME, else ~/.harvest)")
+	conn.adminFlags(cmd, "tokens")
 	cmd.AddCommand(newTokenCreateCmd(&conn), newTokenLsCmd(&conn), newTokenRmCmd(&conn))
 	return cmd
 }
@@ -80,6 +79,25 @@ func (conn *connFlags) tokenAdmin() (*tokenAdmin, error) {
 	return &tokenAdmin{store: st}, nil
 }
 
+// adminFlags gives an admin command (token, user, team) and its
+// subcommands --server and --data; what names what they manage.
+func (conn *connFlags) adminFlags(cmd *cobra.Command, what string) {
+	cmd.PersistentFlags().StringVar(&conn.server, "server", "", "manage the "+what+" of this server through its API (default: the local data directory)")
+	cmd.PersistentFlags().StringVar(&conn.data, "data", "", "data directory of the local server (default $HARVEST_HOME, else ~/.harvest)")
+}
+
+// openAdmin opens where an admin command acts (tokenAdmin) and the
+// command's context, cancelled by SIGINT/SIGTERM; done releases both. Its
+// error is ready to return from RunE.
+func (conn *connFlags) openAdmin(cmd *cobra.Command) (*tokenAdmin, context.Context, func(), error) {
+	a, err := conn.tokenAdmin()
+	if err != nil {
+		return nil, nil, nil, exitCode(exitRequestFailed, err)
+	}
+	ctx, cancel := signalContext(cmd.Context())
+	return a, ctx, func() { cancel(); a.close() }, nil
+}
+
 func (a *tokenAdmin) close() {
 	if a.store != nil {
 		a.store.Close()
@@ -99,13 +117,11 @@ func newTokenCreateCmd(conn *connFlags) *cobra.Command {
 			return server.CheckTokenName(args[0])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			var created *server.TokenCreated
 			if a.c != nil {
 				if created, err = a.c.NewToken(ctx, wire.TokenRequest{Name: args[0], Admin: admin, User: user}); err != nil {
@@ -154,13 +170,11 @@ func newTokenLsCmd(conn *connFlags) *cobra.Command {
 		Short: "List tokens (never their secrets), every one or a user's",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			var ts []*wire.Token
 			switch {
 			case a.c != nil && user != "":
@@ -204,13 +218,11 @@ func newTokenRmCmd(conn *connFlags) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			var failed error
 			for _, id := range args {
 				if a.c != nil {

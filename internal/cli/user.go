@@ -31,8 +31,7 @@ so what they did keeps naming them.
 Like harvest token, these commands work on the local server's data directory
 directly, or with --server through its API with an admin token.`,
 	}
-	cmd.PersistentFlags().StringVar(&conn.server, "server", "", "manage the users of this server through its API (default: the local data directory)")
-	cmd.PersistentFlags().StringVar(&conn.data, "data", "", "data directory of the local server (default $HARVEST_HOME, else ~/.harvest)")
+	conn.adminFlags(cmd, "users")
 	cmd.AddCommand(newUserLsCmd(&conn), newUserAddCmd(&conn), newUserSetRoleCmd(&conn),
 		newUserDisableCmd(&conn, "disable", true), newUserDisableCmd(&conn, "enable", false))
 	return cmd
@@ -45,13 +44,11 @@ func newUserLsCmd(conn *connFlags) *cobra.Command {
 		Short: "List users",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			var us []*wire.User
 			if a.c != nil {
 				us, err = a.c.ListUsers(ctx)
@@ -96,13 +93,11 @@ func newUserAddCmd(conn *connFlags) *cobra.Command {
 			if !store.Role(role).Valid() {
 				return exitCode(2, fmt.Errorf("--role %q: give admin, member or viewer", role))
 			}
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			var u *wire.User
 			if a.c != nil {
 				if u, err = a.c.CreateUser(ctx, wire.UserRequest{Name: args[0], Role: role}); err != nil {
@@ -126,13 +121,11 @@ func newUserAddCmd(conn *connFlags) *cobra.Command {
 
 // updateUser applies p to user id, through the API or the local store.
 func updateUser(cmd *cobra.Command, conn *connFlags, id string, p wire.UserPatch) error {
-	a, err := conn.tokenAdmin()
+	a, ctx, done, err := conn.openAdmin(cmd)
 	if err != nil {
-		return exitCode(exitRequestFailed, err)
+		return err
 	}
-	defer a.close()
-	ctx, cancel := signalContext(cmd.Context())
-	defer cancel()
+	defer done()
 	var u *wire.User
 	if a.c != nil {
 		if u, err = a.c.UpdateUser(ctx, id, p); err != nil {

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/harvest-dev/harvest/internal/mountinfo"
 )
 
 var (
@@ -123,7 +125,15 @@ func TempDir(t testing.TB) string {
 	if err := os.Chmod(d, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() {
+		// Session disks a server mounted below d (a harvest serve the test
+		// ran as a process, a second node's data directory) would stay
+		// mounted, and their loop devices attached, after d is gone.
+		if _, err := mountinfo.UnmountLoopsUnder(d); err != nil {
+			t.Errorf("cleaning up %s: %v", d, err)
+		}
+		os.RemoveAll(d)
+	})
 	return d
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/harvest-dev/harvest/internal/mountinfo"
 )
 
 // mountOptions: discard gives deleted blocks back to the host (the loop
@@ -79,38 +81,7 @@ func Attached() (map[string]string, error) {
 // UnmountUnder unmounts every disk mounted at or below dir (lazily) and
 // returns how many. For tests and clean-up tools that remove a whole data
 // directory; Harvest itself unmounts a disk with Disk.Remove.
-func UnmountUnder(dir string) (int, error) {
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return 0, err
-	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return 0, err
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp != root && !strings.HasPrefix(mp, root+"/") {
-			continue
-		}
-		if _, err := os.Stat("/sys/dev/block/" + fields[2] + "/loop/backing_file"); err == nil {
-			points = append(points, mp)
-		}
-	}
-	n := 0
-	for i := len(points) - 1; i >= 0; i-- { // the last mounted first
-		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return n, fmt.Errorf("unmounting %s: %w", points[i], err)
-		}
-		n++
-	}
-	return n, nil
-}
+func UnmountUnder(dir string) (int, error) { return mountinfo.UnmountLoopsUnder(dir) }
 
 // mountImage attaches image to a free loop device (autoclear: released at
 // the last unmount) and mounts it at dir, nosuid and nodev.
@@ -204,7 +175,7 @@ func (d Disk) mounted() (bool, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		if unescapeMountinfo(fields[4]) == dir {
+		if mountinfo.Unescape(fields[4]) == dir {
 			devno = fields[2]
 		}
 	}
@@ -226,23 +197,4 @@ func (d Disk) mounted() (bool, error) {
 		return false, fmt.Errorf("%s has another disk mounted (%s, not %s): unmount it", d.Dir, got, img)
 	}
 	return true, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/sandbox/docker"
 	"github.com/harvest-dev/harvest/sandbox/owner"
+
+	"github.com/harvest-dev/harvest/internal/mountinfo"
 )
 
 // newPooled is a provider keeping size warm boxes for a server's shared
@@ -57,21 +59,18 @@ func warmReady(t *testing.T, ctx context.Context, p *docker.Provider, n int) {
 	waitFor(t, ctx, "warm boxes", func() bool { return p.PoolStats().Ready >= n })
 }
 
-// mountsUnder lists this process's mount points at or below dir.
-func mountsUnder(t *testing.T, dir string) []string {
+// mountsUnderT lists this process's mount points at or below dir.
+func mountsUnderT(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Under(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
+	var pts []string
+	for _, m := range ms {
+		pts = append(pts, m.Point)
 	}
-	return out
+	return pts
 }
 
 // poolContainers lists the containers made warm for the run dir, and its
@@ -179,7 +178,7 @@ cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max`)
 		t.Error("the container outlived Destroy")
 	}
 	slot := filepath.Join(cfg.RunDir, ".slots")
-	waitFor(t, ctx, "only the next warm box's slot", func() bool { return len(mountsUnder(t, slot)) <= 2 })
+	waitFor(t, ctx, "only the next warm box's slot", func() bool { return len(mountsUnderT(t, slot)) <= 2 })
 	if _, err := os.Stat(d.RunDir); !os.IsNotExist(err) {
 		t.Errorf("run dir %s: %v", d.RunDir, err)
 	}
@@ -225,7 +224,7 @@ func TestPoolDiesWithItsServer(t *testing.T) {
 	if left := poolContainers(t, ctx, cli, cfg.RunDir); len(left) > 0 {
 		t.Fatalf("Close left warm containers: %v", left)
 	}
-	if m := mountsUnder(t, cfg.RunDir); len(m) > 0 {
+	if m := mountsUnderT(t, cfg.RunDir); len(m) > 0 {
 		t.Fatalf("Close left mounts: %v", m)
 	}
 
@@ -294,7 +293,7 @@ func TestPoolDiesWithItsServer(t *testing.T) {
 	if left := poolContainers(t, ctx, cli, cfg.RunDir); len(left) > 0 {
 		t.Errorf("containers left on the run dir: %v", left)
 	}
-	if m := mountsUnder(t, cfg.RunDir); len(m) > 0 {
+	if m := mountsUnderT(t, cfg.RunDir); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
 }

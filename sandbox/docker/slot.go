@@ -12,6 +12,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/harvest-dev/harvest/sandbox"
+
+	"github.com/harvest-dev/harvest/internal/mountinfo"
 )
 
 // A slot is the host side of a warm box's changing mounts (see pool.go):
@@ -221,49 +223,10 @@ func releaseSlot(slot string) error {
 // mountsUnder lists the mount points at or below dir in this process's
 // mount namespace, in mountinfo order (parents before children).
 func mountsUnder(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading the mount table: %w", err)
+	ms, err := mountinfo.Under(dir)
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Point
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			ok := true
-			for j := 1; j <= 3; j++ {
-				c := s[i+j]
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + (c - '0')
-			}
-			if ok {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, err
 }

@@ -22,14 +22,36 @@ func unavailable(reason, fix string) error {
 }
 
 // Available implements sandbox.Provider: every requirement, then a real bwrap
-// run as an unprivileged user.
-func (p *Provider) Available(ctx context.Context) error { return p.check(true) }
+// run as an unprivileged user. It may run at any time (GET /readyz runs it
+// while boxes start): it checks again, and changes nothing the provider
+// runs on (those are resolved once, by ready).
+func (p *Provider) Available(ctx context.Context) error {
+	r, err := p.resolve()
+	if err != nil {
+		return err
+	}
+	if !p.resolved.Load() {
+		// resolve's Check made the parent cgroups: Create makes them
+		// again when needed. Not once the provider runs: a box being
+		// created between its parent and its own cgroup would lose the
+		// parent.
+		r.cg.RemoveParent()
+	}
+	return smokeTest(r.bwrap)
+}
 
-// check resolves and verifies the backend's requirements; with smoke it also
-// runs a throwaway bwrap as the default box user.
-func (p *Provider) check(smoke bool) error {
+// requirements are what a provider runs on: bwrap, the agent binary and
+// the cgroups.
+type requirements struct {
+	bwrap, agent string
+	cg           *cgroups.Manager
+}
+
+// resolve finds and verifies the backend's requirements.
+func (p *Provider) resolve() (requirements, error) {
+	var none requirements
 	if os.Geteuid() != 0 {
-		return unavailable("it needs root (per-box cgroups, and mounting workspaces into boxes)",
+		return none, unavailable("it needs root (per-box cgroups, and mounting workspaces into boxes)",
 			"run harvest as root, or use --backend docker")
 	}
 	bw := p.cfg.Bwrap
@@ -38,35 +60,30 @@ func (p *Provider) check(smoke bool) error {
 	}
 	path, err := exec.LookPath(bw)
 	if err != nil {
-		return unavailable(fmt.Sprintf("bubblewrap (%s) not found", bw), "install it: apt-get install -y bubblewrap")
+		return none, unavailable(fmt.Sprintf("bubblewrap (%s) not found", bw), "install it: apt-get install -y bubblewrap")
 	}
 	help, _ := exec.Command(path, "--help").CombinedOutput()
 	if !bytes.Contains(help, []byte("--disable-userns")) {
-		return unavailable(fmt.Sprintf("%s is too old (no --disable-userns)", path), "install bubblewrap 0.8 or newer")
+		return none, unavailable(fmt.Sprintf("%s is too old (no --disable-userns)", path), "install bubblewrap 0.8 or newer")
 	}
 	if err := userNamespaces(); err != nil {
-		return err
+		return none, err
 	}
 	if err := mountAPI(); err != nil {
-		return err
+		return none, err
 	}
 	mgr, err := cgroups.Detect(p.cfg.CgroupParent)
 	if err != nil {
-		return unavailable(err.Error(), "mount the memory and pids cgroup controllers (v1) or use cgroup v2 with them enabled")
+		return none, unavailable(err.Error(), "mount the memory and pids cgroup controllers (v1) or use cgroup v2 with them enabled")
 	}
 	if err := mgr.Check(); err != nil {
-		return unavailable(err.Error(), "run harvest as root on a machine where it may create cgroups")
+		return none, unavailable(err.Error(), "run harvest as root on a machine where it may create cgroups")
 	}
-	mgr.RemoveParent() // Check made it; Create makes it again when needed
 	agent, err := sandbox.AgentBinary(p.cfg.AgentBinary)
 	if err != nil {
-		return unavailable(err.Error(), "build it: CGO_ENABLED=0 go install ./cmd/...")
+		return none, unavailable(err.Error(), "build it: CGO_ENABLED=0 go install ./cmd/...")
 	}
-	p.bwrap, p.agent, p.cg = path, agent, mgr
-	if smoke {
-		return smokeTest(path)
-	}
-	return nil
+	return requirements{bwrap: path, agent: agent, cg: mgr}, nil
 }
 
 func userNamespaces() error {

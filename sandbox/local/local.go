@@ -90,6 +90,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,9 +141,12 @@ type Provider struct {
 
 	readyOnce sync.Once
 	readyErr  error
-	bwrap     string
-	agent     string
-	cg        *cgroups.Manager
+	// resolved: bwrap, agent and cg are set (by ready, once; read-only
+	// after that).
+	resolved atomic.Bool
+	bwrap    string
+	agent    string
+	cg       *cgroups.Manager
 
 	root rootCache
 	pool *pool
@@ -204,9 +208,13 @@ func (p *Provider) boxDir(id string) string { return filepath.Join(p.cfg.RunDir,
 // reaps pools of dead Harvests and starts this provider's pool, once.
 func (p *Provider) ready() error {
 	p.readyOnce.Do(func() {
-		if p.readyErr = p.check(false); p.readyErr != nil {
+		r, err := p.resolve()
+		if err != nil {
+			p.readyErr = err
 			return
 		}
+		p.bwrap, p.agent, p.cg = r.bwrap, r.agent, r.cg
+		p.resolved.Store(true)
 		if err := sandbox.MkdirRunDir(p.cfg.RunDir); err != nil {
 			p.readyErr = fmt.Errorf("local backend run dir: %w", err)
 			return
@@ -247,7 +255,7 @@ func (p *Provider) Close() error {
 	p.inst = nil
 	p.mu.Unlock()
 	inst.Release()
-	if p.cg != nil {
+	if p.resolved.Load() {
 		p.cg.RemoveParent()
 	}
 	return nil

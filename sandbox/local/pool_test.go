@@ -79,3 +79,48 @@ func TestPool(t *testing.T) {
 		}
 	}
 }
+
+// TestAvailableWhileBoxesStart: Available (what GET /readyz runs) checks
+// the backend again while boxes start and warm boxes are prepared, and
+// changes nothing they run on. It once re-resolved the provider's cgroups
+// under the pool's feet: -race saw it in CI.
+func TestAvailableWhileBoxesStart(t *testing.T) {
+	p := local.New(local.Config{RunDir: testbin.TempDir(t), AgentBinary: testbin.Agent(t), PoolSize: 2})
+	defer p.Close()
+	ctx := context.Background()
+	testreq.Check(t, testreq.Local, p.Available(ctx))
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 4; i++ {
+			sb, err := p.Start(ctx, sandbox.Spec{})
+			if err != nil {
+				done <- err
+				return
+			}
+			if err := sb.Destroy(ctx); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for running := true; running; {
+		if err := p.Available(ctx); err != nil {
+			t.Errorf("Available while boxes start: %v", err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = false
+		default:
+		}
+	}
+	// The pool's boxes still start after all those checks.
+	sb, err := p.Start(ctx, sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Destroy(ctx)
+}

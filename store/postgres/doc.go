@@ -35,7 +35,8 @@
 // PK, id UNIQUE), messages (session, seq), events (sid, seq), locks,
 // tokens, deliveries, environments, secrets, memory_entities,
 // memory_observations, memory_relations, memory_seeded, web_sessions,
-// nodes, session_leases, users, identities, audit (its id an identity
+// nodes, session_leases, users, identities, signin_flows, oauth_grants,
+// audit (its id an identity
 // column: ids increase in the order entries are inserted, not always in
 // the order they commit, so a reader paging the log by id while it is
 // written may miss an entry committed late; the log's readers are people).

@@ -77,7 +77,11 @@ type config struct {
 	tracing   *telemetry.Tracing
 	storeTime time.Duration
 	access    func(*API) *authz.Resolver
+	signIn    server.SignIn
 }
+
+// WithSignIn sets the server's sign-in with GitHub or OIDC.
+func WithSignIn(si server.SignIn) Option { return func(c *config) { c.signIn = si } }
 
 // Option changes what New builds.
 type Option func(*config)
@@ -239,7 +243,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	}
 	a.Server, err = server.New(server.Config{Access: rules, Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
 		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics,
-		StoreTimeout: cfg.storeTime})
+		StoreTimeout: cfg.storeTime, SignIn: cfg.signIn})
 	if err != nil {
 		t.Fatal(err)
 	}

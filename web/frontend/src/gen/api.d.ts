@@ -103,6 +103,103 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which sign-ins the page offers (no token needed): the token form, GitHub, an OIDC provider */
+        get: operations["signInProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/github": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign a browser in with GitHub: 302 to GitHub's authorization (no token needed)
+         * @description Starts the authorization code flow with PKCE (S256): the flow's state is kept by the server and bound to the browser by the harvest_signin cookie (HttpOnly, SameSite=Lax, 10 minutes, path /v1/auth/). The provider sends the browser back to /v1/auth/github/callback. 404 when it is not set up on this server.
+         */
+        get: operations["githubSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/github/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where GitHub sends the browser back (no token needed)
+         * @description The state must be the harvest_signin cookie's and its flow not used yet; the code is exchanged with the PKCE verifier and GET /user says who the account is. The account's user (made at first sight) gets a sign-in of its own, with no token: 302 to the page the sign-in started from with the harvest_session cookie; a refusal is 302 to /?signin_error=WHY. Every sign-in and refusal is in the audit log (auth.sign_in, channel ui).
+         */
+        get: operations["githubSignInCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/oidc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign a browser in with the OIDC provider: 302 to the OIDC provider's authorization (no token needed)
+         * @description Starts the authorization code flow with PKCE (S256) and a nonce: the flow's state is kept by the server and bound to the browser by the harvest_signin cookie (HttpOnly, SameSite=Lax, 10 minutes, path /v1/auth/). The provider sends the browser back to /v1/auth/oidc/callback. 404 when it is not set up on this server.
+         */
+        get: operations["oidcSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/oidc/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the OIDC provider sends the browser back (no token needed)
+         * @description The state must be the harvest_signin cookie's and its flow not used yet; the code is exchanged with the PKCE verifier, the ID token verified (signature, issuer, audience, expiry, nonce) and the email domain and groups checked. The account's user (made at first sight) gets a sign-in of its own, with no token: 302 to the page the sign-in started from with the harvest_session cookie; a refusal is 302 to /?signin_error=WHY. Every sign-in and refusal is in the audit log (auth.sign_in, channel ui).
+         */
+        get: operations["oidcSignInCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -334,6 +431,79 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who the caller is: the token, its user and the user's identities */
+        get: operations["me"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List users (admin), oldest first */
+        get: operations["listUsers"];
+        put?: never;
+        /** Make a user (admin); give them tokens with POST /v1/tokens and user */
+        post: operations["createUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** A user with their identities (admin) */
+        get: operations["getUser"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Rename a user, change their role, disable or enable them (admin; not oneself's role or disabled) */
+        patch: operations["updateUser"];
+        trace?: never;
+    };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit log (admin), newest first: who did what, from where, with what result */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tokens": {
         parameters: {
             query?: never;
@@ -341,7 +511,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List API tokens (admin; no secrets) */
+        /** List API tokens (admin; no secrets), every token or a user's */
         get: operations["listTokens"];
         put?: never;
         /** Make an API token (admin); its secret is in this response only */
@@ -632,10 +802,33 @@ export interface components {
             /** @description An API token (hvt_...) */
             token: string;
         };
+        Providers: {
+            /** @description The token form (always) */
+            token: boolean;
+            /** @description Sign in with GitHub is set up */
+            github: boolean;
+            /** @description Where its button goes: /v1/auth/github */
+            github_url?: string;
+            /** @description Sign in with an OIDC provider is set up */
+            oidc: boolean;
+            /** @description The provider's name, for the button: Sign in with NAME */
+            oidc_name?: string;
+            /** @description Where its button goes: /v1/auth/oidc */
+            oidc_url?: string;
+        };
         SignedIn: {
-            token_id: string;
+            /** @description The token signed in with; absent for a sign-in with GitHub or OIDC */
+            token_id?: string;
+            /**
+             * @description How the browser signed in, when with GitHub or OIDC (no token)
+             * @enum {string}
+             */
+            via?: "github" | "oidc";
             name: string;
+            /** @description The token acts as an admin: an admin token of an admin */
             admin: boolean;
+            /** @description The id of the token's user (GET /v1/me says more) */
+            user?: string;
             /** @description Send it in X-Harvest-CSRF on requests signed in by cookie that change state; empty when the caller used a bearer token */
             csrf_token: string;
             /**
@@ -878,6 +1071,8 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             built_at?: string;
+            /** @description The id of the user who asked for it */
+            user?: string;
         };
         SourceList: {
             repositories: components["schemas"]["SourceEntry"][];
@@ -989,8 +1184,10 @@ export interface components {
         State: "pending" | "provisioning" | "idle" | "working" | "waiting" | "cancelling" | "suspended" | "stopped" | "failed";
         Session: {
             id: string;
-            /** @description The id of the token that created it */
+            /** @description The id of the token that created it (github for a session a GitHub comment started) */
             owner: string;
+            /** @description The id of the user who caused it: the token's user, or the GitHub commenter's (GET /v1/users/{id}) */
+            user?: string;
             title?: string;
             state: components["schemas"]["State"];
             agent: string;
@@ -1061,7 +1258,7 @@ export interface components {
             /** Format: date-time */
             delivered_at?: string;
         };
-        /** @description One step of a session. seq is 1, 2, 3, ... per session, never repeated or skipped. data depends on type (see package event). */
+        /** @description One step of a session. A stored event's seq is 1, 2, 3, ... per session, never repeated or skipped. A live piece (live set: a token delta, tool output or terminal bytes, sent as they come on the event stream) is never stored: it carries the seq of the stored event before it (0 before any), and its stream's pieces are stored joined as the next stored event, about once a second and before any other event. A reader that wants the durable record skips events with live set. data depends on type (see package event). */
         Event: {
             session: string;
             /** Format: int64 */
@@ -1071,6 +1268,8 @@ export interface components {
             turn?: string;
             agent?: string;
             repo?: string;
+            /** @description A live piece's number (1, 2, ... within its stream); absent on stored events */
+            live?: number;
             /**
              * @example session.state
              * @example message.queued
@@ -1149,8 +1348,10 @@ export interface components {
         };
         TokenRequest: {
             name: string;
-            /** @description Sees and manages every session and token */
+            /** @description Sees and manages every session and token (for an admin user only) */
             admin?: boolean;
+            /** @description The id of the user it is for. Absent: a new user of the token's name, whose only token it is (an admin for an admin token, else a member) */
+            user?: string;
         };
         Token: {
             id: string;
@@ -1158,6 +1359,8 @@ export interface components {
             admin: boolean;
             /** Format: date-time */
             created_at: string;
+            /** @description The id of its user (absent for a node's token: no one's) */
+            user?: string;
         };
         TokenCreated: components["schemas"]["Token"] & {
             /** @description The secret (hvt_...): shown this once */
@@ -1165,6 +1368,94 @@ export interface components {
         };
         TokenList: {
             tokens: components["schemas"]["Token"][];
+        };
+        /** @description A person: their tokens act for them, their identities name them elsewhere */
+        User: {
+            id: string;
+            name: string;
+            /** @enum {string} */
+            role: "admin" | "member" | "viewer";
+            /** @description Their tokens and sign-ins are refused */
+            disabled: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** @description In GET /v1/users/{id} and GET /v1/me only */
+            identities?: components["schemas"]["Identity"][];
+        };
+        /** @description An account elsewhere that is the user */
+        Identity: {
+            /** @enum {string} */
+            kind: "github" | "oidc" | "slack";
+            /** @description Who vouches for the subject (absent for GitHub) */
+            issuer?: string;
+            /** @description The account's stable id there (GitHub's numeric user id) */
+            subject: string;
+            login?: string;
+            /** @description A verified email */
+            email?: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        UserRequest: {
+            name: string;
+            /**
+             * @description Default member
+             * @enum {string}
+             */
+            role?: "admin" | "member" | "viewer";
+        };
+        /** @description What to change (at least one) */
+        UserPatch: {
+            name?: string;
+            /** @enum {string} */
+            role?: "admin" | "member" | "viewer";
+            /** @description true refuses their tokens and sign-ins from the next request on */
+            disabled?: boolean;
+        };
+        UserList: {
+            users: components["schemas"]["User"][];
+        };
+        Me: {
+            user?: components["schemas"]["User"];
+            /** @description The token the request was made with; absent for a browser signed in with GitHub or OIDC */
+            token?: components["schemas"]["Token"];
+            /**
+             * @description How such a browser signed in
+             * @enum {string}
+             */
+            signed_in_via?: "github" | "oidc";
+            /** @description The request may do what an admin does: an admin token of an admin */
+            admin: boolean;
+        };
+        AuditEntry: {
+            /** Format: int64 */
+            id: number;
+            /** Format: date-time */
+            time: string;
+            /** @description Who acted (absent when no user is known) */
+            user?: string;
+            /** @description The token the request was made with */
+            token?: string;
+            /**
+             * @description server: the server itself, for no request (an environment's setup given its secrets)
+             * @enum {string}
+             */
+            channel: "api" | "ui" | "cli" | "github" | "node" | "server";
+            /** @description The client's IP address */
+            remote?: string;
+            /** @description Like session.create, token.delete, user.update, secret.put, github.webhook */
+            action: string;
+            /** @description What it was done to: a session, token, user, environment id, a secret's scope/name */
+            target?: string;
+            /** @description ok, or the error code it was answered with */
+            result: string;
+            /** @description More, by action */
+            detail?: Record<string, never>;
+        };
+        AuditList: {
+            entries: components["schemas"]["AuditEntry"][];
+            /** @description Continues the list (GET /v1/audit?cursor=...); absent on the last page */
+            next_cursor?: string;
         };
         SecretRequest: {
             /** @description The value: UTF-8 text, at most 65536 bytes, no NUL. Stored encrypted; never shown again */
@@ -1180,6 +1471,8 @@ export interface components {
             session: boolean;
             /** @description The id of the token that last set it */
             set_by: string;
+            /** @description The id of that token's user */
+            set_by_user?: string;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1542,6 +1835,126 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["CrossSite"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    signInProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sign-ins */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Providers"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    githubSignIn: {
+        parameters: {
+            query?: {
+                /** @description The page of the UI to land on once signed in (a path; default /) */
+                return?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To GitHub's authorization page; Set-Cookie has harvest_signin */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    githubSignInCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description The provider's refusal */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (Set-Cookie has harvest_session), or refused (to /?signin_error=...) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    oidcSignIn: {
+        parameters: {
+            query?: {
+                /** @description The page of the UI to land on once signed in (a path; default /) */
+                return?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To the OIDC provider's authorization page; Set-Cookie has harvest_signin */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    oidcSignInCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description The provider's refusal */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (Set-Cookie has harvest_session), or refused (to /?signin_error=...) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -1936,9 +2349,206 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
-    listTokens: {
+    me: {
         parameters: {
             query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description A node's token (it only forwards messages, cancels and stops) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listUsers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The users */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    updateUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserPatch"];
+            };
+        };
+        responses: {
+            /** @description The user as changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The change would demote or disable the caller's own user */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Only this user's entries */
+                user?: string;
+                /** @description Only this action's (like session.create) */
+                action?: string;
+                /** @description Only entries at or after this time (RFC 3339) */
+                since?: string;
+                /** @description Only entries before this time (RFC 3339) */
+                until?: string;
+                /** @description The page size (1-1000, default 100) */
+                limit?: number;
+                /** @description Continue a list: the next_cursor of the page before (with the same filters) */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listTokens: {
+        parameters: {
+            query?: {
+                /** @description Only this user's tokens */
+                user?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1957,6 +2567,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };
