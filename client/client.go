@@ -203,6 +203,9 @@ type ListOptions struct {
 	Limit         int
 	UpdatedBefore time.Time
 	Owner         string // a token id (admins)
+	// Scope is "mine" (the caller's own sessions) or "visible" (all they
+	// may read; "" is the server's default, visible).
+	Scope string
 	// Cursor continues a list (ListSessionsPage): the NextCursor of the page
 	// before.
 	Cursor string
@@ -261,6 +264,9 @@ func (c *Client) ListSessionsPage(ctx context.Context, o ListOptions) (*wire.Ses
 	}
 	if !o.UpdatedBefore.IsZero() {
 		q.Set("updated_before", o.UpdatedBefore.UTC().Format(time.RFC3339Nano))
+	}
+	if o.Scope != "" {
+		q.Set("scope", o.Scope)
 	}
 	if o.Owner != "" {
 		q.Set("owner", o.Owner)

@@ -108,7 +108,7 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 	}
 	for _, op := range ops {
 		path := strings.ReplaceAll(op.path, "{id}", v.ID)
-		path = strings.NewReplacer("{scope}", "user:me", "{name}", "X_TOKEN").Replace(path)
+		path = strings.NewReplacer("{scope}", "user:me", "{name}", "X_TOKEN", "{team}", "qa", "{user}", store.UserIDForToken(e.BobID)).Replace(path)
 		if strings.HasPrefix(op.path, "/v1/tokens/") {
 			path = strings.ReplaceAll(op.path, "{id}", e.BobID)
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/wire"
 	"github.com/harvest-dev/harvest/workspace"
 )
@@ -12,15 +13,18 @@ import (
 // box is not running (suspended when idle, starting, ended) answers 409
 // saying so, rather than starting a box only to show a diff: a suspended
 // session's next message starts it, and its changes are then readable.
-// Only the session's owner or an admin reads them (another token's
-// session is a 404, as everywhere).
+// Whoever may read the session reads them (server/access.go; a session
+// the caller may not read is a 404, as everywhere).
 
 // changes serves GET /v1/sessions/{id}/diff.
 func (s *Server) changes(w http.ResponseWriter, r *http.Request, c caller) *apiError {
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	list, err := s.cfg.Manager.Changes(r.Context(), c.owner(), r.PathValue("id"), workspace.DefaultDiffLimits)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read); e != nil {
+		return e
+	}
+	list, err := s.cfg.Manager.Changes(r.Context(), "", r.PathValue("id"), workspace.DefaultDiffLimits)
 	if err != nil {
 		return fromManager(err)
 	}

@@ -274,12 +274,15 @@ type listQuery struct {
 	filter store.SessionFilter
 	// owner was given (admins only).
 	owner bool
+	// scope is scopeMine or scopeVisible (server/access.go).
+	scope string
 }
 
 // parseList parses the query of GET /v1/sessions: state (comma-separated,
 // repeatable), limit (the page size: 1 to 1000, default 1000, what the list
 // answered before it had pages), cursor (a page's next_cursor),
-// updated_before (RFC 3339), owner (admins).
+// updated_before (RFC 3339), scope (mine or visible: server/access.go),
+// owner (admins).
 func parseList(q map[string][]string) (listQuery, *apiError) {
 	var lq listQuery
 	for key, vals := range q {
@@ -314,6 +317,13 @@ func parseList(q map[string][]string) (listQuery, *apiError) {
 				return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("cursor %q: %v; pass back the next_cursor of a page as it is, or leave cursor out for the first page", clip(vals[len(vals)-1], 80), err))
 			}
 			lq.filter.After = k
+		case "scope":
+			switch v := vals[len(vals)-1]; v {
+			case scopeMine, scopeVisible:
+				lq.scope = v
+			default:
+				return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("scope %q: give mine (your own sessions) or visible (all you may read, the default)", clip(v, 40)))
+			}
 		case "owner":
 			o := vals[len(vals)-1]
 			if !validTokenID(o) {
@@ -321,11 +331,14 @@ func parseList(q map[string][]string) (listQuery, *apiError) {
 			}
 			lq.filter.Owner, lq.owner = o, true
 		default:
-			return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET /v1/sessions takes state, limit, cursor, updated_before and owner", key))
+			return lq, errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET /v1/sessions takes state, limit, cursor, updated_before, scope and owner", key))
 		}
 	}
 	if lq.filter.Limit == 0 {
 		lq.filter.Limit = maxLimit
+	}
+	if lq.scope == "" {
+		lq.scope = scopeVisible
 	}
 	return lq, nil
 }

@@ -15,7 +15,7 @@
 //	GET    /healthz                      no token
 //	GET    /openapi.json                 no token
 //	POST   /v1/sessions                  CreateRequest → 201 View
-//	GET    /v1/sessions                  ?state=a,b&limit=N&cursor=C&updated_before=T&owner=TOK → SessionList
+//	GET    /v1/sessions                  ?state=a,b&limit=N&cursor=C&updated_before=T&scope=mine|visible&owner=TOK → SessionList
 //	                                     (a page, newest first: limit 1-1000, default 1000; next_cursor
 //	                                     continues it, absent on the last page; cursor.go)
 //	GET    /v1/sessions/{id}             → View (state, queue, usage, cost)
@@ -36,6 +36,10 @@
 //	GET    /v1/users/{id}                admin → User (with identities)
 //	PATCH  /v1/users/{id}                admin, UserPatch → User (name, role, disabled)
 //	GET    /v1/audit                     admin, ?user=U&action=A&since=T&until=T&limit=N&cursor=C → AuditList
+//	GET    /v1/teams                     admin → TeamList; POST TeamRequest → 201 Team (teams.go)
+//	DELETE /v1/teams/{team}              admin → 204
+//	POST   /v1/teams/{team}/members      admin, TeamMemberRequest → 204
+//	DELETE /v1/teams/{team}/members/{u}  admin → 204
 //	POST   /v1/tokens                    admin, TokenRequest (user: whose) → 201 TokenCreated (the secret, once)
 //	GET    /v1/tokens                    admin, ?user=U → TokenList
 //	DELETE /v1/tokens/{id}               admin → 204
@@ -49,9 +53,14 @@
 // Every /v1 route needs "Authorization: Bearer TOKEN". Tokens are in the
 // store as the SHA-256 of their secret only (store.Token); the request's
 // owner is the token's id (and its user, the token's user: "People"
-// below). A token sees only the sessions it created (to
-// anyone else they do not exist: 404, never 403, so ids cannot be probed);
-// an admin token sees all of them and manages tokens and locks. Secrets
+// below). Who sees and acts on which session is package authz's rules,
+// applied in access.go: a user sees their own sessions and those on
+// repositories they can read (GitHub's permission, a --repo-root's
+// policy), and acts on others' only with write access to all their
+// repositories; a session a caller may not read does not exist for them
+// (404, never 403, so ids cannot be probed); one they read but may not
+// act on is a 403 that says why. An admin token sees all of them and
+// manages tokens, teams and locks. Secrets
 // (secrets.go): a user token manages its own (user:me), only an admin a
 // repository's or another token's; a value goes in and never comes out.
 // A node's token (several nodes; auth.go, "Node tokens") is an admin's
@@ -69,8 +78,8 @@
 // made a user at first sight by package ghbot), and so do environments
 // and secrets. Tokens predate users: each became a user of its own when
 // the store was migrated, and a token made without a user still does, so
-// a token sees exactly what it saw before (visibility is still by token:
-// a session's owner is the token that made it).
+// a token sees what it saw before, and more only where a repository is
+// shared (access.go).
 //
 // A request may do the lesser of what its token and its user may: an
 // admin token is an admin's only while its user is an admin. The user's
@@ -115,7 +124,8 @@
 //	413 too_large              a body over MaxBody (1 MiB), whatever Content-Length says
 //	415 unsupported_media_type a body that is not application/json
 //	400 invalid                well-formed but unacceptable (details lists every problem)
-//	404 not_found              no such session, or not the caller's
+//	404 not_found              no such session, or one the caller may not read
+//	403 forbidden              a session the caller reads but may not act on (access.go)
 //	409 conflict               the session's state does not allow it (it has ended)
 //	507 insufficient_storage   creating a session, resuming a suspended one (a message) or preparing an
 //	                           environment while the data directory is below the server's floor of free

@@ -34,7 +34,7 @@ func TestListPages(t *testing.T) {
 		}
 		id := fmt.Sprintf("s-page%02d", i)
 		at := t0.Add(time.Duration(i/2) * time.Second)
-		if err := e.Store.CreateSession(ctx, &store.Session{ID: id, Owner: owner, State: store.StateSuspended, Backend: "local", CreatedAt: at, UpdatedAt: at}, nil); err != nil {
+		if err := e.Store.CreateSession(ctx, &store.Session{ID: id, Owner: owner, User: store.UserIDForToken(owner), State: store.StateSuspended, Backend: "local", CreatedAt: at, UpdatedAt: at}, nil); err != nil {
 			t.Fatal(err)
 		}
 		all = append([]string{id}, all...)
@@ -121,7 +121,7 @@ func TestListPages(t *testing.T) {
 		{"limit=0", "give a whole number from 1 to 1000"},
 		{"limit=1001", "give a whole number from 1 to 1000"},
 		{"limit=ten", "give a whole number from 1 to 1000"},
-		{"page=2", "takes state, limit, cursor, updated_before and owner"},
+		{"page=2", "takes state, limit, cursor, updated_before, scope and owner"},
 	} {
 		status, info, _ := e.doRaw(http.MethodGet, "/v1/sessions?"+tc.query, "Bearer "+e.Admin, "", nil)
 		if status != http.StatusBadRequest || info.Code != server.CodeBadRequest || !strings.Contains(info.Message, tc.want) {

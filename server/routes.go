@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -57,6 +58,13 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/users/{id}", admin, s.getUser},
 		{http.MethodPatch, "/v1/users/{id}", admin, s.patchUser},
 		{http.MethodGet, "/v1/audit", admin, s.listAudit},
+
+		// Teams a root's policy names: teams.go.
+		{http.MethodGet, "/v1/teams", admin, s.listTeams},
+		{http.MethodPost, "/v1/teams", admin, s.createTeam},
+		{http.MethodDelete, "/v1/teams/{team}", admin, s.deleteTeam},
+		{http.MethodPost, "/v1/teams/{team}/members", admin, s.addTeamMember},
+		{http.MethodDelete, "/v1/teams/{team}/members/{user}", admin, s.removeTeamMember},
 
 		{http.MethodPost, "/v1/tokens", admin, s.createToken},
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},
@@ -215,6 +223,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	creq := fromCreate(req, c.admin())
 	creq.User = c.token.User
+	if e := s.startRefusal(r, c, creq.Repos); e != nil {
+		return e
+	}
 	v, err := s.cfg.Manager.Create(r.Context(), c.token.ID, creq)
 	if err != nil {
 		return fromManagerFor(c, err)
@@ -232,24 +243,19 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, c caller) 
 	if e != nil {
 		return e
 	}
-	if !c.admin() {
-		if q.owner && q.filter.Owner != c.token.ID {
-			return errorf(http.StatusForbidden, CodeForbidden, "owner: only an admin token lists other tokens' sessions; leave owner out for your own")
-		}
-		q.filter.Owner = c.token.ID
+	if !c.admin() && q.owner && q.filter.Owner != c.token.ID {
+		return errorf(http.StatusForbidden, CodeForbidden, "owner: only an admin token lists other tokens' sessions; leave owner out for your own")
 	}
 	// One more than the page: whether there is a next page, without
 	// answering an empty last page to a caller who follows next_cursor.
-	size := q.filter.Limit
-	q.filter.Limit = size + 1
-	list, err := s.cfg.Manager.List(r.Context(), c.owner(), q.filter)
+	q.filter.Limit++
+	list, next, err := s.listFor(r.Context(), c, q.scope, q.filter)
 	if err != nil {
-		return fromManager(err)
+		return accessFailed(err)
 	}
 	out := SessionList{Sessions: []*wire.Session{}}
-	if len(list) > size {
-		list = list[:size]
-		out.NextCursor = makeCursor(store.KeyOf(list[size-1]))
+	if next != nil {
+		out.NextCursor = makeCursor(*next)
 	}
 	for _, x := range list {
 		out.Sessions = append(out.Sessions, c.session(x))
@@ -262,9 +268,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	v, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id"))
-	if err != nil {
-		return fromManager(err)
+	v, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read)
+	if e != nil {
+		return e
 	}
 	writeJSON(w, http.StatusOK, c.view(v))
 	return nil
@@ -274,7 +280,10 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, c caller)
 	if e := noBody(w, r); e != nil {
 		return e
 	}
-	if err := s.cfg.Manager.Delete(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Delete(r.Context(), "", r.PathValue("id")); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -311,7 +320,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, c caller) *
 		}
 		out.Sender = senders[0]
 	}
-	m, err := s.cfg.Manager.SendMessage(r.Context(), c.owner(), r.PathValue("id"), out)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
+	}
+	m, err := s.cfg.Manager.SendMessage(r.Context(), "", r.PathValue("id"), out)
 	if err != nil {
 		return fromManagerFor(c, err)
 	}
@@ -323,7 +335,10 @@ func (s *Server) cancelTurn(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := noBody(w, r); e != nil {
 		return e
 	}
-	if err := s.cfg.Manager.Cancel(r.Context(), c.owner(), r.PathValue("id")); err != nil {
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
+	}
+	if err := s.cfg.Manager.Cancel(r.Context(), "", r.PathValue("id")); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -336,8 +351,8 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, c caller) *
 		return e
 	}
 	// An unknown session is a 404 whatever the body says.
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id")); err != nil {
-		return fromManager(err)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
 	}
 	b, e := readBody(w, r)
 	if e != nil {
@@ -358,7 +373,7 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, c caller) *
 			sr.Event = event.PRClosed{Repo: p.Repo, Number: p.Number, URL: p.URL, Branch: p.Branch, By: p.By}
 		}
 	}
-	if err := s.cfg.Manager.Stop(r.Context(), c.owner(), r.PathValue("id"), sr); err != nil {
+	if err := s.cfg.Manager.Stop(r.Context(), "", r.PathValue("id"), sr); err != nil {
 		return fromManager(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -389,8 +404,8 @@ func (s *Server) eventLog(w http.ResponseWriter, r *http.Request, c caller) *api
 			return errorf(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("unknown query parameter %q: GET %s takes after and limit", k, r.URL.Path))
 		}
 	}
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), id); err != nil {
-		return fromManager(err)
+	if _, e := s.sessionFor(r, c, id, authz.Read); e != nil {
+		return e
 	}
 	last, err := s.cfg.Store.LastSeq(r.Context(), id)
 	if err != nil {
@@ -412,9 +427,9 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request, c caller) *apiE
 		return e
 	}
 	id := r.PathValue("id")
-	v, err := s.cfg.Manager.Get(r.Context(), c.owner(), id)
-	if err != nil {
-		return fromManager(err)
+	v, e := s.sessionFor(r, c, id, authz.Read)
+	if e != nil {
+		return e
 	}
 	key := session.LockKeyOf(v.Session)
 	l, err := s.cfg.Store.GetLock(r.Context(), key)

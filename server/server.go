@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/memory"
@@ -65,6 +66,7 @@ var _ EventStream = (*journal.Subscription)(nil)
 type Records interface {
 	store.People
 	store.Audit
+	store.Teams
 	TokenByHash(ctx context.Context, hash []byte) (*store.Token, error)
 	CreateToken(ctx context.Context, t *store.Token) error
 	ListTokens(ctx context.Context) ([]*store.Token, error)
@@ -117,6 +119,11 @@ type Config struct {
 	// node is live (in the store's node list); a node's token (NewNodeToken)
 	// is accepted only while it is. Nil refuses every node's token.
 	NodeLive func(ctx context.Context, node string) (bool, error)
+	// Access decides who sees and acts on which session (package authz,
+	// server/access.go): the directory roots' policies and GitHub's
+	// permissions. Nil: no policy and no GitHub, so each sees their own
+	// sessions (and admins all).
+	Access *authz.Resolver
 	// Version is reported by /healthz.
 	Version string
 	// Ready are the checks of GET /readyz besides draining (which the
@@ -168,6 +175,7 @@ type Server struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	routes []route
+	access *authz.Resolver
 
 	draining atomic.Bool
 	// drain is cancelled by Drain: open event streams end with an
@@ -199,6 +207,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "server"), mux: http.NewServeMux()}
+	s.access = cfg.Access
+	if s.access == nil {
+		s.access = authz.NewResolver(authz.Config{Store: cfg.Store})
+	}
 	s.drain, s.cancelDrain = context.WithCancel(context.Background())
 	s.routes = s.table()
 	byPath := map[string][]route{}

@@ -11,13 +11,15 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/session"
 )
 
 // GET /v1/sessions/{id}/shell is a WebSocket to a shell on a PTY in the
-// session's live box (session.Manager.OpenShell), for its owner or an
-// admin. Binary messages carry the terminal's bytes both ways; a text
+// session's live box (session.Manager.OpenShell), for whoever may act on
+// it (its user, an admin, or one with write access to all its
+// repositories: access.go). Binary messages carry the terminal's bytes both ways; a text
 // message from the client is a control message, {"type":"resize","rows":R,
 // "cols":C}. When the shell exits the server closes the socket with status
 // 1000 and "exited N"; a session without a box is a 409 before the upgrade.
@@ -51,8 +53,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, c caller) *apiErr
 			return e
 		}
 	}
-	if _, err := s.cfg.Manager.Get(r.Context(), c.owner(), r.PathValue("id")); err != nil {
-		return fromManager(err)
+	if _, e := s.sessionFor(r, c, r.PathValue("id"), authz.Write); e != nil {
+		return e
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "GET "+r.URL.Path+" is a WebSocket: connect with a WebSocket client (Connection: Upgrade, Upgrade: websocket)")
@@ -65,7 +67,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, c caller) *apiErr
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	defer inW.Close()
-	sh, err := s.cfg.Manager.OpenShell(ctx, c.owner(), r.PathValue("id"), session.ShellIO{
+	sh, err := s.cfg.Manager.OpenShell(ctx, "", r.PathValue("id"), session.ShellIO{
 		Stdin: inR, Stdout: outW, By: c.token.ID, ByName: c.token.Name,
 	})
 	if err != nil {

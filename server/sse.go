@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/session"
@@ -76,7 +77,19 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 	stopDrain := context.AfterFunc(s.drain, cancel)
 	defer stopDrain()
 
-	sub, err := s.subscribe(ctx, c.owner(), r.PathValue("id"), after)
+	v, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read)
+	if e != nil {
+		return e
+	}
+	// Someone else's session is checked again while the stream is open
+	// (access.go): a reader whose access ends stops getting its events.
+	var recheck <-chan time.Time
+	if !c.admin() && !c.subject().Owns(v.Session) {
+		t := time.NewTicker(s.access.Recheck())
+		defer t.Stop()
+		recheck = t.C
+	}
+	sub, err := s.subscribe(ctx, "", r.PathValue("id"), after)
 	if err != nil {
 		return fromManager(err)
 	}
@@ -144,6 +157,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, c caller) 
 		case <-keep.C:
 			sw.buf = append(sw.buf, ": keepalive\n\n"...)
 			if sw.flush() != nil {
+				return nil
+			}
+		case <-recheck:
+			if code, msg := s.stillReads(r, c, v.Session); code != "" {
+				sw.errorEvent(code, msg)
 				return nil
 			}
 		}

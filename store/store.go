@@ -512,6 +512,7 @@ var (
 	_ People         = Store(nil)
 	_ Audit          = Store(nil)
 	_ EventRetention = Store(nil)
+	_ Teams          = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -601,6 +602,7 @@ type Store interface {
 	Branches
 	People
 	Audit
+	Teams
 	SignIns
 	EventRetention
 

@@ -93,7 +93,7 @@ Start here:
 	root.AddCommand(newRunCmd(), newSandboxCmd(), newDoctorCmd(), newVersionCmd())
 	root.AddCommand(newAgentCmds()...)
 	root.AddCommand(newSimCmd())
-	root.AddCommand(newServeCmd(), newSessionCmd(), newTokenCmd(), newUserCmd(), newAuditCmd(), newSecretCmd(), newPrepareCmd())
+	root.AddCommand(newServeCmd(), newSessionCmd(), newTokenCmd(), newUserCmd(), newTeamCmd(), newAuditCmd(), newSecretCmd(), newPrepareCmd())
 	root.AddCommand(newMemoryCmd(), newStoreCmd(), newGitHubCmd())
 	return root
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/agent/agents"
-	"github.com/harvest-dev/harvest/egress"
 	"github.com/harvest-dev/harvest/environment"
 	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/journal"
@@ -185,7 +183,7 @@ checked.`,
 	fl.StringVar(&f.egress, "egress-allow", "", egressHelp)
 	fl.StringVar(&f.runtime, "runtime", "", runtimeHelp)
 	fl.StringArrayVar(&f.internal, "egress-internal", nil, internalHelp)
-	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, "a directory user tokens' sessions may copy repositories from (repeatable; without one, only the admin token may name directories)")
+	fl.StringArrayVar(&f.repoRoots, "repo-root", nil, repoRootsHelp)
 	fl.StringArrayVar(&f.gitHosts, "git-host", nil, "a host user tokens' sessions may clone https:// URLs from, or *.domain (repeatable; default none)")
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
@@ -295,7 +293,14 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return exitCode(exitHarvestError, err)
 	}
-	sources, err := workspace.NewPolicy(f.repoRoots, f.gitHosts, []string{data})
+	rootPaths, roots, err := splitRoots(f.repoRoots)
+	if err != nil {
+		return exitCode(2, fmt.Errorf("--repo-root: %w", err))
+	}
+	if f.github.permissionTTL <= 0 {
+		return exitCode(2, fmt.Errorf("--github-permission-ttl %s: give how long GitHub's answer is trusted, like 3m (more than 0)", f.github.permissionTTL))
+	}
+	sources, err := workspace.NewPolicy(rootPaths, f.gitHosts, []string{data})
 	if err != nil {
 		return exitCode(2, fmt.Errorf("--repo-root/--git-host: %w", err))
 	}
@@ -361,6 +366,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		limitsDone := make(chan struct{})
 		go func() { defer close(limitsDone); ghc.RunShared(lctx) }()
 		defer func() { stopLimits(); <-limitsDone }()
+	}
+	rules, err := serveAuthz(st, roots, ghc, f.github.permissionTTL)
+	if err != nil {
+		return exitCode(2, err)
 	}
 	tokenPath, created, err := ensureAdminToken(cmd.Context(), st, data)
 	if err != nil {
@@ -572,7 +581,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, SignIn: signIn,
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, SignIn: signIn, Access: rules,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)
@@ -637,36 +646,6 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-const mcpAllowHelp = "let sessions' and repositories' remote MCP servers be dialed at this internal address, which is otherwise refused: a host name, an IP, or a CIDR network, each optionally with :PORT (mcp.internal, 127.0.0.1:3000, 10.0.0.0/8, [fd00::5]:8080; repeatable)"
-
-const egressHelp = "let the agents' commands reach these hosts through an allowlisting proxy: a comma-separated list of names and *.suffix wildcards, \"registries\" for the common package registries (default: no way out of the box)"
-
-const internalHelp = "NAME=IP:PORT: a package registry on your own network (a company's PyPI or npm mirror) the agents' commands may reach at exactly that private address, which --egress-allow never dials (repeatable; not loopback: that is this host)"
-
-// openEgress makes the egress proxy of --egress-allow and
-// --egress-internal, or nil without either.
-func openEgress(allow string, internal []string, logger *slog.Logger, obs egress.Observer) (*egress.Proxy, error) {
-	if strings.TrimSpace(allow) == "" && len(internal) == 0 {
-		return nil, nil
-	}
-	cfg := egress.Config{Allow: egress.Expand(strings.Split(allow, ",")), Logger: logger, Observer: obs}
-	for _, s := range internal {
-		name, ap, err := egress.ParseInternal(s)
-		if err != nil {
-			return nil, fmt.Errorf("--egress-internal %w", err)
-		}
-		if cfg.Internal == nil {
-			cfg.Internal = map[string]netip.AddrPort{}
-		}
-		cfg.Internal[name] = ap
-	}
-	p, err := egress.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("--egress-allow/--egress-internal: %w", err)
-	}
-	return p, nil
 }
 
 // refreshEvery is session.Config.RefreshEvery for --refresh-environments

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/ghbot"
 	"github.com/harvest-dev/harvest/session"
@@ -30,6 +31,9 @@ type githubFlags struct {
 	progressEvery time.Duration
 	mirrorRefresh time.Duration
 	userRole      string
+	// permissionTTL is how long GitHub's answer about a person's access
+	// to a repository is trusted (package authz).
+	permissionTTL time.Duration
 }
 
 func (g *githubFlags) add(fl *pflag.FlagSet) {
@@ -53,6 +57,7 @@ func (g *githubFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&g.progressEvery, "github-progress-every", ghbot.DefaultProgressEvery, "least time between two edits of a progress comment while a turn runs")
 	fl.DurationVar(&g.mirrorRefresh, "github-mirror-refresh", 5*time.Minute, "how often the mirrors of repositories with live sessions or recent activity are fetched in the background (and after a push event), so a session's checkout needs no fetch; 0: every checkout fetches")
 	fl.StringVar(&g.userRole, "github-user-role", "member", "the role of a GitHub account that becomes a Harvest user when it first starts a session: member or viewer (harvest user set-role changes it later)")
+	fl.DurationVar(&g.permissionTTL, "github-permission-ttl", authz.DefaultTTL, "how long GitHub's answer about a person's access to a repository is trusted before it is asked again: who sees which session follows it (a removed collaborator stops seeing the repository's sessions within it)")
 	fl.StringVar(&g.publicURL, "public-url", "", "where people reach this server (https://harvest.example.com), for links in pull requests and comments")
 }
 

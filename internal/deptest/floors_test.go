@@ -49,8 +49,9 @@ var floors = []floor{
 	// The agents: the contract, each kind, the registry that wires a box
 	// for them.
 	{"agent", []string{"agent", "agent/"}},
-	// Sessions and the environments they start from.
-	{"session", []string{"session", "environment"}},
+	// Sessions, the environments they start from, and who may see and
+	// steer them (authz).
+	{"session", []string{"session", "environment", "authz"}},
 	// The edges: the HTTP API and what several nodes add to it, the API
 	// client, the GitHub app, metrics and traces, the web UI; and the
 	// test stacks that start all of it.

@@ -407,6 +407,21 @@ CREATE TABLE event_retention (
 	compacted_at INTEGER NOT NULL
 ) STRICT;
 `},
+	// Teams (store/teams.go): named groups of users that a server's
+	// repository policy names (package authz). A team's or a user's
+	// removal takes its memberships with it.
+	{"teams", `
+CREATE TABLE teams (
+	name       TEXT PRIMARY KEY,             -- store.TeamNamePattern
+	created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE team_members (
+	team    TEXT NOT NULL REFERENCES teams (name) ON DELETE CASCADE,
+	user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+	PRIMARY KEY (team, user_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX team_members_user ON team_members (user_id);
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

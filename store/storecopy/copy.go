@@ -15,6 +15,8 @@
 //     the source's);
 //   - users with their identities (CreateUser, AddIdentity), before the
 //     tokens that belong to them;
+//   - teams with their members (CreateTeam, AddTeamMember), after the
+//     users;
 //   - the audit log (AppendAudit, oldest first: the new store numbers
 //     the entries again, in the same order);
 //   - API tokens (CreateToken: the SHA-256 of each secret is copied as it
@@ -95,6 +97,7 @@ func Copy(ctx context.Context, from, to store.Store, now time.Time, log io.Write
 		fn   func() (int, error)
 	}{
 		{"users", func() (int, error) { return copyUsers(ctx, from, to) }},
+		{"teams", func() (int, error) { return copyTeams(ctx, from, to) }},
 		{"tokens", func() (int, error) { return copyTokens(ctx, from, to) }},
 		{"audit entries", func() (int, error) { return copyAudit(ctx, from, to) }},
 		{"sessions", func() (int, error) { return copySessions(ctx, from, to, dst) }},
@@ -135,6 +138,8 @@ func checkEmpty(ctx context.Context, to store.Store, dst store.Copier) error {
 	count("API tokens", len(toks), err)
 	users, err := to.ListUsers(ctx)
 	count("users", len(users), err)
+	teams, err := to.ListTeams(ctx)
+	count("teams", len(teams), err)
 	audit, err := to.ListAudit(ctx, store.AuditFilter{Limit: 1})
 	count("audit entries", len(audit), err)
 	envs, err := to.ListEnvironments(ctx, store.EnvironmentFilter{})

@@ -50,6 +50,8 @@ func fill(t *testing.T, st store.Store) {
 	must(st.CreateToken(ctx, &store.Token{ID: "tok1", Name: "admin", Hash: []byte("0123456789abcdef0123456789abcdef"), Admin: true, CreatedAt: base}))
 	must(st.CreateUser(ctx, &store.User{ID: "usr-ann", Name: "Ann", Role: store.RoleViewer, CreatedAt: base}))
 	must(st.AddIdentity(ctx, &store.Identity{User: "usr-ann", Kind: store.IdentityGitHub, Subject: "9", Login: "ann", CreatedAt: base}))
+	must(st.CreateTeam(ctx, &store.Team{Name: "qa", CreatedAt: base}))
+	must(st.AddTeamMember(ctx, "qa", "usr-ann"))
 	must(st.CreateToken(ctx, &store.Token{ID: "tok2", Name: "ann's", Hash: []byte("fedcba9876543210fedcba9876543210"), User: "usr-ann", CreatedAt: base}))
 	must(st.AppendAudit(ctx, &store.AuditEntry{Time: base, User: "usr-ann", Channel: store.ChannelAPI, Action: "session.create", Target: "s1", Result: store.AuditOK, Detail: []byte(`{"b": 1, "a": [2]}`)}))
 	must(st.AppendAudit(ctx, &store.AuditEntry{Time: base.Add(time.Second), Channel: store.ChannelGitHub, Action: "github.refuse", Result: "forbidden"}))

@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
@@ -75,6 +76,7 @@ type config struct {
 	metrics   *telemetry.Metrics
 	tracing   *telemetry.Tracing
 	storeTime time.Duration
+	access    func(*API) *authz.Resolver
 	signIn    server.SignIn
 }
 
@@ -117,6 +119,12 @@ func WithTelemetry(m *telemetry.Metrics, tr *telemetry.Tracing) Option {
 
 // WithStoreTimeout sets the server's store budget (server.Config.StoreTimeout).
 func WithStoreTimeout(d time.Duration) Option { return func(c *config) { c.storeTime = d } }
+
+// WithAccess gives the server the rules of who sees what that mk makes
+// (server.Config.Access), with the API's store and stack (its RepoRoot).
+func WithAccess(mk func(*API) *authz.Resolver) Option {
+	return func(c *config) { c.access = mk }
+}
 
 // WithSimHits makes SimHits count the model requests.
 func WithSimHits(c *config) { c.simHits = true }
@@ -229,7 +237,11 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	if a.Memory, err = memory.New(memory.Config{Store: a.Store}); err != nil {
 		t.Fatal(err)
 	}
-	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
+	var rules *authz.Resolver
+	if cfg.access != nil {
+		rules = cfg.access(a)
+	}
+	a.Server, err = server.New(server.Config{Access: rules, Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
 		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics,
 		StoreTimeout: cfg.storeTime, SignIn: cfg.signIn})
 	if err != nil {
