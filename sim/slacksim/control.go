@@ -25,16 +25,19 @@ type controlRoute struct {
 var errNotFound = errors.New("not found")
 
 var controlRoutes = map[string]controlRoute{
-	"tokens":      {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Tokens(), nil }},
-	"users":       {"POST", decodeDo(func(s *Server, x UserSpec) (any, error) { return s.AddUser(x) })},
-	"channels":    {"POST", decodeDo(func(s *Server, x ChannelSpec) (any, error) { return s.AddChannel(x) })},
-	"ims":         {"POST", decodeDo(func(s *Server, x struct{ User string }) (any, error) { return s.OpenIM(x.User) })},
-	"messages":    {"POST", decodeDo(func(s *Server, x PostSpec) (any, error) { return s.Post(x) })},
-	"edits":       {"POST", decodeDo(func(s *Server, x EditSpec) (any, error) { return nil, s.Edit(x) })},
-	"deletes":     {"POST", decodeDo(func(s *Server, x struct{ Channel, TS string }) (any, error) { return nil, s.Delete(x.Channel, x.TS) })},
-	"clicks":      {"POST", decodeDo(func(s *Server, x ClickSpec) (any, error) { return nil, s.Click(x) })},
-	"commands":    {"POST", decodeDo(func(s *Server, x CommandSpec) (any, error) { return nil, s.Command(x) })},
-	"join":        {"POST", decodeDo(func(s *Server, x struct{ Channel string; Users []string }) (any, error) { return nil, s.JoinChannel(x.Channel, x.Users...) })},
+	"tokens":   {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Tokens(), nil }},
+	"users":    {"POST", decodeDo(func(s *Server, x UserSpec) (any, error) { return s.AddUser(x) })},
+	"channels": {"POST", decodeDo(func(s *Server, x ChannelSpec) (any, error) { return s.AddChannel(x) })},
+	"ims":      {"POST", decodeDo(func(s *Server, x struct{ User string }) (any, error) { return s.OpenIM(x.User) })},
+	"messages": {"POST", decodeDo(func(s *Server, x PostSpec) (any, error) { return s.Post(x) })},
+	"edits":    {"POST", decodeDo(func(s *Server, x EditSpec) (any, error) { return nil, s.Edit(x) })},
+	"deletes":  {"POST", decodeDo(func(s *Server, x struct{ Channel, TS string }) (any, error) { return nil, s.Delete(x.Channel, x.TS) })},
+	"clicks":   {"POST", decodeDo(func(s *Server, x ClickSpec) (any, error) { return nil, s.Click(x) })},
+	"commands": {"POST", decodeDo(func(s *Server, x CommandSpec) (any, error) { return nil, s.Command(x) })},
+	"join": {"POST", decodeDo(func(s *Server, x struct {
+		Channel string
+		Users   []string
+	}) (any, error) { return nil, s.JoinChannel(x.Channel, x.Users...) })},
 	"connections": {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Connections(), nil }},
 	"disconnect": {"POST", decodeDo(func(s *Server, x struct {
 		Reason string  `json:"reason"`

@@ -122,13 +122,13 @@ type state struct {
 	triggers   map[string]*trigger
 	responses  map[string]*responseTarget
 
-	calls     []Call
-	envelopes []*envelope
-	conns     map[int]*conn
-	connSeq   int
-	lastUse   map[int]int // connection → when it last got an envelope
-	useSeq    int
-	tickets   map[string]time.Time
+	calls      []Call
+	envelopes  []*envelope
+	conns      map[int]*conn
+	connSeq    int
+	lastUse    map[int]int // connection → when it last got an envelope
+	useSeq     int
+	tickets    map[string]time.Time
 	requestURL string
 
 	limits limiter

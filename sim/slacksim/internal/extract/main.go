@@ -256,4 +256,3 @@ func write(dir, name string, v any) (string, error) {
 	}
 	return sum(b), os.WriteFile(filepath.Join(dir, name), b, 0o644)
 }
-
