@@ -277,7 +277,11 @@ func ValidateParams(method string, params map[string]any, headerToken bool) erro
 	}
 	for name, v := range params {
 		p, ok := described[name]
-		if t := knownArgs[method+" "+name]; !ok && t != "" {
+		t := knownArgs[method+" "+name]
+		if t == "" {
+			t = knownArgs["* "+name]
+		}
+		if !ok && t != "" {
 			if err := checkType(t, v); err != nil {
 				errs = append(errs, name+": "+err.Error())
 			}
@@ -304,6 +308,10 @@ var knownArgs = map[string]string{
 	// message" (boolean), added with message metadata in 2022; slack-go
 	// v0.36 always sends it.
 	"conversations.replies include_all_metadata": "boolean",
+	// "team_id: encoded team id, required if org token is used", on the
+	// pages of the methods an org-wide app calls; Bolt adds the event's
+	// team to every call made with the client it hands a listener.
+	"* team_id": "string",
 }
 
 func checkType(typ string, v any) error {
