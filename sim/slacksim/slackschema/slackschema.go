@@ -63,6 +63,10 @@
 //     general; new and edited messages are checked against their
 //     channel type's topic (message.channels, message.groups,
 //     message.im), whose payload is the generic wrapper.
+//   - views.open's answer is described as {"ok": true} and anything else
+//     (additionalProperties: true, no view): the view the stand-in
+//     returns is not checked by the description; slack-go's decoding of
+//     it (ViewResponse) is its check.
 //   - Interactive payloads (block_actions) and slash commands are in
 //     none of the descriptions; the official clients' parsing (slack-go
 //     and Bolt, in slacksim's tests) is their check.
