@@ -3,7 +3,6 @@ package slacksim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,8 +20,6 @@ type controlRoute struct {
 	method string
 	h      func(s *Server, r *http.Request, body []byte) (any, error)
 }
-
-var errNotFound = errors.New("not found")
 
 var controlRoutes = map[string]controlRoute{
 	"tokens":   {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Tokens(), nil }},

@@ -53,6 +53,11 @@ type Options struct {
 	// RetryBackoff are the waits before each redelivery after a miss
 	// (default: 0, 1 min, 5 min: Slack's three retries).
 	RetryBackoff []time.Duration
+	// PingInterval is how often each Socket Mode connection is pinged
+	// (WebSocket ping, wall clock; default 10 s): Slack's clients treat
+	// a server silent for 30 s as gone and reconnect. A connection that
+	// does not answer a ping within the interval is closed.
+	PingInterval time.Duration
 	// RequestURL, when set, turns Socket Mode off: events, interactions
 	// and slash commands are POSTed there, signed with SigningSecret.
 	RequestURL string
@@ -100,6 +105,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.AckTimeout <= 0 {
 		opts.AckTimeout = 3 * time.Second
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = 10 * time.Second
 	}
 	if opts.RetryBackoff == nil {
 		opts.RetryBackoff = []time.Duration{0, time.Minute, 5 * time.Minute}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -106,7 +107,16 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err == nil {
 		s.wake()
+		pctx, stopPings := context.WithCancel(s.ctx)
+		var pings sync.WaitGroup
+		pings.Add(1)
+		go func() {
+			defer pings.Done()
+			s.ping(pctx, ws)
+		}()
 		s.readAcks(c)
+		stopPings()
+		pings.Wait()
 	}
 	ws.CloseNow()
 	s.mu.Lock()
@@ -114,6 +124,29 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	delete(s.st.lastUse, c.id)
 	s.mu.Unlock()
 	s.logger.Info("socket closed", "conn", c.id)
+}
+
+// ping pings a connection every PingInterval until ctx ends; one that
+// does not answer in time is closed (its reader then ends).
+func (s *Server) ping(ctx context.Context, ws *websocket.Conn) {
+	t := time.NewTicker(s.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.opts.PingInterval)
+		err := ws.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				ws.CloseNow()
+			}
+			return
+		}
+	}
 }
 
 // readAcks reads what the app sends: acks, until the connection ends.
