@@ -34,7 +34,9 @@ var controlRoutes = map[string]controlRoute{
 	"join": {"POST", decodeDo(func(s *Server, x struct {
 		Channel string
 		Users   []string
-	}) (any, error) { return nil, s.JoinChannel(x.Channel, x.Users...) })},
+	}) (any, error) {
+		return nil, s.JoinChannel(x.Channel, x.Users...)
+	})},
 	"connections": {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Connections(), nil }},
 	"disconnect": {"POST", decodeDo(func(s *Server, x struct {
 		Reason string  `json:"reason"`
