@@ -34,6 +34,7 @@ func TestHTTPEvents(t *testing.T) {
 	var got []delivery
 	fail := map[string]int{} // event type → answers to fail
 	hang := map[string]bool{}
+	hanging := make(chan struct{}, 1)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sv, err := slack.NewSecretsVerifier(r.Header, secret)
 		if err != nil {
@@ -91,6 +92,7 @@ func TestHTTPEvents(t *testing.T) {
 		hang[d.kind] = false
 		mu.Unlock()
 		if h {
+			hanging <- struct{}{}
 			<-r.Context().Done() // until the stand-in gives up on it
 			return
 		}
@@ -112,6 +114,11 @@ func TestHTTPEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The message event hangs: 3 s on the clock later it is retried.
+	select {
+	case <-hanging:
+	case <-ctx.Done():
+		t.Fatal("the message event did not arrive")
+	}
 	if _, err := w.srv.WaitEnvelope(ctx, func(es []slacksim.Envelope) bool {
 		return len(es) == 2 && es[1].State == slacksim.StateAcked && len(es[0].Attempts) == 1 && es[0].State == slacksim.StateSent
 	}); err != nil {

@@ -18,8 +18,9 @@ import (
 // slackGoApp is a small app written with slack-go, the library
 // Harvest's Slack app uses: over Socket Mode it answers a mention in
 // its thread (👀, a reply with a Stop button, then an edit), a thread
-// reply and a direct message; a Stop click opens a modal and edits the
-// reply; /harvest answers in its ack.
+// reply and a direct message; a Stop click answers on its response_url,
+// opens a modal, swaps 👀 for ❌ and edits the reply; /harvest answers in
+// its ack.
 type slackGoApp struct {
 	t      *testing.T
 	api    *slack.Client
@@ -128,6 +129,9 @@ func (a *slackGoApp) handle(ctx context.Context, evt socketmode.Event) error {
 		modal := slack.ModalViewRequest{Type: slack.VTModal, Title: slack.NewTextBlockObject("plain_text", "Stopped", false, false),
 			Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject("mrkdwn", "Turn "+act.Value+" stopped", false, false), nil, nil)}}}
 		if _, err := a.api.OpenViewContext(ctx, cb.TriggerID, modal); err != nil {
+			return err
+		}
+		if err := slack.PostWebhookContext(ctx, cb.ResponseURL, &slack.WebhookMessage{Text: "Stopping " + act.Value}); err != nil {
 			return err
 		}
 		parent := slack.NewRefToMessage(cb.Channel.ID, cb.Message.ThreadTimestamp)
@@ -244,7 +248,8 @@ func TestSlackGo(t *testing.T) {
 	if _, err := w.srv.WaitEnvelopes(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if eph := w.srv.Ephemerals(); len(eph) != 2 || eph[1].User != w.bob.ID || eph[1].Text != "status: idle (status)" || eph[1].Via != "ack" {
+	if eph := w.srv.Ephemerals(); len(eph) != 3 || eph[1].Text != "Stopping turn-1" || eph[1].Via != "response_url" || eph[1].User != w.alice.ID ||
+		eph[2].User != w.bob.ID || eph[2].Text != "status: idle (status)" || eph[2].Via != "ack" {
 		t.Errorf("the command's answer: %+v", eph)
 	}
 

@@ -431,10 +431,9 @@ func (s *Server) chatPostEphemeral(c *call) (map[string]any, string) {
 		return nil, "channel_not_found"
 	}
 	user := c.str("user")
-	if s.st.users[user] == nil {
-		return nil, "user_not_found"
-	}
-	if !s.st.member(ch, user) {
+	// An unknown person is not in the channel either: Slack's answer
+	// (user_not_found is not among chat.postEphemeral's errors).
+	if s.st.users[user] == nil || !s.st.member(ch, user) {
 		return nil, "user_not_in_channel"
 	}
 	text, blocks, code := content(c)
@@ -543,7 +542,9 @@ func (s *Server) conversationsReplies(c *call) (map[string]any, string) {
 		return nil, "channel_not_found"
 	}
 	if !s.st.member(ch, s.st.botUser) {
-		return nil, "not_in_channel"
+		// A conversation the bot is not in is one it cannot see
+		// (not_in_channel is not among conversations.replies' errors).
+		return nil, "channel_not_found"
 	}
 	p := s.st.msg(ch.ID, c.str("ts"))
 	if p == nil || p.Deleted {
