@@ -90,7 +90,7 @@ func (s *Server) postEnvelope(e *envelope, now time.Time) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		status, answer, err := roundTrip(req)
+		status, answer, err := s.roundTrip(req)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if e.State != StateSent || len(e.Attempts) != attempt {
@@ -110,8 +110,8 @@ func (s *Server) postEnvelope(e *envelope, now time.Time) {
 	}()
 }
 
-func roundTrip(req *http.Request) (int, []byte, error) {
-	resp, err := http.DefaultClient.Do(req)
+func (s *Server) roundTrip(req *http.Request) (int, []byte, error) {
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -169,7 +169,7 @@ func (s *Server) VerifyURL(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	status, answer, err := roundTrip(req)
+	status, answer, err := s.roundTrip(req)
 	if err != nil {
 		return fmt.Errorf("url_verification: %w", err)
 	}

@@ -219,27 +219,29 @@ func (s *Server) commandResponse(e *envelope, payload json.RawMessage, now time.
 
 func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	w.Header().Set("Content-Type", "application/json")
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	status, answer := s.responseURL(r.PathValue("id"), b)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(answer)
+}
+
+// responseURL handles a POST to a response_url (s.mu held).
+func (s *Server) responseURL(id string, b []byte) (int, []byte) {
 	now := s.clock.Now()
-	t := s.st.responses[r.PathValue("id")]
+	t := s.st.responses[id]
 	if t == nil || !now.Before(t.expires) || t.uses >= 5 {
-		w.WriteHeader(http.StatusNotFound)
-		w.Write([]byte(`{"ok":false,"error":"expired_url"}`))
-		return
+		return http.StatusNotFound, []byte(`{"ok":false,"error":"expired_url"}`)
 	}
 	var resp response
 	if err := json.Unmarshal(b, &resp); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write([]byte(`{"ok":false,"error":"invalid_payload"}`))
-		return
+		return http.StatusBadRequest, []byte(`{"ok":false,"error":"invalid_payload"}`)
 	}
 	if err := s.respond(t, resp, "response_url", now); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"ok":false,"error":%q}`, err.Error())
-		return
+		out, _ := json.Marshal(map[string]any{"ok": false, "error": err.Error()})
+		return http.StatusBadRequest, out
 	}
 	t.uses++
-	w.Write([]byte(`{"ok":true}`))
+	return http.StatusOK, []byte(`{"ok":true}`)
 }

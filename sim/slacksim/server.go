@@ -80,6 +80,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the HTTP server, the dispatcher, deliveries, sockets
 	kick   chan struct{}  // wakes the dispatcher
+	client *http.Client   // HTTP deliveries; its idle connections closed by Close
 
 	mu     sync.Mutex // guards everything below
 	closed bool
@@ -131,6 +132,7 @@ func Start(opts Options) (*Server, error) {
 		ln:     ln,
 		url:    "http://" + ln.Addr().String(),
 		kick:   make(chan struct{}, 1),
+		client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.st = newState(opts, s.clock.Now())
@@ -179,6 +181,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.client.CloseIdleConnections()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -188,31 +188,38 @@ func readParams(r *http.Request) (map[string]any, bool, error) {
 	return params, false, nil
 }
 
+// serveAPI serves a Web API call: decided under s.mu (apiCall), written
+// without it.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("method")
 	params, isJSON, perr := readParams(r)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	log := s.apiCall(r, params, isJSON, perr)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if log.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(log.RetryAfter))
+	}
+	w.WriteHeader(log.Status)
+	w.Write(log.Response)
+	s.logger.Info("api", "method", log.Method, "status", log.Status, "response", string(log.Response))
+}
+
+// apiCall runs a call and logs it (s.mu held).
+func (s *Server) apiCall(r *http.Request, params map[string]any, isJSON bool, perr error) Call {
+	name := r.PathValue("method")
 	now := s.clock.Now()
 	log := Call{Seq: len(s.st.calls) + 1, Time: now, Method: name, HTTPMethod: r.Method, JSON: isJSON, Params: params}
 	answer := func(status int, body map[string]any) {
 		b, _ := json.Marshal(body)
 		log.Status, log.Response = status, b
 		s.st.calls = append(s.st.calls, log)
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		if log.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(log.RetryAfter))
-		}
-		w.WriteHeader(status)
-		w.Write(b)
-		s.logger.Info("api", "method", name, "status", status, "error", body["error"])
 	}
 	fail := func(code string) { answer(http.StatusOK, map[string]any{"ok": false, "error": code}) }
 	m, ok := methods[name]
 	if !ok {
 		// Slack answers an unknown method 404 with this body.
 		answer(http.StatusNotFound, map[string]any{"ok": false, "error": "unknown_method"})
-		return
+		return log
 	}
 	if perr != nil {
 		if isJSON {
@@ -220,11 +227,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		} else {
 			fail("invalid_form_data")
 		}
-		return
+		return log
 	}
 	if isJSON && r.Method == http.MethodGet {
 		fail("invalid_post_type")
-		return
+		return log
 	}
 	// The token: from the header, else the token argument (not with a
 	// JSON body: Slack wants the header then).
@@ -243,31 +250,32 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case tok == "":
 			fail("not_authed")
-			return
+			return log
 		case log.Token == "unknown":
 			fail("invalid_auth")
-			return
+			return log
 		case m.token == tokenBot && log.Token != "bot", m.token == tokenApp && log.Token != "app":
 			fail("not_allowed_token_type")
-			return
+			return log
 		}
 	}
 	c := &call{now: now, params: params, log: &log}
 	if after := s.st.limits.admit(now, name, m.tier, c.str("channel")); after > 0 {
 		log.RetryAfter = after
 		answer(http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
-		return
+		return log
 	}
 	res, code := m.h(s, c)
 	if code != "" {
 		fail(code)
-		return
+		return log
 	}
 	out := map[string]any{"ok": true}
 	for k, v := range res {
 		out[k] = v
 	}
 	answer(http.StatusOK, out)
+	return log
 }
 
 func (s *Server) apiTest(c *call) (map[string]any, string) {
