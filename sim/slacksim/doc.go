@@ -43,7 +43,11 @@
 // Disconnect (a disconnect message, "warning" or "refresh_requested",
 // then the close), Drop (connections ended without a close frame),
 // SetLimit, Storm (every call refused with 429 for a while),
-// SetRequestURL and VerifyURL (url_verification). Each is also POST
+// SetRequestURL and VerifyURL (url_verification). A click or a command
+// hands the app a trigger_id (views.open takes it once, within 3 s) and a
+// response_url (POST /response/{id}: up to 5 answers in 30 minutes,
+// ephemeral, in_channel, replace_original or delete_original). Each is
+// also POST
 // /_sim/slack/<noun> with JSON, for a test in another process (control.go,
 // README.md).
 //
@@ -59,7 +63,9 @@
 // open then, after RetryBackoff (0, 1 min, 5 min: three retries, as
 // Slack). With no connection open an envelope waits for one.
 // Interactions and commands are never retried: Slack shows the person
-// an error instead. A slash command's ack may carry the answer
+// an error instead. Every connection is pinged (a WebSocket ping every
+// Options.PingInterval, 10 s: Slack's clients reconnect after 30 s of
+// silence) and closed if it stops answering. A slash command's ack may carry the answer
 // ({"text": ..., "response_type": ...}), as its HTTP answer may.
 //
 // With a Request URL (Options.RequestURL, SetRequestURL) the same
@@ -81,8 +87,11 @@
 // files, no conversations.history or users.list, no modal submissions
 // (view_submission) or view updates, no message metadata, no
 // unfurling, no mrkdwn parsing (mentions are found as "<@U...>" in the
-// text), no app_home or reaction events; the bot need not be invited to
-// post in a channel it is in. Ephemeral messages cannot be clicked.
+// text), no app_home or reaction events, no chat:write.public (the bot
+// posts only where it is a member: not_in_channel). Ephemeral messages
+// cannot be clicked. A user object carries no is_email_confirmed: Slack
+// sends it, but the description's objs_user forbids it (a person's
+// profile email is all there is to match on).
 //
 // # Concurrency
 //
