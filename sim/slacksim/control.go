@@ -71,10 +71,17 @@ var controlRoutes = map[string]controlRoute{
 		return nil, s.SetLimit(x.Method, ls...)
 	})},
 	"request-url": {"POST", decodeDo(func(s *Server, x struct{ URL string }) (any, error) { return nil, s.SetRequestURL(x.URL) })},
-	"verify-url":  {"POST", func(s *Server, r *http.Request, _ []byte) (any, error) { return nil, s.VerifyURL(r.Context()) }},
-	"calls":       {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Calls(), nil }},
-	"ephemerals":  {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Ephemerals(), nil }},
-	"views":       {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Views(), nil }},
+	"tamper": {"POST", decodeDo(func(s *Server, x struct {
+		BadSignature  bool    `json:"bad_signature"`
+		TimestampSkew float64 `json:"timestamp_skew"`
+	}) (any, error) {
+		s.Tamper(TamperSpec{BadSignature: x.BadSignature, TimestampSkew: seconds(x.TimestampSkew)})
+		return nil, nil
+	})},
+	"verify-url": {"POST", func(s *Server, r *http.Request, _ []byte) (any, error) { return nil, s.VerifyURL(r.Context()) }},
+	"calls":      {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Calls(), nil }},
+	"ephemerals": {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Ephemerals(), nil }},
+	"views":      {"GET", func(s *Server, _ *http.Request, _ []byte) (any, error) { return s.Views(), nil }},
 	"envelopes": {"GET", func(s *Server, r *http.Request, _ []byte) (any, error) {
 		if r.URL.Query().Get("wait") == "" {
 			return s.Envelopes(), nil

@@ -129,31 +129,24 @@ func checkAnswers(t *testing.T, srv *slacksim.Server) {
 func check(t *testing.T, srv *slacksim.Server, requests bool) (methods, topics map[string]bool) {
 	t.Helper()
 	methods, topics = map[string]bool{}, map[string]bool{}
-	for _, c := range srv.Calls() {
-		if c.Status == 404 {
-			continue // unknown_method: no description to check against
-		}
-		if requests && c.Method != "apps.connections.open" {
-			if err := slackschema.ValidateParams(c.Method, c.Params, c.Token != "none"); err != nil {
-				t.Errorf("call %d: %v", c.Seq, err)
-			}
-		}
-		if err := slackschema.ValidateResponse(c.Method, c.Status, c.RetryAfter, c.Response); err != nil {
-			t.Errorf("call %d: %v", c.Seq, err)
-		}
+	calls, envs := srv.Calls(), srv.Envelopes()
+	errs := slackschema.CheckAnswers(calls, envs)
+	if requests {
+		errs = slackschema.CheckExchanges(calls, envs)
+	}
+	for _, err := range errs {
+		t.Error(err)
+	}
+	for _, c := range calls {
 		var ok struct{ OK bool }
 		if json.Unmarshal(c.Response, &ok) == nil && ok.OK {
 			methods[c.Method] = true
 		}
 	}
-	for _, e := range srv.Envelopes() {
-		if e.Kind != slacksim.KindEventsAPI {
-			continue
+	for _, e := range envs {
+		if e.Kind == slacksim.KindEventsAPI {
+			topics[e.Topic] = true
 		}
-		if err := slackschema.ValidateEvent(e.Topic, e.Payload); err != nil {
-			t.Errorf("envelope %s: %v\n%s", e.ID, err, e.Payload)
-		}
-		topics[e.Topic] = true
 	}
 	return methods, topics
 }

@@ -52,17 +52,39 @@ func (e *envelope) httpBody() ([]byte, string) {
 	return e.Payload, "application/json"
 }
 
+// signedRequest is a delivery, signed (s.mu held: it reads the tamper
+// settings).
 func (s *Server) signedRequest(ctx context.Context, target string, body []byte, ctype string, now time.Time) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	ts := now.Unix()
+	ts := now.Add(-s.st.tamper.TimestampSkew).Unix()
+	secret := s.opts.SigningSecret
+	if s.st.tamper.BadSignature {
+		secret = "not-the-" + secret
+	}
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)")
 	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(ts, 10))
-	req.Header.Set("X-Slack-Signature", Sign(s.opts.SigningSecret, ts, body))
+	req.Header.Set("X-Slack-Signature", Sign(secret, ts, body))
 	return req, nil
+}
+
+// TamperSpec makes HTTP deliveries wrong on purpose, for a receiver's
+// tests: signed with another secret, or stamped TimestampSkew in the
+// past (a receiver must refuse one older than 5 minutes).
+type TamperSpec struct {
+	BadSignature  bool          `json:"bad_signature"`
+	TimestampSkew time.Duration `json:"timestamp_skew"`
+}
+
+// Tamper sets how the next HTTP deliveries are spoiled (the zero value:
+// not at all).
+func (s *Server) Tamper(spec TamperSpec) {
+	s.mu.Lock()
+	s.st.tamper = spec
+	s.mu.Unlock()
 }
 
 // postEnvelope starts an HTTP delivery of e (s.mu held). Its goroutine
@@ -154,18 +176,18 @@ func (s *Server) SetRequestURL(u string) error {
 // Request URL is saved, and reports whether the app answered it: 200
 // with the challenge (as text, as {"challenge": ...} or as a form).
 func (s *Server) VerifyURL(ctx context.Context) error {
-	s.mu.Lock()
-	target := s.st.requestURL
-	now := s.clock.Now()
-	s.mu.Unlock()
-	if target == "" {
-		return errors.New("no request URL: Socket Mode is on")
-	}
 	challenge := randHex(24)
 	body, _ := json.Marshal(map[string]string{"token": verificationToken, "challenge": challenge, "type": "url_verification"})
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := s.signedRequest(ctx, target, body, "application/json", now)
+	s.mu.Lock()
+	target := s.st.requestURL
+	if target == "" {
+		s.mu.Unlock()
+		return errors.New("no request URL: Socket Mode is on")
+	}
+	req, err := s.signedRequest(ctx, target, body, "application/json", s.clock.Now())
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}

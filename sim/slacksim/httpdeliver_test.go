@@ -32,18 +32,24 @@ func TestHTTPEvents(t *testing.T) {
 	const secret = "8f742231b10e8888abcd99yyyzzz85a5"
 	var mu sync.Mutex
 	var got []delivery
+	var refused []string     // signatures slack-go's verifier refused
 	fail := map[string]int{} // event type → answers to fail
 	hang := map[string]bool{}
 	hanging := make(chan struct{}, 1)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sv, err := slack.NewSecretsVerifier(r.Header, secret)
 		if err != nil {
+			mu.Lock()
+			refused = append(refused, err.Error())
+			mu.Unlock()
 			http.Error(w, err.Error(), 401)
 			return
 		}
 		body, _ := io.ReadAll(io.TeeReader(r.Body, &sv))
 		if err := sv.Ensure(); err != nil {
-			t.Errorf("signature: %v", err)
+			mu.Lock()
+			refused = append(refused, err.Error())
+			mu.Unlock()
 			http.Error(w, err.Error(), 401)
 			return
 		}
@@ -173,6 +179,44 @@ func TestHTTPEvents(t *testing.T) {
 	if last := msgs[len(msgs)-1]; last.Text != "all idle" || last.BotID == "" {
 		t.Errorf("the command's in_channel answer: %+v", last)
 	}
+
+	mu.Lock()
+	if len(refused) > 0 {
+		t.Errorf("signatures refused: %v", refused)
+	}
+	mu.Unlock()
+
+	// Spoiled on purpose: a wrong signature, then a timestamp 10 minutes
+	// old; each refused (401) until the stand-in signs right again.
+	for _, spoil := range []slacksim.TamperSpec{{BadSignature: true}, {TimestampSkew: 10 * time.Minute}} {
+		w.srv.Tamper(spoil)
+		if _, err := w.srv.Post(slacksim.PostSpec{User: w.bob.ID, Channel: w.general.ID, Text: "spoiled"}); err != nil {
+			t.Fatal(err)
+		}
+		es, err := w.srv.WaitEnvelope(ctx, func(es []slacksim.Envelope) bool {
+			e := es[len(es)-1]
+			return len(e.Attempts) == 2 && e.State == slacksim.StateWaiting
+		})
+		if err != nil {
+			for _, e := range es {
+				t.Logf("%s %s %+v", e.Topic, e.State, e.Attempts)
+			}
+			t.Fatal(err)
+		}
+		if a := es[len(es)-1].Attempts; a[0].Status != 401 || a[1].Status != 401 || a[0].Outcome != "http_error" {
+			t.Errorf("%+v: attempts %+v", spoil, a)
+		}
+		w.srv.Tamper(slacksim.TamperSpec{})
+		w.clock.Advance(time.Minute)
+		if _, err := w.srv.WaitEnvelopes(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	if len(refused) != 4 || !strings.Contains(refused[0], "invalid signature") || !strings.Contains(refused[2], "too old") {
+		t.Errorf("refused: %q", refused)
+	}
+	mu.Unlock()
 
 	// A receiver that does not echo the challenge fails verification.
 	if err := w.srv.SetRequestURL(hook.URL + "/nothing"); err != nil {

@@ -130,6 +130,7 @@ type state struct {
 	useSeq     int
 	tickets    map[string]time.Time
 	requestURL string
+	tamper     TamperSpec
 
 	limits limiter
 

@@ -9,6 +9,9 @@
 // records the commit and the SHA-256 of each source file and of each
 // pinned file, which Source checks.
 //
+// CheckExchanges checks a whole request log and envelope list at once,
+// for any test that ran something against the stand-in.
+//
 // Schemas are validated with santhosh-tekuri/jsonschema (Swagger 2.0's
 // schema objects are draft 4; the wrapper says draft 7), formats
 // asserted ("url", which JSON Schema does not define, as "uri").
@@ -100,6 +103,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/harvest-dev/harvest/sim/slacksim"
 )
 
 //go:embed descriptions
@@ -539,4 +544,45 @@ func ValidateEvent(topic string, payload []byte) error {
 		return fmt.Errorf("topic %s, event wrapper: %w", topic, err)
 	}
 	return nil
+}
+
+// CheckExchanges validates what a test saw go through the stand-in: each
+// Web API call's arguments and answer (Server.Calls) and each event's
+// payload (Server.Envelopes), returning every mismatch. Calls to unknown
+// methods (404) are skipped; interactions and slash commands are in no
+// description (see the package doc).
+func CheckExchanges(calls []slacksim.Call, envelopes []slacksim.Envelope) []error {
+	return check(calls, envelopes, true)
+}
+
+// CheckAnswers is CheckExchanges without the arguments: for a test that
+// sends bad requests on purpose.
+func CheckAnswers(calls []slacksim.Call, envelopes []slacksim.Envelope) []error {
+	return check(calls, envelopes, false)
+}
+
+func check(calls []slacksim.Call, envelopes []slacksim.Envelope, requests bool) []error {
+	var errs []error
+	for _, c := range calls {
+		if c.Status == 404 {
+			continue
+		}
+		if requests && c.Method != "apps.connections.open" {
+			if err := ValidateParams(c.Method, c.Params, c.Token != "none"); err != nil {
+				errs = append(errs, fmt.Errorf("call %d: %w", c.Seq, err))
+			}
+		}
+		if err := ValidateResponse(c.Method, c.Status, c.RetryAfter, c.Response); err != nil {
+			errs = append(errs, fmt.Errorf("call %d: %w", c.Seq, err))
+		}
+	}
+	for _, e := range envelopes {
+		if e.Kind != slacksim.KindEventsAPI {
+			continue
+		}
+		if err := ValidateEvent(e.Topic, e.Payload); err != nil {
+			errs = append(errs, fmt.Errorf("envelope %s: %w", e.ID, err))
+		}
+	}
+	return errs
 }
