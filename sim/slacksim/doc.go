@@ -43,7 +43,9 @@
 // Disconnect (a disconnect message, "warning" or "refresh_requested",
 // then the close), Drop (connections ended without a close frame),
 // SetLimit, Storm (every call refused with 429 for a while),
-// SetRequestURL and VerifyURL (url_verification). A click or a command
+// SetRequestURL and VerifyURL (url_verification), Tamper (HTTP
+// deliveries signed with another secret or stamped in the past, for a
+// receiver's refusals). A click or a command
 // hands the app a trigger_id (views.open takes it once, within 3 s) and a
 // response_url (POST /response/{id}: up to 5 answers in 30 minutes,
 // ephemeral, in_channel, replace_original or delete_original). Each is
