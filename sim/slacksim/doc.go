@@ -38,8 +38,9 @@
 // attempts (Envelopes).
 //
 // The control API acts as people: Post (a mention, a thread reply, a
-// direct message), Edit and Delete of their messages, Click (a button of
-// a message: block_actions), Command (a slash command); and as Slack:
+// direct message), Edit and Delete of their messages, Click (a button,
+// or an option of a static_select, of a message: block_actions), Command
+// (a slash command); and as Slack:
 // Disconnect (a disconnect message, "warning" or "refresh_requested",
 // then the close), Drop (connections ended without a close frame),
 // SetLimit, Storm (every call refused with 429 for a while),

@@ -14,12 +14,34 @@ import (
 // trigger_id (views.open takes it once, within 3 s) and a response_url
 // (up to 5 answers within 30 minutes).
 
-// ClickSpec is a person clicking the button ActionID of the message TS.
+// ClickSpec is a person clicking the button ActionID of the message TS,
+// or choosing the option Value of its static_select ActionID (a picker).
 type ClickSpec struct {
 	User     string `json:"user"`
 	Channel  string `json:"channel"`
 	TS       string `json:"ts"`
 	ActionID string `json:"action_id"`
+	Value    string `json:"value"` // a static_select's option
+}
+
+// selectOption finds a static_select's option by value, in its options
+// or its option_groups.
+func selectOption(el map[string]any, value string) map[string]any {
+	opts, _ := el["options"].([]any)
+	if groups, ok := el["option_groups"].([]any); ok {
+		for _, g := range groups {
+			gm, _ := g.(map[string]any)
+			more, _ := gm["options"].([]any)
+			opts = append(opts, more...)
+		}
+	}
+	for _, o := range opts {
+		om, _ := o.(map[string]any)
+		if om != nil && om["value"] == value {
+			return om
+		}
+	}
+	return nil
 }
 
 // button finds an element by action_id in a message's blocks: in an
@@ -76,17 +98,33 @@ func (s *Server) Click(spec ClickSpec) error {
 	if el == nil {
 		return fmt.Errorf("message %s has no element with action_id %q", spec.TS, spec.ActionID)
 	}
-	if el["type"] != "button" {
-		return fmt.Errorf("element %q is a %v: only buttons can be clicked here", spec.ActionID, el["type"])
+	actionTS := fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)
+	var action map[string]any
+	switch el["type"] {
+	case "button":
+		if spec.Value != "" {
+			return fmt.Errorf("element %q is a button: it has no options to choose (no value)", spec.ActionID)
+		}
+		action = map[string]any{"action_id": spec.ActionID, "block_id": blockID, "text": el["text"], "type": "button", "action_ts": actionTS}
+		for _, k := range []string{"value", "style"} {
+			if v, ok := el[k]; ok {
+				action[k] = v
+			}
+		}
+	case "static_select":
+		opt := selectOption(el, spec.Value)
+		if opt == nil {
+			return fmt.Errorf("select %q has no option with value %q", spec.ActionID, spec.Value)
+		}
+		action = map[string]any{"action_id": spec.ActionID, "block_id": blockID, "type": "static_select",
+			"selected_option": opt, "action_ts": actionTS}
+		if p, ok := el["placeholder"]; ok {
+			action["placeholder"] = p
+		}
+	default:
+		return fmt.Errorf("element %q is a %v: only buttons and static selects can be used here", spec.ActionID, el["type"])
 	}
 	trig, resp := s.interactionHandles(u.ID, ch.ID, m.ThreadTS, m.TS, now)
-	action := map[string]any{"action_id": spec.ActionID, "block_id": blockID, "text": el["text"], "type": "button",
-		"action_ts": fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)}
-	for _, k := range []string{"value", "style"} {
-		if v, ok := el[k]; ok {
-			action[k] = v
-		}
-	}
 	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": ch.ID, "is_ephemeral": false}
 	if m.ThreadTS != "" {
 		container["thread_ts"] = m.ThreadTS

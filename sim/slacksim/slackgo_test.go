@@ -109,7 +109,14 @@ func (a *slackGoApp) handle(ctx context.Context, evt socketmode.Event) error {
 				if ts == "" {
 					ts = in.TimeStamp
 				}
-				if _, _, err := a.api.PostMessageContext(ctx, in.Channel, slack.MsgOptionText("got: "+in.Text, false), slack.MsgOptionTS(ts)); err != nil {
+				opts := []slack.MsgOption{slack.MsgOptionText("got: "+in.Text, false), slack.MsgOptionTS(ts)}
+				if in.ChannelType == "im" { // which repository? a picker
+					pick := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, slack.NewTextBlockObject("plain_text", "Repository", false, false), "repo",
+						slack.NewOptionBlockObject("acme/widget", slack.NewTextBlockObject("plain_text", "acme/widget", false, false), nil),
+						slack.NewOptionBlockObject("acme/gadget", slack.NewTextBlockObject("plain_text", "acme/gadget", false, false), nil))
+					opts = append(opts, slack.MsgOptionBlocks(slack.NewActionBlock("pick", pick)))
+				}
+				if _, _, err := a.api.PostMessageContext(ctx, in.Channel, opts...); err != nil {
 					return err
 				}
 				a.done <- "reply:" + in.ChannelType
@@ -126,6 +133,10 @@ func (a *slackGoApp) handle(ctx context.Context, evt socketmode.Event) error {
 			return errors.New("unexpected interaction")
 		}
 		act := cb.ActionCallback.BlockActions[0]
+		if act.Type == "static_select" {
+			a.done <- "picked:" + act.ActionID + ":" + act.SelectedOption.Value
+			return nil
+		}
 		modal := slack.ModalViewRequest{Type: slack.VTModal, Title: slack.NewTextBlockObject("plain_text", "Stopped", false, false),
 			Blocks: slack.Blocks{BlockSet: []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject("mrkdwn", "Turn "+act.Value+" stopped", false, false), nil, nil)}}}
 		if _, err := a.api.OpenViewContext(ctx, cb.TriggerID, modal); err != nil {
@@ -262,6 +273,20 @@ func TestSlackGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	app.want(t, ctx, "reply:im")
+	th := w.srv.Messages(im.ID)
+	if len(th) != 1 || len(th[0].Replies) != 1 {
+		t.Fatalf("the direct messages: %+v", th)
+	}
+	picker := th[0].Replies[0]
+	if err := w.srv.Click(slacksim.ClickSpec{User: w.bob.ID, Channel: im.ID, TS: picker, ActionID: "repo", Value: "acme/nothing"}); err == nil {
+		t.Error("an option the picker does not offer was chosen")
+	}
+	if err := w.srv.Click(slacksim.ClickSpec{User: w.bob.ID, Channel: im.ID, TS: picker, ActionID: "repo", Value: "acme/gadget"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := app.want(t, ctx, "picked:"); got != "picked:repo:acme/gadget" {
+		t.Errorf("picked: %s", got)
+	}
 
 	es, err := w.srv.WaitEnvelopes(ctx)
 	if err != nil {
