@@ -21,6 +21,8 @@ type simSlackFlags struct {
 	users         []string
 	channels      []string
 	requestURL    string
+	interURL      string
+	commandURL    string
 	signingSecret string
 	ackTimeout    time.Duration
 	quiet         bool
@@ -59,6 +61,8 @@ fails.`,
 	fl.StringArrayVar(&f.users, "user", nil, "NAME or NAME=EMAIL: a person in the workspace (repeatable)")
 	fl.StringArrayVar(&f.channels, "channel", nil, "a channel, with every user and the bot in it (repeatable; default general)")
 	fl.StringVar(&f.requestURL, "request-url", "", "POST events, clicks and commands here (http or https URL) instead of Socket Mode")
+	fl.StringVar(&f.interURL, "interactivity-url", "", "POST button clicks here instead of --request-url")
+	fl.StringVar(&f.commandURL, "command-url", "", "POST slash commands here instead of --request-url")
 	fl.StringVar(&f.signingSecret, "signing-secret", "", "the signing secret (default: generated)")
 	fl.DurationVar(&f.ackTimeout, "ack-timeout", 3*time.Second, "how long an envelope or HTTP delivery may wait for its ack")
 	fl.BoolVar(&f.quiet, "quiet", false, "do not log each request to stderr")
@@ -72,10 +76,16 @@ func checkSimSlackFlags(f simSlackFlags) ([]slackUserFlag, error) {
 	if f.ackTimeout <= 0 {
 		return nil, fmt.Errorf("--ack-timeout %s: must be positive", f.ackTimeout)
 	}
-	if f.requestURL != "" {
-		u, err := url.Parse(f.requestURL)
+	for _, fl := range []struct{ name, value string }{{"--request-url", f.requestURL}, {"--interactivity-url", f.interURL}, {"--command-url", f.commandURL}} {
+		if fl.value == "" {
+			continue
+		}
+		u, err := url.Parse(fl.value)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--request-url %q: give an http or https URL", f.requestURL)
+			return nil, fmt.Errorf("%s %q: give an http or https URL", fl.name, fl.value)
+		}
+		if fl.name != "--request-url" && f.requestURL == "" {
+			return nil, fmt.Errorf("%s needs --request-url (Socket Mode carries everything)", fl.name)
 		}
 	}
 	if f.signingSecret != "" && f.requestURL == "" {
@@ -105,7 +115,7 @@ func runSimSlack(cmd *cobra.Command, f simSlackFlags) error {
 	}
 	logger := slog.New(handler).With("component", "sim-slack")
 	srv, err := slacksim.Start(slacksim.Options{Listen: f.listen, Logger: logger, RequestURL: f.requestURL,
-		SigningSecret: f.signingSecret, AckTimeout: f.ackTimeout})
+		InteractivityURL: f.interURL, CommandURL: f.commandURL, SigningSecret: f.signingSecret, AckTimeout: f.ackTimeout})
 	if err != nil {
 		return exitCode(1, fmt.Errorf("--listen %s: %w", f.listen, err))
 	}

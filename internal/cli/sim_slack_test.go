@@ -32,6 +32,8 @@ func TestSimSlackBadInput(t *testing.T) {
 		{[]string{"sim", "slack", "--ack-timeout", "0s"}, 2, "--ack-timeout 0s: must be positive"},
 		{[]string{"sim", "slack", "--request-url", "example.com/events"}, 2, `--request-url "example.com/events": give an http or https URL`},
 		{[]string{"sim", "slack", "--signing-secret", "x"}, 2, "--signing-secret needs --request-url"},
+		{[]string{"sim", "slack", "--command-url", "http://127.0.0.1:1/c"}, 2, "--command-url needs --request-url"},
+		{[]string{"sim", "slack", "--request-url", "http://127.0.0.1:1/e", "--interactivity-url", "x"}, 2, `--interactivity-url "x": give an http or https URL`},
 		{[]string{"sim", "slack", "--user", "=a@b.c"}, 2, `--user "=a@b.c": want NAME or NAME=EMAIL`},
 		{[]string{"sim", "slack", "--user", "al ice"}, 2, `--user: user name "al ice": give a handle without spaces`},
 		{[]string{"sim", "slack", "--user", "alice=nope"}, 2, `--user: user alice: email "nope" is not an address`},

@@ -70,7 +70,13 @@ var controlRoutes = map[string]controlRoute{
 		}
 		return nil, s.SetLimit(x.Method, ls...)
 	})},
-	"request-url": {"POST", decodeDo(func(s *Server, x struct{ URL string }) (any, error) { return nil, s.SetRequestURL(x.URL) })},
+	"request-url": {"POST", decodeDo(func(s *Server, x struct {
+		URL              string `json:"url"`
+		InteractivityURL string `json:"interactivity_url"`
+		CommandURL       string `json:"command_url"`
+	}) (any, error) {
+		return nil, s.SetRequestURLs(x.URL, x.InteractivityURL, x.CommandURL)
+	})},
 	"tamper": {"POST", decodeDo(func(s *Server, x struct {
 		BadSignature  bool    `json:"bad_signature"`
 		TimestampSkew float64 `json:"timestamp_skew"`

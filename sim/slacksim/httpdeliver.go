@@ -93,7 +93,14 @@ func (s *Server) Tamper(spec TamperSpec) {
 func (s *Server) postEnvelope(e *envelope, now time.Time) {
 	body, ctype := e.httpBody()
 	ctx, cancel := context.WithCancel(s.ctx)
-	req, err := s.signedRequest(ctx, s.st.requestURL, body, ctype, now)
+	target := s.st.requestURL
+	switch {
+	case e.Kind == KindInteractive && s.st.interURL != "":
+		target = s.st.interURL
+	case e.Kind == KindSlashCommands && s.st.commandURL != "":
+		target = s.st.commandURL
+	}
+	req, err := s.signedRequest(ctx, target, body, ctype, now)
 	e.State = StateSent
 	e.deadline = now.Add(s.opts.AckTimeout)
 	e.Attempts = append(e.Attempts, Attempt{At: now, Outcome: "pending"})
@@ -158,15 +165,28 @@ func answerPayload(b []byte) json.RawMessage {
 
 // SetRequestURL points deliveries at an HTTP endpoint (Socket Mode off),
 // or back to Socket Mode with "". Envelopes not yet acked go the new way.
+// Clicks and commands go there too, unless SetRequestURLs said otherwise.
 func (s *Server) SetRequestURL(u string) error {
-	if u != "" {
+	return s.SetRequestURLs(u, "", "")
+}
+
+// SetRequestURLs sets the events' Request URL, and the Interactivity
+// Request URL and slash commands' URL ("": the events' one).
+func (s *Server) SetRequestURLs(events, interactivity, commands string) error {
+	for _, u := range []string{events, interactivity, commands} {
+		if u == "" {
+			continue
+		}
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return fmt.Errorf("request URL %q: give an http or https URL", u)
 		}
 	}
+	if events == "" && (interactivity != "" || commands != "") {
+		return fmt.Errorf("an interactivity or command URL needs an events Request URL (Socket Mode carries all three)")
+	}
 	s.mu.Lock()
-	s.st.requestURL = u
+	s.st.requestURL, s.st.interURL, s.st.commandURL = events, interactivity, commands
 	s.mu.Unlock()
 	s.wake()
 	return nil

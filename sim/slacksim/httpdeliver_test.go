@@ -19,6 +19,7 @@ import (
 )
 
 type delivery struct {
+	path                  string
 	retryNum, retryReason string
 	kind                  string // event type, interaction type or command
 }
@@ -53,7 +54,7 @@ func TestHTTPEvents(t *testing.T) {
 			http.Error(w, err.Error(), 401)
 			return
 		}
-		d := delivery{retryNum: r.Header.Get("X-Slack-Retry-Num"), retryReason: r.Header.Get("X-Slack-Retry-Reason")}
+		d := delivery{path: r.URL.Path, retryNum: r.Header.Get("X-Slack-Retry-Num"), retryReason: r.Header.Get("X-Slack-Retry-Reason")}
 		switch r.Header.Get("Content-Type") {
 		case "application/json":
 			ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
@@ -142,6 +143,11 @@ func TestHTTPEvents(t *testing.T) {
 		t.Errorf("app_mention: %+v", e)
 	}
 
+	// Clicks and commands to their own URLs (Slack's Interactivity
+	// Request URL, the command's URL).
+	if err := w.srv.SetRequestURLs(hook.URL+"/events", hook.URL+"/interactive", hook.URL+"/commands"); err != nil {
+		t.Fatal(err)
+	}
 	// A click needs a button: the bot posts one.
 	api := slack.New(w.tok.Bot, slack.OptionAPIURL(w.srv.APIURL()))
 	_, ts, err := api.PostMessageContext(ctx, w.general.ID, slack.MsgOptionTS(m.TS), slack.MsgOptionBlocks(
@@ -160,8 +166,10 @@ func TestHTTPEvents(t *testing.T) {
 	}
 	mu.Lock()
 	var kinds []string
+	paths := map[string]string{}
 	for _, d := range got {
 		kinds = append(kinds, d.kind+"#"+d.retryNum+d.retryReason)
+		paths[d.kind] = d.path
 	}
 	mu.Unlock()
 	want := map[string]bool{"message#": true, "app_mention#": true, "app_mention#1http_error": true, "message#1http_timeout": true,
@@ -174,6 +182,9 @@ func TestHTTPEvents(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("missing deliveries %v (got %v)", want, kinds)
+	}
+	if paths["block_actions:stop"] != "/interactive" || paths["/harvest status"] != "/commands" || paths["app_mention"] != "/" {
+		t.Errorf("paths: %v", paths)
 	}
 	msgs := w.srv.Messages(w.general.ID)
 	if last := msgs[len(msgs)-1]; last.Text != "all idle" || last.BotID == "" {

@@ -61,6 +61,11 @@ type Options struct {
 	// RequestURL, when set, turns Socket Mode off: events, interactions
 	// and slash commands are POSTed there, signed with SigningSecret.
 	RequestURL string
+	// InteractivityURL and CommandURL, when set with RequestURL, receive
+	// clicks and slash commands instead of it (on Slack each is its own
+	// setting: the Interactivity Request URL, each command's URL).
+	InteractivityURL string
+	CommandURL       string
 	// SigningSecret signs HTTP deliveries (default: generated).
 	SigningSecret string
 	// Limits override the rate limit of some methods (see Limit).
@@ -115,6 +120,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.SigningSecret == "" {
 		opts.SigningSecret = randHex(16)
+	}
+	if opts.RequestURL == "" && (opts.InteractivityURL != "" || opts.CommandURL != "") {
+		return nil, errors.New("Options.InteractivityURL and CommandURL need RequestURL (Socket Mode carries all three)")
 	}
 	for m, l := range opts.Limits {
 		if err := l.check(m); err != nil {

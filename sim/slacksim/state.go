@@ -129,7 +129,9 @@ type state struct {
 	lastUse    map[int]int // connection → when it last got an envelope
 	useSeq     int
 	tickets    map[string]time.Time
-	requestURL string
+	requestURL string // events (and the rest, unless set below); "": Socket Mode
+	interURL   string // interactivity, if not requestURL
+	commandURL string // slash commands, if not requestURL
 	tamper     TamperSpec
 
 	limits limiter
@@ -152,6 +154,8 @@ func newState(opts Options, now time.Time) state {
 		lastUse:    map[int]int{},
 		tickets:    map[string]time.Time{},
 		requestURL: opts.RequestURL,
+		interURL:   opts.InteractivityURL,
+		commandURL: opts.CommandURL,
 		limits:     newLimiter(opts.Limits),
 	}
 	bot := &User{ID: "U0BOT00001", Name: opts.BotName, RealName: opts.BotName, IsBot: true}
