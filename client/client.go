@@ -332,7 +332,9 @@ func (c *Client) Unlock(ctx context.Context, id string) error {
 }
 
 // EventLog returns a page of a session's stored events with seq > after
-// (limit 0: the server's default page).
+// (limit 0: the server's default page). Events the server's retention
+// policy removed are an event.EventsCompacted per removed run (see
+// Stream).
 func (c *Client) EventLog(ctx context.Context, id string, after int64, limit int) (*wire.EventPage, error) {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if limit > 0 {

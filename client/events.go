@@ -48,6 +48,14 @@ type StreamOptions struct {
 // Under pressure, and across a reconnect, live pieces may be missing;
 // the stored event after them never is.
 //
+// The one exception to "no gap": events a server's retention policy
+// removed (harvest serve --event-retention) come as one
+// event.EventsCompacted per removed run, with the run's last seq; it
+// stands for the seqs from its From through its own, and
+// EventsCompacted.Missed(last) says how many of them a reader that had
+// seq last never saw. A stream resumed inside a removed run gets its
+// marker first.
+//
 // A Stream is read from one goroutine; Close may be called from any.
 type Stream struct {
 	c    *Client

@@ -28,6 +28,7 @@ func TestRoundTrip(t *testing.T) {
 		PROpened{Repo: "r", Number: 4, URL: "u"}, PRMerged{Repo: "r", Number: 4, By: "ada", SHA: "abc"},
 		PRClosed{Repo: "r", Number: 4, By: "ada", Branch: "harvest/x"}, Stuck{Text: "blocked"},
 		ShellOpened{Shell: "sh1", By: "tok-1", ByName: "alice", Repo: "r"}, ShellClosed{Shell: "sh1", By: "tok-1", Code: 0, DurationMS: 9, Reason: "exited"},
+		EventsCompacted{From: 3, To: 9, Reason: RetentionReason},
 	}
 	if len(samples) != len(registry) {
 		t.Fatalf("%d samples for %d registered types: add the new type here", len(samples), len(registry))

@@ -25,6 +25,8 @@ import (
 // The rules a reader relies on:
 //
 //   - Stored seqs are 1, 2, 3, ... with no gap: live pieces take none.
+//     (Events a retention policy removed later leave an events.compacted
+//     event standing for their seqs: retention.go.)
 //   - Live pieces carrying seq N are pieces of one stream (same type,
 //     turn, agent, repo, tool call and output stream), and joined they
 //     are the payload of stored event N+1 when it has that stream (it

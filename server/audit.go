@@ -111,6 +111,9 @@ func startAudit(r *http.Request, action string, c caller) (*http.Request, *audit
 	e := &store.AuditEntry{Action: action, Channel: channelOf(r, c), Remote: remoteIP(r), Time: time.Now().UTC()}
 	if c.token != nil {
 		e.User, e.Token = c.token.User, c.token.ID
+		if c.userSignIn() {
+			e.Token = "" // a user's own sign-in: no token (signin.go)
+		}
 	}
 	switch {
 	case r.PathValue("scope") != "":

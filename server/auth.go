@@ -117,7 +117,14 @@ type caller struct {
 	web string
 	// node is the node whose token this is (NewNodeToken), else "".
 	node string
+	// via is how a user's own sign-in was made (store.WebViaGitHub,
+	// WebViaOIDC): then token is the user itself (callerForUser), not a
+	// token. "" for a token.
+	via string
 }
+
+// userSignIn says whether the request is a user's own sign-in (no token).
+func (c caller) userSignIn() bool { return c.via != "" }
 
 // owner is the owner argument of the Manager's calls: "" (everything) for
 // an admin, else the token's id.

@@ -78,6 +78,14 @@
 // so disabling a user refuses their very next request, by token or by
 // sign-in cookie. An admin cannot demote or disable themselves.
 //
+// A browser signs in with a token (websession.go), or as the user of an
+// account they already have: GitHub or an OIDC provider (signin.go,
+// signin_github.go, signin_oidc.go: the authorization code flow with
+// PKCE, the flow's state bound to the browser and taken once). Such a
+// sign-in has no token: the user stands where the token would (what it
+// starts is owned by the user's id), read with the sign-in on every
+// request.
+//
 // The audit log (audit.go) records the routes that change something:
 // sessions' create, send, cancel, stop, delete, unlock and shell, tokens,
 // users, secrets, environments, memory edits, sign-ins and refused webhook

@@ -50,6 +50,9 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, c caller) *apiError 
 		return e
 	}
 	out := wire.Me{Token: TokenView(c.token), Admin: c.admin()}
+	if c.userSignIn() {
+		out.Token, out.SignedInVia = nil, c.via // no token: the user signed in with GitHub or OIDC
+	}
 	if c.token.User != "" {
 		u, err := s.cfg.Store.GetUser(r.Context(), c.token.User)
 		if err != nil {

@@ -28,6 +28,12 @@ func (s *Server) table() []route {
 		{http.MethodPost, "/v1/auth/session", public, s.signIn},
 		{http.MethodGet, "/v1/auth/session", user, s.whoAmI},
 		{http.MethodDelete, "/v1/auth/session", user, s.signOut},
+		// Signing in with GitHub or an OIDC provider: signin*.go.
+		{http.MethodGet, "/v1/auth/providers", public, s.providers},
+		{http.MethodGet, "/v1/auth/github", public, s.githubStart},
+		{http.MethodGet, "/v1/auth/github/callback", public, s.githubCallback},
+		{http.MethodGet, "/v1/auth/oidc", public, s.oidcStart},
+		{http.MethodGet, "/v1/auth/oidc/callback", public, s.oidcCallback},
 
 		{http.MethodPost, "/v1/sessions", user, s.createSession},
 		{http.MethodGet, "/v1/sessions", user, s.listSessions},

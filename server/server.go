@@ -73,6 +73,7 @@ type Records interface {
 	Events(ctx context.Context, session string, after int64, limit int) ([]event.Event, error)
 	GetLock(ctx context.Context, key string) (store.Lock, error)
 	store.WebSessions
+	store.SignIns
 }
 
 var (
@@ -139,6 +140,9 @@ type Config struct {
 	// store must be store.Bounded for it to cut the calls; negative: no
 	// budget.
 	StoreTimeout time.Duration
+	// SignIn enables signing in with GitHub or an OIDC provider
+	// (signin.go); the zero value offers the token form only.
+	SignIn SignIn
 }
 
 // DefaultStoreTimeout is Config.StoreTimeout's default: well above what a
@@ -170,6 +174,8 @@ type Server struct {
 	// "unavailable" error event (clients reconnect later).
 	drain       context.Context
 	cancelDrain context.CancelFunc
+
+	oidc oidcCache // the OIDC provider, discovered (signin_oidc.go)
 }
 
 // New returns the API server of cfg.

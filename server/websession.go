@@ -53,11 +53,14 @@ type SignInRequest struct {
 // SignedIn is who a browser is signed in as, and the CSRF token its
 // state-changing requests send in X-Harvest-CSRF.
 type SignedIn struct {
-	TokenID string `json:"token_id"`
+	TokenID string `json:"token_id,omitempty"`
 	Name    string `json:"name"`
 	Admin   bool   `json:"admin"`
 	// User is the id of the token's user (GET /v1/me says more).
-	User      string    `json:"user,omitempty"`
+	User string `json:"user,omitempty"`
+	// Via is how the browser signed in: "github" or "oidc" for a
+	// user's own sign-in (TokenID is then ""), else absent.
+	Via       string    `json:"via,omitempty"`
 	CSRFToken string    `json:"csrf_token"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
@@ -93,6 +96,9 @@ func safeMethod(m string) bool {
 // cookieCaller authenticates the sign-in cookie's secret; for a request
 // that changes state it also checks the CSRF token and the origin.
 func (s *Server) cookieCaller(r *http.Request, secret string) (caller, *apiError) {
+	if strings.HasPrefix(secret, userSessionPrefix) {
+		return s.userCookieCaller(r, secret) // signin.go
+	}
 	if !strings.HasPrefix(secret, webSessionPrefix) {
 		return caller{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "the "+SessionCookie+" cookie is not a sign-in: sign in again (POST /v1/auth/session)")
 	}
@@ -103,17 +109,8 @@ func (s *Server) cookieCaller(r *http.Request, secret string) (caller, *apiError
 	case err != nil:
 		return caller{}, &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "checking the sign-in: " + err.Error(), cause: err}
 	}
-	if !safeMethod(r.Method) {
-		if e := sameOrigin(r); e != nil {
-			return caller{}, e
-		}
-		got := r.Header.Get(CSRFHeader)
-		if got == "" {
-			return caller{}, errorf(http.StatusForbidden, CodeForbidden, "a request signed in by cookie that changes state needs the "+CSRFHeader+" header with the csrf_token of the sign-in (GET /v1/auth/session returns it)")
-		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(csrfToken(secret))) != 1 {
-			return caller{}, errorf(http.StatusForbidden, CodeForbidden, "the "+CSRFHeader+" header is not this sign-in's CSRF token: reload the page (GET /v1/auth/session returns the current one)")
-		}
+	if e := checkCSRF(r, secret); e != nil {
+		return caller{}, e
 	}
 	if _, ok := NodeOf(t); ok {
 		// Never made (signIn refuses them); refused all the same.
@@ -123,6 +120,25 @@ func (s *Server) cookieCaller(r *http.Request, secret string) (caller, *apiError
 		return caller{}, e
 	}
 	return caller{token: t, web: secret}, nil
+}
+
+// checkCSRF: a cookie-authenticated request that changes state comes
+// from our own page (its origin, and the sign-in's CSRF token).
+func checkCSRF(r *http.Request, secret string) *apiError {
+	if safeMethod(r.Method) {
+		return nil
+	}
+	if e := sameOrigin(r); e != nil {
+		return e
+	}
+	got := r.Header.Get(CSRFHeader)
+	if got == "" {
+		return errorf(http.StatusForbidden, CodeForbidden, "a request signed in by cookie that changes state needs the "+CSRFHeader+" header with the csrf_token of the sign-in (GET /v1/auth/session returns it)")
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(csrfToken(secret))) != 1 {
+		return errorf(http.StatusForbidden, CodeForbidden, "the "+CSRFHeader+" header is not this sign-in's CSRF token: reload the page (GET /v1/auth/session returns the current one)")
+	}
+	return nil
 }
 
 // signIn exchanges a token for the sign-in cookie.
@@ -167,7 +183,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ caller) *apiEr
 	rand.Read(key[:])
 	secret := webSessionPrefix + base64.RawURLEncoding.EncodeToString(key[:])
 	now := time.Now().UTC()
-	ws := &store.WebSession{Hash: HashToken(secret), TokenID: t.ID, CreatedAt: now, ExpiresAt: now.Add(webSessionTTL)}
+	ws := &store.WebSession{Hash: HashToken(secret), TokenID: t.ID, Via: store.WebViaToken, CreatedAt: now, ExpiresAt: now.Add(webSessionTTL)}
 	if err := s.cfg.Store.CreateWebSession(r.Context(), ws); err != nil {
 		return fromManager(err)
 	}
@@ -186,6 +202,9 @@ func (s *Server) whoAmI(w http.ResponseWriter, r *http.Request, c caller) *apiEr
 		return e
 	}
 	out := SignedIn{TokenID: c.token.ID, Name: c.token.Name, Admin: c.admin(), User: c.token.User}
+	if c.userSignIn() {
+		out.TokenID, out.Via = "", c.via
+	}
 	if c.web != "" {
 		out.CSRFToken = csrfToken(c.web)
 	}
@@ -200,6 +219,9 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request, c caller) *apiE
 	}
 	if c.web == "" {
 		return errorf(http.StatusBadRequest, CodeBadRequest, "this request is not signed in by cookie, so there is nothing to sign out of: a bearer token stays valid until harvest token delete")
+	}
+	if a := auditOf(r); a != nil && c.userSignIn() {
+		a.addDetail(map[string]any{"via": c.via})
 	}
 	if err := s.cfg.Store.DeleteWebSession(r.Context(), HashToken(c.web)); err != nil {
 		return fromManager(err)

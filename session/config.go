@@ -202,6 +202,11 @@ type Config struct {
 	// NodeGone is how long a node's heartbeat must have run out before it
 	// leaves the nodes table (several nodes). 0 is DefaultNodeGone.
 	NodeGone time.Duration
+	// EventRetention, when > 0, is how long the events of a session that
+	// is not live (suspended, stopped, failed) are kept whole: after it,
+	// the janitor compacts them to the turn-level record
+	// (nodes_retention.go). 0 keeps every event forever.
+	EventRetention time.Duration
 	// StopBoxesOnExit makes Close take the boxes with it, for a server
 	// stopped for good: each idle session's box is destroyed and the
 	// session suspended (its workspace and conversation kept, resumed by
@@ -264,6 +269,9 @@ func (c *Config) check() error {
 		if c.Node.TakeoverRate < 0 {
 			return fmt.Errorf("session.Config.Node: TakeoverRate %g: give how many sessions a second the node takes over at most (0: the default, %g)", c.Node.TakeoverRate, DefaultTakeoverRate)
 		}
+	}
+	if c.EventRetention < 0 {
+		return fmt.Errorf("session.Config: EventRetention %s must not be negative (0: keep events forever)", c.EventRetention)
 	}
 	if c.CleanEvery < 0 || c.NodeGone < 0 {
 		return fmt.Errorf("session.Config: CleanEvery %s and NodeGone %s must not be negative (0: the defaults)", c.CleanEvery, c.NodeGone)

@@ -124,9 +124,11 @@ type env struct {
 	diskPool int
 	tracer   trace.TracerProvider
 	jopt     journal.Options // withJournal
-	st       store.Store
-	j        *journal.Journal
-	m        *Manager
+	// retention is Config.EventRetention (withRetention).
+	retention time.Duration
+	st        store.Store
+	j         *journal.Journal
+	m         *Manager
 }
 
 type envConfig struct {
@@ -145,7 +147,17 @@ type envConfig struct {
 	diskPool int
 	tracer   trace.TracerProvider
 	jopt     journal.Options
+	// retention is Config.EventRetention.
+	retention time.Duration
+	// script replaces the sim's script (withScript).
+	script string
 }
+
+// withScript makes the sim play s instead of the package's script.
+func withScript(s string) envOpt { return func(c *envConfig) { c.script = s } }
+
+// withRetention sets the Manager's event retention (Config.EventRetention).
+func withRetention(d time.Duration) envOpt { return func(c *envConfig) { c.retention = d } }
 
 // withJournal opens the journal with opt.
 func withJournal(opt journal.Options) envOpt { return func(c *envConfig) { c.jopt = opt } }
@@ -233,7 +245,11 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &env{Stack: stacktest.New(t, script, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer, jopt: c.jopt}
+	sc := script
+	if c.script != "" {
+		sc = c.script
+	}
+	e := &env{Stack: stacktest.New(t, sc, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer, jopt: c.jopt, retention: c.retention}
 	if !c.noOpen {
 		e.open()
 	}
@@ -252,22 +268,23 @@ func (e *env) open() {
 	m, err := NewManager(Config{
 		Environments: envs,
 		Store:        e.st, Journal: e.j, Egress: e.egress, StopBoxesOnExit: e.stop,
-		Backends:     e.Backends,
-		DataDir:      e.DataDir,
-		Sources:      e.Sources,
-		Models:       e.Models(),
-		DefaultModel: stacktest.Model,
-		Disks:        e.Disks,
-		Clock:        e.Clock,
-		Logger:       e.Logger(),
-		MCP:          e.mcp,
-		MCPGuard:     e.guard,
-		Node:         e.node,
-		CarryMax:     carryMax(e.shared),
-		MinFree:      e.minFree,
-		DiskPool:     e.diskPool,
-		OwnersDir:    filepath.Join(e.DataDir, "owners"),
-		Tracer:       e.tracer,
+		Backends:       e.Backends,
+		DataDir:        e.DataDir,
+		Sources:        e.Sources,
+		Models:         e.Models(),
+		DefaultModel:   stacktest.Model,
+		Disks:          e.Disks,
+		Clock:          e.Clock,
+		Logger:         e.Logger(),
+		MCP:            e.mcp,
+		MCPGuard:       e.guard,
+		Node:           e.node,
+		CarryMax:       carryMax(e.shared),
+		MinFree:        e.minFree,
+		DiskPool:       e.diskPool,
+		OwnersDir:      filepath.Join(e.DataDir, "owners"),
+		Tracer:         e.tracer,
+		EventRetention: e.retention,
 	})
 	if err != nil {
 		e.T.Fatal(err)

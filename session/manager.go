@@ -66,6 +66,8 @@ type Manager struct {
 	}
 	// gc is the janitor's (nodes_gc.go).
 	gc gcState
+	// ret is event retention's (nodes_retention.go).
+	ret retentionState
 	// traces holds the trace of each queued message whose sender was
 	// traced, until a turn takes it (tracing.go).
 	traces traceBook

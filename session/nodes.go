@@ -21,6 +21,8 @@ import (
 //	                   owns this node takes, which, and how fast
 //	nodes_carry.go     carrying a workspace to the store and restoring it
 //	nodes_gc.go        the janitor: stale copies and disks, dead nodes
+//	nodes_retention.go the janitor's event retention: compacting the events
+//	                   of sessions not live for long, one node at a time
 //
 // The HTTP side (forwarding a request to the session's owner, a stream's
 // hand-over, the tokens nodes call each other with) is package

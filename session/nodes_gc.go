@@ -32,7 +32,9 @@ import (
 //     copy is stale for good — if the session comes back here, it is
 //     restored from the checkpoint over it anyway (nodes_carry.go);
 //   - with several nodes, the nodes whose heartbeat ran out NodeGone ago
-//     (store.RemoveDeadNodes; their leases stay until taken over).
+//     (store.RemoveDeadNodes; their leases stay until taken over);
+//   - with Config.EventRetention, the bulky events of sessions not live
+//     for that long (nodes_retention.go).
 //
 // What is never removed: anything of a session this node runs (a runner,
 // even one stopping) or holds the lease of, or is deleting; the copy of a
@@ -105,6 +107,9 @@ func (m *Manager) clean(ctx context.Context) {
 		if len(nodes) > 0 {
 			m.log.Info("removed the nodes dead for long", "nodes", nodes, "gone", m.cfg.NodeGone)
 		}
+	}
+	if err := m.retain(ctx, max(m.cfg.CleanEvery, time.Minute)); err != nil && ctx.Err() == nil {
+		m.log.Warn("event retention: compacting the events of sessions not live for long", "err", err)
 	}
 	m.gc.mu.Lock()
 	m.gc.n.rounds++

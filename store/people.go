@@ -122,11 +122,20 @@ func UserIDForToken(tokenID string) string {
 }
 
 // WebSession is a browser's sign-in (package server): the cookie's secret
-// stands for an API token until it expires or is signed out. Only the
-// secret's SHA-256 is stored.
+// stands for an API token (a sign-in with a token) or for a user
+// directly (a sign-in with GitHub or an OIDC provider: signin.go) until
+// it expires or is signed out. Only the secret's SHA-256 is stored.
 type WebSession struct {
-	Hash      []byte
-	TokenID   string
+	Hash []byte
+	// TokenID is the token it stands for; "" when User is set.
+	TokenID string
+	// User is the user it stands for, with no token; "" when TokenID is
+	// set. Exactly one of the two is set.
+	User string
+	// Via is how the browser signed in: WebViaToken, WebViaGitHub,
+	// WebViaOIDC ("" is a token's, stored before users could sign in
+	// otherwise).
+	Via       string
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
@@ -142,6 +151,11 @@ type WebSessions interface {
 	TokenByWebSession(ctx context.Context, hash []byte, now time.Time) (*Token, error)
 	// DeleteWebSession removes it (no error when it is gone already).
 	DeleteWebSession(ctx context.Context, hash []byte) error
+	// UserByWebSession is the unexpired web session whose secret has
+	// SHA-256 hash and that stands for a user directly (WebSession.User),
+	// with its user read in the same query; ErrNotFound otherwise (a
+	// token's web session included).
+	UserByWebSession(ctx context.Context, hash []byte, now time.Time) (*WebSession, *User, error)
 }
 
 // People is the part of a Store that keeps users and their identities.

@@ -499,18 +499,19 @@ type Locker interface {
 }
 
 var (
-	_ EventStore   = Store(nil)
-	_ Locker       = Store(nil)
-	_ Deliveries   = Store(nil)
-	_ GitHubMarks  = Store(nil)
-	_ Environments = Store(nil)
-	_ Secrets      = Store(nil)
-	_ Memory       = Store(nil)
-	_ Leases       = Store(nil)
-	_ Carry        = Store(nil)
-	_ Branches     = Store(nil)
-	_ People       = Store(nil)
-	_ Audit        = Store(nil)
+	_ EventStore     = Store(nil)
+	_ Locker         = Store(nil)
+	_ Deliveries     = Store(nil)
+	_ GitHubMarks    = Store(nil)
+	_ Environments   = Store(nil)
+	_ Secrets        = Store(nil)
+	_ Memory         = Store(nil)
+	_ Leases         = Store(nil)
+	_ Carry          = Store(nil)
+	_ Branches       = Store(nil)
+	_ People         = Store(nil)
+	_ Audit          = Store(nil)
+	_ EventRetention = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -600,6 +601,8 @@ type Store interface {
 	Branches
 	People
 	Audit
+	SignIns
+	EventRetention
 
 	Close() error
 }

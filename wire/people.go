@@ -61,8 +61,11 @@ type UserList struct {
 type Me struct {
 	// User is the token's user (absent for a node's token).
 	User *User `json:"user,omitempty"`
-	// Token is the token the request was made with.
-	Token *Token `json:"token"`
+	// Token is the token the request was made with; absent for a
+	// browser the user signed in with GitHub or OIDC (SignedInVia).
+	Token *Token `json:"token,omitempty"`
+	// SignedInVia is "github" or "oidc" for such a browser.
+	SignedInVia string `json:"signed_in_via,omitempty"`
 	// Admin: the request may do what an admin does (an admin token of
 	// an admin).
 	Admin bool `json:"admin"`

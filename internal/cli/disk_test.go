@@ -45,7 +45,7 @@ func TestRunDisk(t *testing.T) {
 		t.Fatalf("the run's disk %+v is not mounted after the run: %v %v", d, m, err)
 	}
 	if b, _ := os.ReadFile(matches[0]); !strings.Contains(string(b), "for i := 0; i < len(xs); i++") {
-		t.Errorf("the workspace does not have the fix:\n%s", b)
+		t.Errorf("the workspace does not have the fix:\n%s\nstdout:\n%s\nstderr:\n%s", b, out, errOut)
 	}
 
 	big := t.TempDir()

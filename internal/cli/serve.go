@@ -64,7 +64,9 @@ type serveFlags struct {
 	noDisks    bool
 	minFree    string
 	github     githubFlags
+	signIn     signInFlags
 	refresh    time.Duration
+	retention  string
 	repoConfig string
 	store      string
 	storeTime  time.Duration
@@ -188,10 +190,12 @@ checked.`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
+	f.signIn.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see docs/environments.md)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see docs/agents.md#mcp-servers)")
 	fl.StringArrayVar(&f.mcpAllow, "mcp-allow", nil, mcpAllowHelp)
 	fl.DurationVar(&f.refresh, "refresh-environments", session.DefaultRefreshEvery, "how often prepared environments are rebuilt when their repository changed (0: never)")
+	fl.StringVar(&f.retention, "event-retention", "", "compact the events of sessions not live (suspended, stopped, failed) for this long, like 30d: their text, thinking, tool calls and terminal bytes are removed, their turns' record (prompts, results, usage, state changes, git and pull requests) kept, each removed run marked (events.compacted); empty or 0: keep every event forever")
 	fl.StringVar(&f.store, "store", "", storeHelp)
 	fl.DurationVar(&f.storeTime, "store-timeout", server.DefaultStoreTimeout, storeTimeoutHelp)
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
@@ -204,7 +208,7 @@ checked.`,
 	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see docs/running-a-server.md#a-config-file)")
 	fl.BoolVar(&f.printCfg, "print-config", false, "print the effective settings (flags, --config, environment, defaults) as a config file, secrets redacted, and exit")
 	annotate(fl, "egress-internal", configAnnotation, configKeyValue)
-	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file"} {
+	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file", "github-client-secret-file", "oidc-client-secret-file"} {
 		annotate(fl, name, configAnnotation, configSecretFile)
 	}
 	annotate(fl, "data", envAnnotation, "HARVEST_HOME")
@@ -259,6 +263,10 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		f.store = os.Getenv("HARVEST_STORE") // not the flag's default: --help would show it
 	}
 	if err := checkStoreFlag(f.store); err != nil {
+		return exitCode(2, err)
+	}
+	retention, err := eventRetention(f.retention)
+	if err != nil {
 		return exitCode(2, err)
 	}
 	if f.storeTime < 100*time.Millisecond {
@@ -445,7 +453,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
 		Disks: !f.noDisks, DiskPool: f.pool, OwnersDir: provs.opts.OwnersDir(), Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
-		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes,
+		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes, EventRetention: retention,
 		Observer: tel.metrics, Tracer: tel.tracing.TracerProvider(),
 	})
 	if err != nil {
@@ -549,6 +557,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	signIn, err := f.signIn.config(&f.github)
+	if err != nil {
+		closeAll(hard)
+		return exitCode(2, err)
+	}
 	var liveNodes func(ctx context.Context, node string) (bool, error)
 	if node != nil {
 		liveNodes = cluster.NodeLive(st) // other nodes' tokens are accepted
@@ -559,7 +572,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
 	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
-		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime,
+		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, SignIn: signIn,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {
 		closeAll(hard)
@@ -663,4 +676,20 @@ func refreshEvery(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// eventRetention parses --event-retention: empty or 0 is forever (0), else
+// a duration in days, weeks or Go's units of at least an hour.
+func eventRetention(v string) (time.Duration, error) {
+	if v == "" || v == "0" {
+		return 0, nil
+	}
+	d, err := parseAge(v)
+	if err == nil && d < time.Hour {
+		err = errors.New("below an hour")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("--event-retention %q: give how long the events of a session not live are kept whole, like 30d or 2w (at least 1h), or 0 to keep them forever", v)
+	}
+	return d, nil
 }

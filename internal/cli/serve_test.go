@@ -606,6 +606,8 @@ func TestServeSessionBadInput(t *testing.T) {
 		{[]string{"serve", "--repo-config", "/nonexistent-harvest-repos.yaml"}, "--repo-config: open /nonexistent-harvest-repos.yaml"},
 		{[]string{"serve", "--mcp-config", "/nonexistent-harvest-mcp.yaml"}, "--mcp-config: open /nonexistent-harvest-mcp.yaml"},
 		{[]string{"serve", "--refresh-environments", "5s"}, "--refresh-environments 5s: give 0 (never) or a minute or more"},
+		{[]string{"serve", "--event-retention", "30 days"}, `--event-retention "30 days": give how long`},
+		{[]string{"serve", "--event-retention", "5m"}, `--event-retention "5m": give how long`},
 		{[]string{"serve", "--egress-internal", "pypi.corp"}, "--egress-internal \"pypi.corp\": want NAME=IP:PORT"},
 		{[]string{"serve", "--egress-internal", "pypi.corp=127.0.0.1:3141"}, "a loopback address is the Harvest host itself"},
 		{[]string{"serve", "--store", "mysql://u:pw@db/harvest"}, "--store (scheme mysql): give a postgres://"},

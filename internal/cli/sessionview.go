@@ -59,6 +59,8 @@ type eventPrinter struct {
 	// live joins the live pieces printed and the stored events after them
 	// (event/live.go), so text streamed is printed once.
 	live event.Joiner
+	// last is the seq of the last stored event printed.
+	last int64
 }
 
 func newEventPrinter(w io.Writer, asJSON bool) *eventPrinter {
@@ -82,8 +84,19 @@ func (p *eventPrinter) event(ev event.Event) {
 	if !ok {
 		return
 	}
+	last := p.last
+	if ev.Live == 0 {
+		p.last = ev.Seq
+	}
 	v := p.view
 	switch d := ev.Data.(type) {
+	case event.EventsCompacted:
+		// Events the server's retention policy removed (event/retention.go).
+		v.mu.Lock()
+		if n := d.Missed(last); n > 0 {
+			v.line("%s", v.style("2", fmt.Sprintf("· %d earlier %s removed by the retention policy (seqs %d–%d)", n, plural(int(n), "event was", "events were"), max(d.From, last+1), d.To)))
+		}
+		v.mu.Unlock()
 	case event.SessionState:
 		v.mu.Lock()
 		reason := ""

@@ -27,8 +27,9 @@ type floor struct {
 var floors = []floor{
 	// The ground floor: low-level helpers that import nothing of
 	// Harvest's (processes, unix sockets, serving into a box, tracing
-	// spans), and what tests ask of the machine and of the binaries on it.
-	{"ground", []string{"base", "base/", "internal/testreq", "internal/testbin"}},
+	// spans), what tests ask of the machine and of the binaries on it, and
+	// the real OpenID Provider tests sign in with (zitadel's).
+	{"ground", []string{"base", "base/", "internal/testreq", "internal/testbin", "internal/mountinfo", "internal/testoidc"}},
 	// The stand-ins for the services this machine cannot reach, speaking
 	// their wire protocols (harvest sim), and the demo's script on them.
 	{"stand-ins", []string{"sim", "sim/", "internal/demo"}},

@@ -57,9 +57,13 @@ func (m Mount) IsLoop() bool {
 
 // UnmountLoopsUnder unmounts (lazily: a process still using one keeps it
 // until it lets go) every loop device mounted at or below dir, the last
-// mounted first, and returns how many.
+// mounted first, and returns how many. A dir that does not exist has
+// nothing mounted below it (a mount point cannot be removed).
 func UnmountLoopsUnder(dir string) (int, error) {
 	root, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -186,17 +186,28 @@ func Describe(evs []event.Event) string {
 }
 
 // CheckGapless reads all of a session's events from the store, checks
-// their seqs are 1, 2, 3... with no gap or repeat, and returns them.
+// their seqs are 1, 2, 3... with no gap or repeat (an events.compacted
+// event stands for the seqs from its From to its own: event/retention.go),
+// and returns them.
 func CheckGapless(t testing.TB, st store.Store, id string) []event.Event {
 	t.Helper()
 	evs, err := st.Events(testbin.Context(t), id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	next := int64(1)
 	for i, ev := range evs {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("session %s: event %d has seq %d: the seqs have a gap or a repeat", id, i+1, ev.Seq)
+		from := ev.Seq
+		if c, ok := ev.Data.(event.EventsCompacted); ok {
+			if c.To != ev.Seq {
+				t.Fatalf("session %s: the events.compacted event at seq %d says it ends at %d", id, ev.Seq, c.To)
+			}
+			from = c.From
 		}
+		if from != next {
+			t.Fatalf("session %s: event %d (%s) stands for seqs %d to %d, want from %d: the seqs have a gap or a repeat", id, i+1, ev.Type(), from, ev.Seq, next)
+		}
+		next = ev.Seq + 1
 	}
 	return evs
 }

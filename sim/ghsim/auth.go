@@ -118,7 +118,7 @@ func (s *Server) appAuth(w http.ResponseWriter, req *http.Request) *app {
 // lookupToken returns a live token, or nil. Called with s.mu held.
 func (s *Server) lookupToken(v string) *token {
 	t := s.tokens[v]
-	if t == nil || (t.kind == tokInstallation && !s.now().Before(t.expires)) {
+	if t == nil || ((t.kind == tokInstallation || t.kind == tokUser) && !s.now().Before(t.expires)) {
 		return nil
 	}
 	return t

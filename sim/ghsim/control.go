@@ -34,6 +34,10 @@ type AppSpec struct {
 	WebhookSecret string            `json:"webhook_secret,omitempty"`
 	Permissions   map[string]string `json:"permissions,omitempty"` // default DefaultAppPermissions
 	Events        []string          `json:"events,omitempty"`      // empty: every event (GET /app lists them all)
+	// CallbackURLs are the App's callback URLs for its user
+	// authorization (oauth.go): a redirect_uri must be one of them or
+	// under one (GitHub allows up to 10).
+	CallbackURLs []string `json:"callback_urls,omitempty"`
 }
 
 // DefaultAppPermissions are what Harvest's App asks for.
@@ -48,6 +52,10 @@ type App struct {
 	HookID        int64  `json:"hook_id"`
 	BotLogin      string `json:"bot_login"`
 	PrivateKeyPEM string `json:"private_key_pem"` // PKCS#1 "RSA PRIVATE KEY", as GitHub hands them out
+	// ClientID and ClientSecret authenticate the App at
+	// /login/oauth/access_token (its user authorization: oauth.go).
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
 }
 
 var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,33}$`)
@@ -70,6 +78,14 @@ func (s *Server) CreateApp(spec AppSpec) (App, error) {
 	}
 	if err := checkWebhookURL(spec.WebhookURL); err != nil {
 		return App{}, err
+	}
+	if len(spec.CallbackURLs) > 10 {
+		return App{}, fmt.Errorf("app %s: %d callback URLs, GitHub allows at most 10", spec.Slug, len(spec.CallbackURLs))
+	}
+	for _, c := range spec.CallbackURLs {
+		if err := checkCallbackURL(c); err != nil {
+			return App{}, err
+		}
 	}
 	for k, v := range spec.Permissions {
 		if levelRank(v) == 0 {
@@ -94,7 +110,8 @@ func (s *Server) CreateApp(spec AppSpec) (App, error) {
 	}
 	a := &app{id: id, slug: spec.Slug, name: cmpOr(spec.Name, spec.Slug), owner: owner, key: &key.PublicKey,
 		webhookURL: spec.WebhookURL, secret: spec.WebhookSecret, hookID: s.newID(),
-		permissions: clonePerms(perms), events: spec.Events, created: s.now()}
+		permissions: clonePerms(perms), events: spec.Events, created: s.now(),
+		clientID: fmt.Sprintf("Iv1.%016x", id), clientSecret: newHex(20), callbacks: append([]string(nil), spec.CallbackURLs...)}
 	a.bot = &user{id: s.newID(), login: a.slug + "[bot]", typ: "Bot", created: s.now()}
 	s.users[strings.ToLower(a.bot.login)] = a.bot
 	s.apps[id] = a
@@ -102,7 +119,7 @@ func (s *Server) CreateApp(spec AppSpec) (App, error) {
 	if pemKey == "" {
 		pemKey = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	}
-	return App{ID: id, Slug: a.slug, HookID: a.hookID, BotLogin: a.bot.login, PrivateKeyPEM: pemKey}, nil
+	return App{ID: id, Slug: a.slug, HookID: a.hookID, BotLogin: a.bot.login, PrivateKeyPEM: pemKey, ClientID: a.clientID, ClientSecret: a.clientSecret}, nil
 }
 
 func clonePerms(m map[string]string) map[string]string {

@@ -359,6 +359,21 @@ func (s *Server) controlRoutes(m *http.ServeMux) {
 		}
 		controlReply(w, struct{}{}, s.SetWebhookURL(id, *in.URL))
 	})
+	m.HandleFunc("POST "+p+"apps/{id}/callback-urls", func(w http.ResponseWriter, req *http.Request) {
+		id, err := pathID(req, "app")
+		if err != nil {
+			controlError(w, err)
+			return
+		}
+		var in struct {
+			URLs []string `json:"urls"`
+		}
+		if decodeStrict(req, &in) != nil || in.URLs == nil {
+			controlError(w, errors.New("body: want {\"urls\": [\"http://...\"]} (the App's callback URLs for its user authorization)"))
+			return
+		}
+		controlReply(w, struct{}{}, s.SetCallbackURLs(id, in.URLs))
+	})
 	s.installationRoutes(m)
 	s.limitRoutes(m)
 	m.HandleFunc("GET "+p+"check-runs", func(w http.ResponseWriter, req *http.Request) {

@@ -21,7 +21,7 @@
 //
 //	GET   /app, /repos/{o}/{r}/installation          App JWT
 //	POST  /app/installations/{id}/access_tokens      App JWT; narrowing by repositories, repository_ids, permissions (more than the installation has: 422)
-//	GET   /user                                      personal access token
+//	GET   /user                                      personal access token, or a user-to-server token (ghu_...)
 //	GET   /users/{username}                          anyone; the public profile (email only if public, to a caller with a credential)
 //	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission
 //	POST  /repos/{o}/{r}/forks                     a person's token: the fork in their account (202); an App's: 403 (forks.go)
@@ -46,6 +46,16 @@
 // errors. Issues and pull requests share one number sequence per
 // repository; a pull request is an issue. Lists paginate (per_page, page,
 // Link).
+//
+// The App's user authorization (oauth.go), at the root as on
+// github.com: a sign-in form of its own (GET /login, POST /session), GET
+// and POST /login/oauth/authorize (the "Authorize" page and its button;
+// state, PKCE S256, redirect_uri under a callback URL) and POST
+// /login/oauth/access_token (a code with its PKCE verifier, or a refresh
+// token, for a ghu_ token and a ghr_ refresh token; answers form-encoded
+// or JSON, errors as GitHub's 200 with "error"). Checked against the
+// parameters GitHub documents (oauth_test.go), since GitHub's REST
+// description leaves these endpoints out.
 //
 // Credentials (auth.go) are checked as GitHub checks them: an App JWT must
 // be RS256 by the App's key, iss its id, iat not in the future (60 s of
@@ -82,7 +92,9 @@
 // from git's diff of base...head; a review of its own, as on GitHub),
 // SubmitReview (a body and several comments, one review), Fork, MergePull (a
 // merge commit made with git merge-tree, the base moved to it), ClosePull,
-// EditComment (as a person: changes.body.from), CompleteCheckSuite, Token;
+// EditComment (as a person: changes.body.from), CompleteCheckSuite, Token, SetCallbackURLs (POST
+// /_sim/github/apps/{id}/callback-urls: the App's callback URLs for its user
+// authorization, also AppSpec.CallbackURLs);
 // managing an installation (installs.go): SuspendInstallation,
 // UnsuspendInstallation, DeleteInstallation, SetInstallationRepos,
 // AcceptPermissions; GitHub's limits and faults (limits.go): SetRateLimit,

@@ -39,6 +39,11 @@ type Options struct {
 	Logger *slog.Logger
 	// HookClient sends webhooks; default a client with a 10 s timeout.
 	HookClient *http.Client
+	// UserTokenTTL is how long a user-to-server token lives (oauth.go);
+	// default 8h, as on GitHub. RefreshTokenTTL is its refresh token's;
+	// default 6 months (15897600 s), as on GitHub.
+	UserTokenTTL    time.Duration
+	RefreshTokenTTL time.Duration
 }
 
 // Request is one HTTP request the stand-in served, as kept in its log.
@@ -87,6 +92,7 @@ type Server struct {
 	hooks  deliveries
 	limits map[string]*budget // by scope (limits.go)
 	faults []*fault
+	oauth  oauthState // the user authorization (oauth.go)
 }
 
 // Start makes the stand-in and serves it until Close.
@@ -99,6 +105,15 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.TokenTTL == 0 {
 		opts.TokenTTL = time.Hour
+	}
+	if opts.UserTokenTTL < 0 || opts.RefreshTokenTTL < 0 {
+		return nil, fmt.Errorf("user token TTL %s, refresh token TTL %s: must be positive", opts.UserTokenTTL, opts.RefreshTokenTTL)
+	}
+	if opts.UserTokenTTL == 0 {
+		opts.UserTokenTTL = 8 * time.Hour
+	}
+	if opts.RefreshTokenTTL == 0 {
+		opts.RefreshTokenTTL = 15897600 * time.Second
 	}
 	s := &Server{opts: opts, logger: opts.Logger, now: opts.Now, hookc: opts.HookClient,
 		users: map[string]*user{}, apps: map[int64]*app{}, insts: map[int64]*installation{},
@@ -223,7 +238,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	control := strings.HasPrefix(req.URL.Path, "/_sim/")
-	if !isGit && !control {
+	if !isGit && !control && !webPath(req.URL.Path) {
 		rw.capture = &bytes.Buffer{}
 	}
 	if control || s.limit(rw, req, isGit) {
@@ -328,6 +343,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /{owner}/{repo}/git-upload-pack", s.gitHandler)
 	m.HandleFunc("POST /{owner}/{repo}/git-receive-pack", s.gitHandler)
 	s.controlRoutes(m)
+	s.oauthRoutes(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound, "Not Found") })
 	s.mux = m
 }

@@ -61,6 +61,10 @@ type app struct {
 	bot         *user // slug[bot], the author of what its tokens write
 	badSig      bool  // deliveries carry a wrong signature
 	created     time.Time
+	// The user authorization (oauth.go).
+	clientID     string
+	clientSecret string
+	callbacks    []string
 }
 
 type installation struct {
@@ -87,6 +91,7 @@ type tokenKind int
 const (
 	tokInstallation tokenKind = iota + 1
 	tokPAT
+	tokUser // a user-to-server token (ghu_...): an App acting for a person (oauth.go)
 )
 
 type token struct {
@@ -95,8 +100,9 @@ type token struct {
 	inst    *installation     // tokInstallation
 	repos   map[int64]bool    // tokInstallation: nil means every repo of the account
 	perms   map[string]string // tokInstallation
-	user    *user             // tokPAT
-	expires time.Time         // tokInstallation
+	user    *user             // tokPAT, tokUser
+	app     *app              // tokUser: the App the person authorized
+	expires time.Time         // tokInstallation, tokUser
 }
 
 type repo struct {

@@ -160,7 +160,7 @@ func (s *Server) wApp(a *app) *wireApp {
 		return nil
 	}
 	return &wireApp{ID: a.id, Slug: a.slug, NodeID: nodeID("Integration", a.id),
-		ClientID: fmt.Sprintf("Iv1.%016x", a.id), Owner: s.wUser(a.owner), Name: a.name,
+		ClientID: a.clientID, Owner: s.wUser(a.owner), Name: a.name,
 		ExternalURL: s.base, HTMLURL: s.base + "/apps/" + a.slug,
 		CreatedAt: ts(a.created), UpdatedAt: ts(a.created),
 		Permissions: a.permissions, Events: appEvents(a)}
@@ -207,7 +207,7 @@ type wireInstallation struct {
 }
 
 func (s *Server) wInstallation(in *installation) wireInstallation {
-	w := wireInstallation{ID: in.id, ClientID: fmt.Sprintf("Iv1.%016x", in.app.id),
+	w := wireInstallation{ID: in.id, ClientID: in.app.clientID,
 		Account: s.wUser(in.account), RepositorySelection: "all",
 		AccessTokensURL: fmt.Sprintf("%s/app/installations/%d/access_tokens", s.api, in.id),
 		RepositoriesURL: s.api + "/installation/repositories",

@@ -35,7 +35,8 @@
 // PK, id UNIQUE), messages (session, seq), events (sid, seq), locks,
 // tokens, deliveries, environments, secrets, memory_entities,
 // memory_observations, memory_relations, memory_seeded, web_sessions,
-// nodes, session_leases, users, identities, audit (its id an identity
+// nodes, session_leases, users, identities, signin_flows, oauth_grants,
+// audit (its id an identity
 // column: ids increase in the order entries are inserted, not always in
 // the order they commit, so a reader paging the log by id while it is
 // written may miss an entry committed late; the log's readers are people).
@@ -135,6 +136,16 @@
 // runs with fsync and synchronous_commit on (their defaults; with a
 // synchronous standby, what synchronous_commit says). The store does not
 // override the server's settings.
+//
+// # Space
+//
+// The events event retention removes (store.Store.CompactEvents) are
+// deleted rows: PostgreSQL's autovacuum makes their space reusable by
+// later inserts (the table stops growing; its size on disk does not go
+// down), and TOAST'ed payloads go with their rows. Giving the space back
+// to the file system is VACUUM FULL events (an exclusive lock while it
+// rewrites the table) or pg_repack, an operator's choice; the store runs
+// neither.
 //
 // # Errors
 //

@@ -69,7 +69,10 @@ func (dialect) JSONAbsent() any                   { return nil }
 func (dialect) JSONPresent(col string) string     { return col + " IS NOT NULL" }
 func (dialect) JSONText(col, field string) string { return col + "->>'" + field + "'" }
 func (dialect) JSONInt(col, field string) string  { return "(" + col + "->>'" + field + "')::bigint" }
-func (dialect) NoLimit() any                      { return nil }
+
+// Reclaim: nothing; autovacuum makes deleted rows' space reusable.
+func (dialect) Reclaim() string { return "" }
+func (dialect) NoLimit() any    { return nil }
 
 // pgQuerier is a sqlstore.Querier on the pool or a transaction.
 type pgQuerier struct {

@@ -96,4 +96,21 @@
 //
 // The database file is created 0600: it holds token hashes and agent
 // conversations. SQLite gives its -wal and -shm files the same mode.
+//
+// # Space
+//
+// A file is made with auto_vacuum=INCREMENTAL (the pragma is given before
+// the first table), so what event retention removes
+// (store.Store.CompactEvents) is given back to the file system after
+// each batch: PRAGMA incremental_vacuum moves the free pages to the end
+// of the file and truncates it (at the next checkpoint for the WAL). A
+// file made before this version has auto_vacuum=NONE: the pages freed
+// stay in it and later writes reuse them (the file stops growing, but does
+// not shrink). Converting such a file is one offline rewrite, with the
+// server stopped:
+//
+//	sqlite3 harvest.db 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM;'
+//
+// (it needs free space for a copy of the database while it runs). From
+// then on retention shrinks it as above.
 package sqlite

@@ -371,6 +371,42 @@ DROP TABLE requesters;
 UPDATE sessions SET user_id = 'usr-gh' || CAST(json_extract(github, '$.requester_id') AS INTEGER)
 WHERE owner = 'github' AND github <> '' AND COALESCE(json_extract(github, '$.requester_id'), 0) > 0;
 `},
+	// Sign-in with GitHub or an OIDC provider (store/signin.go): a web
+	// session may stand for a user with no token; the sign-ins under way;
+	// what GitHub granted (sealed by the server).
+	{"signin", `
+ALTER TABLE web_sessions ADD COLUMN user_id TEXT NOT NULL DEFAULT '';  -- a user's own sign-in ('' for a token's)
+ALTER TABLE web_sessions ADD COLUMN via TEXT NOT NULL DEFAULT '';      -- token|github|oidc
+CREATE INDEX web_sessions_user ON web_sessions (user_id);
+CREATE TABLE signin_flows (
+	hash       BLOB PRIMARY KEY,            -- SHA-256 of the state
+	provider   TEXT NOT NULL,               -- github|oidc
+	verifier   TEXT NOT NULL,               -- PKCE code verifier
+	nonce      TEXT NOT NULL DEFAULT '',
+	return_to  TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE oauth_grants (
+	user_id            TEXT NOT NULL,
+	provider           TEXT NOT NULL,       -- github
+	access             BLOB NOT NULL,       -- sealed (package secrets)
+	refresh            BLOB NOT NULL,       -- sealed; empty for none
+	expires_at         INTEGER NOT NULL,    -- 0: does not expire
+	refresh_expires_at INTEGER NOT NULL,
+	updated_at         INTEGER NOT NULL,
+	PRIMARY KEY (user_id, provider)
+) STRICT, WITHOUT ROWID;
+`},
+	// Event retention (store/retention.go): how far each session's events
+	// are compacted.
+	{"event-retention", `
+CREATE TABLE event_retention (
+	sid          INTEGER PRIMARY KEY REFERENCES sessions (sid) ON DELETE CASCADE,
+	through_seq  INTEGER NOT NULL,            -- every event with seq <= it is compacted
+	compacted_at INTEGER NOT NULL
+) STRICT;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -58,6 +58,10 @@ func Open(path string) (*Store, error) {
 
 	pragmas := []string{
 		fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()),
+		// Before the first table: a new file gives the pages event
+		// retention frees back (Dialect.Reclaim); in an older file it
+		// changes nothing until a VACUUM (the package doc).
+		"auto_vacuum(INCREMENTAL)",
 		"journal_mode(WAL)",
 		"synchronous(FULL)",
 		"foreign_keys(1)",

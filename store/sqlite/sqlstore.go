@@ -209,3 +209,7 @@ func (dialect) JSONText(col, field string) string {
 }
 func (dialect) JSONInt(col, field string) string { return dialect{}.JSONText(col, field) }
 func (dialect) NoLimit() any                     { return int64(-1) }
+
+// Reclaim frees the file's free pages (the database is made with
+// auto_vacuum INCREMENTAL: sqlite.go).
+func (dialect) Reclaim() string { return "PRAGMA incremental_vacuum" }

@@ -24,13 +24,13 @@ func (s *Store) DumpDeliveries(ctx context.Context) ([]*store.Delivery, error) {
 
 // DumpWebSessions lists every web session by hash.
 func (s *Store) DumpWebSessions(ctx context.Context) ([]*store.WebSession, error) {
-	rows, err := s.reader().Query(ctx, `SELECT hash, token_id, created_at, expires_at FROM web_sessions ORDER BY hash`)
+	rows, err := s.reader().Query(ctx, `SELECT hash, token_id, user_id, via, created_at, expires_at FROM web_sessions ORDER BY hash`)
 	out, err := collect(rows, err, func(r Row) (*store.WebSession, error) {
 		var (
 			w                store.WebSession
 			created, expires Time
 		)
-		err := r.Scan(&w.Hash, &w.TokenID, &created, &expires)
+		err := r.Scan(&w.Hash, &w.TokenID, &w.User, &w.Via, &created, &expires)
 		w.CreatedAt, w.ExpiresAt = created.T, expires.T
 		return &w, err
 	})

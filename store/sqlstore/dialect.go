@@ -84,4 +84,11 @@ type Dialect interface {
 	// NoLimit is the LIMIT argument that sets no limit: SQLite's -1,
 	// PostgreSQL's NULL.
 	NoLimit() any
+
+	// Reclaim is the statement that gives the space of deleted rows back
+	// to the file system after event retention removed some: SQLite's
+	// PRAGMA incremental_vacuum (a no-op in a file made without
+	// auto_vacuum); "" for PostgreSQL, whose autovacuum makes the space
+	// reusable by itself.
+	Reclaim() string
 }

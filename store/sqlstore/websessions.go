@@ -11,8 +11,8 @@ import (
 // CreateWebSession stores w and drops the web sessions that have expired,
 // so the table holds only live sign-ins.
 func (s *Store) CreateWebSession(ctx context.Context, w *store.WebSession) error {
-	if len(w.Hash) == 0 || w.TokenID == "" || w.ExpiresAt.IsZero() {
-		return s.errorf("create web session: hash, token and expiry must be set")
+	if len(w.Hash) == 0 || (w.TokenID == "") == (w.User == "") || w.ExpiresAt.IsZero() {
+		return s.errorf("create web session: hash, expiry and one of token and user must be set")
 	}
 	c := *w
 	if c.CreatedAt.IsZero() {
@@ -22,8 +22,8 @@ func (s *Store) CreateWebSession(ctx context.Context, w *store.WebSession) error
 		if _, err := tx.Exec(ctx, `DELETE FROM web_sessions WHERE expires_at <= ?`, s.d.Time(c.CreatedAt)); err != nil {
 			return s.errorf("create web session: dropping expired ones: %w", err)
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO web_sessions (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
-			c.Hash, c.TokenID, s.d.Time(c.CreatedAt), s.d.Time(c.ExpiresAt))
+		_, err := tx.Exec(ctx, `INSERT INTO web_sessions (hash, token_id, user_id, via, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			c.Hash, c.TokenID, c.User, c.Via, s.d.Time(c.CreatedAt), s.d.Time(c.ExpiresAt))
 		if s.d.IsDuplicate(err) {
 			return s.errorf("create web session: it exists: %w", store.ErrConflict)
 		}

@@ -75,7 +75,11 @@ type config struct {
 	metrics   *telemetry.Metrics
 	tracing   *telemetry.Tracing
 	storeTime time.Duration
+	signIn    server.SignIn
 }
+
+// WithSignIn sets the server's sign-in with GitHub or OIDC.
+func WithSignIn(si server.SignIn) Option { return func(c *config) { c.signIn = si } }
 
 // Option changes what New builds.
 type Option func(*config)
@@ -227,7 +231,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	}
 	a.Server, err = server.New(server.Config{Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
 		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics,
-		StoreTimeout: cfg.storeTime})
+		StoreTimeout: cfg.storeTime, SignIn: cfg.signIn})
 	if err != nil {
 		t.Fatal(err)
 	}

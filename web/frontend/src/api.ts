@@ -14,6 +14,7 @@ export type Schemas = components["schemas"];
 export type View = Schemas["View"];
 export type Session = Schemas["Session"];
 export type SignedIn = Schemas["SignedIn"];
+export type Providers = Schemas["Providers"];
 
 export const api = createClient<paths>({ baseUrl: location.origin, credentials: "same-origin" });
 
@@ -71,4 +72,11 @@ export async function signIn(token: string): Promise<SignedIn> {
 export async function signOut(): Promise<void> {
   must(await api.DELETE("/v1/auth/session"));
   setCSRF("");
+}
+
+// providers says which sign-ins the server offers besides the token form
+// (GitHub, an OIDC provider); none when it cannot say.
+export async function providers(): Promise<Providers> {
+  const r = await api.GET("/v1/auth/providers");
+  return r.data ?? { token: true, github: false, oidc: false };
 }

@@ -2,7 +2,7 @@
 // session's page with its streaming timeline. Routes are in the URL's hash
 // (#/, #/new, #/s/ID), so the server serves one page.
 
-import { api, ApiError, must, signIn, signOut, whoAmI, type SignedIn } from "./api";
+import { api, ApiError, must, providers, signIn, signOut, whoAmI, type SignedIn } from "./api";
 import { clear, h } from "./dom";
 import { sessionPage } from "./session";
 import { ago, money, STATES } from "./format";
@@ -30,11 +30,35 @@ function frame(...body: Node[]): void {
   root.append(nav, h("main", {}, ...body));
 }
 
+// signInError is why a sign-in with GitHub or OIDC was refused: the
+// server sends the browser back with ?signin_error=WHY. It is read once,
+// and taken out of the address bar.
+function signInError(): string {
+  const q = new URLSearchParams(location.search);
+  const why = q.get("signin_error") ?? "";
+  if (why) history.replaceState(null, "", location.pathname + location.hash);
+  return why;
+}
+
+// providerButtons are the "Sign in with GitHub" / "Sign in with NAME"
+// links the server offers (GET /v1/auth/providers): each goes to the
+// provider and comes back to this page (return: the path and hash).
+async function providerButtons(into: HTMLElement): Promise<void> {
+  const p = await providers();
+  const back = "?return=" + encodeURIComponent("/" + location.hash);
+  if (p.github && p.github_url) into.append(h("a", { class: "button provider", id: "signin-github", href: p.github_url + back }, "Sign in with GitHub"));
+  if (p.oidc && p.oidc_url) into.append(h("a", { class: "button provider", id: "signin-oidc", href: p.oidc_url + back }, `Sign in with ${p.oidc_name ?? "OIDC"}`));
+  if (into.childElementCount) into.append(h("p", { class: "or" }, "or with an API token:"));
+}
+
 function signInView(): void {
   // No name: were the form ever submitted natively, the token would not
   // go into a URL.
   const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "hvt_…", required: true, "aria-label": "API token" });
   const msg = h("p", { class: "error", role: "alert" });
+  msg.textContent = signInError();
+  const buttons = h("div", { class: "providers" });
+  void providerButtons(buttons);
   const form = h("form", {
     class: "signin",
     method: "post",
@@ -51,6 +75,7 @@ function signInView(): void {
     },
   },
   h("h1", {}, "Sign in to Harvest"),
+  buttons,
   h("p", {}, "Paste an API token (harvest serve writes an admin one to DATA/admin-token; harvest token create makes more). It is exchanged for a sign-in cookie and not kept by this page."),
   input, h("button", { type: "submit" }, "Sign in"), msg);
   clear(root);

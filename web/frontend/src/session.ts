@@ -29,12 +29,14 @@ function itemNode(it: Item): HTMLElement {
     case "assistant": {
       const text = h("div", { class: "text md" });
       text.innerHTML = renderMarkdown(it.text); // sanitized (markdown.ts)
-      return h("div", { class: "item assistant", "data-seq": it.seq }, h("div", { class: "who" }, "agent"), text);
+      // A turn's result stands in for its removed messages: the seq is the
+      // turn item's (after it), so it carries none of its own.
+      return h("div", it.result ? { class: "item assistant result" } : { class: "item assistant", "data-seq": it.seq }, h("div", { class: "who" }, "agent"), text);
     }
     case "thinking":
       return h("details", { class: "item thinking", "data-seq": it.seq }, h("summary", {}, "thinking"), h("div", { class: "text" }, it.text));
     case "tool": {
-      const status = it.running ? "running…" : it.blocked ? `blocked: ${it.blocked}` : `${it.error ? "failed" : "done"} in ${duration(it.durationMS)}`;
+      const status = it.running ? "running…" : it.removed ? "its end was removed by the retention policy" : it.blocked ? `blocked: ${it.blocked}` : `${it.error ? "failed" : "done"} in ${duration(it.durationMS)}`;
       return h("details", { class: `item tool${it.error || it.blocked ? " failed" : ""}${it.running ? " running" : ""}`, "data-seq": it.seq, open: it.running || it.error },
         h("summary", {}, h("span", { class: "tool-name" }, it.tool), " ", h("span", { class: "summary" }, it.summary || firstLine(it.input)), " ", h("span", { class: "status" }, status)),
         it.input ? h("pre", { class: "input" }, it.input) : null,
@@ -47,6 +49,9 @@ function itemNode(it: Item): HTMLElement {
       return h("div", { class: `item alert ${it.level}`, role: "alert", "data-seq": it.seq }, h("strong", {}, it.title), it.text ? " " + it.text : "");
     case "note":
       return h("div", { class: "item note", "data-seq": it.seq }, it.text, it.url ? h("a", { href: it.url, target: "_blank", rel: "noopener noreferrer" }, " " + it.url) : null);
+    case "removed":
+      return h("div", { class: "item removed", "data-seq": it.seq, title: `events ${it.from} to ${it.to}` },
+        `${it.count} earlier ${it.count === 1 ? "event was" : "events were"} removed by the retention policy`);
   }
 }
 

@@ -87,11 +87,12 @@ export class EventStream {
   }
 }
 
-// EVENT_TYPES are the event types of package event.
+// EVENT_TYPES are the event types of package event (events.compacted:
+// event/retention.go).
 export const EVENT_TYPES = [
   "session.state", "message.queued", "message.delivered", "turn.started", "assistant.delta", "assistant.message",
   "assistant.thinking.delta", "assistant.thinking", "tool.started", "tool.input.delta", "tool.output", "tool.finished",
   "step.finished", "turn.finished", "turn.cancelled", "turn.failed", "terminal.output", "compaction", "loop.detected",
   "todo.updated", "git.committed", "git.pushed", "pr.opened", "pr.merged", "pr.closed", "stuck", "github.failed",
-  "shell.opened", "shell.closed",
+  "shell.opened", "shell.closed", "events.compacted",
 ];

@@ -6,6 +6,13 @@
 // a server restart; the server replays from Last-Event-ID, and a replay may
 // overlap what was already seen. apply() takes every event once, by seq,
 // and refuses a gap, so the page neither repeats nor loses anything.
+//
+// The one gap it takes is the server's own: events its retention policy
+// removed (harvest serve --event-retention) come as one events.compacted
+// event per removed run, with the run's last seq and data {from, to}. The
+// page says how many of them it had not seen ("N earlier events were
+// removed by the retention policy") and carries on; a turn whose text was
+// removed shows its result (turn.finished's) as the agent's answer.
 
 export interface Ev {
   session: string;
@@ -18,15 +25,20 @@ export interface Ev {
 
 export type Item =
   | { kind: "user"; seq: number; id: string; text: string; mode: string; state: "queued" | "delivered" }
-  | { kind: "assistant"; seq: number; turn: string; text: string; done: boolean }
+  // result: the text is the turn's result (turn.finished), shown because
+  // retention removed its messages; its seq is the turn.finished's.
+  | { kind: "assistant"; seq: number; turn: string; text: string; done: boolean; result?: boolean }
   | { kind: "thinking"; seq: number; turn: string; text: string }
   | {
       kind: "tool"; seq: number; callID: string; tool: string; input: string; summary: string;
       output: string; running: boolean; error: boolean; durationMS: number; blocked: string;
+      // removed: its end (output, tool.finished) was removed by retention.
+      removed?: boolean;
     }
   | { kind: "turn"; seq: number; turn: string; outcome: "finished" | "cancelled" | "failed"; text: string; costUSD: number }
   | { kind: "alert"; seq: number; level: "warn" | "error"; title: string; text: string }
-  | { kind: "note"; seq: number; text: string; url?: string };
+  | { kind: "note"; seq: number; text: string; url?: string }
+  | { kind: "removed"; seq: number; count: number; from: number; to: number };
 
 export interface Totals {
   inputTokens: number;
@@ -60,12 +72,33 @@ export class Timeline {
   private assistantOf = new Map<string, number>();
   private thinkingOf = new Map<string, number>();
   private turnUsage = { inputTokens: 0, outputTokens: 0, costUSD: 0 };
+  // answered holds the turns that have an assistant item; removedInTurn
+  // says events of the current turn were removed by retention.
+  private answered = new Set<string>();
+  private removedInTurn = false;
 
   // apply takes one event: true if it was new, false if already seen. An
   // event past the next seq is an error (the caller reconnects from
   // lastSeq).
   apply(ev: Ev): boolean {
     if (ev.seq <= this.lastSeq) return false;
+    if (ev.type === "events.compacted") {
+      // It stands for the seqs from..seq: those after lastSeq are news.
+      const from = num(ev.data?.from);
+      if (from < 1 || from > this.lastSeq + 1) {
+        throw new Error(`events ${from}-${ev.seq} removed after ${this.lastSeq}: a gap in the stream`);
+      }
+      const first = this.lastSeq + 1;
+      this.lastSeq = ev.seq;
+      this.removedInTurn = true;
+      // A tool still running here ended in the removed events.
+      for (const i of this.byCall.values()) {
+        const it = this.items[i];
+        if (it?.kind === "tool" && it.running) { it.running = false; it.removed = true; this.changed.add(i); }
+      }
+      this.push({ kind: "removed", seq: ev.seq, count: ev.seq - first + 1, from: first, to: ev.seq });
+      return true;
+    }
     if (ev.seq !== this.lastSeq + 1) {
       throw new Error(`event ${ev.seq} after ${this.lastSeq}: a gap in the stream`);
     }
@@ -117,6 +150,7 @@ export class Timeline {
       }
       case "turn.started":
         this.turnUsage = { inputTokens: 0, outputTokens: 0, costUSD: 0 };
+        this.removedInTurn = false;
         return;
       case "assistant.delta":
       case "assistant.message": {
@@ -127,6 +161,7 @@ export class Timeline {
           else { it.text = str(d.text); it.done = true; this.assistantOf.delete(turn); }
           return;
         }
+        this.answered.add(turn);
         const n = this.push({ kind: "assistant", seq: ev.seq, turn, text: str(d.text), done: ev.type === "assistant.message" });
         if (ev.type === "assistant.delta") this.assistantOf.set(turn, n);
         return;
@@ -180,6 +215,11 @@ export class Timeline {
       }
       case "turn.finished":
         this.endTurn(turn);
+        if (this.removedInTurn && !this.answered.has(turn) && str(d.result) !== "") {
+          // Its messages were removed by retention: its result is its answer.
+          this.answered.add(turn);
+          this.push({ kind: "assistant", seq: ev.seq, turn, text: str(d.result), done: true, result: true });
+        }
         this.push({ kind: "turn", seq: ev.seq, turn, outcome: "finished", text: str(d.stop_reason), costUSD: num(d.cost_usd) });
         return;
       case "turn.cancelled":

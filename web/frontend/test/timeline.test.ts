@@ -84,3 +84,51 @@ test("tails and formats", () => {
   assert.equal(duration(125000), "2 min 5 s");
   assert.equal(ago("2026-01-01T00:00:00Z", Date.parse("2026-01-01T00:02:00Z")), "2m ago");
 });
+
+test("events removed by the retention policy: a marker says how many, and the timeline carries on", () => {
+  seq = 0;
+  const tl = new Timeline();
+  tl.apply(ev("message.queued", { message_id: "m1", text: "fix it", mode: "queue", position: 1 }));
+  tl.apply(ev("turn.started", { prompt: "fix it" }));
+  // Seqs 3-7 removed (text, tools): one marker at 7.
+  seq = 7;
+  tl.apply({ session: "s-x", seq: 7, time: "2026-01-01T00:00:00Z", type: "events.compacted", data: { from: 3, to: 7, reason: "retention" } });
+  tl.apply(ev("step.finished", { step: 1, usage: { input_tokens: 10, output_tokens: 1 }, cost_usd: 0.1 }));
+  tl.apply(ev("turn.finished", { result: "Fixed the test.", steps: 1, usage: {}, cost_usd: 0.1 }));
+  assert.equal(tl.lastSeq, 9);
+  assert.deepEqual(tl.items.map((i) => i.kind), ["user", "removed", "assistant", "turn"]);
+  const removed = tl.items[1]!;
+  assert.ok(removed.kind === "removed" && removed.count === 5 && removed.from === 3 && removed.to === 7);
+  // The turn's text was removed: its result is shown as its answer.
+  assert.ok(tl.items[2]!.kind === "assistant" && tl.items[2]!.text === "Fixed the test.");
+  assert.deepEqual(tl.totals, { inputTokens: 10, outputTokens: 1, costUSD: 0.1 });
+
+  // A page that had seen up to seq 4 before the compaction: only 5-7 are news.
+  const seen = new Timeline();
+  seq = 0;
+  for (const t of ["message.queued", "turn.started", "assistant.message"]) seen.apply(ev(t, { message_id: "m1", text: "x" }));
+  seen.apply(ev("tool.started", { call_id: "c1", tool: "bash" }));
+  assert.equal(seen.apply({ session: "s-x", seq: 7, time: "", type: "events.compacted", data: { from: 3, to: 7 } }), true);
+  const r = seen.items[seen.items.length - 1]!;
+  assert.ok(r.kind === "removed" && r.count === 3 && r.from === 5, JSON.stringify(r));
+  // The tool it saw start ended in the removed events: not running, and said so.
+  const tool = seen.items.find((i) => i.kind === "tool")!;
+  assert.ok(tool.kind === "tool" && !tool.running && tool.removed === true);
+  // Replayed: nothing twice.
+  assert.equal(seen.apply({ session: "s-x", seq: 7, time: "", type: "events.compacted", data: { from: 3, to: 7 } }), false);
+
+  // A marker that starts after the next seq is a gap all the same.
+  const gap = new Timeline();
+  gap.apply({ session: "s-x", seq: 1, time: "", type: "session.state", data: { state: "idle" } });
+  assert.throws(() => gap.apply({ session: "s-x", seq: 9, time: "", type: "events.compacted", data: { from: 5, to: 9 } }), /gap/);
+  assert.equal(gap.lastSeq, 1);
+});
+
+test("a turn answered in its messages shows no result twice", () => {
+  seq = 0;
+  const tl = new Timeline();
+  tl.apply(ev("turn.started", { prompt: "x" }));
+  tl.apply(ev("assistant.message", { text: "Done." }));
+  tl.apply(ev("turn.finished", { result: "Done.", steps: 1, usage: {}, cost_usd: 0 }));
+  assert.deepEqual(tl.items.map((i) => i.kind), ["assistant", "turn"]);
+});

@@ -103,6 +103,103 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/auth/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which sign-ins the page offers (no token needed): the token form, GitHub, an OIDC provider */
+        get: operations["signInProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/github": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign a browser in with GitHub: 302 to GitHub's authorization (no token needed)
+         * @description Starts the authorization code flow with PKCE (S256): the flow's state is kept by the server and bound to the browser by the harvest_signin cookie (HttpOnly, SameSite=Lax, 10 minutes, path /v1/auth/). The provider sends the browser back to /v1/auth/github/callback. 404 when it is not set up on this server.
+         */
+        get: operations["githubSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/github/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where GitHub sends the browser back (no token needed)
+         * @description The state must be the harvest_signin cookie's and its flow not used yet; the code is exchanged with the PKCE verifier and GET /user says who the account is. The account's user (made at first sight) gets a sign-in of its own, with no token: 302 to the page the sign-in started from with the harvest_session cookie; a refusal is 302 to /?signin_error=WHY. Every sign-in and refusal is in the audit log (auth.sign_in, channel ui).
+         */
+        get: operations["githubSignInCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/oidc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign a browser in with the OIDC provider: 302 to the OIDC provider's authorization (no token needed)
+         * @description Starts the authorization code flow with PKCE (S256) and a nonce: the flow's state is kept by the server and bound to the browser by the harvest_signin cookie (HttpOnly, SameSite=Lax, 10 minutes, path /v1/auth/). The provider sends the browser back to /v1/auth/oidc/callback. 404 when it is not set up on this server.
+         */
+        get: operations["oidcSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/auth/oidc/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the OIDC provider sends the browser back (no token needed)
+         * @description The state must be the harvest_signin cookie's and its flow not used yet; the code is exchanged with the PKCE verifier, the ID token verified (signature, issuer, audience, expiry, nonce) and the email domain and groups checked. The account's user (made at first sight) gets a sign-in of its own, with no token: 302 to the page the sign-in started from with the harvest_session cookie; a refusal is 302 to /?signin_error=WHY. Every sign-in and refusal is in the audit log (auth.sign_in, channel ui).
+         */
+        get: operations["oidcSignInCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -217,7 +314,7 @@ export interface paths {
         };
         /**
          * The session's events as Server-Sent Events: the stored ones after Last-Event-ID (or ?since), then live
-         * @description Each event is `id: SEQ`, `event: TYPE`, `data: EVENT-JSON`. Comments (`: keepalive`) are sent while nothing happens. A stream that ends for a reason ends with `event: stream.error` and `data: {"error":{"code","message"}}` (no id; named stream.error, not error, because EventSource keeps `error` for its own connection failures: listen with addEventListener("stream.error", ...)). Its code says what to do: too_slow (the client read too slowly and was cut off: reconnect now with Last-Event-ID, nothing is lost), unavailable (the server is stopping: reconnect in a few seconds with Last-Event-ID), deleted (the session was deleted: do not reconnect), internal (a server failure, logged: reconnect with Last-Event-ID). A Last-Event-ID or since beyond the session's last event is a 400 whose message names the last seq: the client holds events this server never stored, and would otherwise wait for them silently.
+         * @description Each event is `id: SEQ`, `event: TYPE`, `data: EVENT-JSON`. Comments (`: keepalive`) are sent while nothing happens. A stream that ends for a reason ends with `event: stream.error` and `data: {"error":{"code","message"}}` (no id; named stream.error, not error, because EventSource keeps `error` for its own connection failures: listen with addEventListener("stream.error", ...)). Its code says what to do: too_slow (the client read too slowly and was cut off: reconnect now with Last-Event-ID, nothing is lost), unavailable (the server is stopping: reconnect in a few seconds with Last-Event-ID), deleted (the session was deleted: do not reconnect), internal (a server failure, logged: reconnect with Last-Event-ID). A Last-Event-ID or since beyond the session's last event is a 400 whose message names the last seq: the client holds events this server never stored, and would otherwise wait for them silently. Events the retention policy removed come as one events.compacted event per removed run (see Event), with the seq of the run's last event: a stream resumed inside such a run starts with it.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -238,7 +335,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** A page of the session's stored events, oldest first */
+        /**
+         * A page of the session's stored events, oldest first
+         * @description Events the retention policy removed are one events.compacted event per removed run (see Event): a page after a seq inside such a run starts with it, and last_seq is unchanged by retention.
+         */
         get: operations["eventLog"];
         put?: never;
         post?: never;
@@ -705,8 +805,28 @@ export interface components {
             /** @description An API token (hvt_...) */
             token: string;
         };
+        Providers: {
+            /** @description The token form (always) */
+            token: boolean;
+            /** @description Sign in with GitHub is set up */
+            github: boolean;
+            /** @description Where its button goes: /v1/auth/github */
+            github_url?: string;
+            /** @description Sign in with an OIDC provider is set up */
+            oidc: boolean;
+            /** @description The provider's name, for the button: Sign in with NAME */
+            oidc_name?: string;
+            /** @description Where its button goes: /v1/auth/oidc */
+            oidc_url?: string;
+        };
         SignedIn: {
-            token_id: string;
+            /** @description The token signed in with; absent for a sign-in with GitHub or OIDC */
+            token_id?: string;
+            /**
+             * @description How the browser signed in, when with GitHub or OIDC (no token)
+             * @enum {string}
+             */
+            via?: "github" | "oidc";
             name: string;
             /** @description The token acts as an admin: an admin token of an admin */
             admin: boolean;
@@ -1141,7 +1261,7 @@ export interface components {
             /** Format: date-time */
             delivered_at?: string;
         };
-        /** @description One step of a session. A stored event's seq is 1, 2, 3, ... per session, never repeated or skipped. A live piece (live set: a token delta, tool output or terminal bytes, sent as they come on the event stream) is never stored: it carries the seq of the stored event before it (0 before any), and its stream's pieces are stored joined as the next stored event, about once a second and before any other event. A reader that wants the durable record skips events with live set. data depends on type (see package event). */
+        /** @description One step of a session. A stored event's seq is 1, 2, 3, ... per session, never repeated or skipped, except where the server's event retention removed events: a server with harvest serve --event-retention compacts the events of a session not live for that long to its turn-level record (session.state, message.*, turn.*, step.finished, git.*, pr.* and other small events are kept; assistant.*, tool.* and terminal.output are removed), and each run of removed events is replaced by one event of type events.compacted whose data is {"from": F, "to": T, "reason": "retention"} and whose seq is T: it stands for the seqs F through T. Seqs are never renumbered, and a reader that resumes after any seq of a removed run (after, since, Last-Event-ID) gets its events.compacted event next, never a silent gap; of the run, it missed the seqs after the last one it has. A live piece (live set: a token delta, tool output or terminal bytes, sent as they come on the event stream) is never stored: it carries the seq of the stored event before it (0 before any), and its stream's pieces are stored joined as the next stored event, about once a second and before any other event. A reader that wants the durable record skips events with live set. data depends on type (see package event). */
         Event: {
             session: string;
             /** Format: int64 */
@@ -1172,6 +1292,7 @@ export interface components {
              * @example pr.opened
              * @example pr.merged
              * @example pr.closed
+             * @example events.compacted
              */
             type: string;
             data: Record<string, never>;
@@ -1300,7 +1421,13 @@ export interface components {
         };
         Me: {
             user?: components["schemas"]["User"];
-            token: components["schemas"]["Token"];
+            /** @description The token the request was made with; absent for a browser signed in with GitHub or OIDC */
+            token?: components["schemas"]["Token"];
+            /**
+             * @description How such a browser signed in
+             * @enum {string}
+             */
+            signed_in_via?: "github" | "oidc";
             /** @description The request may do what an admin does: an admin token of an admin */
             admin: boolean;
         };
@@ -1712,6 +1839,126 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["CrossSite"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    signInProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sign-ins */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Providers"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    githubSignIn: {
+        parameters: {
+            query?: {
+                /** @description The page of the UI to land on once signed in (a path; default /) */
+                return?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To GitHub's authorization page; Set-Cookie has harvest_signin */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    githubSignInCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description The provider's refusal */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (Set-Cookie has harvest_session), or refused (to /?signin_error=...) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    oidcSignIn: {
+        parameters: {
+            query?: {
+                /** @description The page of the UI to land on once signed in (a path; default /) */
+                return?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To the OIDC provider's authorization page; Set-Cookie has harvest_signin */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    oidcSignInCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description The provider's refusal */
+                error?: string;
+                error_description?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (Set-Cookie has harvest_session), or refused (to /?signin_error=...) */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
     };
