@@ -65,6 +65,7 @@ script or cassette, 1 if serving fails.`,
 	fl.StringVar(&f.replay, "replay", "", "serve this cassette instead of a script")
 	fl.BoolVar(&f.quiet, "quiet", false, "do not log each request to stderr")
 	cmd.AddCommand(newSimGitHubCmd())
+	cmd.AddCommand(newSimSlackCmd())
 	return cmd
 }
 
