@@ -3,70 +3,18 @@ package slacksim_test
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/sim/slacksim"
 	"github.com/harvest-dev/harvest/sim/slacksim/slackschema"
 )
 
-// fakeClock is a slacksim.Clock the test moves with Advance.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters map[*waiter]struct{}
-}
-
-type waiter struct {
-	at time.Time
-	c  chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	// Near the wall clock: receivers check signatures' timestamps against it.
-	return &fakeClock{now: time.Now().Truncate(time.Second), waiters: map[*waiter]struct{}{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if !c.now.Before(t) {
-		ch <- c.now
-		return ch, func() {}
-	}
-	w := &waiter{at: t, c: ch}
-	c.waiters[w] = struct{}{}
-	return ch, func() {
-		c.mu.Lock()
-		delete(c.waiters, w)
-		c.mu.Unlock()
-	}
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for w := range c.waiters {
-		if !c.now.Before(w.at) {
-			w.c <- c.now
-			delete(c.waiters, w)
-		}
-	}
-}
-
 // world is a stand-in with alice and bob in #general (and the bot).
 type world struct {
 	srv     *slacksim.Server
-	clock   *fakeClock
+	clock   *stacktest.Clock
 	tok     slacksim.Tokens
 	alice   slacksim.User
 	bob     slacksim.User
@@ -77,7 +25,8 @@ func newWorld(t *testing.T, opts slacksim.Options) *world {
 	t.Helper()
 	w := &world{}
 	if opts.Clock == nil {
-		w.clock = newFakeClock()
+		// Near the wall clock: receivers check signatures' timestamps against it.
+		w.clock = stacktest.NewClock()
 		opts.Clock = w.clock
 	}
 	srv, err := slacksim.Start(opts)
