@@ -28,8 +28,7 @@ memberships; its users stay. Every change is in the audit log.
 Like harvest user, these commands work on the local server's data directory
 directly, or with --server through its API with an admin token.`,
 	}
-	cmd.PersistentFlags().StringVar(&conn.server, "server", "", "manage the teams of this server through its API (default: the local data directory)")
-	cmd.PersistentFlags().StringVar(&conn.data, "data", "", "data directory of the local server (default $HARVEST_HOME, else ~/.harvest)")
+	conn.adminFlags(cmd, "teams")
 	cmd.AddCommand(newTeamLsCmd(&conn), newTeamAddCmd(&conn), newTeamRmCmd(&conn),
 		newTeamMembersCmd(&conn, "add-member", true), newTeamMembersCmd(&conn, "rm-member", false))
 	return cmd
@@ -42,13 +41,11 @@ func newTeamLsCmd(conn *connFlags) *cobra.Command {
 		Short: "List teams and their members",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			var ts []*wire.Team
 			if a.c != nil {
 				if ts, err = a.c.ListTeams(ctx); err != nil {
@@ -100,13 +97,11 @@ func newTeamAddCmd(conn *connFlags) *cobra.Command {
 		Short: "Make a team; put users in it with harvest team add-member NAME USER...",
 		Args:  oneTeam,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			if a.c != nil {
 				if _, err := a.c.CreateTeam(ctx, args[0]); err != nil {
 					return apiErr(err)
@@ -126,13 +121,11 @@ func newTeamRmCmd(conn *connFlags) *cobra.Command {
 		Short: "Delete a team and its memberships (its users stay)",
 		Args:  oneTeam,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			if a.c != nil {
 				err = a.c.DeleteTeam(ctx, args[0])
 				if err != nil {
@@ -163,13 +156,11 @@ func newTeamMembersCmd(conn *connFlags, verb string, add bool) *cobra.Command {
 			return store.CheckTeamName(args[0])
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := conn.tokenAdmin()
+			a, ctx, done, err := conn.openAdmin(cmd)
 			if err != nil {
-				return exitCode(exitRequestFailed, err)
+				return err
 			}
-			defer a.close()
-			ctx, cancel := signalContext(cmd.Context())
-			defer cancel()
+			defer done()
 			team := args[0]
 			var failed error
 			for _, user := range args[1:] {
