@@ -15,15 +15,16 @@ import (
 	"github.com/harvest-dev/harvest/store"
 )
 
-// stallingStore is the real store whose lease renewals hang while it is
-// stalled: they return only once Unstall is called, whatever their
-// context says (a database that stopped answering, and a driver that
-// does not give up). Every other call goes through.
+// stallingStore is the real store whose heartbeats (the renewal of every
+// lease a node holds) hang while it is stalled: they return only once
+// Unstall is called, whatever their context says (a database that
+// stopped answering, and a driver that does not give up). Every other
+// call goes through.
 type stallingStore struct {
 	store.Store
 	mu      sync.Mutex
 	stall   chan struct{} // not nil: stalled until closed
-	waiting atomic.Int32  // renewals held back now
+	waiting atomic.Int32  // heartbeats held back now
 }
 
 func (s *stallingStore) Stall() {
@@ -43,7 +44,7 @@ func (s *stallingStore) Unstall() {
 	}
 }
 
-func (s *stallingStore) RenewLeases(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
+func (s *stallingStore) HeartbeatNode(ctx context.Context, n store.Node, ttl time.Duration) (store.Node, error) {
 	s.mu.Lock()
 	c := s.stall
 	s.mu.Unlock()
@@ -52,12 +53,12 @@ func (s *stallingStore) RenewLeases(ctx context.Context, ls []store.Lease, ttl t
 		<-c
 		s.waiting.Add(-1)
 	}
-	return s.Store.RenewLeases(ctx, ls, ttl)
+	return s.Store.HeartbeatNode(ctx, n, ttl)
 }
 
-// TestNodesStallFences: a node whose lease renewals hang (the store
-// stalls past the TTL) stops its session's runner at its renew deadline
-// on its own clock, while the renewal has not returned: the turn's tool
+// TestNodesStallFences: a node whose heartbeats hang (the store stalls
+// past the TTL) stops its session's runner at its deadline on its own
+// clock, while the heartbeat has not returned: the turn's tool
 // is stopped and nothing more is written under the lease. Once the store
 // answers again the node takes the session back under a new epoch, after
 // the skew bound, and the interrupted turn is turn.failed "interrupted"
@@ -116,12 +117,12 @@ func TestNodesStallFences(t *testing.T) {
 	waitFor(t, "the node to lose the lease at its deadline", func() bool { return m.Stats().LeasesLost >= 1 })
 	lost := time.Since(stalled)
 	if ss.waiting.Load() == 0 {
-		t.Fatalf("the lease was lost %s after the stall, but no renewal was held back then", lost)
+		t.Fatalf("the lease was lost %s after the stall, but no heartbeat was held back then", lost)
 	}
 	if lost > nodeTTL {
 		t.Errorf("the lease was lost %s after the stall; its deadline is at most %s after it", lost, nodeTTL-fenceMargin(nodeTTL))
 	}
-	t.Logf("the renewals stalled: the runner stopped %s later (TTL %s, margin %s), a renewal still hanging", lost.Round(time.Millisecond), nodeTTL, fenceMargin(nodeTTL))
+	t.Logf("the heartbeats stalled: the runner stopped %s later (TTL %s, margin %s), a heartbeat still hanging", lost.Round(time.Millisecond), nodeTTL, fenceMargin(nodeTTL))
 	waitFor(t, "the runner to stop", func() bool { return m.Stats().Runners == 0 })
 	s, err := st.GetSession(ctx, v.ID)
 	if err != nil || s.State != store.StateWorking {
