@@ -132,46 +132,53 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 	}
 	// A lease is taken in the node's live generation: after a lapse (or
 	// at the start) a heartbeat starts one first, which ends the leases of
-	// the one before (nodes_fence.go).
-	gen, err := m.liveGen(ctx)
-	if err != nil {
-		return fmt.Errorf("taking the lease of session %s: %w", id, err)
-	}
-	sent := time.Now()
-	l, err := m.st.AcquireLease(ctx, id, m.node.cfg.ID, m.leaseTTL())
-	if err != nil {
-		var he *store.LeaseHeldError
-		if errors.As(err, &he) {
-			e := &ElsewhereError{Session: id, Node: he.Lease.Node}
-			if n, ok, _ := m.Owner(ctx, id); ok {
-				e.Addr = n.Addr
+	// the one before (nodes_fence.go). An acquire whose generation ended
+	// here while it was on its way (the node's deadline passed: a busy
+	// machine, a slow store) is made once more, in the next generation.
+	var l store.Lease
+	for attempt := 1; ; attempt++ {
+		gen, err := m.liveGen(ctx)
+		if err != nil {
+			return fmt.Errorf("taking the lease of session %s: %w", id, err)
+		}
+		sent := time.Now()
+		l, err = m.st.AcquireLease(ctx, id, m.node.cfg.ID, m.leaseTTL())
+		if err != nil {
+			var he *store.LeaseHeldError
+			if errors.As(err, &he) {
+				e := &ElsewhereError{Session: id, Node: he.Lease.Node}
+				if n, ok, _ := m.Owner(ctx, id); ok {
+					e.Addr = n.Addr
+				}
+				return e
 			}
-			return e
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("session %s: %w", id, ErrNotFound)
+			}
+			return fmt.Errorf("taking the lease of session %s: %w", id, err)
 		}
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("session %s: %w", id, ErrNotFound)
+		if err := m.j.Fence(l.Fence(), func(err error) { m.leaseLost(l, err) }); err != nil {
+			m.st.ReleaseLease(context.WithoutCancel(ctx), l)
+			return err
 		}
-		return fmt.Errorf("taking the lease of session %s: %w", id, err)
-	}
-	if err := m.j.Fence(l.Fence(), func(err error) { m.leaseLost(l, err) }); err != nil {
-		m.st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
-	}
-	h := &held{lease: l, since: sent, notBefore: m.takeoverWait(prev, perr == nil, l), gone: new(atomic.Bool)}
-	m.mu.Lock()
-	ok, stale := m.adoptLocked(gen, l.Gen, sent)
-	if ok {
-		m.node.held[id] = h
-	}
-	m.mu.Unlock()
-	m.loseHeld(stale, errGeneration)
-	if !ok {
-		// The node's deadline passed, or its generation changed, while the
-		// acquire was on its way: the lease is of a generation this node
-		// no longer acts in, which its next heartbeat ends. Not released:
-		// whoever takes it next waits for that generation's end.
+		h := &held{lease: l, since: sent, notBefore: m.takeoverWait(prev, perr == nil, l), gone: new(atomic.Bool)}
+		m.mu.Lock()
+		ok, stale := m.adoptLocked(gen, l.Gen, sent)
+		if ok {
+			m.node.held[id] = h
+		}
+		m.mu.Unlock()
+		m.loseHeld(stale, errGeneration)
+		if ok {
+			break
+		}
+		// The lease is of a generation this node no longer acts in, which
+		// its next heartbeat ends. Not released: whoever takes it next
+		// waits for that generation's end.
 		m.j.Unfence(id)
-		return fmt.Errorf("taking the lease of session %s: %w", id, errDeadline)
+		if attempt == 2 || ctx.Err() != nil {
+			return fmt.Errorf("taking the lease of session %s: %w", id, errDeadline)
+		}
 	}
 	m.counts.leasesTaken.Add(1)
 	m.log.Debug("took the lease", "session", id, "epoch", l.Epoch, "gen", l.Gen)
