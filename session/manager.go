@@ -87,7 +87,8 @@ func NewManager(cfg Config) (*Manager, error) {
 	base, stop := context.WithCancelCause(context.Background())
 	var node *nodeState
 	if cfg.Node != nil {
-		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}, kick: make(chan struct{}, 1)}
+		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}, kick: make(chan struct{}, 1),
+			beating: make(chan struct{}, 1), kept: make(chan struct{}), moved: -1}
 	}
 	m := &Manager{node: node,
 		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,

@@ -12,9 +12,10 @@ import (
 // doc; the code is the nodes_*.go files:
 //
 //	nodes.go           this doc, NodeConfig, the errors callers branch on
-//	nodes_lease.go     leases: claim, acquire, renew, lose, give up; the
-//	                   keeper (heartbeat, takeover)
-//	nodes_fence.go     self-fencing: the renew deadline, the renewer, the new
+//	nodes_lease.go     leases: claim, acquire, lose, give up; the keeper
+//	                   (takeover)
+//	nodes_fence.go     self-fencing: the node's heartbeat and deadline, the
+//	                   renewer (the heartbeat), the new
 //	                   owner's wait, the boxes' fences; the fenced store
 //	nodes_place.go     placement by capacity: room, queueing, PlaceNew
 //	nodes_takeover.go  the takeover scan: how many of the sessions nobody
@@ -54,15 +55,15 @@ import (
 //	                 AcquireLease under the session's claim (epoch E)
 //	  ┌─► unowned ───────────────────────────────────────────► leased by A
 //	  │   (never leased,                                     (epoch E: A's runner
-//	  │    released, or                                       runs; A's keeper
-//	  │    queued for a place)                                renews every TTL/3;
+//	  │    released, or                                       runs; A's heartbeat,
+//	  │    queued for a place)                                every TTL/3, keeps it;
 //	  │        ▲                                              A carries the
 //	  │        │ A's runner exits (suspended, ended,          workspace at every
 //	  │        │ A shutting down): Flush, ReleaseLease        turn's end)
 //	  │        └──────────────────────────────────────────────┤
 //	  │                                                       │ A dies, pauses or
 //	  │                                                       │ is cut off: no
-//	  │                                                       │ renewal succeeds
+//	  │                                                       │ heartbeat succeeds
 //	  │                                                       ▼
 //	  │                                 A's deadline (sent+TTL-TTL/6, A's clock):
 //	  │                                 A's runner stops (if A runs at all) and
@@ -81,9 +82,10 @@ import (
 //	  └────────┘ B's runner exits
 //
 //	A, if it comes back (it was paused): it stopped acting at its
-//	deadline already; its next renewal or fenced write is refused
-//	(store.ErrLeaseLost) if it got that far; the journal refuses A's
-//	later events of the session.
+//	deadline already, and its next heartbeat names no generation (which
+//	ends the old one's leases in the store, taken or not); a fenced write
+//	is refused (store.ErrLeaseLost) if it got that far; the journal
+//	refuses A's later events of the session.
 //
 // # Leases (nodes_lease.go)
 //
@@ -92,8 +94,9 @@ import (
 // (fencedStore: session updates, message deliveries) and events
 // (fencedLog: the journal's AppendFenced) carry the runner's epoch, and
 // the store refuses them once another node took the session
-// (store.ErrLeaseLost). A refusal, a refused renewal, or the lease's
-// renew deadline passing (below) is a lost lease (leaseLost): the runner
+// (store.ErrLeaseLost). A refusal, a heartbeat answered in another
+// generation, a session deleted under the node, or the node's deadline
+// passing (below) is a lost lease (leaseLost, loseHeld): the runner
 // is cancelled with errLeaseLost and stops at once (a turn it ran is
 // cancelled, its tools killed, and it ends as turn.failed "interrupted",
 // as when a node dies; the box is destroyed unless the nodes share the
@@ -110,27 +113,49 @@ import (
 // nobody owns (suspended) is stored by the node that received it, which
 // takes the lease first and then runs it.
 //
+// The node's heartbeat is the lease of every session it holds (store's
+// leases.go: a lease is an assignment — node, epoch, the node's
+// generation — live while the node's heartbeat is, in that generation).
+// So keeping them costs one row a round, whatever their number (issue
+// 26: renewing every lease wrote ~3,000 row versions a second at 10,000
+// live sessions on 10 nodes; now 3, BenchmarkLeaseUpkeep). A generation
+// lasts while the node's heartbeats follow each other within the TTL:
+// one that comes late, or names none (the node's deadline passed here:
+// it stopped acting and starts afresh), starts the next, which ends every
+// lease of the earlier ones at once, taken or not — they are orphans,
+// which this node or another takes again with the next epoch. A takeover
+// of an expired node's session ends that node's generation in the same
+// transaction, so a heartbeat of the node racing with it cannot revive
+// the lease just taken. The node learns that a session left it from its
+// heartbeat's answer: a new generation (all its leases are over), or a
+// change of Node.Moved (a session was deleted under it: it reads its
+// leases, NodeLeases — a read, only then).
+//
 // # Self-fencing (nodes_fence.go)
 //
 // Fencing in the store stops a stale owner's writes, not its box: a node
 // that is paused, or cut off from the store, keeps running its tools (a
 // push, an API call) while another node runs the same turn again. So a
-// node acts for a session only until its lease's renew deadline on its
+// node acts for its sessions only until its heartbeat's deadline on its
 // own monotonic clock, the way Kubernetes' leader election does:
 //
 //	deadline = sent + TTL − margin      margin = TTL/6 (1.67 s at TTL 10 s)
 //
-// where sent is when the acquire or the last successful renewal was sent
-// (the store's expiry, from the statement's start, is no earlier). A
-// timer per lease fires at the deadline and loses the lease, whether the
-// renewal call has returned or not; a renewal that returns later does
-// not bring it back. The renewer (its own goroutine, every TTL/3, so that
-// a long takeover scan never delays it) moves the deadlines on.
+// where sent is when the heartbeat or acquire that last succeeded in the
+// node's generation was sent (the store's expiry, from the statement's
+// start, is no earlier). It is the node's, one for all its sessions: one
+// timer fires at it and loses every lease, whether a heartbeat has
+// returned or not; one that returns later does not bring them back, and
+// the node's generation is over here (its next heartbeat starts a new
+// one). The renewer (its own goroutine, on a ticker of TTL/3, so that a
+// long takeover scan never delays it) beats the heartbeat and moves the
+// deadline on.
 //
 // The same deadline is armed in the session's box (sandbox.Fence, a
 // dead-man's switch in its agent, PID 1), as soon as a box is started or
 // reattached, before any command runs in it, and moved on after every
-// renewal: if none comes — the node is paused, killed, cut off — the
+// heartbeat (one call to each armed box's agent, nothing per box in the
+// store): if none comes — the node is paused, killed, cut off — the
 // agent kills every process of the box at the deadline and exits. An
 // idle box is fenced too: the new owner replaces it. Box processes can
 // neither move nor disarm it (package sandbox/agentd's "Fence"). A box
@@ -149,10 +174,10 @@ import (
 // much early), and the old box dies within the margin of its deadline
 // (measured: milliseconds on local, docker and gVisor).
 //
-// A node's keeper goroutine (startKeeper, owned by Manager.builds) beats
-// the node's heartbeat and takes over the sessions nobody owns (takeover:
-// live ones, and suspended ones with queued messages), every TTL/3; its
-// renewer renews the leases, every TTL/3 too; a dead node's sessions are
+// A node's renewer goroutine (startKeeper, owned by Manager.builds) beats
+// its heartbeat every TTL/3; its keeper takes over the sessions nobody
+// owns (takeover: live ones, and suspended ones with queued messages),
+// every TTL/3 too; a dead node's sessions are
 // thus taken within TTL+TTL/3 — as many as the survivors' rate allows in
 // a scan, the rest in the scans after (see Takeover) — and recovered
 // TTL/6 after that. Requests that act on a running session (send, cancel,
@@ -181,7 +206,7 @@ import (
 //
 //   - server/cluster forwards a create received by a full node to a live
 //     node with room (PlaceNew: the store's node list, with each node's
-//     capacity and lease count);
+//     capacity and lease count as of its last heartbeat);
 //   - Create on a node with room takes the lease and runs the session, as
 //     without a bound;
 //   - Create on a full node (every node was full, or the list was stale)
@@ -234,9 +259,8 @@ import (
 //	            it either. Every takeover of an idle session from another
 //	            machine restores its workspace and starts a box; the rate
 //	            keeps the node that inherits hundreds serving meanwhile.
-//	            A scan also stops claiming after TTL/6, so that the keeper
-//	            renews the leases it holds in time, however slow the
-//	            store is.
+//	            A scan also stops claiming after TTL/6, however slow the
+//	            store is, and leaves the rest to the scans after.
 //	its bound   Capacity and the floor of free space, checked at each
 //	            claim with the lease taken (claimIfRoom), as for a create.
 //	which       urgent ones first (not idle — a turn to recover, a session
@@ -310,12 +334,16 @@ import (
 //
 // The keeper and the renewer (startKeeper) are the only goroutines of
 // their own: owned by Manager.builds. The keeper stops at Close, and its
-// last act (leave) takes the node off the list and gives up the leases no
-// runner holds; the renewer goes on during Close until no lease is held
+// last act (leave) gives up the leases no runner holds; the renewer goes
+// on during Close, its heartbeats saying the node is leaving (no address,
+// no room), until the keeper has returned and no runner holds a lease
 // (runners that take long to stop keep their leases, and with them the
-// events that say how they stopped). Each held lease's deadline timer
-// (time.AfterFunc) only calls loseLease, under Manager.mu, and does
-// nothing if the lease was renewed, given up or replaced meanwhile.
+// events that say how they stopped), and then takes the node off the
+// list (RemoveNode). The node's deadline timer (time.AfterFunc) only
+// calls fenceDue, which takes Manager.mu and does nothing if the
+// deadline moved on meanwhile. One heartbeat runs at a time
+// (nodeState.beating: the renewer's, or an acquire's when the node has no
+// live generation).
 // fenceBoxes calls the boxes' agents concurrently, one goroutine each,
 // and waits for them all. A runner
 // snapshots and restores its own session's directory on its goroutine
@@ -330,10 +358,10 @@ import (
 // between starting a box and storing its handle leaks that box until its
 // deadline).
 
-// DefaultLeaseTTL is how long a node's lease on a session (and its
-// heartbeat) lasts without a renewal. A dead node's sessions are taken
-// over between ⅔ and 1⅓ of it after its death (the lease was renewed at
-// most TTL/3 before; the survivors scan every TTL/3), and their runners
+// DefaultLeaseTTL is how long a node's heartbeat (the lease of its
+// sessions) lasts without another. A dead node's sessions are taken
+// over between ⅔ and 1⅓ of it after its death (it beat at most TTL/3
+// before; the survivors scan every TTL/3), and their runners
 // act TTL/6 after the expiry (the skew bound): 8.3–15 s.
 const DefaultLeaseTTL = 10 * time.Second
 
@@ -347,8 +375,9 @@ type NodeConfig struct {
 	// Addr is the URL the other nodes forward a session's requests to
 	// (http://host:port).
 	Addr string
-	// TTL is the lease and heartbeat TTL (default DefaultLeaseTTL). Leases
-	// are renewed, and expired ones looked for, every TTL/3.
+	// TTL is the heartbeat's TTL, which is its leases' (default
+	// DefaultLeaseTTL). The node beats, and looks for expired leases,
+	// every TTL/3.
 	TTL time.Duration
 	// Capacity is how many sessions the node runs at most (0: no bound):
 	// registered with its heartbeat; see "Placement" above.

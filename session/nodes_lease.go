@@ -22,7 +22,27 @@ type nodeState struct {
 	// a lease is never released between a send's check and its write.
 	claims gates
 	// held: the leases this node holds, by session (under Manager.mu).
+	// They are all of generation gen: the node's heartbeat is their
+	// lease (store/leases.go).
 	held map[string]*held
+	// The node's heartbeat (nodes_fence.go), under Manager.mu: gen is the
+	// generation the held leases are in (0: none, the next heartbeat
+	// starts one); sent is when the heartbeat or acquire that last
+	// confirmed it was sent (this process's clock), deadline is
+	// sent+TTL-fenceMargin: the node acts for its sessions until then and
+	// no longer; timer fires at deadline (fenceDue); moved is the last
+	// Node.Moved seen (-1: none yet).
+	gen      int64
+	sent     time.Time
+	deadline time.Time
+	timer    *time.Timer
+	moved    int64
+	// beating holds one token: one heartbeat at a time (the renewer's, or
+	// an acquire's when the node has no live generation).
+	beating chan struct{}
+	// kept is closed when the keeper has returned (its leave done): the
+	// renewer beats until then and no runner holds a lease.
+	kept chan struct{}
 	// place serialises checking this node's room and taking a lease for a
 	// new or unowned session (Create, takeover), so that two of them do
 	// not both take the last place.
@@ -36,20 +56,14 @@ type nodeState struct {
 // held is a lease this node holds.
 type held struct {
 	lease store.Lease
-	// sent is when the last acquire or renewal that succeeded was sent
-	// (this process's clock): the lease is surely ours until sent+TTL.
-	sent time.Time
-	// deadline is sent+TTL-fenceMargin (this process's monotonic clock):
-	// the node acts for the session until then and no longer, whether a
-	// renewal is on its way or not (nodes_fence.go). Under Manager.mu.
-	deadline time.Time
-	// timer fires at deadline (fenceDue); reset at every renewal.
-	timer *time.Timer
+	// since is when this node took it (its clock): a read of the node's
+	// leases sent before then may not show it (checkHeld).
+	since time.Time
 	// notBefore is when a runner started under this lease may act (the
 	// previous owner's deadline has surely passed): see takeoverWait.
 	notBefore time.Time
-	// gone is set once the lease is lost or its deadline passed: the
-	// runner's fenced writes then fail here, without a round trip.
+	// gone is set once the lease is lost or the node's deadline passed:
+	// the runner's fenced writes then fail here, without a round trip.
 	gone *atomic.Bool
 }
 
@@ -116,69 +130,99 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 	if perr != nil && !errors.Is(perr, store.ErrNotFound) {
 		return fmt.Errorf("reading the lease of session %s: %w", id, perr)
 	}
-	sent := time.Now()
-	l, err := m.st.AcquireLease(ctx, id, m.node.cfg.ID, m.leaseTTL())
-	if err != nil {
-		var he *store.LeaseHeldError
-		if errors.As(err, &he) {
-			e := &ElsewhereError{Session: id, Node: he.Lease.Node}
-			if n, ok, _ := m.Owner(ctx, id); ok {
-				e.Addr = n.Addr
+	// A lease is taken in the node's live generation: after a lapse (or
+	// at the start) a heartbeat starts one first, which ends the leases of
+	// the one before (nodes_fence.go). An acquire whose generation ended
+	// here while it was on its way (the node's deadline passed: a busy
+	// machine, a slow store) is made once more, in the next generation.
+	var l store.Lease
+	for attempt := 1; ; attempt++ {
+		gen, err := m.liveGen(ctx)
+		if err != nil {
+			return fmt.Errorf("taking the lease of session %s: %w", id, err)
+		}
+		sent := time.Now()
+		l, err = m.st.AcquireLease(ctx, id, m.node.cfg.ID, m.leaseTTL())
+		if err != nil {
+			var he *store.LeaseHeldError
+			if errors.As(err, &he) {
+				e := &ElsewhereError{Session: id, Node: he.Lease.Node}
+				if n, ok, _ := m.Owner(ctx, id); ok {
+					e.Addr = n.Addr
+				}
+				return e
 			}
-			return e
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("session %s: %w", id, ErrNotFound)
+			}
+			return fmt.Errorf("taking the lease of session %s: %w", id, err)
 		}
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("session %s: %w", id, ErrNotFound)
+		if err := m.j.Fence(l.Fence(), func(err error) { m.leaseLost(l, err) }); err != nil {
+			m.st.ReleaseLease(context.WithoutCancel(ctx), l)
+			return err
 		}
-		return fmt.Errorf("taking the lease of session %s: %w", id, err)
+		h := &held{lease: l, since: sent, notBefore: m.takeoverWait(prev, perr == nil, l), gone: new(atomic.Bool)}
+		m.mu.Lock()
+		ok, stale := m.adoptLocked(gen, l.Gen, sent)
+		if ok {
+			m.node.held[id] = h
+		}
+		m.mu.Unlock()
+		m.loseHeld(stale, errGeneration)
+		if ok {
+			break
+		}
+		// The lease is of a generation this node no longer acts in, which
+		// its next heartbeat ends. Not released: whoever takes it next
+		// waits for that generation's end.
+		m.j.Unfence(id)
+		if attempt == 2 || ctx.Err() != nil {
+			return fmt.Errorf("taking the lease of session %s: %w", id, errDeadline)
+		}
 	}
-	if err := m.j.Fence(l.Fence(), func(err error) { m.leaseLost(l, err) }); err != nil {
-		m.st.ReleaseLease(context.WithoutCancel(ctx), l)
-		return err
-	}
-	h := &held{lease: l, sent: sent, deadline: sent.Add(m.leaseTTL() - fenceMargin(m.leaseTTL())),
-		notBefore: m.takeoverWait(prev, perr == nil, l), gone: new(atomic.Bool)}
-	m.mu.Lock()
-	if old := m.node.held[id]; old != nil {
-		old.timer.Stop()
-	}
-	m.node.held[id] = h
-	h.timer = time.AfterFunc(time.Until(h.deadline), func() { m.fenceDue(h) })
-	m.mu.Unlock()
 	m.counts.leasesTaken.Add(1)
-	m.log.Debug("took the lease", "session", id, "epoch", l.Epoch)
+	m.log.Debug("took the lease", "session", id, "epoch", l.Epoch, "gen", l.Gen)
 	return nil
 }
 
-// leaseLost: l is not this node's any more (a fenced write or a renewal
-// was refused, or it could not be renewed in time). The session's runner,
-// if it runs under l, stops at once (nodes.go: the turn is interrupted).
+// leaseLost: l is not this node's any more (a fenced write was refused,
+// or its session was deleted). The session's runner, if it runs under l,
+// stops at once (nodes.go: the turn is interrupted).
 func (m *Manager) leaseLost(l store.Lease, cause error) {
-	m.loseLease(l, cause, nil)
-}
-
-// loseLease is leaseLost when due(h) holds for this node's lease h of
-// l's session and epoch (under Manager.mu; nil: always).
-func (m *Manager) loseLease(l store.Lease, cause error, due func(*held) bool) {
 	m.mu.Lock()
 	h := m.node.held[l.Session]
-	mine := h != nil && h.lease.Epoch == l.Epoch && (due == nil || due(h))
-	if mine {
+	if h == nil || h.lease.Epoch != l.Epoch {
+		h = nil
+		if r := m.runners[l.Session]; r != nil && r.fence.Epoch == l.Epoch {
+			r.cancel(errLeaseLost)
+		}
+	} else {
 		delete(m.node.held, l.Session)
-		h.gone.Store(true)
-		h.timer.Stop()
-	} else if due != nil {
-		m.mu.Unlock()
-		return
-	}
-	if r := m.runners[l.Session]; r != nil && r.fence.Epoch == l.Epoch {
-		r.cancel(errLeaseLost)
 	}
 	m.mu.Unlock()
-	if mine {
+	if h != nil {
+		m.loseHeld([]*held{h}, cause)
+	}
+}
+
+// loseHeld stops acting under the leases hs, which are no longer in
+// held: their fenced writes fail here, their runners stop at once.
+func (m *Manager) loseHeld(hs []*held, cause error) {
+	if len(hs) == 0 {
+		return
+	}
+	m.mu.Lock()
+	for _, h := range hs {
+		h.gone.Store(true)
+		if r := m.runners[h.lease.Session]; r != nil && r.fence.Epoch == h.lease.Epoch {
+			r.cancel(errLeaseLost)
+		}
+	}
+	m.mu.Unlock()
+	for _, h := range hs {
 		m.counts.leasesLost.Add(1)
-		m.j.Unfence(l.Session)
-		m.log.Warn("lost the lease of a session: its runner stops here; whichever node takes the session next recovers it", "session", l.Session, "epoch", l.Epoch, "err", cause)
+		m.j.Unfence(h.lease.Session)
+		m.log.Warn("lost the lease of a session: its runner stops here; whichever node takes the session next recovers it", "session", h.lease.Session, "epoch", h.lease.Epoch, "err", cause)
 	}
 }
 
@@ -187,14 +231,13 @@ func (m *Manager) loseLease(l store.Lease, cause error, due func(*held) bool) {
 // Called with the session's claim held.
 func (m *Manager) giveUp(h *held) {
 	id := h.lease.Session
-	h.timer.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.j.Flush(ctx, id); err != nil {
 		m.log.Warn("writing a session's last events before giving up its lease", "session", id, "err", err)
 	}
 	if err := m.st.ReleaseLease(ctx, h.lease); err != nil {
-		m.log.Warn("releasing the lease of a session (it runs out by itself)", "session", id, "err", err)
+		m.log.Warn("releasing the lease of a session (it runs out with this node's generation)", "session", id, "err", err)
 	}
 	m.j.Unfence(id)
 }
@@ -213,14 +256,16 @@ func (m *Manager) dropHeldLocked(id string, epoch int64) *held {
 	return h
 }
 
-// startKeeper starts the goroutines that keep this node's heartbeat and
-// leases and take over the sessions nobody owns (Recover calls it once):
-// the keeper, and the renewer (nodes_fence.go), apart so that a long
-// scan never delays a renewal.
+// startKeeper starts the goroutines that keep this node's heartbeat —
+// the lease of every session it holds — and take over the sessions nobody
+// owns (Recover calls it once): the renewer (nodes_fence.go), which beats
+// at once and then every TTL/3, and the keeper, apart so that a long scan
+// never delays a heartbeat.
 func (m *Manager) startKeeper() {
 	m.builds.Add(2)
 	go func() {
 		defer m.builds.Done()
+		defer close(m.node.kept)
 		m.keep()
 	}()
 	go func() {
@@ -229,8 +274,8 @@ func (m *Manager) startKeeper() {
 	}()
 }
 
-// keep runs every TTL/3 until Close: heartbeat, sweep the carried packs,
-// take over the sessions whose lease ran out.
+// keep runs every TTL/3 until Close: sweep the carried packs, take over
+// the sessions whose lease ran out.
 func (m *Manager) keep() {
 	ttl := m.leaseTTL()
 	t := time.NewTimer(0)
@@ -245,9 +290,6 @@ func (m *Manager) keep() {
 			t.Stop() // Go ≥ 1.23: no stale tick after Stop or Reset
 		}
 		ctx, cancel := context.WithTimeout(m.base, ttl)
-		if _, err := m.st.HeartbeatNode(ctx, store.Node{ID: m.node.cfg.ID, Addr: m.node.cfg.Addr, Capacity: m.advertised()}, ttl); err != nil && ctx.Err() == nil {
-			m.log.Warn("heartbeat", "err", err)
-		}
 		m.carry.sweep(ctx)
 		if err := m.takeover(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("looking for sessions to take over", "err", err)
@@ -257,16 +299,13 @@ func (m *Manager) keep() {
 	}
 }
 
-// leave is the keeper's last act, at Close: the node leaves the list (no
-// request is forwarded to it any more), and leases it holds for no runner
+// leave is the keeper's last act, at Close: leases it holds for no runner
 // (a takeover that raced with Close) are given up; runners give up their
-// own as they stop.
+// own as they stop. The renewer's heartbeats say the node is leaving
+// meanwhile (no address, no room: nothing is forwarded or placed here),
+// and once no runner holds a lease it takes the node off the list
+// (nodes_fence.go).
 func (m *Manager) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := m.st.RemoveNode(ctx, m.node.cfg.ID); err != nil {
-		m.log.Warn("leaving the nodes", "err", err)
-	}
 	m.mu.Lock()
 	var idle []string
 	for id := range m.node.held {
@@ -288,68 +327,5 @@ func (m *Manager) leave() {
 			m.giveUp(h)
 		}
 		unlock()
-	}
-}
-
-// renewLeases renews every lease this node holds. A renewal refused is a
-// lost lease; one that fails (the store is unreachable) for so long that
-// the lease may have run out is treated as lost too: the runner stops
-// acting before another node may start.
-func (m *Manager) renewLeases(ctx context.Context) {
-	ttl := m.leaseTTL()
-	m.mu.Lock()
-	hs := make([]held, 0, len(m.node.held))
-	for _, h := range m.node.held {
-		hs = append(hs, *h)
-	}
-	m.mu.Unlock()
-	if len(hs) == 0 {
-		return
-	}
-	// All at once: one round trip, however many sessions this node runs
-	// (a busy node renewing one by one could run out of time).
-	ls := make([]store.Lease, len(hs))
-	for i, h := range hs {
-		ls[i] = h.lease
-	}
-	sent := time.Now()
-	renewed, err := m.st.RenewLeases(ctx, ls, ttl)
-	if err != nil {
-		// Each lease's timer stops its session at its deadline if no
-		// renewal succeeds before (fenceDue).
-		m.log.Warn("renewing the leases; retrying", "leases", len(hs), "err", err)
-		return
-	}
-	m.counts.leasesRenewed.Add(uint64(len(renewed)))
-	ok := make(map[string]store.Lease, len(renewed))
-	for _, l := range renewed {
-		ok[l.Session] = l
-	}
-	extended := make(map[string]time.Time, len(renewed))
-	defer func() { m.fenceBoxes(ctx, extended) }()
-	for _, h := range hs {
-		l, done := ok[h.lease.Session]
-		m.mu.Lock()
-		cur := m.node.held[h.lease.Session]
-		m.mu.Unlock()
-		if cur == nil || cur.lease.Epoch != h.lease.Epoch {
-			continue // released or replaced meanwhile
-		}
-		if done {
-			m.mu.Lock()
-			late := false
-			if cur := m.node.held[l.Session]; cur != nil && cur.lease.Epoch == l.Epoch {
-				late = !m.extendLocked(cur, l, sent)
-				if !late {
-					extended[l.Session] = cur.deadline
-				}
-			}
-			m.mu.Unlock()
-			if late {
-				m.loseLease(l, errDeadline, pastDeadline)
-			}
-			continue
-		}
-		m.leaseLost(h.lease, fmt.Errorf("the renewal found the lease taken over or released: %w", store.ErrLeaseLost))
 	}
 }

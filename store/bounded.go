@@ -157,12 +157,6 @@ func (b *bounded) Events(ctx context.Context, session string, after int64, limit
 	return v, done(err)
 }
 
-func (b *bounded) ExpiredLeases(ctx context.Context, f LeaseFilter) ([]Lease, error) {
-	ctx, done := Call(ctx, "ExpiredLeases")
-	v, err := b.Store.ExpiredLeases(ctx, f)
-	return v, done(err)
-}
-
 func (b *bounded) FinishDelivery(ctx context.Context, id string, state string, result string) error {
 	ctx, done := Call(ctx, "FinishDelivery")
 	return done(b.Store.FinishDelivery(ctx, id, state, result))
@@ -346,15 +340,9 @@ func (b *bounded) RemoveNode(ctx context.Context, id string) error {
 	return done(b.Store.RemoveNode(ctx, id))
 }
 
-func (b *bounded) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
-	ctx, done := Call(ctx, "RenewLease")
-	v, err := b.Store.RenewLease(ctx, l, ttl)
-	return v, done(err)
-}
-
-func (b *bounded) RenewLeases(ctx context.Context, ls []Lease, ttl time.Duration) ([]Lease, error) {
-	ctx, done := Call(ctx, "RenewLeases")
-	v, err := b.Store.RenewLeases(ctx, ls, ttl)
+func (b *bounded) NodeLeases(ctx context.Context, node string) ([]Lease, error) {
+	ctx, done := Call(ctx, "NodeLeases")
+	v, err := b.Store.NodeLeases(ctx, node)
 	return v, done(err)
 }
 

@@ -36,7 +36,8 @@ type Copier interface {
 	// the scope seeded at seeded unless it is zero. Observations keep
 	// their order.
 	LoadMemory(ctx context.Context, sc MemoryScope, g *MemoryGraph, seeded time.Time) error
-	// LoadLease stores a session's lease with its node, epoch and expiry,
+	// LoadLease stores a session's lease with its node, epoch and generation
+	// (its expiry is its node's heartbeat's; nodes are not copied),
 	// so the session's epochs go on from there and never go back.
 	LoadLease(ctx context.Context, l Lease) error
 }

@@ -15,35 +15,67 @@ import (
 // store; this file is the store's part of that: nodes, session leases,
 // and the fenced writes an owner makes.
 //
-// # Nodes
+// # Nodes and their generations
 //
 // A node announces itself with HeartbeatNode (its id, the address others
-// reach it at, how many sessions it takes) and calls it again every few
-// seconds; ListNodes lists the nodes whose last heartbeat's TTL has not
-// run out. A node's id should be new at every start (host name and a
-// random suffix): a restarted process is a new owner, not the old one
+// reach it at, how many sessions it takes and holds) and calls it again
+// every few seconds; ListNodes lists the nodes whose last heartbeat's TTL
+// has not run out. A node's id should be new at every start (host name and
+// a random suffix): a restarted process is a new owner, not the old one
 // coming back.
 //
-// # Leases and epochs
+// A node's heartbeats form generations: a generation (Node.Gen, 1, 2, ...)
+// lasts while the node's heartbeats follow each other without a break —
+// each one made before the last one's TTL ran out, by a caller that names
+// the generation it is in. A heartbeat that comes after the TTL ran out,
+// or that names no generation (Gen 0: the process starts, or it stopped
+// acting for its sessions and starts afresh) or another one, starts the
+// next generation; the previous one ended then (Node.Ended).
 //
-// AcquireLease gives a session to a node until now+ttl, with an epoch: a
-// number that grows by one every time the session changes hands, and
-// never goes back (a released lease keeps its epoch, so the next owner's
-// is higher). The epoch stays the same only while the same node holds the
-// lease without a break: renewing it (RenewLease, or AcquireLease by its
-// holder before it expired). So an epoch names one uninterrupted
-// ownership.
+// # Leases: the node's heartbeat is the lease of every session it holds
 //
-//	no lease ──Acquire──► held (node A, epoch 1) ──Renew──► held (A, 1)
-//	                        │ ttl runs out            ▲
-//	                        ▼                         │ Renew by A (nobody took it)
-//	                      expired (A, 1) ─────────────┘
-//	                        │ Acquire by B (or by A: a new ownership)
-//	                        ▼
-//	                      held (B, 2)      A's RenewLease and fenced writes: ErrLeaseLost
-//	                        │ Release by B
-//	                        ▼
-//	                      released (epoch 2 kept) ──Acquire──► held (C, 3)
+// A session's lease is an assignment — node, epoch, and the node's
+// generation it was made in — that changes only when the session changes
+// hands. It has no expiry of its own: it is live while its node's
+// heartbeat is and the node is still in that generation. So keeping a
+// node's sessions costs one row per heartbeat, however many sessions it
+// holds (issue 26: renewing every lease every TTL/3 wrote ~3,000 row
+// versions a second at 10,000 live sessions on 10 nodes); and a node whose
+// heartbeats stopped for longer than the TTL loses all its sessions at
+// once, as it stops acting for all of them at once (package session's
+// self-fencing). A new generation ends the previous one's leases even if
+// nobody took them: its node stopped acting for them (it lost the store
+// for longer than the TTL, or said so by asking for a new generation), so
+// they are orphans, which it or another node takes again, with the next
+// epoch.
+//
+// AcquireLease gives a session to a node, with an epoch: a number that
+// grows by one every time the session changes hands, and never goes back
+// (a released lease keeps its epoch, so the next owner's is higher). It is
+// also a heartbeat of the node (a node acquiring is alive): its expiry
+// becomes now+ttl, in its live generation, or a new one if it had none.
+// The epoch stays the same only while the same node holds the lease
+// without a break: AcquireLease by its holder while the lease is live. So
+// an epoch names one uninterrupted ownership.
+//
+//	no lease ──Acquire by A──► held (A, epoch 1, A's generation g)
+//	                             │ A's heartbeats go on: nothing written per session
+//	                             │ A's heartbeat runs out, or A starts generation g+1
+//	                             ▼
+//	                           expired (A, 1, g) ──Acquire by B (or by A: a new ownership)
+//	                             │
+//	                             ▼
+//	                           held (B, 2)      A's fenced writes: ErrLeaseLost;
+//	                             │              A's Node.Moved goes up by one
+//	                             │ Release by B
+//	                             ▼
+//	                           released (epoch 2 kept) ──Acquire──► held (C, 3)
+//
+// A node learns that a session left it without a takeover of its own
+// making (another node took it once the node's generation was over, or
+// the session was deleted) from its heartbeat's answer: Node.Moved counts
+// those departures, and a node that sees it change reads its assignments
+// (NodeLeases) — a read, and only then.
 //
 // # Fencing
 //
@@ -80,22 +112,24 @@ import (
 //
 // # Clocks
 //
-// Fencing is by epoch alone, never by time: an expired lease that nobody
-// took over still accepts its holder's fenced writes and renewals, because
+// Fencing is by epoch alone, never by time or generation: an expired lease
+// that nobody took over still accepts its holder's fenced writes, because
 // no one else has written under a newer epoch. Safety (one writer per
 // session) therefore holds whatever the nodes' clocks say. Only liveness
 // depends on time: when a lease counts as expired, so that another node
 // may take it. That time is the store's: PostgreSQL's clock
 // (statement_timestamp()), which every node sharing the database reads, so
 // nodes with skewed clocks still agree on expiry; SQLite's is the process's
-// clock (a SQLite store has one process writing it). A holder should treat
-// its lease as gone at its own clock's sendTime+ttl minus a margin, measured
-// from when it sent the acquire or renewal (the store's expiry is at or
-// after that), and stop acting outside the store by then.
+// clock (a SQLite store has one process writing it). A node should treat
+// its leases as gone at its own clock's sendTime+ttl minus a margin,
+// measured from when it sent the heartbeat or acquire that last succeeded
+// (the store's expiry is at or after that), and stop acting outside the
+// store by then; and start a new generation (Gen 0) when it did.
 //
-// A ttl <= 0 gives a lease (or heartbeat) that is over at once: anyone may
-// take it. The conformance suite (storetest) uses that to test expiry
-// without sleeping or moving a database server's clock.
+// A ttl <= 0 gives a heartbeat (and so leases) that is over at once:
+// anyone may take the node's sessions. The conformance suite (storetest)
+// uses that to test expiry without sleeping or moving a database server's
+// clock.
 
 // ErrLeaseLost: the caller's lease on a session is not current any more
 // (another node took the session over, the lease was released, or it never
@@ -111,7 +145,13 @@ type Lease struct {
 	// Epoch numbers the session's ownerships: 1 for the first, one more at
 	// every change of hands (see the package's lease doc). 0: never leased.
 	Epoch int64 `json:"epoch"`
-	// Expires is when another node may take it over (the store's clock).
+	// Gen is the generation of Node the lease was taken in: it is live
+	// while Node's heartbeat is and Node is still in that generation.
+	Gen int64 `json:"gen"`
+	// Expires is when another node may take it over (the store's clock):
+	// its node's heartbeat's expiry while the generation is Node's live
+	// one; when that generation ended, once a later one began; the zero
+	// time when released, or when its node is not in the store any more.
 	Expires time.Time `json:"expires"`
 }
 
@@ -171,8 +211,21 @@ type Node struct {
 	// (the store's clock; set by the store).
 	Heartbeat time.Time `json:"heartbeat"`
 	Expires   time.Time `json:"expires"`
-	// Leases counts the unexpired session leases it holds (ListNodes).
+	// Leases is how many sessions it holds, as it said in its last
+	// heartbeat (the store counts nothing per round).
 	Leases int `json:"leases"`
+	// Gen is its generation (see the package's doc): in HeartbeatNode's
+	// argument, the one the caller is in (0: none, start one); in its
+	// answer and ListNodes, the node's now. Its leases of an earlier
+	// generation are over.
+	Gen int64 `json:"gen"`
+	// Ended is when its previous generation ended (the zero time if it
+	// had none): its leases of that generation expired then.
+	Ended time.Time `json:"ended,omitzero"`
+	// Moved counts the sessions that left it without its doing: taken
+	// over by another node after its generation ended, or deleted. A node
+	// that sees it change reads its assignments (NodeLeases).
+	Moved int64 `json:"moved"`
 }
 
 // NodeFull is the Capacity of a node that takes no new sessions at the
@@ -180,14 +233,6 @@ type Node struct {
 // free space: package session's admission): other nodes place none there
 // and it takes none over.
 const NodeFull = -1
-
-// LeaseFilter selects sessions for ExpiredLeases; zero fields match all.
-type LeaseFilter struct {
-	// States keeps the sessions in these states.
-	States []State
-	// Limit bounds the result (0: no bound).
-	Limit int
-}
 
 // Orphan is a session that needs a node and has none (Leases.Orphans).
 type Orphan struct {
@@ -208,54 +253,52 @@ func (o Orphan) Urgent() bool { return o.State != StateIdle || o.Queued > 0 }
 // Leases is the part of a Store the owners of sessions use (see the doc at
 // the top of this file). All times in it are the store's.
 type Leases interface {
-	// HeartbeatNode registers n (ID not empty) or refreshes it: its Addr
-	// and Capacity are replaced, its heartbeat is now and it is live until
-	// now+ttl. It returns the node as stored.
+	// HeartbeatNode registers n (ID not empty) or refreshes it: its Addr,
+	// Capacity and Leases are replaced, its heartbeat is now and it is
+	// live until now+ttl. It goes on in n.Gen if that is the node's
+	// generation and its heartbeat had not run out; otherwise it starts
+	// the next generation (n.Gen 0 always does), which ends the leases of
+	// the earlier ones. It returns the node as stored (Gen, Ended, Moved).
 	HeartbeatNode(ctx context.Context, n Node, ttl time.Duration) (Node, error)
-	// ListNodes lists the live nodes (heartbeat not expired), by id, each
-	// with the number of unexpired leases it holds.
+	// ListNodes lists the live nodes (heartbeat not expired), by id.
 	ListNodes(ctx context.Context) ([]Node, error)
-	// RemoveNode forgets a node (leaving for good); its leases stay until
-	// they expire or are released. A node that is not there is no error.
+	// RemoveNode forgets a node (leaving for good): it leaves the list and
+	// its leases are released, so that other nodes take its sessions at
+	// once. The node calls it once it acts for none of them. A node that
+	// is not there is no error.
 	RemoveNode(ctx context.Context, id string) error
 	// RemoveDeadNodes forgets the nodes whose heartbeat ran out more than
-	// gone ago (the store's clock) and returns their ids, by id. Their
-	// leases stay, as with RemoveNode. gone < 0 is an error.
+	// gone ago (the store's clock), releasing their leases, and returns
+	// their ids, by id. gone < 0 is an error.
 	RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]string, error)
 
-	// AcquireLease gives session to node until now+ttl. It succeeds when
-	// the session has no lease, a released or an expired one (the epoch
-	// goes up by one: a new ownership), or an unexpired one of node's (a
-	// renewal: the epoch stays). Otherwise it fails with a *LeaseHeldError
-	// (ErrLocked) naming the holder. A missing session is ErrNotFound.
+	// AcquireLease gives session to node. It succeeds when the session
+	// has no lease, a released or an expired one (the epoch goes up by
+	// one: a new ownership), or a live one of node's (the epoch stays).
+	// Otherwise it fails with a *LeaseHeldError (ErrLocked) naming the
+	// holder. It is a heartbeat of node too, live until now+ttl, in its
+	// live generation or a new one (registered with no address if it was
+	// not; HeartbeatNode gives it one): the lease's Gen says which. A
+	// missing session is ErrNotFound.
 	AcquireLease(ctx context.Context, session, node string, ttl time.Duration) (Lease, error)
-	// RenewLease extends l until now+ttl, keeping its epoch, if the
-	// session's lease is still l's (same node and epoch, not released),
-	// expired or not; otherwise it fails with ErrLeaseLost.
-	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
-	// RenewLeases is RenewLease of every lease in ls, in one transaction
-	// (a node renews all it holds at once, in one round trip): it returns
-	// the leases renewed, in the order of ls; one missing from the result
-	// was lost (as RenewLease's ErrLeaseLost). An error renews none.
-	RenewLeases(ctx context.Context, ls []Lease, ttl time.Duration) ([]Lease, error)
-	// ReleaseLease gives the session up if its lease is still l's: it may
-	// be taken at once, with the next epoch. A lease no longer l's is left
-	// alone (no error).
+	// ReleaseLease gives the session up if its lease is still l's (node
+	// and epoch): it may be taken at once, with the next epoch. A lease no
+	// longer l's is left alone (no error).
 	ReleaseLease(ctx context.Context, l Lease) error
 	// GetLease is the session's lease as stored, expired or released ones
 	// included; ErrNotFound when the session has never been leased.
 	GetLease(ctx context.Context, session string) (Lease, error)
-	// ExpiredLeases lists the sessions that no node owns — never leased
-	// (Epoch 0), released (Node "") or expired — with their lease, by
-	// session id: what a takeover scan may AcquireLease.
-	ExpiredLeases(ctx context.Context, f LeaseFilter) ([]Lease, error)
+	// NodeLeases lists the leases that name node, live or not, by
+	// session: what a node reads when its Moved changed, to learn which
+	// of its sessions left it.
+	NodeLeases(ctx context.Context, node string) ([]Lease, error)
 	// Orphans lists, in one query, the sessions a takeover scan may
-	// take: no node owns them (as ExpiredLeases) and they need a node —
-	// in a live state (State.Live), or suspended with a queued message
-	// (a suspended session without one needs no node until someone
-	// sends to it). Urgent ones first (Orphan.Urgent), then the oldest
-	// (created_at, then id); at most limit of them (0: all). total
-	// counts them all, whatever the limit.
+	// take: no node owns them — never leased (Epoch 0), released (Node "")
+	// or expired — and they need a node: in a live state (State.Live), or
+	// suspended with a queued message (a suspended session without one
+	// needs no node until someone sends to it). Urgent ones first
+	// (Orphan.Urgent), then the oldest (created_at, then id); at most
+	// limit of them (0: all). total counts them all, whatever the limit.
 	Orphans(ctx context.Context, limit int) (orphans []Orphan, total int, err error)
 
 	// AppendEventsFenced is AppendEventsWith under fences: every session

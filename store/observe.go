@@ -224,13 +224,6 @@ func (o *observed) Events(ctx context.Context, session string, after int64, limi
 	return v, err
 }
 
-func (o *observed) ExpiredLeases(ctx context.Context, f LeaseFilter) ([]Lease, error) {
-	start := time.Now()
-	v, err := o.Store.ExpiredLeases(ctx, f)
-	o.o.StoreOp("ExpiredLeases", time.Since(start), err)
-	return v, err
-}
-
 func (o *observed) FinishDelivery(ctx context.Context, id string, state string, result string) error {
 	start := time.Now()
 	err := o.Store.FinishDelivery(ctx, id, state, result)
@@ -469,17 +462,10 @@ func (o *observed) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]s
 	return v, err
 }
 
-func (o *observed) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+func (o *observed) NodeLeases(ctx context.Context, node string) ([]Lease, error) {
 	start := time.Now()
-	v, err := o.Store.RenewLease(ctx, l, ttl)
-	o.o.StoreOp("RenewLease", time.Since(start), err)
-	return v, err
-}
-
-func (o *observed) RenewLeases(ctx context.Context, ls []Lease, ttl time.Duration) ([]Lease, error) {
-	start := time.Now()
-	v, err := o.Store.RenewLeases(ctx, ls, ttl)
-	o.o.StoreOp("RenewLeases", time.Since(start), err)
+	v, err := o.Store.NodeLeases(ctx, node)
+	o.o.StoreOp("NodeLeases", time.Since(start), err)
 	return v, err
 }
 

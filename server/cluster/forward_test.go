@@ -121,11 +121,11 @@ func TestStreamHandOver(t *testing.T) {
 		t.Fatalf("the stream: %q, %v", line, err)
 	}
 	// This node holds the lease: the stream goes on however often it is
-	// checked (renewed here, as the runner's keeper would).
+	// checked (its heartbeat renewed here, as the node's renewer would).
 	seen := st.n.Load()
 	testbin.WaitFor(t, 10*time.Second, "the stream's lease read three times", func() bool {
-		if mine, err = st.RenewLease(ctx, mine, ttl); err != nil {
-			t.Fatal(err)
+		if n, err := st.HeartbeatNode(ctx, store.Node{ID: "b", Gen: mine.Gen}, ttl); err != nil || n.Gen != mine.Gen {
+			t.Fatalf("b's heartbeat in generation %d: %+v, %v", mine.Gen, n, err)
 		}
 		return st.n.Load() >= seen+3
 	})

@@ -94,15 +94,19 @@
 //     lease is the holder's or over, timed by the server's clock
 //     (clock_timestamp()), so nodes with different clocks agree on expiry.
 //
-//   - AcquireLease is likewise one INSERT ... ON CONFLICT DO UPDATE: it
-//     takes the session's lease row over only if it is the node's,
-//     released or expired, and sets the epoch in the same statement (kept
-//     for the holder's unexpired lease, else one more). ON CONFLICT waits
-//     for a racing acquirer's transaction and then judges what it
-//     committed, so racing nodes get one winner per epoch. Expiry, for
-//     leases and nodes' heartbeats, is judged by statement_timestamp():
-//     one instant per statement on the server's clock, the same for
-//     every node whatever its own clock says.
+//   - A node's heartbeat is the lease of every session it holds: a lease
+//     row is an assignment (node, epoch, the node's generation), written
+//     only when the session changes hands. AcquireLease locks the
+//     session's lease row (FOR UPDATE; a missing one is inserted, racing
+//     inserters waiting for the winner), so racing nodes get one winner
+//     per epoch; when another node holds it, it locks that node's row FOR
+//     UPDATE to judge its heartbeat, and ends the generation of an expired
+//     one in that row: a heartbeat of that node racing with the takeover
+//     waits for the row (ON CONFLICT locks it too) and then sees the
+//     generation ended, whatever its statement's time, so it cannot
+//     revive the lease just taken. Expiry is judged by
+//     statement_timestamp(): one instant per statement on the server's
+//     clock, the same for every node whatever its own clock says.
 //
 //   - A fenced write (AppendEventsFenced, UpdateSessionFenced,
 //     SetMessageStateFenced) reads its sessions' lease rows FOR SHARE in

@@ -12,23 +12,25 @@ import (
 )
 
 // BenchmarkLeaseUpkeep measures what keeping several nodes' leases costs
-// PostgreSQL: the store calls each node's keeper makes every TTL/3
-// (session/nodes_lease.go's keep: a heartbeat, one RenewLeases of every
-// lease it holds, the scan for sessions nobody owns), for 10 nodes
-// sharing 1,000 or 10,000 live sessions, with as many ended sessions
-// again in the table (the sessions table only grows).
+// PostgreSQL: the store calls each node makes every TTL/3 (package
+// session: the renewer's heartbeat, nodes_fence.go's beat, which is the
+// lease of every session the node holds; the keeper's scan for sessions
+// nobody owns, nodes_takeover.go's takeover: ListNodes and Orphans), for
+// 10 nodes sharing 1,000 or 10,000 live sessions, with as many ended
+// sessions again in the table (the sessions table only grows). The read
+// of a node's own leases (NodeLeases) is made only when a session was
+// deleted under it (Node.Moved changed): not in a round where none was.
 //
-// One iteration is one round: every node's three calls, the nodes at
-// once. It reports per round the rows the round wrote (leases renewed
-// plus heartbeats), the WAL it wrote (pg_current_wal_lsn before and
-// after: exact, nothing else writes the database), and the slowest node's
-// time; and, at the default TTL's rhythm (a round every
-// session.DefaultLeaseTTL/3), the rows and WAL per second that rhythm
-// costs. The calls are the store's own; the keeper's order and rhythm are
-// copied from keep(), so a change to the keeper's calls must be made here
-// too (the benchmark names what it copies).
+// One iteration is one round: every node's calls, the nodes at once. It
+// reports per round the rows the round wrote (heartbeats), the WAL it
+// wrote (pg_current_wal_lsn before and after: exact, nothing else writes
+// the database), and the slowest node's time; and, at the default TTL's
+// rhythm (a round every session.DefaultLeaseTTL/3), the rows and WAL per
+// second that rhythm costs. The calls are the store's own; the order and
+// rhythm are copied from the renewer and the keeper, so a change to their
+// calls must be made here too (the benchmark names what it copies).
 //
-//	go test -run '^$' -bench LeaseUpkeep -benchtime 20x ./store/postgres/
+//	go test -run '^$' -bench LeaseUpkeep -benchtime 10x ./store/postgres/
 func BenchmarkLeaseUpkeep(b *testing.B) {
 	for _, live := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) { benchUpkeep(b, 10, live, live) })
@@ -47,8 +49,10 @@ func benchUpkeep(b *testing.B, nodes, live, ended int) {
 	const ttl = time.Hour // leases must not run out while the benchmark sets up
 	created := time.Now()
 
-	// live sessions, each leased by node i%nodes; ended ones, unleased.
-	held := make([][]store.Lease, nodes)
+	// live sessions, each leased by node i%nodes (whose first acquire is
+	// its first heartbeat: its generation, gens[n]); ended ones, unleased.
+	held := make([]int, nodes)
+	gens := make([]int64, nodes)
 	var mu sync.Mutex
 	err := parallel(8, live+ended, func(i int) error {
 		id := fmt.Sprintf("s-upkeep%08d", i)
@@ -68,8 +72,12 @@ func benchUpkeep(b *testing.B, nodes, live, ended int) {
 			return err
 		}
 		mu.Lock()
-		held[i%nodes] = append(held[i%nodes], l)
-		mu.Unlock()
+		defer mu.Unlock()
+		if g := gens[i%nodes]; g != 0 && g != l.Gen {
+			return fmt.Errorf("%s took %s in generation %d, its others in %d", node, id, l.Gen, g)
+		}
+		held[i%nodes]++
+		gens[i%nodes] = l.Gen
 		return nil
 	})
 	if err != nil {
@@ -105,19 +113,21 @@ func benchUpkeep(b *testing.B, nodes, live, ended int) {
 				defer wg.Done()
 				start := time.Now()
 				id := fmt.Sprintf("node-%02d", n)
-				_, err := st.HeartbeatNode(ctx, store.Node{ID: id, Addr: "http://" + id, Capacity: 0}, ttl)
-				var renewed []store.Lease
-				if err == nil {
-					renewed, err = st.RenewLeases(ctx, held[n], ttl)
+				// The renewer's beat: the lease of all it holds.
+				nd, err := st.HeartbeatNode(ctx, store.Node{ID: id, Addr: "http://" + id, Capacity: 0, Leases: held[n], Gen: gens[n]}, ttl)
+				if err == nil && nd.Gen != gens[n] {
+					err = fmt.Errorf("%s's heartbeat started generation %d: its leases of %d are over", id, nd.Gen, gens[n])
 				}
-				if err == nil && len(renewed) != len(held[n]) {
-					err = fmt.Errorf("%s renewed %d of its %d leases", id, len(renewed), len(held[n]))
-				}
+				// The keeper's takeover scan.
 				if err == nil {
 					_, err = st.ListNodes(ctx)
 				}
+				var orphans int
 				if err == nil {
-					_, _, err = st.Orphans(ctx, scanLimit)
+					_, orphans, err = st.Orphans(ctx, scanLimit)
+				}
+				if err == nil && orphans != 0 {
+					err = fmt.Errorf("%s found %d orphans, want none: every live session is held", id, orphans)
 				}
 				took := time.Since(start)
 				roundMu.Lock()
@@ -126,7 +136,7 @@ func benchUpkeep(b *testing.B, nodes, live, ended int) {
 					errs = append(errs, err)
 					return
 				}
-				rows += int64(len(renewed)) + 1
+				rows++ // the heartbeat
 				slowest = max(slowest, took)
 			}()
 		}

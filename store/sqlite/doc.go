@@ -33,9 +33,11 @@
 //	secrets   (scope, name) PK     ciphertext (package secrets seals it; no value
 //	                               in clear), key_id, session, set_by; DeleteToken
 //	                               deletes the token's user:ID secrets with it
-//	nodes     (id PK)              addr, capacity, heartbeat, expires
-//	session_leases (session PK)    node ('' once released), epoch, expires;
-//	                               ON DELETE CASCADE with its session
+//	nodes     (id PK)              addr, capacity, leases, heartbeat, expires,
+//	                               gen, ended, moved
+//	session_leases (session PK)    node ('' once released), epoch, gen (the
+//	                               node's generation: live while the node's
+//	                               heartbeat is, in it); ON DELETE CASCADE
 //
 // events is the big, hot table: it is WITHOUT ROWID, clustered on (sid,
 // seq), where sid is the session's integer rowid, so an append touches one
@@ -71,8 +73,9 @@
 //
 // # Leases and fencing
 //
-// A session lease (store/leases.go) is one row of session_leases; its
-// epoch only grows (a released lease keeps its row). A fenced write
+// A session lease (store/leases.go) is one row of session_leases, live
+// while its node's heartbeat is, in its generation; its epoch only grows
+// (a released lease keeps its row). A fenced write
 // (AppendEventsFenced, UpdateSessionFenced, SetMessageStateFenced) reads
 // the lease first in its own writer transaction and writes nothing unless
 // the epoch is its fence's; as there is one writer, no takeover can come

@@ -37,12 +37,14 @@ func TestLeaseExpiryOnClock(t *testing.T) {
 	if err != nil || !a.Expires.Equal(clk.now().Add(ttl)) {
 		t.Fatalf("AcquireLease = %+v, %v; want until now+%s", a, err, ttl)
 	}
-	if _, err := s.HeartbeatNode(ctx, store.Node{ID: "node-a"}, ttl); err != nil {
+	clk.add(ttl / 2)
+	if _, err := s.HeartbeatNode(ctx, store.Node{ID: "node-a", Leases: 1, Gen: a.Gen}, ttl); err != nil {
 		t.Fatal(err)
 	}
+	a.Expires = clk.now().Add(ttl) // the heartbeat is the lease's renewal
 	clk.add(ttl - time.Second)
 	if _, err := s.AcquireLease(ctx, "s1", "node-b", ttl); !errors.Is(err, store.ErrLocked) {
-		t.Fatalf("AcquireLease a second before expiry: %v, want ErrLocked", err)
+		t.Fatalf("AcquireLease a second before the heartbeat's expiry: %v, want ErrLocked", err)
 	}
 	if ns, err := s.ListNodes(ctx); err != nil || len(ns) != 1 || ns[0].Leases != 1 {
 		t.Errorf("ListNodes a second before expiry = %+v, %v; want node-a with its lease", ns, err)
@@ -51,14 +53,14 @@ func TestLeaseExpiryOnClock(t *testing.T) {
 	if ns, err := s.ListNodes(ctx); err != nil || len(ns) != 0 {
 		t.Errorf("ListNodes after the heartbeat's TTL = %+v, %v; want none", ns, err)
 	}
-	if ex, err := s.ExpiredLeases(ctx, store.LeaseFilter{}); err != nil || len(ex) != 1 || ex[0] != a {
-		t.Errorf("ExpiredLeases = %+v, %v; want %+v", ex, err, a)
+	if os, _, err := s.Orphans(ctx, 0); err != nil || len(os) != 1 || os[0].Lease != a {
+		t.Errorf("Orphans = %+v, %v; want s1 with %+v", os, err, a)
 	}
 	b, err := s.AcquireLease(ctx, "s1", "node-b", ttl)
 	if err != nil || b.Epoch != 2 {
 		t.Fatalf("takeover at expiry = %+v, %v; want epoch 2", b, err)
 	}
-	if _, err := s.RenewLease(ctx, a, ttl); !errors.Is(err, store.ErrLeaseLost) {
-		t.Errorf("the old owner renewing: %v, want ErrLeaseLost", err)
+	if n, err := s.HeartbeatNode(ctx, store.Node{ID: "node-a", Gen: a.Gen}, ttl); err != nil || n.Gen == a.Gen {
+		t.Errorf("node-a's heartbeat after the takeover = %+v, %v; want a new generation", n, err)
 	}
 }

@@ -422,6 +422,23 @@ CREATE TABLE team_members (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX team_members_user ON team_members (user_id);
 `},
+	// A node's heartbeat is the lease of every session it holds
+	// (store/leases.go): a lease is an assignment (node, epoch, the node's
+	// generation) with no expiry of its own. A node reports how many it
+	// holds; moved counts the sessions deleted under it. The takeover scan
+	// reads the sessions that may need a node through a partial index.
+	{"node-leases", `
+ALTER TABLE nodes ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;     -- its generation: its leases of another are over
+ALTER TABLE nodes ADD COLUMN ended INTEGER NOT NULL DEFAULT 0;   -- when its previous generation ended (0: none)
+ALTER TABLE nodes ADD COLUMN moved INTEGER NOT NULL DEFAULT 0;   -- sessions deleted while it held them
+ALTER TABLE nodes ADD COLUMN leases INTEGER NOT NULL DEFAULT 0;  -- how many it holds, as it reported
+ALTER TABLE session_leases ADD COLUMN gen INTEGER NOT NULL DEFAULT 0; -- its node's generation it was taken in
+ALTER TABLE session_leases DROP COLUMN expires;
+DROP INDEX session_leases_node;
+CREATE INDEX session_leases_node ON session_leases (node, gen) WHERE node <> '';
+CREATE INDEX sessions_needing_node ON sessions (created_at, id, state)
+	WHERE state IN ('pending', 'provisioning', 'idle', 'working', 'waiting', 'cancelling', 'suspended');
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -83,11 +83,13 @@ func (s *Store) LoadSecret(ctx context.Context, x *store.Secret) error {
 	})
 }
 
-// LoadLease stores l as it is.
+// LoadLease stores l as it is, but for its expiry: that is its node's
+// heartbeat's, and nodes are not copied (a lease whose node is not in the
+// store is expired).
 func (s *Store) LoadLease(ctx context.Context, l store.Lease) error {
 	return s.write(ctx, "load lease of session "+l.Session, func(tx Querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO session_leases (session, node, epoch, expires) VALUES (?,?,?,?)`,
-			l.Session, l.Node, l.Epoch, s.d.Time(l.Expires))
+		_, err := tx.Exec(ctx, `INSERT INTO session_leases (session, node, epoch, gen) VALUES (?,?,?,?)`,
+			l.Session, l.Node, l.Epoch, l.Gen)
 		return s.Loaded("lease of session "+l.Session, err)
 	})
 }

@@ -67,9 +67,9 @@
 //     (clock_timestamp() for locks, statement_timestamp() for the rest),
 //     so nodes with different clocks agree; SQLite's Store clock, bound
 //     as a parameter (a file is written by one machine's processes). Each
-//     decision (AcquireLock, AcquireLease, RenewLease) is one statement on
-//     both: INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING, or
-//     UPDATE ... RETURNING.
+//     decision (AcquireLock, HeartbeatNode) is one statement on both:
+//     INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING; AcquireLease
+//     is one transaction that locks the rows it judges (leases.go).
 //   - JSON fields in a WHERE (ListSessions): Dialect.JSONText and JSONInt
 //     are written as each database's expression indexes are, so the
 //     index is used; an absent optional JSON value is SQLite's empty text and
@@ -87,7 +87,7 @@
 // Lists are IN (?, ?, ...) in both, not PostgreSQL's arrays: one query
 // text, and the lists here are short (a session's states, a scope's
 // names); the two batch writes that can be long are the dialect's
-// (InsertEvents) or chunked (RenewLeases, a checkpoint's packs).
+// (InsertEvents) or chunked (RemoveDeadNodes, a checkpoint's packs).
 //
 // What stays in each store package: opening the database (its URL or
 // file, pools, pragmas, migrations), DB and Dialect, and what only one

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/harvest-dev/harvest/event"
@@ -26,23 +25,39 @@ func (s *Store) leaseAfter(ttl time.Duration) (string, []any) {
 	return s.d.After(ClockStatement, s.now(), ttl)
 }
 
-// HeartbeatNode registers n or refreshes it, live until now+ttl.
+// HeartbeatNode registers n or refreshes it, live until now+ttl, in
+// n.Gen if that is its live generation, else in the next one.
+//
+// One statement decides. On PostgreSQL ON CONFLICT locks the node's row
+// and judges the latest version of it: a takeover that ended the node's
+// generation meanwhile (AcquireLease, which locks the row too) is seen,
+// and the heartbeat starts the next generation instead of reviving the
+// one whose leases were taken.
 func (s *Store) HeartbeatNode(ctx context.Context, n store.Node, ttl time.Duration) (store.Node, error) {
-	if n.ID == "" || n.Capacity < store.NodeFull {
-		return store.Node{}, s.errorf("heartbeat of node %q: want an id and a capacity >= 0, or store.NodeFull (got %d)", n.ID, n.Capacity)
+	if n.ID == "" || n.Capacity < store.NodeFull || n.Leases < 0 || n.Gen < 0 {
+		return store.Node{}, s.errorf("heartbeat of node %q: want an id, a capacity >= 0 or store.NodeFull (got %d), leases >= 0 (got %d) and a generation >= 0 (got %d)", n.ID, n.Capacity, n.Leases, n.Gen)
 	}
-	n.Leases = 0
+	gen := n.Gen
+	if gen == 0 {
+		gen = -1 // no generation matches: start one
+	}
 	err := s.write(ctx, "heartbeat of node "+n.ID, func(tx Querier) error {
 		now, nowArgs := s.leaseNow()
 		until, untilArgs := s.leaseAfter(ttl)
-		var hb, exp Time
-		if err := tx.QueryRow(ctx, `INSERT INTO nodes (id, addr, capacity, heartbeat, expires) VALUES (?, ?, ?, `+now+`, `+until+`)
-	ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, capacity = excluded.capacity,
-		heartbeat = excluded.heartbeat, expires = excluded.expires
-	RETURNING heartbeat, expires`, args([]any{n.ID, n.Addr, n.Capacity}, nowArgs, untilArgs)...).Scan(&hb, &exp); err != nil {
+		var hb, exp, ended Time
+		if err := tx.QueryRow(ctx, `INSERT INTO nodes AS n (id, addr, capacity, leases, heartbeat, expires, gen, ended, moved)
+	VALUES (?, ?, ?, ?, `+now+`, `+until+`, 1, ?, 0)
+	ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, capacity = excluded.capacity, leases = excluded.leases,
+		heartbeat = excluded.heartbeat, expires = excluded.expires,
+		gen = CASE WHEN n.gen = ? AND n.expires > `+now+` THEN n.gen ELSE n.gen + 1 END,
+		ended = CASE WHEN n.gen = ? AND n.expires > `+now+` THEN n.ended
+			WHEN n.expires < `+now+` THEN n.expires ELSE `+now+` END
+	RETURNING heartbeat, expires, gen, ended, moved`,
+			args([]any{n.ID, n.Addr, n.Capacity, n.Leases}, nowArgs, untilArgs, []any{s.d.Time(time.Time{}), gen}, nowArgs,
+				[]any{gen}, nowArgs, nowArgs, nowArgs)...).Scan(&hb, &exp, &n.Gen, &ended, &n.Moved); err != nil {
 			return s.errorf("heartbeat of node %s: %w", n.ID, err)
 		}
-		n.Heartbeat, n.Expires = hb.T, exp.T
+		n.Heartbeat, n.Expires, n.Ended = hb.T, exp.T, ended.T
 		return nil
 	})
 	if err != nil {
@@ -60,30 +75,37 @@ func args(parts ...[]any) []any {
 	return out
 }
 
-// ListNodes lists the live nodes by id, with their unexpired leases.
+// nodeColumns are a node's columns, as scanNode reads them.
+const nodeColumns = `id, addr, capacity, leases, heartbeat, expires, gen, ended, moved`
+
+func scanNode(r Row) (*store.Node, error) {
+	var (
+		n              store.Node
+		hb, exp, ended Time
+	)
+	err := r.Scan(&n.ID, &n.Addr, &n.Capacity, &n.Leases, &hb, &exp, &n.Gen, &ended, &n.Moved)
+	n.Heartbeat, n.Expires, n.Ended = hb.T, exp.T, ended.T
+	return &n, err
+}
+
+// ListNodes lists the live nodes by id: one row each, nothing counted.
 func (s *Store) ListNodes(ctx context.Context) ([]store.Node, error) {
 	now, nowArgs := s.leaseNow()
-	rows, err := s.reader().Query(ctx, `SELECT n.id, n.addr, n.capacity, n.heartbeat, n.expires,
-	(SELECT COUNT(*) FROM session_leases l WHERE l.node = n.id AND l.expires > `+now+`)
-	FROM nodes n WHERE n.expires > `+now+` ORDER BY n.id`, args(nowArgs, nowArgs)...)
-	nodes, err := collect(rows, err, func(r Row) (*store.Node, error) {
-		var (
-			n       store.Node
-			hb, exp Time
-		)
-		err := r.Scan(&n.ID, &n.Addr, &n.Capacity, &hb, &exp, &n.Leases)
-		n.Heartbeat, n.Expires = hb.T, exp.T
-		return &n, err
-	})
+	rows, err := s.reader().Query(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE expires > `+now+` ORDER BY id`, nowArgs...)
+	nodes, err := collect(rows, err, scanNode)
 	if err != nil {
 		return nil, s.errorf("list nodes: %w", err)
 	}
 	return values(nodes), nil
 }
 
-// RemoveNode forgets node id (no error when it is not there).
+// RemoveNode forgets node id and releases its leases (no error when it is
+// not there).
 func (s *Store) RemoveNode(ctx context.Context, id string) error {
 	return s.write(ctx, "remove node "+id, func(tx Querier) error {
+		if _, err := tx.Exec(ctx, `UPDATE session_leases SET node = '' WHERE node = ?`, id); err != nil {
+			return s.errorf("remove node %s: releasing its leases: %w", id, err)
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM nodes WHERE id = ?`, id); err != nil {
 			return s.errorf("remove node %s: %w", id, err)
 		}
@@ -92,7 +114,7 @@ func (s *Store) RemoveNode(ctx context.Context, id string) error {
 }
 
 // RemoveDeadNodes forgets the nodes whose heartbeat ran out more than gone
-// ago (see store.Leases).
+// ago, releasing their leases (see store.Leases).
 func (s *Store) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]string, error) {
 	if gone < 0 {
 		return nil, s.errorf("remove dead nodes: want a time gone >= 0, got %s", gone)
@@ -109,6 +131,11 @@ func (s *Store) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]stri
 			return s.errorf("remove dead nodes: %w", err)
 		}
 		ids = values(got)
+		for chunk := range slices.Chunk(ids, 500) {
+			if _, err := tx.Exec(ctx, `UPDATE session_leases SET node = '' WHERE node IN `+in(len(chunk)), appendStrings(nil, chunk)...); err != nil {
+				return s.errorf("remove dead nodes: releasing their leases: %w", err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -118,14 +145,35 @@ func (s *Store) RemoveDeadNodes(ctx context.Context, gone time.Duration) ([]stri
 	return ids, nil
 }
 
-// AcquireLease gives session to node until now+ttl (see store.Leases).
+// leaseExpires is the SQL of a lease's expiry (store.Lease.Expires), for a
+// query of session_leases l LEFT JOIN nodes n ON n.id = l.node: its node's
+// heartbeat's expiry while the lease's generation is the node's; the end
+// of the node's previous generation once a later one began (the lease's
+// own ended then or before); NULL when released or its node is gone.
+const leaseExpires = `CASE WHEN l.node = '' OR n.id IS NULL THEN NULL WHEN n.gen = l.gen THEN n.expires ELSE n.ended END`
+
+// leaseExpired is the SQL condition that the lease l (joined as above) is
+// not live at now (the SQL of leaseNow, whose arguments the caller binds).
+func leaseExpired(now string) string {
+	return `(l.node = '' OR n.id IS NULL OR n.gen <> l.gen OR n.expires <= ` + now + `)`
+}
+
+// AcquireLease gives session to node (see store.Leases).
 //
-// One statement decides, as AcquireLock does: an INSERT that, on a
-// conflict, takes the row over only if it is node's, released or expired,
-// bumping the epoch unless it is node's unexpired lease. On PostgreSQL ON
-// CONFLICT locks the existing row (and waits for a racing acquirer's
-// transaction, then sees what it committed), so of racing acquirers
-// exactly one gets each epoch; the others read the winner's row.
+// One transaction, its rows locked in the order lease, holder's node,
+// own node: the session's lease row (FOR UPDATE; a missing one is
+// inserted, and of racing inserters one wins and the others wait for it
+// and read its row), so that of racing acquirers exactly one gets each
+// epoch; when another node holds it, that node's row (FOR UPDATE), to
+// judge its heartbeat — a live one refuses; an expired one in the lease's
+// generation is ended here (the node's generation goes up), so that a
+// heartbeat of that node racing with this takeover, which waits for the
+// row, cannot revive the generation whose lease was taken, whatever its
+// statement's time; then this node's own heartbeat, in its live
+// generation or a new one, which the lease gets. Two nodes taking each
+// other's sessions at once, each thinking the other dead, may deadlock on
+// PostgreSQL: it aborts one, whose call fails (a takeover scan tries
+// again at the next).
 func (s *Store) AcquireLease(ctx context.Context, session, node string, ttl time.Duration) (store.Lease, error) {
 	if session == "" || node == "" {
 		return store.Lease{}, s.errorf("acquire lease of session %q for node %q: session and node must not be empty", session, node)
@@ -133,198 +181,133 @@ func (s *Store) AcquireLease(ctx context.Context, session, node string, ttl time
 	out := store.Lease{Session: session, Node: node}
 	err := s.write(ctx, "acquire lease of session "+session, func(tx Querier) error {
 		now, nowArgs := s.leaseNow()
-		until, untilArgs := s.leaseAfter(ttl)
-		var exp Time
-		err := tx.QueryRow(ctx, `INSERT INTO session_leases AS l (session, node, epoch, expires)
-	VALUES (?, ?, 1, `+until+`)
-	ON CONFLICT (session) DO UPDATE SET
-		epoch = CASE WHEN l.node = excluded.node AND l.expires > `+now+` THEN l.epoch ELSE l.epoch + 1 END,
-		node = excluded.node, expires = excluded.expires
-	WHERE l.node = excluded.node OR l.node = '' OR l.expires <= `+now+`
-	RETURNING epoch, expires`, args([]any{session, node}, untilArgs, nowArgs, nowArgs)...).Scan(&out.Epoch, &exp)
-		switch {
-		case err == nil:
-			out.Expires = exp.T
-			return nil
-		case s.d.IsMissingParent(err):
-			return s.errorf("acquire lease: session %s: %w", session, store.ErrNotFound)
-		case !isNoRows(err):
+		cur, ok, err := s.lockLease(ctx, tx, session)
+		if err != nil {
 			return s.errorf("acquire lease of session %s: %w", session, err)
 		}
-		cur, _, err := s.readLease(ctx, tx, session)
-		if err != nil {
-			return s.errorf("acquire lease of session %s: reading its holder: %w", session, err)
+		if !ok {
+			// Never leased: insert an epoch-0 row (released), or read the
+			// row a racing acquirer inserted once it committed.
+			_, err := tx.Exec(ctx, `INSERT INTO session_leases (session, node, epoch, gen) VALUES (?, '', 0, 0) ON CONFLICT (session) DO NOTHING`, session)
+			if s.d.IsMissingParent(err) {
+				return s.errorf("acquire lease: session %s: %w", session, store.ErrNotFound)
+			}
+			if err != nil {
+				return s.errorf("acquire lease of session %s: %w", session, err)
+			}
+			if cur, ok, err = s.lockLease(ctx, tx, session); err != nil || !ok {
+				return s.errorf("acquire lease of session %s: reading it back: %v", session, err)
+			}
 		}
-		return s.errorf("acquire lease of session %s for node %s: %w", session, node, &store.LeaseHeldError{Lease: cur})
-	})
-	if err != nil {
-		return store.Lease{}, err
-	}
-	return out, nil
-}
-
-// RenewLease extends l until now+ttl if the session's lease is still l's.
-func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
-	if l.Session == "" || l.Node == "" || l.Epoch <= 0 {
-		return store.Lease{}, s.errorf("renew lease %+v: want a session, a node and an epoch > 0", l)
-	}
-	out := l
-	err := s.write(ctx, "renew lease of session "+l.Session, func(tx Querier) error {
+		if cur.Node != "" && cur.Node != node {
+			var (
+				gen     int64
+				exp     Time
+				expired bool
+			)
+			err := tx.QueryRow(ctx, `SELECT gen, expires, expires <= `+now+` FROM nodes WHERE id = ?`+s.d.Lock(LockUpdate), args(nowArgs, []any{cur.Node})...).Scan(&gen, &exp, &expired)
+			switch {
+			case isNoRows(err):
+			case err != nil:
+				return s.errorf("acquire lease of session %s: reading its holder %s: %w", session, cur.Node, err)
+			case gen == cur.Gen && !expired:
+				cur.Expires = exp.T
+				return s.errorf("acquire lease of session %s for node %s: %w", session, node, &store.LeaseHeldError{Lease: cur})
+			case gen == cur.Gen:
+				if _, err := tx.Exec(ctx, `UPDATE nodes SET gen = gen + 1, ended = expires WHERE id = ?`, cur.Node); err != nil {
+					return s.errorf("acquire lease of session %s: ending the generation of its holder %s: %w", session, cur.Node, err)
+				}
+			}
+		}
 		until, untilArgs := s.leaseAfter(ttl)
 		var exp Time
-		err := tx.QueryRow(ctx, `UPDATE session_leases SET expires = `+until+`
-	WHERE session = ? AND node = ? AND epoch = ? AND node <> '' RETURNING expires`,
-			args(untilArgs, []any{l.Session, l.Node, l.Epoch})...).Scan(&exp)
-		if err == nil {
-			out.Expires = exp.T
-			return nil
+		if err := tx.QueryRow(ctx, `INSERT INTO nodes AS n (id, addr, capacity, leases, heartbeat, expires, gen, ended, moved)
+	VALUES (?, '', 0, 0, `+now+`, `+until+`, 1, ?, 0)
+	ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat, expires = excluded.expires,
+		gen = CASE WHEN n.expires > `+now+` THEN n.gen ELSE n.gen + 1 END,
+		ended = CASE WHEN n.expires > `+now+` THEN n.ended ELSE n.expires END
+	RETURNING gen, expires`, args([]any{node}, nowArgs, untilArgs, []any{s.d.Time(time.Time{})}, nowArgs, nowArgs)...).Scan(&out.Gen, &exp); err != nil {
+			return s.errorf("acquire lease of session %s: the heartbeat of node %s: %w", session, node, err)
 		}
-		if !isNoRows(err) {
-			return s.errorf("renew lease of session %s: %w", l.Session, err)
+		out.Expires = exp.T
+		out.Epoch = cur.Epoch + 1
+		if cur.Node == node && cur.Gen == out.Gen {
+			out.Epoch = cur.Epoch // its own live lease: the ownership goes on
 		}
-		return s.errorf("renew lease: %w", s.lost(ctx, tx, l.Fence()))
-	})
-	if err != nil {
-		return store.Lease{}, err
-	}
-	return out, nil
-}
-
-// renewChunk bounds the leases one statement of RenewLeases renews (three
-// placeholders each, under either database's limit).
-const renewChunk = 500
-
-// RenewLeases renews the leases of ls still held as they are, in one
-// transaction: one statement per renewChunk leases.
-func (s *Store) RenewLeases(ctx context.Context, ls []store.Lease, ttl time.Duration) ([]store.Lease, error) {
-	if len(ls) == 0 {
-		return nil, nil
-	}
-	for _, l := range ls {
-		if l.Session == "" || l.Node == "" || l.Epoch <= 0 {
-			return nil, s.errorf("renew lease %+v: want a session, a node and an epoch > 0", l)
-		}
-	}
-	renewed := map[string]time.Time{}
-	err := s.write(ctx, "renew leases", func(tx Querier) error {
-		clear(renewed)
-		until, untilArgs := s.leaseAfter(ttl)
-		for chunk := range slices.Chunk(ls, renewChunk) {
-			which := make([]string, len(chunk))
-			a := args(untilArgs)
-			for i, l := range chunk {
-				which[i] = "(session = ? AND node = ? AND epoch = ?)"
-				a = append(a, l.Session, l.Node, l.Epoch)
-			}
-			rows, err := tx.Query(ctx, `UPDATE session_leases SET expires = `+until+`
-	WHERE node <> '' AND (`+strings.Join(which, " OR ")+`) RETURNING session, expires`, a...)
-			if err != nil {
-				return s.errorf("renew leases: %w", err)
-			}
-			for rows.Next() {
-				var (
-					id  string
-					exp Time
-				)
-				if err := rows.Scan(&id, &exp); err != nil {
-					rows.Close()
-					return s.errorf("renew leases: %w", err)
-				}
-				renewed[id] = exp.T
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return s.errorf("renew leases: %w", err)
-			}
+		if _, err := tx.Exec(ctx, `UPDATE session_leases SET node = ?, epoch = ?, gen = ? WHERE session = ?`, node, out.Epoch, out.Gen, session); err != nil {
+			return s.errorf("acquire lease of session %s: %w", session, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
-	}
-	out := make([]store.Lease, 0, len(renewed))
-	for _, l := range ls {
-		if exp, ok := renewed[l.Session]; ok {
-			l.Expires = exp
-			out = append(out, l)
-		}
+		return store.Lease{}, err
 	}
 	return out, nil
+}
+
+// lockLease reads session's lease row, locked until the commit
+// (PostgreSQL: FOR UPDATE); ok is false when it has none. Expires is not
+// read.
+func (s *Store) lockLease(ctx context.Context, tx Querier, session string) (l store.Lease, ok bool, err error) {
+	l.Session = session
+	err = tx.QueryRow(ctx, `SELECT node, epoch, gen FROM session_leases WHERE session = ?`+s.d.Lock(LockUpdate), session).Scan(&l.Node, &l.Epoch, &l.Gen)
+	if isNoRows(err) {
+		return l, false, nil
+	}
+	return l, err == nil, err
 }
 
 // ReleaseLease gives the session up if its lease is still l's; the epoch
 // is kept, so the next owner's is higher.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
 	return s.write(ctx, "release lease of session "+l.Session, func(tx Querier) error {
-		now, nowArgs := s.leaseNow()
-		if _, err := tx.Exec(ctx, `UPDATE session_leases SET node = '', expires = `+now+`
-	WHERE session = ? AND node = ? AND epoch = ? AND node <> ''`, args(nowArgs, []any{l.Session, l.Node, l.Epoch})...); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE session_leases SET node = ''
+	WHERE session = ? AND node = ? AND epoch = ? AND node <> ''`, l.Session, l.Node, l.Epoch); err != nil {
 			return s.errorf("release lease of session %s: %w", l.Session, err)
 		}
 		return nil
 	})
 }
 
-// readLease reads session's lease; ok is false when it has none.
-func (s *Store) readLease(ctx context.Context, q Querier, session string) (l store.Lease, ok bool, err error) {
-	var exp Time
-	l.Session = session
-	err = q.QueryRow(ctx, `SELECT node, epoch, expires FROM session_leases WHERE session = ?`, session).Scan(&l.Node, &l.Epoch, &exp)
-	if isNoRows(err) {
-		return store.Lease{Session: session}, false, nil
-	}
-	if err != nil {
-		return store.Lease{}, false, err
-	}
-	l.Expires = exp.T
-	return l, true, nil
-}
+// leaseSelect reads leases with their expiry: session, node, epoch, gen,
+// expires (scanLease).
+const leaseSelect = `SELECT l.session, l.node, l.epoch, l.gen, ` + leaseExpires + `
+	FROM session_leases l LEFT JOIN nodes n ON n.id = l.node`
 
-// GetLease is the session's lease as stored.
+// GetLease is the session's lease as stored; a row of epoch 0 (an
+// acquire that was refused before any lease was taken) is none.
 func (s *Store) GetLease(ctx context.Context, session string) (store.Lease, error) {
-	l, ok, err := s.readLease(ctx, s.reader(), session)
+	rows, err := s.reader().Query(ctx, leaseSelect+` WHERE l.session = ? AND l.epoch > 0`, session)
+	ls, err := collect(rows, err, scanLease)
 	if err != nil {
 		return store.Lease{}, s.errorf("get lease of session %s: %w", session, err)
 	}
-	if !ok {
+	if len(ls) == 0 {
 		return store.Lease{}, fmt.Errorf("lease of session %s: %w", session, store.ErrNotFound)
 	}
-	return l, nil
+	return *ls[0], nil
 }
 
-// ExpiredLeases lists the sessions no node owns, by id.
-func (s *Store) ExpiredLeases(ctx context.Context, f store.LeaseFilter) ([]store.Lease, error) {
-	now, nowArgs := s.leaseNow()
-	q := `SELECT s.id, COALESCE(l.node, ''), COALESCE(l.epoch, 0), l.expires
-	FROM sessions s LEFT JOIN session_leases l ON l.session = s.id
-	WHERE (l.session IS NULL OR l.node = '' OR l.expires <= ` + now + `)`
-	a := args(nowArgs)
-	if len(f.States) > 0 {
-		q += " AND s.state IN " + in(len(f.States))
-		for _, st := range f.States {
-			a = append(a, string(st))
-		}
+// NodeLeases lists the leases naming node, by session.
+func (s *Store) NodeLeases(ctx context.Context, node string) ([]store.Lease, error) {
+	if node == "" {
+		return nil, s.errorf("leases of a node: want a node id")
 	}
-	q += " ORDER BY s.id"
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		a = append(a, int64(f.Limit))
-	}
-	rows, err := s.reader().Query(ctx, q, a...)
+	rows, err := s.reader().Query(ctx, leaseSelect+` WHERE l.node = ? ORDER BY l.session`, node)
 	ls, err := collect(rows, err, scanLease)
 	if err != nil {
-		return nil, s.errorf("expired leases: %w", err)
+		return nil, s.errorf("leases of node %s: %w", node, err)
 	}
 	return values(ls), nil
 }
 
-// scanLease reads session, node, epoch and expires.
+// scanLease reads session, node, epoch, gen and expires.
 func scanLease(r Row) (*store.Lease, error) {
 	var (
 		l   store.Lease
 		exp Time
 	)
-	err := r.Scan(&l.Session, &l.Node, &l.Epoch, &exp)
+	err := r.Scan(&l.Session, &l.Node, &l.Epoch, &l.Gen, &exp)
 	l.Expires = exp.T
 	return &l, err
 }
@@ -352,9 +335,12 @@ func (s *Store) checkFences(ctx context.Context, tx Querier, fences []store.Fenc
 		ids[i] = f.Session
 	}
 	slices.Sort(ids)
-	rows, err := tx.Query(ctx, `SELECT session, node, epoch, expires FROM session_leases
+	rows, err := tx.Query(ctx, `SELECT session, node, epoch, gen FROM session_leases
 	WHERE session IN `+in(len(ids))+` ORDER BY session`+s.d.Lock(LockShare), appendStrings(nil, ids)...)
-	cur, err := collect(rows, err, scanLease)
+	cur, err := collect(rows, err, func(r Row) (*store.Lease, error) {
+		var l store.Lease
+		return &l, r.Scan(&l.Session, &l.Node, &l.Epoch, &l.Gen)
+	})
 	if err != nil {
 		return fmt.Errorf("reading the leases: %w", err)
 	}
@@ -375,21 +361,6 @@ func (s *Store) checkFences(ctx context.Context, tx Querier, fences []store.Fenc
 		}
 	}
 	return nil
-}
-
-// lost is the error of a renewal refused under f: a *LeaseLostError with
-// the lease as it is now, or ErrNotFound for a missing session.
-func (s *Store) lost(ctx context.Context, tx Querier, f store.Fence) error {
-	cur, ok, err := s.readLease(ctx, tx, f.Session)
-	if err != nil {
-		return fmt.Errorf("reading the lease of session %s: %w", f.Session, err)
-	}
-	if !ok {
-		if err := sessionExists(ctx, tx, f.Session); err != nil {
-			return err
-		}
-	}
-	return &store.LeaseLostError{Session: f.Session, Epoch: f.Epoch, Current: cur}
 }
 
 // sessionExists is ErrNotFound when session is missing.

@@ -303,6 +303,12 @@ func (s *Store) updateSession(ctx context.Context, id string, f *store.Fence, fn
 // branch claims go with it (ON DELETE CASCADE).
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return s.write(ctx, "delete session "+id, func(tx Querier) error {
+		// The node holding it (if any) learns of it at its next heartbeat:
+		// its Moved goes up (store/leases.go).
+		if _, err := tx.Exec(ctx, `UPDATE nodes SET moved = moved + 1
+	WHERE id = (SELECT node FROM session_leases WHERE session = ? AND node <> '')`, id); err != nil {
+			return s.errorf("delete session %s: telling its node: %w", id, err)
+		}
 		n, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 		if err != nil {
 			return s.errorf("delete session %s: %w", id, err)

@@ -167,7 +167,10 @@ func takeSession(ctx context.Context, st store.Store, s *store.Session, t map[st
 	case err != nil:
 		return SessionTally{}, fmt.Errorf("lease: %w", err)
 	default:
-		l.Expires = us(l.Expires)
+		// Its expiry is its node's heartbeat's, and nodes are not copied
+		// (store.Copier's LoadLease): compared are node, epoch and
+		// generation.
+		l.Expires = time.Time{}
 		if err := t["leases"].add(l); err != nil {
 			return SessionTally{}, err
 		}

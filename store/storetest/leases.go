@@ -12,9 +12,9 @@ import (
 
 // Leases and nodes are timed by the store's clock (PostgreSQL's, for
 // one), which a test cannot move. So, as for the locks, expiry is tested
-// with TTLs that are already over when given (a holder that "stops
-// renewing" renews with a negative TTL), and unexpired with TTLs of an
-// hour: no sleeps, no race with the clock.
+// with TTLs that are already over when given (a node that "stops beating"
+// beats with a negative TTL), and unexpired with TTLs of an hour: no
+// sleeps, no race with the clock.
 
 // near reports whether got is within a second of want.
 func near(got, want time.Time) bool { return got.Sub(want).Abs() <= time.Second }
@@ -28,14 +28,33 @@ func mustAcquire(t *testing.T, st store.Store, session, node string, ttl time.Du
 	return l
 }
 
-// expire makes l's TTL over, as if its holder had stopped renewing it.
-func expire(t *testing.T, st store.Store, l store.Lease) store.Lease {
+func mustBeat(t *testing.T, st store.Store, n store.Node, ttl time.Duration) store.Node {
 	t.Helper()
-	l, err := st.RenewLease(context.Background(), l, -time.Second)
+	got, err := st.HeartbeatNode(context.Background(), n, ttl)
 	if err != nil {
-		t.Fatalf("expiring %+v: %v", l, err)
+		t.Fatalf("HeartbeatNode(%+v): %v", n, err)
+	}
+	return got
+}
+
+func mustLease(t *testing.T, st store.Store, session string) store.Lease {
+	t.Helper()
+	l, err := st.GetLease(context.Background(), session)
+	if err != nil {
+		t.Fatalf("GetLease(%s): %v", session, err)
 	}
 	return l
+}
+
+// expire makes l's TTL over, as if its node had stopped beating: its
+// node's heartbeat, in l's generation, runs out. Every lease of that
+// node's generation expires with it. It returns l as now stored.
+func expire(t *testing.T, st store.Store, l store.Lease) store.Lease {
+	t.Helper()
+	if n := mustBeat(t, st, store.Node{ID: l.Node, Gen: l.Gen}, -time.Second); n.Gen != l.Gen {
+		t.Fatalf("expiring %+v: its node's heartbeat went on in generation %d", l, n.Gen)
+	}
+	return mustLease(t, st, l.Session)
 }
 
 // wantLost checks that err is a *LeaseLostError of session at epoch whose
@@ -58,40 +77,31 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 	if ns, err := st.ListNodes(ctx); err != nil || len(ns) != 0 {
 		t.Fatalf("ListNodes of a new store = %v, %v; want none", ns, err)
 	}
-	if _, err := st.HeartbeatNode(ctx, store.Node{Addr: "x:1"}, time.Hour); err == nil {
-		t.Error("HeartbeatNode without an id succeeded")
-	}
-	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-x", Capacity: -2}, time.Hour); err == nil {
-		t.Error("HeartbeatNode with a capacity of -2 succeeded")
-	}
-	before := time.Now()
-	a, err := st.HeartbeatNode(ctx, store.Node{ID: "node-a", Addr: "10.0.0.1:8080", Capacity: 50}, time.Hour)
-	if err != nil {
-		t.Fatalf("HeartbeatNode: %v", err)
-	}
-	if a.ID != "node-a" || a.Addr != "10.0.0.1:8080" || a.Capacity != 50 ||
-		!near(a.Heartbeat, before) || !near(a.Expires, before.Add(time.Hour)) {
-		t.Errorf("HeartbeatNode = %+v, want node-a at about now, live for an hour", a)
-	}
-	for _, n := range []store.Node{{ID: "node-c", Addr: "10.0.0.3:8080"}, {ID: "node-b", Addr: "10.0.0.2:8080", Capacity: 10}} {
-		if _, err := st.HeartbeatNode(ctx, n, time.Hour); err != nil {
-			t.Fatal(err)
+	for _, bad := range []store.Node{{Addr: "x:1"}, {ID: "node-x", Capacity: -2}, {ID: "node-x", Leases: -1}, {ID: "node-x", Gen: -1}} {
+		if _, err := st.HeartbeatNode(ctx, bad, time.Hour); err == nil {
+			t.Errorf("HeartbeatNode(%+v) succeeded", bad)
 		}
 	}
-	// node-c's heartbeat runs out (a dead node); node-b moves.
-	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-c", Addr: "10.0.0.3:8080"}, -time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-b", Addr: "10.0.0.9:9090", Capacity: 20}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	// Leases count only while unexpired.
 	for _, id := range []string{"s1", "s2", "s3"} {
 		mustCreate(t, st, &store.Session{ID: id, Owner: "o", State: store.StateIdle, CreatedAt: base, UpdatedAt: base})
 	}
-	mustAcquire(t, st, "s1", "node-a", time.Hour)
+	s1 := mustAcquire(t, st, "s1", "node-a", time.Hour)
 	mustAcquire(t, st, "s2", "node-a", time.Hour)
-	expire(t, st, mustAcquire(t, st, "s3", "node-a", time.Hour))
+	before := time.Now()
+	a, err := st.HeartbeatNode(ctx, store.Node{ID: "node-a", Addr: "10.0.0.1:8080", Capacity: 50, Leases: 2, Gen: s1.Gen}, time.Hour)
+	if err != nil {
+		t.Fatalf("HeartbeatNode: %v", err)
+	}
+	if a.ID != "node-a" || a.Addr != "10.0.0.1:8080" || a.Capacity != 50 || a.Leases != 2 || a.Gen != s1.Gen ||
+		!near(a.Heartbeat, before) || !near(a.Expires, before.Add(time.Hour)) {
+		t.Errorf("HeartbeatNode = %+v, want node-a at about now, live for an hour, holding 2, in generation %d", a, s1.Gen)
+	}
+	for _, n := range []store.Node{{ID: "node-c", Addr: "10.0.0.3:8080"}, {ID: "node-b", Addr: "10.0.0.2:8080", Capacity: 10}} {
+		mustBeat(t, st, n, time.Hour)
+	}
+	// node-c's heartbeat runs out (a dead node); node-b moves.
+	mustBeat(t, st, store.Node{ID: "node-c", Addr: "10.0.0.3:8080"}, -time.Second)
+	mustBeat(t, st, store.Node{ID: "node-b", Addr: "10.0.0.9:9090", Capacity: 20}, time.Hour)
 
 	ns, err := st.ListNodes(ctx)
 	if err != nil {
@@ -100,23 +110,21 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 	if len(ns) != 2 || ns[0].ID != "node-a" || ns[1].ID != "node-b" {
 		t.Fatalf("ListNodes = %+v, want node-a and node-b (node-c's heartbeat ran out)", ns)
 	}
-	if ns[0].Leases != 2 || ns[0].Capacity != 50 || !ns[0].Heartbeat.Equal(a.Heartbeat) || !ns[0].Expires.Equal(a.Expires) {
-		t.Errorf("node-a listed as %+v, want %+v with 2 leases", ns[0], a)
+	if ns[0] != a {
+		t.Errorf("node-a listed as %+v, want %+v", ns[0], a)
 	}
 	if ns[1].Addr != "10.0.0.9:9090" || ns[1].Capacity != 20 || ns[1].Leases != 0 {
 		t.Errorf("node-b listed as %+v, want its last heartbeat's address and capacity", ns[1])
 	}
 	// A node that takes nothing at the moment says so, and is listed so.
-	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-b", Addr: "10.0.0.9:9090", Capacity: store.NodeFull}, time.Hour); err != nil {
-		t.Fatalf("HeartbeatNode with NodeFull: %v", err)
-	}
+	mustBeat(t, st, store.Node{ID: "node-b", Addr: "10.0.0.9:9090", Capacity: store.NodeFull}, time.Hour)
 	if ns, err := st.ListNodes(ctx); err != nil || len(ns) != 2 || ns[1].Capacity != store.NodeFull {
 		t.Errorf("ListNodes after node-b's NodeFull heartbeat = %+v, %v", ns, err)
 	}
 	// A dead node that beats again is back.
-	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-c"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	mustBeat(t, st, store.Node{ID: "node-c"}, time.Hour)
+	// A node that leaves for good releases its leases: they are taken at
+	// once, with the next epoch.
 	if err := st.RemoveNode(ctx, "node-a"); err != nil {
 		t.Fatalf("RemoveNode: %v", err)
 	}
@@ -127,26 +135,31 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 	if err != nil || len(ns) != 2 || ns[0].ID != "node-b" || ns[1].ID != "node-c" {
 		t.Errorf("ListNodes = %+v, %v; want node-b and node-c", ns, err)
 	}
-	// A removed node's leases stay until they expire or are released.
-	if l, err := st.GetLease(ctx, "s1"); err != nil || l.Node != "node-a" {
-		t.Errorf("lease of s1 after its node was removed = %+v, %v; want still node-a's", l, err)
+	if l := mustLease(t, st, "s1"); l.Node != "" || l.Epoch != 1 {
+		t.Errorf("lease of s1 after its node was removed = %+v; want released at epoch 1", l)
+	}
+	if l := mustAcquire(t, st, "s2", "node-b", time.Hour); l.Epoch != 2 {
+		t.Errorf("s2 taken after its node left: %+v, want epoch 2", l)
 	}
 
 	// Dead nodes leave the table once their heartbeat ran out long enough
-	// ago: node-d an hour ago, node-e a second ago, node-b and node-c live.
+	// ago, and their leases are released: node-d (holding s3) an hour
+	// ago, node-e a second ago, node-b and node-c live.
+	mustAcquire(t, st, "s3", "node-d", time.Hour)
 	for _, n := range []struct {
 		id  string
 		ttl time.Duration
 	}{{"node-d", -time.Hour}, {"node-e", -time.Second}} {
-		if _, err := st.HeartbeatNode(ctx, store.Node{ID: n.id}, n.ttl); err != nil {
-			t.Fatal(err)
-		}
+		mustBeat(t, st, store.Node{ID: n.id}, n.ttl)
 	}
 	if _, err := st.RemoveDeadNodes(ctx, -time.Second); err == nil {
 		t.Error("RemoveDeadNodes with a negative time gone succeeded")
 	}
 	if ids, err := st.RemoveDeadNodes(ctx, time.Minute); err != nil || fmt.Sprint(ids) != "[node-d]" {
 		t.Errorf("RemoveDeadNodes(a minute) = %v, %v; want [node-d]", ids, err)
+	}
+	if l := mustLease(t, st, "s3"); l.Node != "" || l.Epoch != 1 {
+		t.Errorf("lease of s3 after its dead node left = %+v; want released at epoch 1", l)
 	}
 	if ids, err := st.RemoveDeadNodes(ctx, 0); err != nil || fmt.Sprint(ids) != "[node-e]" {
 		t.Errorf("RemoveDeadNodes(0) = %v, %v; want [node-e]", ids, err)
@@ -155,9 +168,7 @@ func testNodes(t *testing.T, open func(*testing.T) store.Store) {
 		t.Errorf("ListNodes after removing the dead = %+v, %v; want node-b and node-c", ns, err)
 	}
 	// A removed node that beats again is back.
-	if _, err := st.HeartbeatNode(ctx, store.Node{ID: "node-d"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	mustBeat(t, st, store.Node{ID: "node-d"}, time.Hour)
 }
 
 func testLeases(t *testing.T, open func(*testing.T) store.Store) {
@@ -176,11 +187,15 @@ func testLeases(t *testing.T, open func(*testing.T) store.Store) {
 	}
 	before := time.Now()
 	a := mustAcquire(t, st, "s1", "node-a", time.Hour)
-	if a.Session != "s1" || a.Node != "node-a" || a.Epoch != 1 || !near(a.Expires, before.Add(time.Hour)) {
-		t.Errorf("AcquireLease = %+v, want node-a, epoch 1, for an hour", a)
+	if a.Session != "s1" || a.Node != "node-a" || a.Epoch != 1 || a.Gen < 1 || !near(a.Expires, before.Add(time.Hour)) {
+		t.Errorf("AcquireLease = %+v, want node-a, epoch 1, in a generation, for an hour", a)
 	}
-	if g, err := st.GetLease(ctx, "s1"); err != nil || g != a {
-		t.Errorf("GetLease = %+v, %v; want %+v", g, err, a)
+	if g := mustLease(t, st, "s1"); g != a {
+		t.Errorf("GetLease = %+v; want %+v", g, a)
+	}
+	// The acquire was node-a's heartbeat too (with no address yet).
+	if ns, err := st.ListNodes(ctx); err != nil || len(ns) != 1 || ns[0].ID != "node-a" || ns[0].Gen != a.Gen || !ns[0].Expires.Equal(a.Expires) {
+		t.Errorf("ListNodes after node-a's first acquire = %+v, %v; want node-a in generation %d until %v", ns, err, a.Gen, a.Expires)
 	}
 
 	// Another node is refused and told who holds it.
@@ -193,27 +208,18 @@ func testLeases(t *testing.T, open func(*testing.T) store.Store) {
 		t.Errorf("LeaseHeldError.Lease = %+v, want %+v", he.Lease, a)
 	}
 
-	// The holder renews, by AcquireLease or RenewLease: the epoch stays.
+	// The holder keeps it by its heartbeats, or by AcquireLease: the
+	// epoch stays, the expiry moves on with the heartbeat's.
 	r := mustAcquire(t, st, "s1", "node-a", 2*time.Hour)
-	if r.Epoch != 1 || !r.Expires.After(a.Expires) {
+	if r.Epoch != 1 || r.Gen != a.Gen || !r.Expires.After(a.Expires) {
 		t.Errorf("re-acquired by its holder: %+v, want epoch 1 and a later expiry than %+v", r, a)
 	}
-	r2, err := st.RenewLease(ctx, r, 3*time.Hour)
-	if err != nil {
-		t.Fatalf("RenewLease: %v", err)
+	n := mustBeat(t, st, store.Node{ID: "node-a", Addr: "a:1", Gen: r.Gen}, 3*time.Hour)
+	if n.Gen != r.Gen {
+		t.Errorf("node-a's heartbeat in its generation %d: %+v, want the same generation", r.Gen, n)
 	}
-	if r2.Epoch != 1 || r2.Node != "node-a" || !r2.Expires.After(r.Expires) {
-		t.Errorf("RenewLease = %+v, want epoch 1 and a later expiry than %+v", r2, r)
-	}
-	// A renewal naming another epoch or node is refused.
-	_, err = st.RenewLease(ctx, store.Lease{Session: "s1", Node: "node-a", Epoch: 2}, time.Hour)
-	wantLost(t, "RenewLease at another epoch", err, "s1", 2, "node-a", 1)
-	_, err = st.RenewLease(ctx, store.Lease{Session: "s1", Node: "node-b", Epoch: 1}, time.Hour)
-	if !errors.Is(err, store.ErrLeaseLost) {
-		t.Errorf("RenewLease by another node: %v, want ErrLeaseLost", err)
-	}
-	if _, err := st.RenewLease(ctx, store.Lease{Session: "nope", Node: "node-a", Epoch: 1}, time.Hour); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("RenewLease of a missing session: %v, want ErrNotFound", err)
+	if g := mustLease(t, st, "s1"); g.Epoch != 1 || g.Node != "node-a" || !g.Expires.Equal(n.Expires) {
+		t.Errorf("GetLease after node-a's heartbeat = %+v, want epoch 1 until the heartbeat's expiry %v", g, n.Expires)
 	}
 
 	// Release by a non-holder does nothing; by the holder, frees it and
@@ -221,22 +227,20 @@ func testLeases(t *testing.T, open func(*testing.T) store.Store) {
 	if err := st.ReleaseLease(ctx, store.Lease{Session: "s1", Node: "node-b", Epoch: 1}); err != nil {
 		t.Errorf("ReleaseLease by a non-holder: %v, want nil", err)
 	}
-	if g, err := st.GetLease(ctx, "s1"); err != nil || g.Node != "node-a" {
-		t.Errorf("after a non-holder's release: %+v, %v; want still node-a's", g, err)
+	if g := mustLease(t, st, "s1"); g.Node != "node-a" {
+		t.Errorf("after a non-holder's release: %+v; want still node-a's", g)
 	}
-	if err := st.ReleaseLease(ctx, r2); err != nil {
+	if err := st.ReleaseLease(ctx, r); err != nil {
 		t.Fatalf("ReleaseLease: %v", err)
 	}
-	if g, err := st.GetLease(ctx, "s1"); err != nil || g.Node != "" || g.Epoch != 1 {
-		t.Errorf("GetLease after release = %+v, %v; want no node, epoch 1", g, err)
+	if g := mustLease(t, st, "s1"); g.Node != "" || g.Epoch != 1 || !g.Expires.IsZero() {
+		t.Errorf("GetLease after release = %+v; want no node, epoch 1, no expiry", g)
 	}
-	if err := st.ReleaseLease(ctx, r2); err != nil {
+	if err := st.ReleaseLease(ctx, r); err != nil {
 		t.Errorf("ReleaseLease twice: %v, want nil", err)
 	}
-	_, err = st.RenewLease(ctx, r2, time.Hour)
-	wantLost(t, "RenewLease of a released lease", err, "s1", 1, "", 1)
-	if ex, err := st.ExpiredLeases(ctx, store.LeaseFilter{}); err != nil || len(ex) != 1 || ex[0].Session != "s1" || ex[0].Node != "" || ex[0].Epoch != 1 {
-		t.Errorf("ExpiredLeases after release = %+v, %v; want s1 released at epoch 1", ex, err)
+	if _, err := st.UpdateSessionFenced(ctx, r.Fence(), func(*store.Session) error { return nil }); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("a fenced write under a released lease: %v, want ErrLeaseLost", err)
 	}
 
 	// The next owner, even the same node, gets the next epoch.
@@ -278,22 +282,14 @@ func testLeaseTakeover(t *testing.T, open func(*testing.T) store.Store) {
 	}
 
 	a := mustAcquire(t, st, "s1", "node-a", time.Hour)
-	if ex, err := st.ExpiredLeases(ctx, store.LeaseFilter{}); err != nil || len(ex) != 2 || ex[0].Session != "s2" || ex[0].Epoch != 0 || ex[1].Session != "s3" {
-		t.Errorf("ExpiredLeases = %+v, %v; want s2 and s3, never leased", ex, err)
-	}
-	// node-a stops renewing: its lease is over, but nobody took it, so its
+	// node-a stops beating: its lease is over, but nobody took it, so its
 	// fenced writes still go through (fencing is by epoch, not by time).
 	a = expire(t, st, a)
 	if err := st.AppendEventsFenced(ctx, []store.Fence{a.Fence()}, evs("s1", 1, 1), nil); err != nil {
 		t.Fatalf("a fenced append under an expired lease nobody took: %v", err)
 	}
-	live := []store.State{store.StateIdle, store.StateWorking}
-	ex, err := st.ExpiredLeases(ctx, store.LeaseFilter{States: live})
-	if err != nil || len(ex) != 2 || ex[0] != a || ex[1].Session != "s2" {
-		t.Errorf("ExpiredLeases(live) = %+v, %v; want s1 (%+v) and s2", ex, err, a)
-	}
-	if ex, err := st.ExpiredLeases(ctx, store.LeaseFilter{States: live, Limit: 1}); err != nil || len(ex) != 1 || ex[0].Session != "s1" {
-		t.Errorf("ExpiredLeases(live, limit 1) = %+v, %v; want s1", ex, err)
+	if os, total, err := st.Orphans(ctx, 0); err != nil || total != 2 || os[0].Lease != a || os[1].Lease.Session != "s2" {
+		t.Errorf("Orphans = %+v (total %d), %v; want s1 (%+v) and s2", os, total, err, a)
 	}
 
 	// node-b takes over.
@@ -304,11 +300,13 @@ func testLeaseTakeover(t *testing.T, open func(*testing.T) store.Store) {
 	if _, err := st.AcquireLease(ctx, "s1", "node-a", time.Hour); !errors.Is(err, store.ErrLocked) {
 		t.Errorf("the old owner re-acquiring: %v, want ErrLocked", err)
 	}
-	_, err = st.RenewLease(ctx, a, time.Hour)
-	wantLost(t, "the old owner's RenewLease", err, "s1", 1, "node-b", 2)
+	// Nor can its heartbeat bring its generation back: it is over.
+	if n := mustBeat(t, st, store.Node{ID: "node-a", Gen: a.Gen}, time.Hour); n.Gen == a.Gen {
+		t.Errorf("node-a's heartbeat in its generation %d after the takeover: %+v, want a new generation", a.Gen, n)
+	}
 
 	// Every fenced write of the old owner is refused and writes nothing.
-	err = st.AppendEventsFenced(ctx, []store.Fence{a.Fence()}, evs("s1", 2, 3),
+	err := st.AppendEventsFenced(ctx, []store.Fence{a.Fence()}, evs("s1", 2, 3),
 		[]*store.Message{{ID: "m2", Session: "s1", Text: "stale", CreatedAt: base}})
 	wantLost(t, "the old owner's AppendEventsFenced", err, "s1", 1, "node-b", 2)
 	called := false
@@ -400,50 +398,120 @@ func testLeaseTakeover(t *testing.T, open func(*testing.T) store.Store) {
 	}
 }
 
-func testRenewLeases(t *testing.T, open func(*testing.T) store.Store) {
+// testGenerations: a node's heartbeats keep every lease of its
+// generation live at once (one row written, however many it holds); a
+// heartbeat after the TTL, or one naming no generation, starts the next
+// generation, which ends the leases of the earlier ones; a takeover of an
+// expired node's session ends its generation, so that a heartbeat racing
+// with the takeover cannot revive it. NodeLeases lists a node's leases;
+// Moved counts the sessions deleted under it.
+func testGenerations(t *testing.T, open func(*testing.T) store.Store) {
 	st := open(t)
 	ctx := context.Background()
-	if got, err := st.RenewLeases(ctx, nil, time.Hour); err != nil || len(got) != 0 {
-		t.Errorf("RenewLeases(none) = %v, %v; want none", got, err)
-	}
-	for _, id := range []string{"s1", "s2", "s3", "s4"} {
+	for _, id := range []string{"s1", "s2", "s3", "s4", "s5"} {
 		mustCreate(t, st, &store.Session{ID: id, Owner: "o", State: store.StateIdle, CreatedAt: base, UpdatedAt: base})
 	}
+	n := mustBeat(t, st, store.Node{ID: "node-a", Addr: "a:1"}, time.Hour)
+	if n.Gen < 1 || n.Moved != 0 || !n.Ended.IsZero() {
+		t.Errorf("a node's first heartbeat: %+v, want a generation, nothing moved, none ended", n)
+	}
 	l1 := mustAcquire(t, st, "s1", "node-a", time.Hour)
-	l2 := expire(t, st, mustAcquire(t, st, "s2", "node-a", time.Hour)) // expired, nobody took it: still renewable
-	l3 := mustAcquire(t, st, "s3", "node-a", time.Hour)
-	l4 := mustAcquire(t, st, "s4", "node-a", time.Hour)
-	// s3 is taken over by node-b; s4 is released.
-	expire(t, st, l3)
-	mustAcquire(t, st, "s3", "node-b", time.Hour)
-	if err := st.ReleaseLease(ctx, l4); err != nil {
-		t.Fatal(err)
+	l2 := mustAcquire(t, st, "s2", "node-a", time.Hour)
+	if l1.Gen != n.Gen || l2.Gen != n.Gen {
+		t.Errorf("leases %+v and %+v taken in node-a's live generation %d: want that generation", l1, l2, n.Gen)
 	}
+	// A heartbeat in the generation keeps both live until its expiry.
 	before := time.Now()
-	got, err := st.RenewLeases(ctx, []store.Lease{l1, l2, l3, l4}, 2*time.Hour)
-	if err != nil {
-		t.Fatalf("RenewLeases: %v", err)
+	n2 := mustBeat(t, st, store.Node{ID: "node-a", Addr: "a:1", Leases: 2, Gen: n.Gen}, 2*time.Hour)
+	if n2.Gen != n.Gen || !near(n2.Expires, before.Add(2*time.Hour)) {
+		t.Errorf("heartbeat in generation %d: %+v, want the same generation until 2 h from now", n.Gen, n2)
 	}
-	if len(got) != 2 || got[0].Session != "s1" || got[1].Session != "s2" {
-		t.Fatalf("RenewLeases = %+v, want s1 and s2 renewed (s3 taken over, s4 released)", got)
+	ls, err := st.NodeLeases(ctx, "node-a")
+	if err != nil || len(ls) != 2 || ls[0].Session != "s1" || ls[1].Session != "s2" {
+		t.Fatalf("NodeLeases(node-a) = %+v, %v; want s1 and s2", ls, err)
 	}
 	for i, want := range []store.Lease{l1, l2} {
-		if got[i].Node != "node-a" || got[i].Epoch != want.Epoch || !near(got[i].Expires, before.Add(2*time.Hour)) {
-			t.Errorf("renewed %+v, want %s at epoch %d until about 2 h from now", got[i], want.Session, want.Epoch)
-		}
-		if cur, err := st.GetLease(ctx, want.Session); err != nil || !cur.Expires.Equal(got[i].Expires) {
-			t.Errorf("GetLease(%s) after RenewLeases = %+v, %v; want it to expire at %v", want.Session, cur, err, got[i].Expires)
+		want.Expires = n2.Expires
+		if ls[i] != want {
+			t.Errorf("NodeLeases(node-a)[%d] = %+v, want %+v", i, ls[i], want)
 		}
 	}
-	// A renewed lease still fences the old owner's writes off nothing:
-	// s2's holder writes under its epoch.
-	if _, err := st.UpdateSessionFenced(ctx, l2.Fence(), func(*store.Session) error { return nil }); err != nil {
-		t.Errorf("a fenced write under the renewed lease of s2: %v", err)
+	if _, err := st.AcquireLease(ctx, "s1", "node-b", time.Hour); !errors.Is(err, store.ErrLocked) {
+		t.Errorf("node-b taking s1 from live node-a: %v, want ErrLocked", err)
 	}
-	if cur, err := st.GetLease(ctx, "s3"); err != nil || cur.Node != "node-b" {
-		t.Errorf("s3's lease after node-a's renewal: %+v, %v; want node-b's", cur, err)
+
+	// node-a stopped acting for its sessions (its deadline passed) and
+	// starts afresh: a heartbeat naming no generation ends the one its
+	// leases have, although its heartbeat had not run out.
+	before = time.Now()
+	n3 := mustBeat(t, st, store.Node{ID: "node-a", Addr: "a:1"}, time.Hour)
+	if n3.Gen <= n.Gen || !near(n3.Ended, before) {
+		t.Errorf("heartbeat with no generation: %+v, want a generation after %d, the previous one ended now", n3, n.Gen)
 	}
-	if _, err := st.RenewLeases(ctx, []store.Lease{{Session: "s1", Node: "", Epoch: 1}}, time.Hour); err == nil {
-		t.Error("RenewLeases of a lease without a node succeeded")
+	if g := mustLease(t, st, "s1"); g.Node != "node-a" || g.Epoch != 1 || !g.Expires.Equal(n3.Ended) {
+		t.Errorf("s1 after node-a's new generation: %+v, want node-a's epoch 1, expired at %v", g, n3.Ended)
+	}
+	if os, total, err := st.Orphans(ctx, 0); err != nil || total != 5 {
+		t.Errorf("Orphans after node-a's new generation = %+v (total %d), %v; want all five", os, total, err)
+	}
+	// Anyone may take them, node-a too, with the next epoch.
+	b1 := mustAcquire(t, st, "s1", "node-b", time.Hour)
+	a2 := mustAcquire(t, st, "s2", "node-a", time.Hour)
+	if b1.Epoch != 2 || a2.Epoch != 2 || a2.Gen != n3.Gen {
+		t.Errorf("s1 taken by node-b: %+v, s2 by node-a again: %+v; want epoch 2 each, node-a's in generation %d", b1, a2, n3.Gen)
+	}
+	_, err = st.UpdateSessionFenced(ctx, l2.Fence(), func(*store.Session) error { return nil })
+	wantLost(t, "node-a's fenced write under its ended generation's epoch", err, "s2", 1, "node-a", 2)
+
+	// A heartbeat after the TTL ran out starts the next generation too,
+	// whatever generation it names.
+	mustBeat(t, st, store.Node{ID: "node-a", Addr: "a:1", Gen: n3.Gen}, -time.Second)
+	if n4 := mustBeat(t, st, store.Node{ID: "node-a", Addr: "a:1", Gen: n3.Gen}, time.Hour); n4.Gen == n3.Gen {
+		t.Errorf("a heartbeat after the TTL: %+v, want a generation after %d", n4, n3.Gen)
+	}
+	if g := mustLease(t, st, "s2"); g.Epoch != 2 || g.Expires.After(time.Now()) {
+		t.Errorf("s2 after node-a's heartbeat ran out: %+v, want expired", g)
+	}
+
+	// A takeover of an expired node's session ends its generation: its
+	// heartbeat naming that generation, as one sent before the takeover
+	// and arriving after, starts the next one instead of reviving it.
+	c := mustAcquire(t, st, "s3", "node-c", time.Hour)
+	mustAcquire(t, st, "s4", "node-c", time.Hour)
+	expire(t, st, c)
+	if d := mustAcquire(t, st, "s3", "node-d", time.Hour); d.Epoch != 2 {
+		t.Errorf("node-d taking s3 from dead node-c: %+v, want epoch 2", d)
+	}
+	if nc := mustBeat(t, st, store.Node{ID: "node-c", Gen: c.Gen}, time.Hour); nc.Gen == c.Gen {
+		t.Errorf("node-c's heartbeat after node-d took one of its sessions: %+v, want a generation after %d", nc, c.Gen)
+	}
+	if g := mustLease(t, st, "s4"); g.Node != "node-c" || g.Gen != c.Gen || g.Expires.After(time.Now()) {
+		t.Errorf("node-c's other session s4: %+v, want expired with node-c's ended generation", g)
+	}
+
+	// A session deleted under its node moves the node's count; one that
+	// no node holds moves none.
+	e := mustBeat(t, st, store.Node{ID: "node-e"}, time.Hour)
+	mustAcquire(t, st, "s5", "node-e", time.Hour)
+	if err := st.DeleteSession(ctx, "s5"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReleaseLease(ctx, b1); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if e2 := mustBeat(t, st, store.Node{ID: "node-e", Gen: e.Gen}, time.Hour); e2.Moved != e.Moved+1 || e2.Gen != e.Gen {
+		t.Errorf("node-e after its session was deleted: %+v, want Moved %d, generation %d", e2, e.Moved+1, e.Gen)
+	}
+	if nb := mustBeat(t, st, store.Node{ID: "node-b"}, time.Hour); nb.Moved != 0 {
+		t.Errorf("node-b after deleting a session it had released: %+v, want Moved 0", nb)
+	}
+	if ls, err := st.NodeLeases(ctx, "node-e"); err != nil || len(ls) != 0 {
+		t.Errorf("NodeLeases(node-e) after its session was deleted = %+v, %v; want none", ls, err)
+	}
+	if _, err := st.NodeLeases(ctx, ""); err == nil {
+		t.Error("NodeLeases without a node succeeded")
 	}
 }

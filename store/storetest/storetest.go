@@ -65,7 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("OAuthGrants", func(t *testing.T) { testOAuthGrants(t, open) })
 	t.Run("Nodes", func(t *testing.T) { testNodes(t, open) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
-	t.Run("RenewLeases", func(t *testing.T) { testRenewLeases(t, open) })
+	t.Run("Generations", func(t *testing.T) { testGenerations(t, open) })
 	t.Run("LeaseTakeover", func(t *testing.T) { testLeaseTakeover(t, open) })
 	t.Run("Orphans", func(t *testing.T) { testOrphans(t, open) })
 	t.Run("LeaseRace", func(t *testing.T) { testLeaseRace(t, open) })
