@@ -192,6 +192,22 @@ func refuse(result, format string, args ...any) *refusal {
 	return &refusal{result: result, message: fmt.Sprintf(format, args...)}
 }
 
+// callbackFlow is a callback's takeFlow with its refusal answered: the
+// browser is sent back to the page with the reason (and the refusal
+// audited when the browser had started a sign-in here). nil: answered.
+func (s *Server) callbackFlow(w http.ResponseWriter, r *http.Request, provider string) *store.SignInFlow {
+	f, hadCookie, rf := s.takeFlow(w, r, provider)
+	if rf == nil {
+		return f
+	}
+	if !hadCookie {
+		http.Redirect(w, r, "/?signin_error="+urlQueryEscape(rf.message), http.StatusFound)
+	} else {
+		s.refused(w, r, provider, rf)
+	}
+	return nil
+}
+
 // takeFlow checks a callback's state against the browser's cookie and
 // takes the flow. hadCookie says whether the browser started a sign-in
 // here at all (a refusal without is not recorded).

@@ -95,13 +95,8 @@ func (s *Server) githubCallback(w http.ResponseWriter, r *http.Request, _ caller
 	if g == nil {
 		return errorf(http.StatusNotFound, CodeNotFound, "signing in with GitHub is not set up on this server: sign in with a token")
 	}
-	f, hadCookie, rf := s.takeFlow(w, r, store.WebViaGitHub)
-	if rf != nil {
-		if !hadCookie {
-			http.Redirect(w, r, "/?signin_error="+urlQueryEscape(rf.message), http.StatusFound)
-			return nil
-		}
-		s.refused(w, r, store.WebViaGitHub, rf)
+	f := s.callbackFlow(w, r, store.WebViaGitHub)
+	if f == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), oauth2.HTTPClient, s.cfg.SignIn.client()), 2*providerTimeout)

@@ -303,13 +303,8 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request, _ caller) 
 	if o == nil {
 		return errorf(http.StatusNotFound, CodeNotFound, "signing in with an OIDC provider is not set up on this server: sign in with a token")
 	}
-	f, hadCookie, rf := s.takeFlow(w, r, store.WebViaOIDC)
-	if rf != nil {
-		if !hadCookie {
-			http.Redirect(w, r, "/?signin_error="+urlQueryEscape(rf.message), http.StatusFound)
-			return nil
-		}
-		s.refused(w, r, store.WebViaOIDC, rf)
+	f := s.callbackFlow(w, r, store.WebViaOIDC)
+	if f == nil {
 		return nil
 	}
 	p, err := s.discover(r.Context(), o)
