@@ -226,8 +226,10 @@ func (m *Metrics) BoxOp(backend string, op sandbox.Op, d time.Duration, err erro
 func (m *Metrics) TurnEnded(agent string, end session.TurnResult, d time.Duration) {
 	a := m.agents.of(agent)
 	outcome := set{session.TurnFinished, session.TurnCancelled, session.TurnFailed}.of(end.Outcome)
-	m.turns.WithLabelValues(a, outcome).Inc()
+	// The duration first: a scrape that sees the turn counted sees its
+	// duration too (tests wait on the count).
 	m.turnDuration.WithLabelValues(a, outcome).Observe(d.Seconds())
+	m.turns.WithLabelValues(a, outcome).Inc()
 	if end.Outcome == session.TurnFailed {
 		m.turnFailures.WithLabelValues(a, failures.of(string(end.Failure))).Inc()
 	}
