@@ -66,9 +66,11 @@ func TestServeTelemetry(t *testing.T) {
 	}
 	for _, src := range []struct{ url, token string }{{metricsURL, ""}, {p.url + "/metrics", strings.TrimSpace(string(tok))}} {
 		var f map[string]*dto.MetricFamily
-		testbin.WaitFor(t, 30*time.Second, "the turn counted at "+src.url, func() bool {
+		// The turn's metrics are its last act, just after the session is
+		// idle: wait for its count and its duration.
+		testbin.WaitFor(t, 30*time.Second, "the turn counted and timed at "+src.url, func() bool {
 			f = scrapeText(t, src.url, src.token)
-			return finished(f) == 1
+			return finished(f) == 1 && f["harvest_turn_duration_seconds"] != nil
 		})
 		for _, name := range []string{"harvest_sessions", "harvest_turn_duration_seconds", "harvest_box_operation_duration_seconds",
 			"harvest_model_requests_total", "harvest_store_operation_duration_seconds", "harvest_journal_events_stored_total",
