@@ -113,7 +113,7 @@ func (h *Hooks) onReview(ctx context.Context, d *store.Delivery, e *github.PullR
 		}
 	}
 	b.WriteString("\nAddress the review: commit on your branch and push.")
-	res, sent, err := h.followUp(ctx, d, s, b.String())
+	res, sent, err := h.followUp(ctx, d, s, who, b.String())
 	if err != nil || !sent {
 		if err == nil {
 			res = "ignored: session " + s.ID + " ended"
@@ -155,7 +155,7 @@ func (h *Hooks) onReviewComment(ctx context.Context, d *store.Delivery, e *githu
 	}
 	text := fmt.Sprintf("@%s commented on your pull request #%d, on %s line %d:\n\n%s\n\nThe diff there:\n\n```diff\n%s\n```\n\nAddress it: commit on your branch and push.",
 		who.GetLogin(), pr.GetNumber(), cm.GetPath(), line, quote(cm.GetBody()), cm.GetDiffHunk())
-	if _, sent, err := h.followUp(ctx, d, s, text); err != nil || !sent {
+	if _, sent, err := h.followUp(ctx, d, s, who, text); err != nil || !sent {
 		if err == nil {
 			return "ignored: session " + s.ID + " ended", nil
 		}
