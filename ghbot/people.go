@@ -27,7 +27,8 @@ import (
 //
 // What the webhooks do is in the audit log (channel github): a session
 // started (session.create, the requester's user), a comment, review or
-// review comment sent to a session (session.send, its author's user), a
+// review comment sent to a session (session.send, its author's user;
+// failed checks, no user's), a
 // turn stopped (session.cancel) and a request refused (github.refuse, the
 // sender's user when they are one). Refusals of deliveries themselves (a
 // bad signature) are the API's to record. A disabled user is refused

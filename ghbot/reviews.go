@@ -235,9 +235,12 @@ func (h *Hooks) onCheckSuite(ctx context.Context, d *store.Delivery, e *github.C
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", err
 	}
-	if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: key, Sender: Owner}); err != nil {
+	m, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: key, Sender: Owner})
+	if err != nil {
 		return "", err
 	}
+	h.audit(ctx, store.AuditEntry{Action: "session.send", Target: s.ID, Result: store.AuditOK,
+		Detail: auditDetail(map[string]any{"delivery": d.ID, "event": d.Event, "message": m.ID, "why": "failed checks"})})
 	if _, err := h.st.UpdateSession(ctx, s.ID, func(st *store.Session) error {
 		if st.GitHub == nil {
 			st.GitHub = &store.GitHubLink{Repo: full}

@@ -859,12 +859,17 @@ func TestGitHubReviewAndChecks(t *testing.T) {
 
 	// The review comment went to the session as Ada's, in the audit log;
 	// once her user is disabled, what she asks on GitHub is refused.
+	// (Newest first: the failed checks', sent by no one, then the review
+	// comment's.)
 	sends, err := c.Audit(ctx, client.AuditOptions{Action: "session.send"})
-	if err != nil || len(sends.Entries) != 1 {
-		t.Fatalf("the audit log's session.send: %+v, %v", sends, err)
+	if err != nil || len(sends.Entries) != 2 {
+		t.Fatalf("the audit log's session.send: %+v, %v; want the review comment's and the checks'", sends, err)
 	}
-	if en := sends.Entries[0]; en.User != v.User || en.User == "" || en.Channel != "github" || en.Target != id {
+	if en := sends.Entries[1]; en.User != v.User || en.User == "" || en.Channel != "github" || en.Target != id {
 		t.Errorf("the review comment's audit entry: %+v; want Ada's user %s, channel github, target %s", en, v.User, id)
+	}
+	if en := sends.Entries[0]; en.User != "" || en.Channel != "github" || en.Target != id || !strings.Contains(string(en.Detail), "failed checks") {
+		t.Errorf("the failed checks' audit entry: %+v (%s); want no user, channel github, target %s", en, en.Detail, id)
 	}
 	if _, err := c.UpdateUser(ctx, v.User, wire.UserPatch{Disabled: github.Ptr(true)}); err != nil {
 		t.Fatal(err)
