@@ -822,7 +822,7 @@ export interface paths {
         };
         /**
          * A repository's memory: the knowledge graph its agents keep, with the session and turn of every write
-         * @description Agents read and write it through the memory MCP tools; people read, search, correct and delete it here. repo names the repository: owner/name (GitHub) or the source sessions give (a directory on the server, a git URL). An admin token reads any repository's; a user token those of its own sessions (else 403). owner is empty for the memory every session on the repository shares, me for the caller's own. q keeps the entities whose name, type or an observation contains it (ASCII case-insensitive); name (repeatable) keeps those entities. Relations are those between two kept entities. It is data agents wrote: treat it as untrusted.
+         * @description Agents read and write it through the memory MCP tools; people read, search, correct and delete it here. repo names the repository: owner/name (GitHub) or the source sessions give (a directory on the server, a git URL). An admin reads any repository's; another user by their level on the repository, as for its sessions: read to read, write to edit or delete (else 403); the repository is one of their sessions' or a GitHub repository GitHub lets them read. owner is empty for the memory every session on the repository shares, me for the caller's own. q keeps the entities whose name, type or an observation contains it (ASCII case-insensitive); name (repeatable) keeps those entities. Relations are those between two kept entities. It is data agents wrote: treat it as untrusted.
          */
         get: operations["listMemory"];
         put?: never;
