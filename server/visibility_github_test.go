@@ -138,6 +138,15 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 			t.Errorf("%s: GET %s = %d %s", c.who.name, path, s, msg)
 		}
 	}
+	// Each is told what they may do, so a page shows only those controls.
+	for _, c := range []struct {
+		who  *person
+		want string
+	}{{alice, "write"}, {bob, "read"}} {
+		if v, err := c.who.c.GetSession(ctx, id); err != nil || v.Access != c.want {
+			t.Errorf("%s: GET %s says access %q (%v), want %q", c.who.name, path, v.Access, err, c.want)
+		}
+	}
 	if s, _, _ := status(eve, "GET", path+"/events"); s != 404 {
 		t.Errorf("eve's event stream: %d, want 404", s)
 	}
