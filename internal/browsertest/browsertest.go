@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,8 +99,18 @@ func (p *Page) Run(what string, actions ...chromedp.Action[chromedp.Void]) {
 // Wait polls a JavaScript condition until it holds.
 func (p *Page) Wait(what, cond string) {
 	p.T.Helper()
-	if _, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](cond,
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(stacktest.WaitTimeout))); err != nil {
+	deadline := time.Now().Add(stacktest.WaitTimeout)
+	for {
+		_, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](cond,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		// The page navigated while polling (a sign-in's redirects back to
+		// the UI): poll the new page.
+		if (strings.Contains(err.Error(), "navigated or closed") || strings.Contains(err.Error(), "Cannot find context with specified id")) && time.Now().Before(deadline) {
+			continue
+		}
 		p.T.Fatalf("waiting for %s: %v\nthe page says:\n%s", what, err, p.text())
 	}
 }
