@@ -29,6 +29,8 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
   }
   let alive = true;
   const usersMsg = h("p", { class: "error users-error", role: "alert" });
+  // usersNote says what the last change of a user did, once it is done.
+  const usersNote = h("p", { class: "note users-status", role: "status" });
   const usersBody = h("tbody");
   const tokensBox = h("section", { class: "tokens", hidden: true });
   const teamsMsg = h("p", { class: "error teams-error", role: "alert" });
@@ -67,12 +69,16 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
     const role = h("select", { class: "role", "aria-label": `Role of ${u.name}` }, ...ROLES.map((r) => h("option", { value: r }, r)));
     role.value = u.role;
     role.addEventListener("change", () => void act(usersMsg, async () => {
-      must(await api.PATCH("/v1/users/{id}", { params: { path: { id: u.id } }, body: { role: role.value as Role } }));
+      usersNote.textContent = "";
+      const v = must(await api.PATCH("/v1/users/{id}", { params: { path: { id: u.id } }, body: { role: role.value as Role } }));
       await loadUsers();
+      usersNote.textContent = `${v.name} is now a ${v.role} (from their next request on).`;
     }).then((ok) => { if (!ok) role.value = u.role; }));
     const able = h("button", { type: "button", class: u.disabled ? "enable" : "disable", onclick: () => void act(usersMsg, async () => {
-      must(await api.PATCH("/v1/users/{id}", { params: { path: { id: u.id } }, body: { disabled: !u.disabled } }));
+      usersNote.textContent = "";
+      const v = must(await api.PATCH("/v1/users/{id}", { params: { path: { id: u.id } }, body: { disabled: !u.disabled } }));
       await loadUsers();
+      usersNote.textContent = v.disabled ? `${v.name} is disabled: their sign-ins and tokens stop working now.` : `${v.name} is enabled again.`;
     }) }, u.disabled ? "Enable" : "Disable");
     const toks = h("button", { type: "button", class: "show-tokens", onclick: () => void showTokens(u) }, "Tokens");
     return h("tr", { "data-user": u.id, class: u.disabled ? "disabled" : "" },
@@ -185,7 +191,7 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
   } }, newTeamName, h("button", { type: "submit" }, "Create team"));
 
   ctx.frame(h("h1", {}, "Admin"),
-    h("section", { class: "users" }, h("h2", {}, "Users"), usersMsg,
+    h("section", { class: "users" }, h("h2", {}, "Users"), usersMsg, usersNote,
       h("table", { class: "admin users-table" }, h("thead", {}, h("tr", {}, ...["user", "role", "status", "since", ""].map((c) => h("th", {}, c)))), usersBody), newUser),
     tokensBox,
     h("section", { class: "teams" }, h("h2", {}, "Teams"), teamsMsg,
