@@ -182,7 +182,7 @@ func TestPeopleInChromium(t *testing.T) {
 		}
 	}
 	ep.Run("Eve opens the session's URL", chromedp.Navigate(base+"/#/s/"+id))
-	ep.Wait("not found", browsertest.HasText(".composer .error", "not found"))
+	ep.Wait("not found", browsertest.HasText("main .gone", "not found")+` && document.querySelector(".composer") === null`)
 	ep.Shot("people-eve-not-found")
 
 	// Mallory: read access on GitHub.
@@ -225,6 +225,17 @@ func TestPeopleInChromium(t *testing.T) {
 		}
 	}
 
+	// The admin may delete it: the page asks once more, then does.
+	ap.Run("the admin opens the session", chromedp.Navigate(base+"/#/s/"+id))
+	ap.Wait("the admin's controls, enabled", `document.querySelector(".composer button.delete")?.disabled === false`)
+	ap.Run("Delete", chromedp.Click(`.composer button.delete`))
+	ap.Wait("asked again", browsertest.HasText(".composer button.delete", "Click again to delete"))
+	ap.Run("Delete, again", chromedp.Click(`.composer button.delete`))
+	ap.Wait("back on the list, without it", `document.querySelector("table.sessions tbody tr") !== null && `+row+` === null`)
+	if _, err := admin.GetSession(ctx, id); client.StatusOf(err) != 404 {
+		t.Errorf("the session after the page deleted it: %v, want a 404", err)
+	}
+
 	// The audit log: one entry per action, each with its user and channel.
 	l, err := admin.Audit(ctx, client.AuditOptions{Limit: 500})
 	if err != nil {
@@ -254,6 +265,7 @@ func TestPeopleInChromium(t *testing.T) {
 		{key{"token.delete", adminMe.User.ID, "ui", "ok"}, "its revocation"},
 		{key{"team.create", adminMe.User.ID, "ui", "ok"}, "the team"},
 		{key{"team.add_member", adminMe.User.ID, "ui", "ok"}, "Grace put in it"},
+		{key{"session.delete", adminMe.User.ID, "ui", "ok"}, "the admin deleting the session"},
 	} {
 		if n := count[c.k]; n != 1 {
 			t.Errorf("%s: %d audit entries %+v, want 1", c.what, n, c.k)

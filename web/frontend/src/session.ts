@@ -214,9 +214,13 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
       header();
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
+        // Gone, or never theirs to see (the server does not say which):
+        // nothing of it stays on the page.
         stream.close();
-        clear(list);
-        msg.textContent = ctx.errorText(e);
+        shell.stop();
+        ctx.frame(h("h1", {}, id), h("p", { class: "error gone", role: "alert" },
+          `${ctx.errorText(e)}: there is no such session, it was deleted, or it is not yours to see (its repository's access decides).`),
+          h("p", {}, h("a", { href: "#/" }, "Back to your sessions")));
         return;
       }
       fail(e);
