@@ -215,6 +215,8 @@ func TestPeopleInChromium(t *testing.T) {
 	pp.Run("Ada's next page", chromedp.Reload())
 	pp.Wait("no enabled controls for a viewer", readOnlyPage)
 	pp.Shot("people-ada-viewer")
+	pp.Run("Ada, a viewer, opens New session", chromedp.Navigate(base+"/#/new"))
+	pp.Wait("no Start for a viewer", `document.querySelector("form.new button[type=submit]")?.disabled === true && `+browsertest.HasText("form.new .error", "You are a viewer"))
 	for _, what := range []string{"messages", "cancel"} {
 		body := "{}"
 		if what == "messages" {

@@ -188,6 +188,7 @@ function newView(): void {
   const budget = h("input", { name: "budget", type: "number", min: "0", step: "0.01", placeholder: "none" });
   const prompt = h("textarea", { name: "prompt", rows: 6, placeholder: "What should the agent do?" });
   const msg = h("p", { class: "error", role: "alert" });
+  const start = h("button", { type: "submit" }, "Start session");
   const form = h("form", {
     class: "new",
     method: "post",
@@ -217,7 +218,15 @@ function newView(): void {
   },
   field("Repository", source, "A directory under the server's repository roots (harvest serve --repo-root), or a git URL on one of its hosts"), offered, allowed,
   field("Agent", agent), field("Model", model, "provider/model"), field("Budget (USD)", budget), field("Prompt", prompt),
-  h("button", { type: "submit" }, "Start session"), msg);
+  start, msg);
+  // A viewer reads sessions and does not start them: the form says so
+  // (and the server would refuse).
+  api.GET("/v1/me").then((r) => {
+    const m = must(r);
+    if (m.admin || m.user?.role !== "viewer") return;
+    start.disabled = true;
+    msg.textContent = "You are a viewer: viewers read sessions, they do not start them. An admin can make you a member.";
+  }).catch(() => {});
   frame(h("h1", {}, "New session"), form);
   source.focus();
 }
