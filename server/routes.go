@@ -234,7 +234,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 		a.e.Target = v.ID
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
-	writeJSON(w, http.StatusCreated, c.view(v))
+	out := c.view(v)
+	out.Access = authz.Write.String() // one who may start it writes their own
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -268,11 +270,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	v, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read)
+	v, l, e := s.sessionLevel(r, c, r.PathValue("id"), authz.Read)
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, c.view(v))
+	out := c.view(v)
+	out.Access = l.String()
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

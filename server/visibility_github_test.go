@@ -159,6 +159,15 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 	if _, err := eve.c.ListMemory(ctx, mem, ""); !errors.As(err, &ce) || ce.Status != http.StatusForbidden || !strings.Contains(ce.Message, "may not read its memory") {
 		t.Errorf("eve (no access) reads the memory of acme/calc: %v; want 403", err)
 	}
+	// Each is told what they may do, so a page shows only those controls.
+	for _, c := range []struct {
+		who  *person
+		want string
+	}{{alice, "write"}, {bob, "read"}} {
+		if v, err := c.who.c.GetSession(ctx, id); err != nil || v.Access != c.want {
+			t.Errorf("%s: GET %s says access %q (%v), want %q", c.who.name, path, v.Access, err, c.want)
+		}
+	}
 	if s, _, _ := status(eve, "GET", path+"/events"); s != 404 {
 		t.Errorf("eve's event stream: %d, want 404", s)
 	}

@@ -1316,6 +1316,11 @@ export interface components {
         /** @description A session and the messages still waiting for the agent */
         View: components["schemas"]["Session"] & {
             queue: components["schemas"]["Message"][];
+            /**
+             * @description What the caller may do with the session: read, or write (send, cancel, stop, delete, open its shell: the caller's own session, or one on repositories they write, unless they are a viewer). A page shows only the controls the caller may use; the server refuses the others anyway (403)
+             * @enum {string}
+             */
+            access?: "read" | "write";
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
