@@ -99,7 +99,14 @@ func (p *Page) Run(what string, actions ...chromedp.Action[chromedp.Void]) {
 // Wait polls a JavaScript condition until it holds.
 func (p *Page) Wait(what, cond string) {
 	p.T.Helper()
-	deadline := time.Now().Add(stacktest.WaitTimeout)
+	p.WaitWithin(what, cond, stacktest.WaitTimeout)
+}
+
+// WaitWithin is Wait with its own limit, for what takes long on a loaded
+// machine by its nature (a demo turn that builds and tests Go in a box).
+func (p *Page) WaitWithin(what, cond string, d time.Duration) {
+	p.T.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		_, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](cond,
 			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
