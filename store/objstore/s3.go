@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,12 +143,14 @@ func (s *S3) explain(doing string, err error) error {
 		return fmt.Errorf("%s in %s: %w", doing, s, err)
 	}
 	r := minio.ToErrorResponse(err)
-	switch r.Code {
-	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "AccessDenied", "AllAccessDisabled", "InvalidSecurity":
+	switch {
+	// XAdminUserNotFound (404) is versitygw's answer to an unknown key.
+	case slices.Contains([]string{"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "AccessDenied",
+		"AllAccessDisabled", "InvalidSecurity", "XAdminUserNotFound"}, r.Code), r.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("%s in %s: the service refused the credentials (%s: %s): check the credentials file's keys and that they may read, write, list and delete in the bucket", doing, s, r.Code, r.Message)
-	case "NoSuchBucket":
+	case r.Code == "NoSuchBucket":
 		return fmt.Errorf("%s in %s: the bucket %q does not exist: create it, or give an existing one", doing, s, s.bucket)
-	case "AuthorizationHeaderMalformed", "InvalidRegion":
+	case r.Code == "AuthorizationHeaderMalformed" || r.Code == "InvalidRegion":
 		return fmt.Errorf("%s in %s: wrong region (%s: %s): give the bucket's region", doing, s, r.Code, r.Message)
 	}
 	var ne net.Error
@@ -181,7 +184,16 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (Ref,
 		s.c.RemoveIncompleteUpload(actx, s.bucket, s.prefix+key)
 		return Ref{}, s.explain("storing "+key, err)
 	}
-	if info.Size != size || hr.n != size {
+	// The client reads size bytes and no more: data longer than said is
+	// found now, and its object removed (no reader has its reference).
+	_, extra := hr.Read(make([]byte, 1))
+	if info.Size != size || hr.n != size || extra != io.EOF {
+		if err := s.Delete(context.WithoutCancel(ctx), key); err != nil {
+			return Ref{}, err
+		}
+		if extra != nil && extra != io.EOF {
+			return Ref{}, extra
+		}
 		return Ref{}, fmt.Errorf("storing %s in %s: %d bytes stored, %d read, want %d", key, s, info.Size, hr.n, size)
 	}
 	return Ref{Key: key, Size: size, SHA256: hr.sum()}, nil
