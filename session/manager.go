@@ -97,7 +97,12 @@ func NewManager(cfg Config) (*Manager, error) {
 		runners: map[string]*runner{}, deleting: map[string]bool{},
 		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{}, proxies: map[string]*modelproxy.Proxy{},
 	}
-	m.carry = newCarrier(m)
+	carry, err := newCarrier(m)
+	if err != nil {
+		stop(err)
+		return nil, err
+	}
+	m.carry = carry
 	return m, nil
 }
 

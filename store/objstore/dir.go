@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Dir is an object store in a directory: the object under key "a/b" is the
@@ -185,9 +186,9 @@ func (d *Dir) List(ctx context.Context, prefix string, fn func(Info) error) erro
 }
 
 // SweepTemp removes the temporary files that writers which died left
-// (those isOld says are old: not ones being written); List does not show
-// them. It returns how many it removed.
-func (d *Dir) SweepTemp(ctx context.Context, isOld func(fs.FileInfo) bool) (int, error) {
+// (last written before before: not ones being written); List does not
+// show them. It returns how many it removed.
+func (d *Dir) SweepTemp(ctx context.Context, before time.Time) (int, error) {
 	n := 0
 	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || ctx.Err() != nil {
@@ -196,7 +197,7 @@ func (d *Dir) SweepTemp(ctx context.Context, isOld func(fs.FileInfo) bool) (int,
 		if e.IsDir() || !strings.HasPrefix(e.Name(), tmpPrefix) {
 			return nil
 		}
-		if fi, err := e.Info(); err == nil && isOld(fi) && os.Remove(p) == nil {
+		if fi, err := e.Info(); err == nil && fi.ModTime().Before(before) && os.Remove(p) == nil {
 			n++
 		}
 		return nil
