@@ -53,7 +53,6 @@ type carrier struct {
 type carried struct {
 	instance string
 	m        *carry.Manifest
-	object   string // its manifest's object ("" : none of this node's)
 }
 
 func newCarrier(m *Manager) (*carrier, error) {
@@ -230,7 +229,7 @@ func (c *carrier) sync(ctx context.Context, f store.Fence, s *store.Session) (st
 		return "", fmt.Errorf("recording the restored workspace: %w", err)
 	}
 	c.mu.Lock()
-	c.prev[s.ID] = carried{instance: inst, m: restored, object: cp.ManifestObject} // the next snapshot reads what changed since
+	c.prev[s.ID] = carried{instance: inst, m: restored} // the next snapshot reads what changed since
 	c.mu.Unlock()
 	after := "its first turn"
 	if cp.Turn != "" {
@@ -293,12 +292,10 @@ func (c *carrier) store(ctx context.Context, f store.Fence, s *store.Session, tu
 		return err
 	}
 	c.mu.Lock()
-	c.prev[s.ID] = carried{instance: inst, m: man, object: cp.ManifestObject}
+	c.prev[s.ID] = carried{instance: inst, m: man}
 	c.mu.Unlock()
-	// The checkpoint this one replaced: this node's previous one, or the
-	// one it restored.
-	if prev.object != cp.ManifestObject {
-		c.dropManifest(ctx, prev.object)
+	if cp.Replaced != cp.ManifestObject {
+		c.dropManifest(ctx, cp.Replaced)
 	}
 	c.log.Debug("carried the workspace", "session", s.ID, "turn", turn, "files", cp.Files, "bytes", cp.Bytes, "took", time.Since(start).Round(time.Millisecond))
 	return nil

@@ -57,6 +57,10 @@ type Checkpoint struct {
 	Files int   `json:"files"`
 	// CreatedAt is set by the store.
 	CreatedAt time.Time `json:"created_at"`
+	// Replaced is set by PutCheckpoint: the manifest object of the
+	// checkpoint it replaced ("" : none, or one in the database), for
+	// the caller to delete.
+	Replaced string `json:"-"`
 }
 
 // Pack is where a pack is.

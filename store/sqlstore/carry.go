@@ -102,9 +102,14 @@ func (s *Store) PutCheckpoint(ctx context.Context, f store.Fence, c *store.Check
 		if err := s.checkFences(ctx, tx, []store.Fence{f}); err != nil {
 			return err
 		}
+		var replaced string
+		err := tx.QueryRow(ctx, `SELECT manifest_object FROM workspace_checkpoints WHERE session = ?`, c.Session).Scan(&replaced)
+		if err != nil && !isNoRows(err) {
+			return s.errorf("put checkpoint of session %s: %w", c.Session, err)
+		}
 		now, nowArgs := s.leaseNow()
 		var created Time
-		err := tx.QueryRow(ctx, `INSERT INTO workspace_checkpoints (session, instance, node, turn, manifest, manifest_object, manifest_size, manifest_sha256, bytes, files, created_at)
+		err = tx.QueryRow(ctx, `INSERT INTO workspace_checkpoints (session, instance, node, turn, manifest, manifest_object, manifest_size, manifest_sha256, bytes, files, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, `+now+`)
 ON CONFLICT (session) DO UPDATE SET instance = excluded.instance, node = excluded.node, turn = excluded.turn,
 	manifest = excluded.manifest, manifest_object = excluded.manifest_object, manifest_size = excluded.manifest_size,
@@ -131,7 +136,7 @@ RETURNING created_at`, args([]any{c.Session, c.Instance, c.Node, c.Turn, manifes
 				return s.errorf("put checkpoint of session %s: %w", c.Session, err)
 			}
 		}
-		c.CreatedAt = created.T
+		c.CreatedAt, c.Replaced = created.T, replaced
 		return nil
 	})
 }

@@ -61,6 +61,9 @@ func testCarry(t *testing.T, open func(*testing.T) store.Store) {
 	if err := st.PutCheckpoint(ctx, l1.Fence(), c); err != nil {
 		t.Fatalf("PutCheckpoint: %v", err)
 	}
+	if c.Replaced != "" {
+		t.Errorf("the first PutCheckpoint says it replaced %q", c.Replaced)
+	}
 	if !near(c.CreatedAt, before) {
 		t.Errorf("PutCheckpoint set CreatedAt %v, want about now", c.CreatedAt)
 	}
@@ -105,6 +108,9 @@ func testCarry(t *testing.T, open func(*testing.T) store.Store) {
 	c2 := &store.Checkpoint{Session: "s1", Instance: "i-b", Node: "node-b", Turn: "t2", Manifest: []byte("m2"), Packs: []string{"p-c"}}
 	if err := st.PutCheckpoint(ctx, l2.Fence(), c2); err != nil {
 		t.Fatalf("PutCheckpoint by the new owner: %v", err)
+	}
+	if c2.Replaced != "checkpoints/s1/1" {
+		t.Errorf("PutCheckpoint by the new owner replaced %q, want checkpoints/s1/1", c2.Replaced)
 	}
 	if got, err := st.GetCheckpoint(ctx, "s1"); err != nil || got.Instance != "i-b" || !slices.Equal(got.Packs, []string{"p-c"}) || string(got.Manifest) != "m2" {
 		t.Errorf("GetCheckpoint after the takeover = %+v, %v; want node-b's", got, err)
