@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,12 +22,13 @@ import (
 
 // Every test runs against both stores: a directory and a bucket of a real
 // S3 server (versitygw).
-func stores(t *testing.T) map[string]objstore.Store {
+func stores(t *testing.T) (map[string]objstore.Store, *testbin.S3Server) {
 	d, err := objstore.NewDir(filepath.Join(t.TempDir(), "objects"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]objstore.Store{"dir": d, "s3": newS3(t, testbin.StartS3Server(t), "prefix/a")}
+	srv := testbin.StartS3Server(t)
+	return map[string]objstore.Store{"dir": d, "s3": newS3(t, srv, "prefix/a")}, srv
 }
 
 func newS3(t *testing.T, srv *testbin.S3Server, prefix string) *objstore.S3 {
@@ -66,7 +68,8 @@ func keys(t *testing.T, s objstore.Store, prefix string) []string {
 // three parts) come back as stored, listed under their prefix, checked
 // against their reference, and gone once deleted.
 func TestRoundTrip(t *testing.T) {
-	for name, s := range stores(t) {
+	all, _ := stores(t)
+	for name, s := range all {
 		t.Run(name, func(t *testing.T) {
 			ctx := testbin.Context(t)
 			for _, n := range []int{0, 1000, 12<<20 + 7} {
@@ -106,7 +109,8 @@ func TestRoundTrip(t *testing.T) {
 // TestChecked: an object read against a reference whose sha256 or size is
 // not its own fails with ErrCorrupt, never returns it as good.
 func TestChecked(t *testing.T) {
-	for name, s := range stores(t) {
+	all, _ := stores(t)
+	for name, s := range all {
 		t.Run(name, func(t *testing.T) {
 			ctx := testbin.Context(t)
 			data := random(5000)
@@ -160,7 +164,8 @@ func (s *stalling) Read(p []byte) (int, error) {
 // or longer than said, leaves no object, not even a part of one, and the
 // object it was to replace is still whole.
 func TestKilledUpload(t *testing.T) {
-	for name, s := range stores(t) {
+	all, srv := stores(t)
+	for name, s := range all {
 		t.Run(name, func(t *testing.T) {
 			ctx := testbin.Context(t)
 			old := random(100)
@@ -193,6 +198,23 @@ func TestKilledUpload(t *testing.T) {
 			}
 			if got, err := objstore.ReadAll(ctx, s, oldRef, 1000); err != nil || !bytes.Equal(got, old) {
 				t.Errorf("the object a failed upload was to replace: %v", err)
+			}
+			if name == "s3" {
+				// Nor a multipart upload left open (its parts kept).
+				for u := range srv.Client(t).ListIncompleteUploads(ctx, srv.Bucket, "", true) {
+					t.Errorf("a multipart upload left open: %+v", u)
+				}
+			} else {
+				var tmp []string
+				filepath.WalkDir(s.String(), func(p string, e fs.DirEntry, err error) error {
+					if err == nil && strings.HasPrefix(e.Name(), ".tmp-") {
+						tmp = append(tmp, p)
+					}
+					return nil
+				})
+				if len(tmp) > 0 {
+					t.Errorf("temporary files left: %v", tmp)
+				}
 			}
 		})
 	}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -176,12 +175,9 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (Ref,
 		ContentType: "application/octet-stream",
 	})
 	if err != nil {
-		// An aborted multipart upload leaves nothing; one the failure
-		// left open is removed (with a context of its own: ctx may be
-		// what failed).
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		s.c.RemoveIncompleteUpload(actx, s.bucket, s.prefix+key)
+		// The client aborts a multipart upload that failed (detached from
+		// ctx, which may be what failed), so its parts are not kept
+		// either (TestKilledUpload checks).
 		return Ref{}, s.explain("storing "+key, err)
 	}
 	// The client reads size bytes and no more: data longer than said is
