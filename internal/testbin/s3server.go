@@ -58,6 +58,14 @@ func VersityGW() string {
 // where testreq.S3 is required (in CI).
 func StartS3Server(t testing.TB) *S3Server {
 	t.Helper()
+	return StartS3ServerOn(t, "127.0.0.1")
+}
+
+// StartS3ServerOn is StartS3Server listening on host (an IP address of
+// this machine) instead of loopback: for nodes in other network
+// namespaces (internal/netlab).
+func StartS3ServerOn(t testing.TB, host string) *S3Server {
+	t.Helper()
 	bin := VersityGW()
 	if bin == "" {
 		testreq.Unavailable(t, testreq.S3, "no versitygw ($HARVEST_VERSITYGW, /opt/harvest/bin/versitygw or on PATH)")
@@ -71,7 +79,7 @@ func StartS3Server(t testing.TB) *S3Server {
 	if err := os.WriteFile(s.CredentialsFile, []byte(fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", s.AccessKey, s.SecretKey)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := freePort(t, host)
 	s.Endpoint = "http://" + addr
 	log := &Buffer{}
 	s.cmd = exec.Command(bin, "--port", addr, "--access", s.AccessKey, "--secret", s.SecretKey, "--quiet", "posix", s.Dir)
@@ -122,10 +130,10 @@ func randomKey(n int) string {
 	return strings.ToUpper(hex.EncodeToString(b))
 }
 
-// freePort is a loopback address no one listens on (just closed; a
+// freePort is an address of host no one listens on (just closed; a
 // server that loses it to another process fails to start, visibly).
-func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(t testing.TB, host string) string {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
