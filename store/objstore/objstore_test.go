@@ -244,6 +244,7 @@ func TestS3Refusals(t *testing.T) {
 		{"no keys in the file", objstore.S3Config{Bucket: srv.Bucket, Endpoint: srv.Endpoint, CredentialsFile: empty}, "has no aws_access_key_id"},
 		{"no file", objstore.S3Config{Bucket: srv.Bucket, Endpoint: srv.Endpoint, CredentialsFile: filepath.Join(dir, "none")}, "has no aws_access_key_id"},
 		{"endpoint with a path", objstore.S3Config{Bucket: srv.Bucket, Endpoint: srv.Endpoint + "/x", CredentialsFile: srv.CredentialsFile}, "no path"},
+		{"endpoint with credentials", objstore.S3Config{Bucket: srv.Bucket, Endpoint: "http://key:notthesecret@" + strings.TrimPrefix(srv.Endpoint, "http://"), CredentialsFile: srv.CredentialsFile}, "no credentials"},
 	} {
 		_, err := objstore.NewS3(ctx, tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

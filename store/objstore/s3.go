@@ -79,12 +79,15 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		host = "s3.amazonaws.com"
 	case strings.HasPrefix(host, "http://") || strings.HasPrefix(host, "https://"):
 		u, err := url.Parse(host)
-		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
-			return nil, fmt.Errorf("endpoint %q: give a URL like https://s3.example.com:9000 (no path, no credentials)", cfg.Endpoint)
+		if err != nil {
+			return nil, errors.New("the endpoint is no URL: give one like https://s3.example.com:9000")
+		}
+		if u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+			return nil, fmt.Errorf("endpoint %q: give a URL like https://s3.example.com:9000 (no path, no query, no credentials: those go in the credentials file)", u.Redacted())
 		}
 		secure, host = u.Scheme == "https", u.Host
 	case strings.ContainsAny(host, "/@?#"):
-		return nil, fmt.Errorf("endpoint %q: give a URL like https://s3.example.com:9000 or a host[:port]", cfg.Endpoint)
+		return nil, errors.New("the endpoint is neither a URL nor a host[:port]: give one like https://s3.example.com:9000 (credentials go in the credentials file)")
 	}
 	var creds *credentials.Credentials
 	if cfg.CredentialsFile != "" {
@@ -108,7 +111,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	}
 	c, err := minio.New(host, &minio.Options{Creds: creds, Secure: secure, Region: cfg.Region, Transport: cfg.Transport})
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", cfg.Endpoint, err)
+		return nil, fmt.Errorf("endpoint %s: %w", host, err)
 	}
 	s := &S3{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix, endpoint: host, partSize: part}
 	lctx, cancel := context.WithCancel(ctx)
