@@ -121,7 +121,11 @@ func (c *carrier) dropManifest(ctx context.Context, key string) {
 	if key == "" {
 		return
 	}
-	if err := c.obj.Delete(ctx, key); err != nil && ctx.Err() == nil {
+	// Its own context: the turn's may end as the checkpoint is stored.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	err := c.obj.Delete(ctx, key)
+	if err != nil {
 		c.log.Warn("deleting a replaced checkpoint's manifest (the object GC retries)", "object", key, "err", err)
 	}
 }
