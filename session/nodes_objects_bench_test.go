@@ -18,8 +18,11 @@ import (
 
 // BenchmarkCheckpoint1G: a 1 GiB workspace (512 files of 2 MiB, half
 // random bytes, half text) carried whole to the checkpoint store and
-// restored from it, as a node taking a session over does: to a directory,
-// and to a real S3 server (versitygw on the same disk, over loopback).
+// restored from it, as a node taking a session over does (the references
+// in PostgreSQL, as with several nodes): to a directory,
+// and to a real S3 server (versitygw on the same disk, over loopback);
+// and, for comparison, into PostgreSQL as before the checkpoint store
+// (postgres-inline: the packs as bytea rows).
 // It needs about 5 GiB of free disk. Run it alone:
 //
 //	go test -run '^$' -bench Checkpoint1G -benchtime 1x -timeout 30m ./session/
@@ -30,21 +33,25 @@ import (
 func BenchmarkCheckpoint1G(b *testing.B) {
 	src := filepath.Join(testbin.TempDir(b), "src")
 	makeWorkspace(b, src, 512, 2<<20)
-	for _, kind := range []string{"dir", "s3"} {
+	for _, kind := range []string{"dir", "s3", "postgres-inline"} {
 		b.Run(kind, func(b *testing.B) {
 			var open func(testing.TB) objstore.Store
 			if kind == "s3" {
 				open = func(t testing.TB) objstore.Store { return s3Store(t, testbin.StartS3Server(t)) }
 			}
-			e := newEnv(b, withNode("a", nodeTTL), withCheckpoints(open))
+			e := newEnv(b, withPostgres, withNode("a", nodeTTL), withCheckpoints(open))
 			c := e.m.carry
 			c.opt.MaxBytes = 2 << 30
+			packs := carry.Packs(c.packs)
+			if kind == "postgres-inline" {
+				packs = inlinePacks{e.st} // as before the checkpoint store, for comparison
+			}
 			ctx := testbin.Context(b)
 			b.SetBytes(1 << 30)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
-				m, err := carry.Snapshot(ctx, src, nil, c.packs, c.opt)
+				m, err := carry.Snapshot(ctx, src, nil, packs, c.opt)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -60,7 +67,7 @@ func BenchmarkCheckpoint1G(b *testing.B) {
 				dst := filepath.Join(testbin.TempDir(b), "ws")
 				os.Mkdir(dst, 0o755)
 				start = time.Now()
-				if _, err := carry.Restore(ctx, dst, m, c.packs, c.opt); err != nil {
+				if _, err := carry.Restore(ctx, dst, m, packs, c.opt); err != nil {
 					b.Fatal(err)
 				}
 				restore := time.Since(start)
