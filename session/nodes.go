@@ -315,7 +315,7 @@ import (
 //	    replaced checkpoint's manifest deleted
 //
 // A checkpoint whose upload dies is never seen: its row is written last.
-// The keeper's sweep removes the packs no checkpoint names, then the
+// Deleting a session deletes its manifest. The keeper's sweep removes the packs no checkpoint names, then the
 // objects nothing names (older than an hour: an upload not yet recorded
 // is spared). Checkpoints stored in the database before the checkpoint
 // store are still restored.

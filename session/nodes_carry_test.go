@@ -171,6 +171,14 @@ func TestNodesCarryWorkspace(t *testing.T) {
 			t.Errorf("turn %s failed: %+v", ev.Turn, p)
 		}
 	}
+	// Deleting the session deletes its manifest at once (its packs go at
+	// the sweep's).
+	if err := a2.Delete(ctx, "owner-1", v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ks := objectKeys(t, e.checkpoints, "checkpoints/"+v.ID+"/"); len(ks) != 0 {
+		t.Errorf("manifests in the bucket after the session was deleted: %v", ks)
+	}
 }
 
 // s3Store is a checkpoint store in srv's bucket, under prefix/.
