@@ -21,6 +21,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/objstore"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -195,6 +196,12 @@ type Config struct {
 	// nodes (nodes_carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
 	// and the nodes must share the data directory.
 	CarryMax int64
+	// Checkpoints is the object store the carried workspaces' packs and
+	// manifests go to (package store/objstore; nodes_objects.go): nil is
+	// a directory below DataDir (DefaultCheckpointDir), which only nodes
+	// sharing it reach: nodes on separate machines need one store they
+	// all reach, an S3 bucket.
+	Checkpoints objstore.Store
 	// CleanEvery is how often the Manager collects what it no longer
 	// needs (nodes_gc.go): stale workspace copies and disks, and dead
 	// nodes. 0 is DefaultCleanEvery.

@@ -80,6 +80,7 @@ type serveFlags struct {
 	takeRate   float64
 	sharedData bool
 	carryMax   string
+	ckpt       checkpointFlags
 	stopBoxes  bool
 	config     string
 	printCfg   bool
@@ -199,6 +200,7 @@ checked.`,
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see docs/several-machines.md)")
 	addNodeFlags(fl, &f)
+	addCheckpointFlags(fl, &f.ckpt)
 	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")
 	f.tel.add(fl)
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
@@ -427,6 +429,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if node != nil {
 		tel.logs.SetNode(node.ID)
 	}
+	checkpoints, err := checkpointStore(cmd.Context(), f.ckpt, node, carryMax, data, stderr)
+	if err != nil {
+		j.Close(context.Background())
+		return exitCode(exitHarvestError, err)
+	}
 	mgr, err := session.NewManager(session.Config{
 		Environments: builder, RefreshEvery: refreshEvery(f.refresh),
 		SetupSecrets: func(ctx context.Context, repo string) ([]string, error) {
@@ -462,7 +469,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
 		Disks: !f.noDisks, DiskPool: f.pool, OwnersDir: provs.opts.OwnersDir(), Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
-		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes, EventRetention: retention,
+		Node: node, CarryMax: carryMax, Checkpoints: checkpoints, StopBoxesOnExit: f.stopBoxes, EventRetention: retention,
 		Observer: tel.metrics, Tracer: tel.tracing.TracerProvider(),
 	})
 	if err != nil {

@@ -43,12 +43,14 @@ func startSim(t *testing.T, lab *netlab.Lab, script string) string {
 // on the lab's PostgreSQL and NATS, the sim as their model.
 func startNodes(t *testing.T, lab *netlab.Lab, simURL string, n int, args ...string) []*netlab.Node {
 	t.Helper()
-	env := []string{"ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL=" + simURL, "HARVEST_MODEL=anthropic/claude-sonnet-4-5"}
+	// Separate machines carry workspaces through an S3 bucket.
+	cpArgs, cpEnv := lab.CheckpointArgs()
+	env := append([]string{"ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL=" + simURL, "HARVEST_MODEL=anthropic/claude-sonnet-4-5"}, cpEnv...)
 	var nodes []*netlab.Node
 	for i := range n {
 		name := string(rune('a' + i))
 		node := lab.AddNode(name)
-		node.Start(env, append([]string{"--node-id", name, "--pool", "0", "--nats", lab.NATSURL()}, args...)...)
+		node.Start(env, append(append([]string{"--node-id", name, "--pool", "0", "--nats", lab.NATSURL()}, cpArgs...), args...)...)
 		nodes = append(nodes, node)
 	}
 	t.Cleanup(func() {

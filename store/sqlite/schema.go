@@ -439,6 +439,18 @@ CREATE INDEX session_leases_node ON session_leases (node, gen) WHERE node <> '';
 CREATE INDEX sessions_needing_node ON sessions (created_at, id, state)
 	WHERE state IN ('pending', 'provisioning', 'idle', 'working', 'waiting', 'cancelling', 'suspended');
 `},
+	// Workspace checkpoints' packs and manifests in an object store
+	// (store/carry.go, package store/objstore): the rows keep a reference;
+	// data and manifest hold only what was stored before (x'' after).
+	{"checkpoint-objects", `
+ALTER TABLE workspace_packs ADD COLUMN object TEXT NOT NULL DEFAULT '';        -- its key in the checkpoint store, '' : data holds it
+ALTER TABLE workspace_packs ADD COLUMN size INTEGER NOT NULL DEFAULT 0;        -- the object's size
+ALTER TABLE workspace_checkpoints ADD COLUMN manifest_object TEXT NOT NULL DEFAULT ''; -- '' : manifest holds it
+ALTER TABLE workspace_checkpoints ADD COLUMN manifest_size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workspace_checkpoints ADD COLUMN manifest_sha256 TEXT NOT NULL DEFAULT '';
+CREATE INDEX workspace_packs_object ON workspace_packs (object) WHERE object <> '';
+CREATE INDEX workspace_checkpoints_manifest_object ON workspace_checkpoints (manifest_object) WHERE manifest_object <> '';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
