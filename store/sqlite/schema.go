@@ -439,6 +439,32 @@ CREATE INDEX session_leases_node ON session_leases (node, gen) WHERE node <> '';
 CREATE INDEX sessions_needing_node ON sessions (created_at, id, state)
 	WHERE state IN ('pending', 'provisioning', 'idle', 'working', 'waiting', 'cancelling', 'suspended');
 `},
+	// Slack (store/slack.go): the events processed (an event delivered
+	// twice is processed once), each session's thread, each channel's
+	// default repository.
+	{"slack", `
+CREATE TABLE slack_events (
+	id          TEXT PRIMARY KEY,            -- event_id (or a click's, a command's own key)
+	received_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX slack_events_received ON slack_events (received_at);
+CREATE TABLE slack_threads (
+	session_id TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+	team       TEXT NOT NULL,
+	channel    TEXT NOT NULL,
+	thread_ts  TEXT NOT NULL,
+	slack_user TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE slack_channels (
+	team       TEXT NOT NULL,
+	channel    TEXT NOT NULL,
+	repo       TEXT NOT NULL,
+	set_by     TEXT NOT NULL DEFAULT '',
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (team, channel)
+) STRICT, WITHOUT ROWID;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
