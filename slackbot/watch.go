@@ -50,6 +50,7 @@ type watch struct {
 	cur     *turnView                   // the turn under way (nil: none)
 	ending  *turnView                   // a turn that ended, its final message not yet sent
 	pr      string                      // the session's pull request, as last heard
+	taken   string                      // the message the next turn takes (message.delivered)
 	kick    chan struct{}
 	stopped bool
 }
@@ -57,7 +58,7 @@ type watch struct {
 // turnView is what the thread shows of one turn.
 type turnView struct {
 	id       string
-	trigger  string // ts of the message that asked (👀, then ✅ / ❌)
+	msg      string // the message it took
 	progress string // ts of the progress message ("" until posted)
 	step     string
 	todos    []event.TodoItem
@@ -163,17 +164,12 @@ func (w *watch) on(ev event.Event) bool {
 	switch p := ev.Data.(type) {
 	case event.TurnStarted:
 		w.flushEndingLocked()
-		t := &turnView{id: ev.Turn, trigger: w.th.ThreadTS, step: "Starting"}
+		t := &turnView{id: ev.Turn, msg: w.taken, step: "Starting"}
+		w.taken = ""
 		w.cur = t
 		w.steps = append(w.steps, func(ctx context.Context) { w.postProgress(ctx, t) })
 	case event.MessageDelivered:
-		w.b.mu.Lock()
-		ts, ok := w.b.triggers[p.MessageID]
-		delete(w.b.triggers, p.MessageID)
-		w.b.mu.Unlock()
-		if ok && w.cur != nil {
-			w.cur.trigger = ts
-		}
+		w.taken = p.MessageID
 	case event.ToolStarted:
 		if w.cur != nil {
 			w.cur.step = firstNonEmpty(p.Summary, p.Tool)
@@ -401,6 +397,15 @@ func (w *watch) final(ctx context.Context, t *turnView, pr string) {
 	if t.result != "done" {
 		mark = "x"
 	}
-	b.swap(ctx, w.th.Channel, t.trigger, mark)
+	// The message that asked: a reply's (followUp recorded it when it
+	// sent it), else the thread's first.
+	b.mu.Lock()
+	trigger, ok := b.triggers[t.msg]
+	delete(b.triggers, t.msg)
+	b.mu.Unlock()
+	if !ok {
+		trigger = w.th.ThreadTS
+	}
+	b.swap(ctx, w.th.Channel, trigger, mark)
 }
 
