@@ -102,7 +102,7 @@ func (b *Bot) start(ctx context.Context, m message, rootTS string) {
 		ID: id, User: u.ID, Title: title(text), Repos: []session.RepoSpec{r.spec}, Prompt: text,
 		PromptKey: "slack:" + m.channel + ":" + m.ts, Agent: b.cfg.Agent, Model: b.cfg.Model,
 	})
-	if err != nil && !errors.Is(err, session.ErrConflict) {
+	if err != nil && !errors.Is(err, store.ErrConflict) { // a session with this id: made before
 		b.log.Warn("starting a session from Slack", "channel", m.channel, "ts", m.ts, "err", err)
 		b.say(ctx, m.channel, rootTS, "I couldn't start working on that: "+err.Error())
 		b.swap(ctx, m.channel, m.ts, "x")
