@@ -98,6 +98,7 @@ type Bot struct {
 	watching map[string]*watch      // session → its thread's watcher
 	triggers map[string]string      // message id → the Slack ts that sent it
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
+	updated  map[string]time.Time   // session → its last slack_update (mcp.go)
 }
 
 // New checks the token (auth.test) and returns the app; Start begins its
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	}
 	b := &Bot{cfg: cfg, api: cfg.API, st: cfg.Store, log: cfg.Logger.With("component", "slack"),
 		team: auth.TeamID, botUser: auth.UserID, botID: auth.BotID,
-		threads: map[string]*sync.Mutex{}, watching: map[string]*watch{}, triggers: map[string]string{}, users: map[string]cachedUser{}}
+		threads: map[string]*sync.Mutex{}, watching: map[string]*watch{}, triggers: map[string]string{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
 	b.rate = newRate(cfg.UpdateEvery)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil

@@ -250,4 +250,3 @@ func (b *Bot) swap(ctx context.Context, channel, ts, name string) {
 	b.unreact(ctx, channel, ts, "eyes")
 	b.react(ctx, channel, ts, name)
 }
-

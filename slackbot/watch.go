@@ -88,6 +88,7 @@ func (b *Bot) watchSession(th *store.SlackThread, after int64) {
 			wg.Wait()
 			b.mu.Lock()
 			delete(b.watching, th.Session)
+			delete(b.updated, th.Session)
 			b.mu.Unlock()
 		}()
 		w.follow(ctx, after)
@@ -408,4 +409,3 @@ func (w *watch) final(ctx context.Context, t *turnView, pr string) {
 	}
 	b.swap(ctx, w.th.Channel, trigger, mark)
 }
-

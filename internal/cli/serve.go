@@ -449,7 +449,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
 		},
-		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem,
+		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem, HostMCP: f.slack.hostMCP,
 		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
 			if !strings.HasPrefix(owner, "tok-") {
 				owner = ""

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/spf13/pflag"
 
+	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/slackbot"
+	"github.com/harvest-dev/harvest/store"
 )
 
 // slackFlags are harvest serve's Slack settings: files, never secrets on
@@ -20,6 +23,19 @@ type slackFlags struct {
 	botTokenFile, appTokenFile, signingSecretFile string
 	apiURL, agent, model                          string
 	updateEvery                                   time.Duration
+	// app is the Slack app once started: sessions' agents get its
+	// slack_update (hostMCP), those recovered before it starts included
+	// when their agent starts after.
+	app *atomic.Pointer[slackbot.Bot]
+}
+
+// hostMCP is session.Config.HostMCP: the Slack app's servers for a
+// session, once the app runs.
+func (s *slackFlags) hostMCP(sess *store.Session) []agent.MCPServer {
+	if b := s.app.Load(); b != nil {
+		return b.MCPServers(sess)
+	}
+	return nil
 }
 
 // slackSecretFlags are the flags naming secret files (redacted in
@@ -27,6 +43,7 @@ type slackFlags struct {
 var slackSecretFlags = []string{"slack-bot-token-file", "slack-app-token-file", "slack-signing-secret-file"}
 
 func (s *slackFlags) add(fl *pflag.FlagSet) {
+	s.app = &atomic.Pointer[slackbot.Bot]{}
 	fl.StringVar(&s.botTokenFile, "slack-bot-token-file", "", "a file holding the Slack app's bot token (xoxb-, mode 0600): Harvest's Slack app, a mention or a direct message starts a session in its thread")
 	fl.StringVar(&s.appTokenFile, "slack-app-token-file", "", "a file holding the Slack app's app-level token (xapp-, connections:write, mode 0600): events over Socket Mode (no public URL needed; the default way)")
 	fl.StringVar(&s.signingSecretFile, "slack-signing-secret-file", "", "a file holding the Slack app's signing secret (mode 0600): events, clicks and /harvest over HTTP at POST /v1/slack/events instead of (or besides) Socket Mode")
@@ -93,5 +110,6 @@ func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slac
 		b.Close()
 		return nil, err
 	}
+	s.app.Store(b)
 	return b, nil
 }

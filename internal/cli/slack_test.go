@@ -29,6 +29,19 @@ rules:
     reply:
       tool_calls: [{name: bash, input: {command: "sh test.sh"}}]
       usage: {input_tokens: 200, output_tokens: 20}
+  - name: reported
+    when: {last_user: "report progress", tool_result: "SCAN-DONE"}
+    reply: {text: "Reported.", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: scan
+    when: {last_user: "report progress", tool_result: "posted"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "` + slackScan + `"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
+  - name: update
+    when: {last_user: "report progress", tools: [mcp__slack__slack_update]}
+    reply:
+      tool_calls: [{name: mcp__slack__slack_update, input: {text: "Halfway there: the tests pass"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: msg
     when: {last_user_regexp: "msg"}
     reply: {text: "ok", usage: {input_tokens: 100, output_tokens: 10}}
@@ -38,6 +51,13 @@ rules:
       tool_calls: [{name: bash, input: {command: "until [ -e go ]; do sleep 0.01; done; echo released", timeout: 600000}}]
       usage: {input_tokens: 100, output_tokens: 10}
 `
+
+// slackScan dumps what the box could hold the Slack token in (its
+// environment and every process's, the process table) and lists the
+// files under the writable places that hold a Slack token (the pattern
+// does not match itself).
+const slackScan = `echo SCAN-START; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\\\0' '\\\\n'; ps -eo args; ` +
+	`echo FILES:; grep -rIl -e 'xox[b]-' -e 'xap[p]-' /workspace /home /tmp /run /etc /root 2>/dev/null; echo SCAN-DONE`
 
 // slackEnv is a Slack stand-in with people in #general, a harvest serve
 // whose Slack app it is, and a repository root holding calc.
