@@ -35,9 +35,19 @@ func (b *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST Slack's deliveries here", http.StatusMethodNotAllowed)
 		return
 	}
+	ct := r.Header.Get("Content-Type")
+	form := strings.HasPrefix(ct, "application/x-www-form-urlencoded")
+	if !form && !strings.HasPrefix(ct, "application/json") {
+		http.Error(w, "Slack sends application/json (events) or application/x-www-form-urlencoded (clicks, commands), not "+ct, http.StatusUnsupportedMediaType)
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil || len(body) > maxBody {
-		http.Error(w, "reading the body failed or it is over 1 MiB", http.StatusBadRequest)
+	if err != nil {
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > maxBody {
+		http.Error(w, "the body is over 1 MiB", http.StatusRequestEntityTooLarge)
 		return
 	}
 	if b.cfg.SigningSecret == "" {
@@ -54,7 +64,7 @@ func (b *Bot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the request's Slack signature or timestamp is not valid: "+err.Error(), http.StatusUnauthorized)
 		return
 	}
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+	if form {
 		b.serveForm(w, body)
 		return
 	}
