@@ -297,3 +297,38 @@ func TestSlackStorm(t *testing.T) {
 		t.Error("the storm refused no call")
 	}
 }
+
+// TestSlackDirectMessage: a direct message starts a session whose thread
+// is that message's: 👀, the final message there, ✅.
+func TestSlackDirectMessage(t *testing.T) {
+	se := newSlackEnv(t, slacksim.Options{})
+	se.serve(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	im, err := se.ss.OpenIM(se.alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := se.ss.Post(slacksim.PostSpec{User: se.alice.ID, Channel: im.ID, Text: "fix calc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		msg, _ := se.ss.Message(im.ID, m.TS)
+		var out []string
+		for _, r := range msg.Reactions {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	waitUntil(t, ctx, "the final message in the direct message's thread, and ✅", func() bool {
+		final := false
+		for _, r := range se.ss.Thread(im.ID, m.TS) {
+			final = final || (r.BotID != "" && strings.HasPrefix(r.Text, "Fixed calc"))
+		}
+		return final && slices.Contains(names(), "white_check_mark")
+	})
+	if n := len(se.slackSessions(t, ctx)); n != 1 {
+		t.Errorf("sessions: %d, want 1", n)
+	}
+}
