@@ -77,6 +77,13 @@ func (r *rate) call(ctx context.Context, fn func(ctx context.Context) error) err
 	}
 }
 
+// editAt is when channel's next edit may be made.
+func (r *rate) editAt(channel string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.edits[channel].Add(r.every)
+}
+
 // edit runs a chat.update of a message in channel, no sooner than every
 // after the channel's last one.
 func (r *rate) edit(ctx context.Context, channel string, fn func(ctx context.Context) error) error {

@@ -25,11 +25,11 @@ import (
 //	tool.started, todo      the progress message edited: the current step and the
 //	                        todo list (coalesced: at most one edit per UpdateEvery
 //	                        per channel, the latest state each time)
-//	turn.finished|cancelled the progress message's last edit (no button); after the
-//	|failed, then the       session's next state (the work is published by then:
-//	session's next state    pr.opened comes between), a final message: the summary,
-//	                        the pull request, Open in Harvest; ✅ or ❌ on the message
-//	                        that asked, in place of 👀
+//	turn.finished|cancelled after the session's next state (the work is published by
+//	|failed, then the       then: pr.opened comes between), a final message: the
+//	session's next state    summary, the pull request, Open in Harvest; ✅ or ❌ on the
+//	                        message that asked, in place of 👀; then the progress
+//	                        message's last edit (no button)
 //
 // The painter runs the thread's steps in order (a turn's final message
 // is never overtaken by the next turn's progress message); only the
@@ -202,7 +202,6 @@ func (w *watch) on(ev event.Event) bool {
 			t.result, t.summary = "failed", "The turn failed ("+string(p.Kind)+"): "+p.Error
 		}
 		w.dirty = false
-		w.steps = append(w.steps, func(ctx context.Context) { w.editProgress(ctx, t, true) })
 		w.ending = t // its final message after the session's next state (the work published)
 	case event.SessionState:
 		w.flushEndingLocked()
@@ -218,7 +217,10 @@ func (w *watch) flushEndingLocked() {
 	if t := w.ending; t != nil {
 		pr := w.pr
 		w.ending = nil
-		w.steps = append(w.steps, func(ctx context.Context) { w.final(ctx, t, pr) })
+		// The final message first: the progress message's last edit may
+		// wait for the channel's next edit.
+		w.steps = append(w.steps, func(ctx context.Context) { w.final(ctx, t, pr) },
+			func(ctx context.Context) { w.editProgress(ctx, t, true) })
 	}
 }
 
@@ -259,6 +261,23 @@ func (w *watch) paint(ctx context.Context) {
 			w.mu.Unlock()
 			continue
 		case dirty && t != nil:
+			// Not before the channel's next edit; a step that comes
+			// meanwhile goes first.
+			if at := w.b.rate.editAt(w.th.Channel); time.Now().Before(at) {
+				w.mu.Lock()
+				w.dirty = true
+				w.mu.Unlock()
+				tm := time.NewTimer(time.Until(at))
+				select {
+				case <-ctx.Done():
+					tm.Stop()
+					return
+				case <-w.kick:
+				case <-tm.C:
+				}
+				tm.Stop()
+				continue
+			}
 			w.editProgress(ctx, t, false)
 			continue
 		}
