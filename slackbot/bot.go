@@ -142,7 +142,7 @@ func (b *Bot) Start() error {
 			b.log.Warn("a Slack session without its thread", "session", s.ID, "err", err)
 			continue
 		}
-		b.watchSession(th, -1)
+		b.watchSession(th, th.Shown) // what the thread does not show yet
 	}
 	b.goFn(b.prune)
 	if b.cfg.SocketMode {

@@ -164,7 +164,7 @@ func (w *watch) on(ev event.Event) bool {
 	defer w.poke()
 	switch p := ev.Data.(type) {
 	case event.TurnStarted:
-		w.flushEndingLocked()
+		w.flushEndingLocked(ev.Seq)
 		t := &turnView{id: ev.Turn, msg: w.taken, step: "Starting"}
 		w.taken = ""
 		w.cur = t
@@ -204,7 +204,7 @@ func (w *watch) on(ev event.Event) bool {
 		w.dirty = false
 		w.ending = t // its final message after the session's next state (the work published)
 	case event.SessionState:
-		w.flushEndingLocked()
+		w.flushEndingLocked(ev.Seq)
 		if store.State(p.State).Ended() {
 			return true
 		}
@@ -212,14 +212,16 @@ func (w *watch) on(ev event.Event) bool {
 	return false
 }
 
-// flushEndingLocked queues the final message of the turn that ended.
-func (w *watch) flushEndingLocked() {
+// flushEndingLocked queues the final message of the turn that ended;
+// seq is the event that told, which the thread shows up to once it is
+// posted.
+func (w *watch) flushEndingLocked(seq int64) {
 	if t := w.ending; t != nil {
 		pr := w.pr
 		w.ending = nil
 		// The final message first: the progress message's last edit may
 		// wait for the channel's next edit.
-		w.steps = append(w.steps, func(ctx context.Context) { w.final(ctx, t, pr) },
+		w.steps = append(w.steps, func(ctx context.Context) { w.final(ctx, t, pr, seq) },
 			func(ctx context.Context) { w.editProgress(ctx, t, true) })
 	}
 }
@@ -376,7 +378,7 @@ func (w *watch) editProgress(ctx context.Context, t *turnView, over bool) {
 }
 
 // final posts a turn's final message and swaps 👀 for ✅ or ❌.
-func (w *watch) final(ctx context.Context, t *turnView, pr string) {
+func (w *watch) final(ctx context.Context, t *turnView, pr string, seq int64) {
 	b := w.b
 	text := firstNonEmpty(t.summary, "Done.")
 	if pr != "" {
@@ -427,4 +429,7 @@ func (w *watch) final(ctx context.Context, t *turnView, pr string) {
 		trigger = w.th.ThreadTS
 	}
 	b.swap(ctx, w.th.Channel, trigger, mark)
+	if err := b.st.SetSlackThreadShown(ctx, w.th.Session, seq-1); err != nil && ctx.Err() == nil {
+		b.log.Warn("recording what a thread shows", "session", w.th.Session, "err", err)
+	}
 }

@@ -23,6 +23,11 @@ func (b *bounded) PutSlackThread(ctx context.Context, t *SlackThread) error {
 	return done(b.Store.PutSlackThread(ctx, t))
 }
 
+func (b *bounded) SetSlackThreadShown(ctx context.Context, session string, seq int64) error {
+	ctx, done := Call(ctx, "SetSlackThreadShown")
+	return done(b.Store.SetSlackThreadShown(ctx, session, seq))
+}
+
 func (b *bounded) SlackThread(ctx context.Context, session string) (*SlackThread, error) {
 	ctx, done := Call(ctx, "SlackThread")
 	v, err := b.Store.SlackThread(ctx, session)

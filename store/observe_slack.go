@@ -28,6 +28,13 @@ func (o *observed) PutSlackThread(ctx context.Context, t *SlackThread) error {
 	return err
 }
 
+func (o *observed) SetSlackThreadShown(ctx context.Context, session string, seq int64) error {
+	start := time.Now()
+	err := o.Store.SetSlackThreadShown(ctx, session, seq)
+	o.o.StoreOp("SetSlackThreadShown", time.Since(start), err)
+	return err
+}
+
 func (o *observed) SlackThread(ctx context.Context, session string) (*SlackThread, error) {
 	start := time.Now()
 	v, err := o.Store.SlackThread(ctx, session)

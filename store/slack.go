@@ -21,7 +21,11 @@ type SlackThread struct {
 	// thread's.
 	ThreadTS string `json:"thread_ts"`
 	// User is the Slack user who started it.
-	User      string    `json:"user"`
+	User string `json:"user"`
+	// Shown is the seq of the session's last event the thread shows the
+	// end of (a turn's final message was posted after it): after a
+	// restart the app follows the session from there.
+	Shown     int64     `json:"shown"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -47,6 +51,10 @@ type Slack interface {
 	// PutSlackThread records the thread of a session; a session that has
 	// one is ErrConflict.
 	PutSlackThread(ctx context.Context, t *SlackThread) error
+	// SetSlackThreadShown records a thread's Shown (a smaller seq than
+	// the one recorded is kept out); a session without a thread is
+	// ErrNotFound.
+	SetSlackThreadShown(ctx context.Context, session string, seq int64) error
 	// SlackThread reads a session's thread, or ErrNotFound.
 	SlackThread(ctx context.Context, session string) (*SlackThread, error)
 	// SetSlackChannel records (or replaces) a channel's default

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -332,4 +333,42 @@ func TestSlackDirectMessage(t *testing.T) {
 	if n := len(se.slackSessions(t, ctx)); n != 1 {
 		t.Errorf("sessions: %d, want 1", n)
 	}
+}
+
+// TestSlackRestart: harvest serve stops in the middle of a turn and
+// starts again: its Slack app follows the session from what the thread
+// showed, so the interrupted turn gets its final message (❌), and a
+// reply in the thread after the restart is a follow-up.
+func TestSlackRestart(t *testing.T) {
+	se := newSlackEnv(t, slacksim.Options{})
+	se.serve(t, false, "--shutdown-grace", "0s")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := se.post(t, se.alice, se.mention()+" long task in calc", "")
+	waitUntil(t, ctx, "the progress message at the bash step", func() bool {
+		for _, r := range se.botReplies(m.TS) {
+			if strings.Contains(r.Text, "bash") {
+				return true
+			}
+		}
+		return false
+	})
+	if err := se.s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := se.s.wait(); err != nil {
+		t.Fatalf("harvest serve after SIGTERM: %v\n%s", err, se.s.stderr)
+	}
+	se.serve(t, false, "--shutdown-grace", "0s")
+	final := se.waitFinal(t, ctx, m.TS, 1)
+	if !strings.Contains(final.Text, "interrupted") {
+		t.Errorf("the interrupted turn's final message: %q", final.Text)
+	}
+	waitUntil(t, ctx, "❌ on the mention", func() bool { return slices.Contains(se.reactions(m.TS), "x") })
+	r := se.post(t, se.alice, "msg after the restart", m.TS)
+	final2 := se.waitFinal(t, ctx, m.TS, 2)
+	if !strings.HasPrefix(final2.Text, "ok") {
+		t.Errorf("the follow-up's final message: %q", final2.Text)
+	}
+	waitUntil(t, ctx, "✅ on the reply", func() bool { return slices.Contains(se.reactions(r.TS), "white_check_mark") })
 }

@@ -454,6 +454,7 @@ CREATE TABLE slack_threads (
 	channel    TEXT NOT NULL,
 	thread_ts  TEXT NOT NULL,
 	slack_user TEXT NOT NULL DEFAULT '',
+	shown      INTEGER NOT NULL DEFAULT 0,   -- the seq the thread shows the turns up to
 	created_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE slack_channels (

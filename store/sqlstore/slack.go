@@ -55,8 +55,8 @@ func (s *Store) PutSlackThread(ctx context.Context, t *store.SlackThread) error 
 		c.CreatedAt = s.now()
 	}
 	err := s.write(ctx, "put slack thread "+t.Session, func(tx Querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO slack_threads (session_id, team, channel, thread_ts, slack_user, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			c.Session, c.Team, c.Channel, c.ThreadTS, c.User, s.d.Time(c.CreatedAt))
+		_, err := tx.Exec(ctx, `INSERT INTO slack_threads (session_id, team, channel, thread_ts, slack_user, shown, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			c.Session, c.Team, c.Channel, c.ThreadTS, c.User, c.Shown, s.d.Time(c.CreatedAt))
 		if s.d.IsDuplicate(err) {
 			return fmt.Errorf("session %s has a slack thread: %w", c.Session, store.ErrConflict)
 		}
@@ -71,14 +71,32 @@ func (s *Store) PutSlackThread(ctx context.Context, t *store.SlackThread) error 
 	return err
 }
 
+// SetSlackThreadShown records a thread's Shown, never lowering it.
+func (s *Store) SetSlackThreadShown(ctx context.Context, session string, seq int64) error {
+	return s.write(ctx, "set slack thread shown "+session, func(tx Querier) error {
+		var n int64
+		err := tx.QueryRow(ctx, `SELECT count(*) FROM slack_threads WHERE session_id = ?`, session).Scan(&n)
+		if err != nil {
+			return s.errorf("set slack thread shown %s: %w", session, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("slack thread of session %s: %w", session, store.ErrNotFound)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE slack_threads SET shown = ? WHERE session_id = ? AND shown < ?`, seq, session, seq); err != nil {
+			return s.errorf("set slack thread shown %s: %w", session, err)
+		}
+		return nil
+	})
+}
+
 // SlackThread reads a session's thread.
 func (s *Store) SlackThread(ctx context.Context, session string) (*store.SlackThread, error) {
 	var (
 		t       store.SlackThread
 		created Time
 	)
-	err := s.reader().QueryRow(ctx, `SELECT session_id, team, channel, thread_ts, slack_user, created_at FROM slack_threads WHERE session_id = ?`, session).
-		Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &created)
+	err := s.reader().QueryRow(ctx, `SELECT session_id, team, channel, thread_ts, slack_user, shown, created_at FROM slack_threads WHERE session_id = ?`, session).
+		Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &t.Shown, &created)
 	if isNoRows(err) {
 		return nil, fmt.Errorf("slack thread of session %s: %w", session, store.ErrNotFound)
 	}

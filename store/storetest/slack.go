@@ -54,6 +54,17 @@ func testSlack(t *testing.T, open func(t *testing.T) store.Store) {
 	if *got != want {
 		t.Errorf("SlackThread: %+v, want %+v", *got, want)
 	}
+	for _, seq := range []int64{7, 5} {
+		if err := st.SetSlackThreadShown(ctx, "s1", seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := st.SlackThread(ctx, "s1"); err != nil || got.Shown != 7 {
+		t.Errorf("Shown after 7 then 5: %+v, %v; want 7 (never lowered)", got, err)
+	}
+	if err := st.SetSlackThreadShown(ctx, "s2", 1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetSlackThreadShown of a session without a thread: %v, want ErrNotFound", err)
+	}
 	if _, err := st.SlackThread(ctx, "s2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("SlackThread of a session without one: %v, want ErrNotFound", err)
 	}

@@ -12,6 +12,7 @@ CREATE TABLE slack_threads (
 	channel    text NOT NULL,
 	thread_ts  text NOT NULL,
 	slack_user text NOT NULL DEFAULT '',
+	shown      bigint NOT NULL DEFAULT 0,   -- the seq the thread shows the turns up to
 	created_at timestamptz NOT NULL
 );
 CREATE TABLE slack_channels (
