@@ -38,7 +38,6 @@ type Store interface {
 	store.Slack
 	GetSession(ctx context.Context, id string) (*store.Session, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
-	LastSeq(ctx context.Context, session string) (int64, error)
 	// People: Slack accounts are users (people.go).
 	UserByIdentity(ctx context.Context, kind, issuer, subject string) (*store.User, error)
 	AddIdentity(ctx context.Context, i *store.Identity) error

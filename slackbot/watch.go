@@ -68,7 +68,8 @@ type turnView struct {
 }
 
 // watchSession starts the watcher of a session's thread unless it has
-// one. after is the seq to follow from (-1: from now).
+// one. after is the seq to follow from: what the thread shows already
+// (store.SlackThread.Shown).
 func (b *Bot) watchSession(th *store.SlackThread, after int64) {
 	b.mu.Lock()
 	if b.watching[th.Session] != nil || b.closed {
@@ -98,13 +99,6 @@ func (b *Bot) watchSession(th *store.SlackThread, after int64) {
 // follow reads the session's events until it ends (or the Bot closes).
 func (w *watch) follow(ctx context.Context, after int64) {
 	b := w.b
-	if after < 0 {
-		seq, err := b.st.LastSeq(ctx, w.th.Session)
-		if err != nil {
-			b.log.Warn("reading a session's last event", "session", w.th.Session, "err", err)
-		}
-		after = seq
-	}
 	for ctx.Err() == nil {
 		sub, err := b.cfg.Sessions.Subscribe(ctx, Owner, w.th.Session, after)
 		if err != nil {
