@@ -93,7 +93,7 @@ type Bot struct {
 
 	mu       sync.Mutex
 	closed   bool
-	threads  map[string]*sync.Mutex // thread key → held while one of its events is handled
+	threads  map[string]*threadLock // thread key → held while one of its events is handled
 	watching map[string]*watch      // session → its thread's watcher
 	triggers map[string]string      // message id → the Slack ts that sent it
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	}
 	b := &Bot{cfg: cfg, api: cfg.API, st: cfg.Store, log: cfg.Logger.With("component", "slack"),
 		team: auth.TeamID, botUser: auth.UserID, botID: auth.BotID,
-		threads: map[string]*sync.Mutex{}, watching: map[string]*watch{}, triggers: map[string]string{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
+		threads: map[string]*threadLock{}, watching: map[string]*watch{}, triggers: map[string]string{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
 	b.rate = newRate(cfg.UpdateEvery)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
@@ -197,17 +197,32 @@ func (b *Bot) sessionID(channel, ts string) string {
 	return session.DerivedID("slack\x00" + b.threadKey(channel, ts))
 }
 
-// lockThread serializes the handling of one thread's events.
+// threadLock is a thread's lock, with how many hold or wait for it.
+type threadLock struct {
+	mu sync.Mutex
+	n  int
+}
+
+// lockThread serializes the handling of one thread's events; the
+// function it returns unlocks (and forgets a lock nobody waits for).
 func (b *Bot) lockThread(key string) func() {
 	b.mu.Lock()
-	m := b.threads[key]
-	if m == nil {
-		m = &sync.Mutex{}
-		b.threads[key] = m
+	l := b.threads[key]
+	if l == nil {
+		l = &threadLock{}
+		b.threads[key] = l
 	}
+	l.n++
 	b.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		b.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(b.threads, key)
+		}
+		b.mu.Unlock()
+	}
 }
 
 // firstSeen records an event id; false when it was seen before (a retry,
