@@ -156,6 +156,11 @@ type Config struct {
 	// given to every session's agent next to its repositories' .mcp.json
 	// ones; a remote one's Headers (its credentials) stay on the host.
 	MCP []agent.MCPServer
+	// HostMCP, when set, gives a session's agent more host-side MCP
+	// servers (each a Handler, bridged into the box like the memory's):
+	// the Slack app's slack_update for the sessions it started. Asked
+	// each time an agent starts; nil or empty for none.
+	HostMCP func(s *store.Session) []agent.MCPServer
 	// MCPSecrets returns the secrets (NAME=VALUE, all of them, not only
 	// those for sessions) of a session's repository and owner, for the
 	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are

@@ -513,6 +513,7 @@ var (
 	_ Audit          = Store(nil)
 	_ EventRetention = Store(nil)
 	_ Teams          = Store(nil)
+	_ Slack          = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -605,6 +606,7 @@ type Store interface {
 	Teams
 	SignIns
 	EventRetention
+	Slack
 
 	Close() error
 }

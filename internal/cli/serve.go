@@ -29,6 +29,7 @@ import (
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/server/cluster"
 	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/slackbot"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/telemetry"
 	"github.com/harvest-dev/harvest/web"
@@ -62,6 +63,7 @@ type serveFlags struct {
 	noDisks    bool
 	minFree    string
 	github     githubFlags
+	slack      slackFlags
 	signIn     signInFlags
 	refresh    time.Duration
 	retention  string
@@ -189,6 +191,7 @@ checked.`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
+	f.slack.add(fl)
 	f.signIn.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see docs/environments.md)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see docs/agents.md#mcp-servers)")
@@ -208,7 +211,7 @@ checked.`,
 	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see docs/running-a-server.md#a-config-file)")
 	fl.BoolVar(&f.printCfg, "print-config", false, "print the effective settings (flags, --config, environment, defaults) as a config file, secrets redacted, and exit")
 	annotate(fl, "egress-internal", configAnnotation, configKeyValue)
-	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file", "github-client-secret-file", "oidc-client-secret-file"} {
+	for _, name := range append([]string{"github-app-key", "github-token-file", "github-webhook-secret-file", "github-client-secret-file", "oidc-client-secret-file"}, slackSecretFlags...) {
 		annotate(fl, name, configAnnotation, configSecretFile)
 	}
 	annotate(fl, "data", envAnnotation, "HARVEST_HOME")
@@ -453,7 +456,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
 		},
-		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem,
+		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem, HostMCP: f.slack.hostMCP,
 		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
 			if !strings.HasPrefix(owner, "tok-") {
 				owner = ""
@@ -479,7 +482,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	// Shutdown order: the API (Drain, Shutdown), then the runners, then the
 	// journal (which flushes), then the sandbox providers, then the store.
+	var slackApp *slackbot.Bot // closed first: its watchers follow the sessions
 	closeAll := func(ctx context.Context) {
+		if slackApp != nil {
+			slackApp.Close()
+		}
 		if err := mgr.Close(ctx); err != nil {
 			logger.Error("stopping the sessions", "err", err)
 		}
@@ -573,6 +580,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	var slackEvents http.Handler
+	if slackApp, err = f.slack.start(cmd.Context(), st, mgr, rules, rootPaths, ghsvc != nil, f.github.publicURL, logger); err != nil {
+		closeAll(hard)
+		return exitCode(2, err)
+	} else if slackApp != nil && f.slack.signingSecretFile != "" {
+		slackEvents = slackApp
+	}
 	signIn, err := f.signIn.config(&f.github)
 	if err != nil {
 		closeAll(hard)
@@ -587,7 +601,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		follow = followBus(bus)
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries, SlackEvents: slackEvents,
 		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, SignIn: signIn, Access: rules,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {

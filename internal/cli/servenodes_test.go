@@ -491,7 +491,7 @@ func checkFollowed(t *testing.T, ctx context.Context, c *client.Client, f *liveF
 }
 
 // waitUntil waits until cond holds.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+func waitUntil(t testing.TB, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

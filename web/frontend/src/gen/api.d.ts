@@ -813,6 +813,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/slack/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Slack's deliveries: event callbacks, clicks and slash commands (no token: the X-Slack-Signature v0 HMAC of the body with the signing secret authenticates them)
+         * @description Point the Slack app's Request URL, its Interactivity Request URL and the /harvest command's URL here when harvest serve runs with --slack-signing-secret-file instead of Socket Mode. A request whose signature is wrong or whose X-Slack-Request-Timestamp is more than 5 minutes from now gets a 401 and does nothing. A url_verification is answered with its challenge. An event's id is recorded before the 200, so a retry (X-Slack-Retry-Num) of one received is answered and not processed again. A slash command is answered in the response's body (ephemeral).
+         */
+        post: operations["slackEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory": {
         parameters: {
             query?: never;
@@ -3289,6 +3309,81 @@ export interface operations {
                 };
             };
             503: components["responses"]["Unavailable"];
+        };
+    };
+    slackEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+                "application/x-www-form-urlencoded": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Received (an event, a click), the url_verification's challenge (text/plain), or a slash command's answer (JSON: response_type and text) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/json": {
+                        response_type?: string;
+                        text?: string;
+                    };
+                };
+            };
+            /** @description Not a Slack delivery */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The signature is missing or wrong, or the timestamp is more than 5 minutes from now */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            404: components["responses"]["NotFound"];
+            /** @description Over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Neither application/json nor application/x-www-form-urlencoded */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The event could not be recorded: Slack sends it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
         };
     };
     listMemory: {
