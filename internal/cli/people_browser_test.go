@@ -18,7 +18,6 @@ import (
 	"github.com/harvest-dev/harvest/internal/testoidc"
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/sim/ghsim"
-	"github.com/harvest-dev/harvest/wire"
 )
 
 // TestPeopleInChromium is issue 27's acceptance in a real Chromium,
@@ -111,17 +110,7 @@ func TestPeopleInChromium(t *testing.T) {
 	gp.Shot("people-grace-admins-only")
 
 	// Ada comments on GitHub: the session is hers.
-	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest fix the failing test"}); err != nil {
-		t.Fatal(err)
-	}
-	var started *wire.Session
-	testbin.WaitFor(t, time.Minute, "the session the comment started", func() bool {
-		l, err := admin.ListSessions(ctx, client.ListOptions{})
-		if err == nil && len(l) == 1 {
-			started = l[0]
-		}
-		return started != nil && started.User != ""
-	})
+	started := adaAsks(t, ctx, g, admin)
 	id := started.ID
 	row := fmt.Sprintf(`document.querySelector('table.sessions tr[data-id=%q]')`, id)
 
