@@ -9,6 +9,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 )
@@ -196,8 +197,16 @@ func TestAuditLog(t *testing.T) {
 	if err := e.AliceC.Cancel(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.BobC.Cancel(ctx, v.ID); client.StatusOf(err) != http.StatusNotFound {
-		t.Fatalf("bob cancelling alice's session: %v", err)
+	// Bob's request claims to be forwarded for another address, vouched
+	// for by a token that is no node's: his own address is recorded.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/v1/sessions/"+v.ID+"/cancel", nil)
+	req.Header.Set("Authorization", "Bearer "+e.Bob)
+	req.Header.Set(server.ForwardedForHeader, "203.0.113.9")
+	req.Header.Set(server.NodeAuthHeader, "Bearer "+e.Alice)
+	if resp, err := e.Transport.RoundTrip(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("bob cancelling alice's session: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if err := e.AliceC.DeleteSession(ctx, v.ID); err != nil {
 		t.Fatal(err)

@@ -334,6 +334,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) *apiErr
 		return s.check(w, r, rt, c)
 	}
 	r, a := startAudit(r, action, c)
+	if ip := s.forwardedFor(r); ip != "" {
+		a.e.Remote = ip
+	}
 	e := s.check(w, r, rt, c)
 	s.finishAudit(a, e)
 	return e

@@ -548,12 +548,20 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return exitCode(exitHarvestError, fmt.Errorf("recovering the sessions: %w", err))
 	}
 
+	var nodeTok *cluster.Token
 	if node != nil {
-		// Tokens of nodes that died (server/cluster: "Node tokens").
+		// Tokens of nodes that died (server/cluster: "Node tokens"), and
+		// this node's own: forwarded requests and webhooks' messages for
+		// another node's session carry it.
 		sctx, stopSweep := context.WithCancel(context.Background())
 		swept := make(chan struct{})
 		go func() { defer close(swept); cluster.SweepTokens(sctx, st, cluster.TokenGrace, logger) }()
 		defer func() { stopSweep(); <-swept }()
+		if nodeTok, err = cluster.NewToken(cmd.Context(), st, node.ID, logger); err != nil {
+			closeAll(hard)
+			return exitCode(exitHarvestError, err)
+		}
+		defer nodeTok.Remove()
 	}
 	var webhook http.Handler
 	var deliveries server.GitHubDeliveries
@@ -562,13 +570,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		if node != nil {
 			// A delivery's message for a session another node owns is
 			// sent there, with this node's token (server/cluster: "Webhooks").
-			tok, err := cluster.NewToken(cmd.Context(), st, node.ID, logger)
-			if err != nil {
-				closeAll(hard)
-				return exitCode(exitHarvestError, err)
-			}
-			defer tok.Remove()
-			sessions = cluster.NewSessions(mgr, tok, node.ID, logger)
+			sessions = cluster.NewSessions(mgr, nodeTok, node.ID, logger)
 		}
 		hcfg := f.github.hooks
 		hcfg.Shared = node != nil
@@ -617,7 +619,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer stopMetrics()
-	hs := &http.Server{Handler: tel.tracing.Handler(nodeHandler(api, mgr, st, node, f, logger, stderr)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: tel.tracing.Handler(nodeHandler(api, mgr, st, node, nodeTok, f, logger, stderr)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

@@ -104,10 +104,10 @@ func addNodeFlags(fl *pflag.FlagSet, f *serveFlags) {
 
 // nodeHandler is the API, behind the forwarder with several nodes
 // (package server/cluster).
-func nodeHandler(api http.Handler, mgr *session.Manager, st store.Store, node *session.NodeConfig, f serveFlags, logger *slog.Logger, stderr io.Writer) http.Handler {
+func nodeHandler(api http.Handler, mgr *session.Manager, st store.Store, node *session.NodeConfig, tok *cluster.Token, f serveFlags, logger *slog.Logger, stderr io.Writer) http.Handler {
 	if node == nil {
 		return api
 	}
 	fmt.Fprintf(stderr, "harvest: node %s of several on the store, advertised at %s\n", node.ID, node.Addr)
-	return cluster.Forward(api, cluster.Config{Manager: mgr, Store: st, Node: *node, Streams: !f.natsFollow, Logger: logger, StoreTimeout: f.storeTime})
+	return cluster.Forward(api, cluster.Config{Manager: mgr, Store: st, Node: *node, Streams: !f.natsFollow, Logger: logger, StoreTimeout: f.storeTime, Token: tok})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,6 +230,7 @@ func TestFailFast(t *testing.T) {
 		}
 		checkEvents(t, s, evs)
 	}
+	checkForwardedAudit(t, ctx, clients["a"], simURL)
 
 	// The owner of a session pauses: a send through another node goes to
 	// the new owner once the lease moves; followers through the others
@@ -379,4 +381,40 @@ func waitDelivered(t *testing.T, ctx context.Context, c *client.Client, s *failS
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// checkForwardedAudit: the sends node a forwarded to the sessions' owners
+// are in the owners' audit entries with the test's own address (the host
+// side of the lab's bridge, where the sim listens too), not a's, and name
+// a as the forwarder.
+func checkForwardedAudit(t *testing.T, ctx context.Context, c *client.Client, simURL string) {
+	t.Helper()
+	u, err := url.Parse(simURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Hostname()
+	forwarded := 0
+	for cursor := ""; ; {
+		page, err := c.Audit(ctx, client.AuditOptions{Action: "session.send", Limit: 500, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range page.Entries {
+			if !strings.Contains(string(en.Detail), `"forwarded_by":"a-`) || en.Result != "ok" {
+				continue
+			}
+			forwarded++
+			if en.Remote != host {
+				t.Errorf("a send node a forwarded: audit entry %+v (%s) records %s, want the client's %s", en, en.Detail, en.Remote, host)
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if forwarded == 0 {
+		t.Error("no audit entry of a send node a forwarded")
+	}
+	t.Logf("OBSERVED audit: %d sends forwarded by node a recorded with the client's address %s", forwarded, host)
 }

@@ -152,6 +152,13 @@
 // (SweepTokens); a node whose token another node refuses as unknown makes
 // a new one (Token.renewIfGone).
 //
+// Every request B forwards carries B's token too, in its own header
+// (server.NodeAuthHeader), beside the client's address
+// (server.ForwardedForHeader): the owner's audit log records the client's
+// address when the token is a live node's (server/forwarded.go), and its
+// own peer's otherwise. The client's own Authorization is what the owner
+// authorizes the request by, as before.
+//
 // # Concurrency
 //
 // Forward's handler runs on net/http's goroutines. Each attempt of a

@@ -51,6 +51,11 @@ type Config struct {
 	// same flag): the forwarder's look-ups of the owner are bounded by it
 	// too (default server.DefaultStoreTimeout; negative: none).
 	StoreTimeout time.Duration
+	// Token is this node's own token: a forwarded request carries it to
+	// vouch for the client's address it names, which the owner's audit
+	// log then records (server/forwarded.go). Nil: the owner records this
+	// node's address.
+	Token *Token
 }
 
 // Forward puts api behind the forwarder: a request that acts on a running
@@ -72,7 +77,7 @@ func Forward(api http.Handler, cfg Config) http.Handler {
 	poll := min(max(ttl/20, 100*time.Millisecond), 500*time.Millisecond)
 	return &forwarder{mgr: cfg.Manager, st: cfg.Store, next: api, self: cfg.Node.ID, events: cfg.Streams,
 		every: poll, poll: poll, budget: budget, patience: ttl + ttl/3 + 2*time.Second,
-		leases: &leaseCache{st: cfg.Store, maxAge: poll}, log: log.With("component", "forward")}
+		leases: &leaseCache{st: cfg.Store, maxAge: poll}, token: cfg.Token, log: log.With("component", "forward")}
 }
 
 type forwarder struct {
@@ -92,7 +97,20 @@ type forwarder struct {
 	// takeover scan, and slack.
 	patience time.Duration
 	leases   *leaseCache
+	token    *Token // this node's (Config.Token), or nil
 	log      *slog.Logger
+}
+
+// mark marks a request this node forwards: by whom, and, vouched for by
+// this node's token, the client's address.
+func (f *forwarder) mark(pr *httputil.ProxyRequest) {
+	pr.Out.Header.Set(forwardedHeader, f.self)
+	pr.Out.Header.Del(server.ForwardedForHeader)
+	pr.Out.Header.Del(server.NodeAuthHeader)
+	if f.token != nil {
+		pr.Out.Header.Set(server.ForwardedForHeader, server.ClientIP(pr.In))
+		pr.Out.Header.Set(server.NodeAuthHeader, "Bearer "+f.token.current())
+	}
 }
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +161,7 @@ func (f *forwarder) create(w http.ResponseWriter, r *http.Request) {
 		Transport: forwardTransport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			pr.Out.Header.Set(forwardedHeader, f.self)
+			f.mark(pr)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			f.log.Warn("forwarding a new session to a node with room", "node", n.ID, "err", err)
@@ -228,7 +246,7 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, id string, o o
 		Transport: watched{f: f, id: id, lease: o.lease},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			pr.Out.Header.Set(forwardedHeader, f.self)
+			f.mark(pr)
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			// Nothing is written yet: the caller tries again.
