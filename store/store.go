@@ -513,6 +513,7 @@ var (
 	_ Audit          = Store(nil)
 	_ EventRetention = Store(nil)
 	_ Teams          = Store(nil)
+	_ Quotas         = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -603,6 +604,7 @@ type Store interface {
 	People
 	Audit
 	Teams
+	Quotas
 	SignIns
 	EventRetention
 
