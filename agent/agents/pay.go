@@ -135,7 +135,7 @@ func budgetOutcome(refused *refusals, turn func(emit func(event.Payload)) agent.
 			p.Kind, p.Error = event.FailBudget, "harvest: "+why.Error()
 			return p
 		case event.TurnFinished:
-			return event.TurnFailed{Kind: event.FailBudget, Error: "harvest: "+why.Error(), Usage: p.Usage, Cost: p.CostUSD}
+			return event.TurnFailed{Kind: event.FailBudget, Error: "harvest: " + why.Error(), Usage: p.Usage, Cost: p.CostUSD}
 		}
 		return p
 	}
@@ -157,7 +157,7 @@ func budgetOutcome(refused *refusals, turn func(emit func(event.Payload)) agent.
 		f.Kind, f.Error = event.FailBudget, "harvest: "+why.Error()
 		out.Failed = &f
 	case out.Finished != nil:
-		out = agent.Outcome{Failed: &event.TurnFailed{Kind: event.FailBudget, Error: "harvest: "+why.Error(), Usage: out.Finished.Usage, Cost: out.Finished.CostUSD}}
+		out = agent.Outcome{Failed: &event.TurnFailed{Kind: event.FailBudget, Error: "harvest: " + why.Error(), Usage: out.Finished.Usage, Cost: out.Finished.CostUSD}}
 	}
 	return out
 }
