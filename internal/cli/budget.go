@@ -120,7 +120,7 @@ func printBudget(w io.Writer, b *wire.Budget) {
 		return v
 	}
 	fmt.Fprintf(w, "%s %s\n", b.Scope, b.Subject)
-	fmt.Fprintf(w, "  daily spend:   $%.2f of %s today (%s UTC)\n", b.Today.SpentUSD, caps(fmt.Sprintf("$%.2f", b.DailyUSD), b.DailyUSD > 0), b.Today.Day)
+	fmt.Fprintf(w, "  daily spend:   %s of %s today (%s UTC)\n", usd(b.Today.SpentUSD), caps(usd(b.DailyUSD), b.DailyUSD > 0), b.Today.Day)
 	fmt.Fprintf(w, "  live sessions: %d of %s\n", b.Today.LiveSessions, caps(fmt.Sprint(b.MaxSessions), b.MaxSessions > 0))
 	if !b.Set {
 		fmt.Fprintf(w, "  no budget set (harvest %s budget set %s --daily-usd N --max-sessions N)\n", b.Scope, b.Subject)
@@ -187,4 +187,12 @@ func newBudgetClearCmd(conn *connFlags, scope string) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// usd formats dollars: cents from a dollar up, else four decimals.
+func usd(v float64) string {
+	if v >= 1 || v == 0 {
+		return fmt.Sprintf("$%.2f", v)
+	}
+	return fmt.Sprintf("$%.4f", v)
 }
