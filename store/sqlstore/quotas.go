@@ -140,3 +140,26 @@ func (s *Store) UseOf(ctx context.Context, scope, subject, day string) (store.Us
 	}
 	return u, nil
 }
+
+// DumpQuotas lists every budget (store.Copier).
+func (s *Store) DumpQuotas(ctx context.Context) ([]*store.Quota, error) {
+	rows, err := s.reader().Query(ctx, `SELECT `+quotaCols+` FROM quotas ORDER BY scope, subject`)
+	out, err := collect(rows, err, scanQuota)
+	if err != nil {
+		return nil, s.errorf("list budgets: %w", err)
+	}
+	return out, nil
+}
+
+// DumpSpend lists every user's spend of every day (store.Copier).
+func (s *Store) DumpSpend(ctx context.Context) ([]store.Spend, error) {
+	rows, err := s.reader().Query(ctx, `SELECT user_id, day, usd FROM spend ORDER BY user_id, day`)
+	out, err := collect(rows, err, func(r Row) (*store.Spend, error) {
+		var sp store.Spend
+		return &sp, r.Scan(&sp.User, &sp.Day, &sp.USD)
+	})
+	if err != nil {
+		return nil, s.errorf("list spend: %w", err)
+	}
+	return values(out), nil
+}
