@@ -17,7 +17,8 @@ import (
 // once. The session layer enforces both where they cannot be got round:
 //
 //   - Create refuses a session of a user whose live sessions are at a
-//     cap (a *BudgetError; the API's 429), before anything is stored;
+//     cap (a *BudgetError; the API's 429), before anything is stored, and
+//     Send a message that would resume a suspended one (not stored);
 //   - every model call of a session's agent is admitted by the session's
 //     payer first (agents.Payer: the model proxy for a CLI in the box,
 //     the host client for the builtin agent) and refused once the day's

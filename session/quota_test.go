@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -107,7 +106,8 @@ func testDailyBudget(t *testing.T, kind string) {
 
 // TestSessionCap: a user at a live-session cap of theirs, or of a team's,
 // gets a *BudgetError (ErrOverBudget) from Create naming the cap, and
-// nothing is stored; a session that ends makes room.
+// nothing is stored; a suspended session makes room, and its resume is
+// refused while the cap is reached.
 func TestSessionCap(t *testing.T) {
 	e := newEnv(t)
 	ctx := testbin.Context(t)
@@ -149,11 +149,21 @@ func TestSessionCap(t *testing.T) {
 	if ss, err := e.st.ListSessions(ctx, store.SessionFilter{}); err != nil || len(ss) != 2 {
 		t.Fatalf("%d sessions stored, %v; want the two admitted", len(ss), err)
 	}
-	// Ann's first session ends: there is room for her again.
-	if err := e.m.Delete(context.WithoutCancel(ctx), "", first.ID); err != nil {
-		t.Fatal(err)
-	}
+	// Ann's first session is suspended: not live, so there is room for
+	// her again; but resuming it would make two.
+	w := e.watch(first.ID)
+	w.Finished("t1")
+	w.State(store.StateIdle)
+	e.Clock.Advance(DefaultIdleTimeout)
+	w.State(store.StateSuspended)
 	if _, err := create("usr-ann"); err != nil {
-		t.Fatalf("Ann's session after her first was deleted: %v", err)
+		t.Fatalf("Ann's session while her first is suspended: %v", err)
+	}
+	_, err = e.m.Send(ctx, "owner-1", first.ID, "msg resume", "")
+	if !errors.As(err, &be) || be.Subject != "usr-ann" || !strings.Contains(err.Error(), "resuming session "+first.ID) {
+		t.Fatalf("resuming Ann's suspended session at her cap: %v, want her cap refusing", err)
+	}
+	if q, err := e.st.Messages(ctx, first.ID, store.MessageQueued); err != nil || len(q) != 0 {
+		t.Errorf("the refused message was stored: %d queued, %v", len(q), err)
 	}
 }
