@@ -120,44 +120,47 @@ func paying(open func(string) (*llm.Client, error), payer Payer, refused *refusa
 
 // budgetOutcome makes a turn during which the Payer refused a call end
 // as a budget failure with the refusal's message: the event the agent
-// emits and the outcome it returns.
+// emits and the outcome it returns. (An agent may emit from a goroutine
+// of its own: the refusal seen is kept under a lock.)
 func budgetOutcome(refused *refusals, turn func(emit func(event.Payload)) agent.Outcome, emit func(event.Payload)) agent.Outcome {
 	refused.take() // a refusal of an earlier turn is that turn's
-	var why error
-	rewrite := func(p event.Payload) event.Payload {
-		if why == nil {
-			if why = refused.take(); why == nil {
-				return p
+	var (
+		mu  sync.Mutex
+		why string
+	)
+	reason := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if why == "" {
+			if err := refused.take(); err != nil {
+				why = "harvest: " + err.Error()
 			}
 		}
-		switch p := p.(type) {
-		case event.TurnFailed:
-			p.Kind, p.Error = event.FailBudget, "harvest: "+why.Error()
-			return p
-		case event.TurnFinished:
-			return event.TurnFailed{Kind: event.FailBudget, Error: "harvest: " + why.Error(), Usage: p.Usage, Cost: p.CostUSD}
-		}
-		return p
+		return why
 	}
 	out := turn(func(p event.Payload) {
-		switch p.(type) {
-		case event.TurnFailed, event.TurnFinished:
-			p = rewrite(p)
+		switch v := p.(type) {
+		case event.TurnFailed:
+			if w := reason(); w != "" {
+				v.Kind, v.Error = event.FailBudget, w
+				p = v
+			}
+		case event.TurnFinished:
+			if w := reason(); w != "" {
+				p = event.TurnFailed{Kind: event.FailBudget, Error: w, Usage: v.Usage, Cost: v.CostUSD}
+			}
 		}
 		emit(p)
 	})
-	if why == nil {
-		if why = refused.take(); why == nil {
-			return out
-		}
-	}
+	w := reason()
 	switch {
+	case w == "":
 	case out.Failed != nil:
 		f := *out.Failed
-		f.Kind, f.Error = event.FailBudget, "harvest: "+why.Error()
+		f.Kind, f.Error = event.FailBudget, w
 		out.Failed = &f
 	case out.Finished != nil:
-		out = agent.Outcome{Failed: &event.TurnFailed{Kind: event.FailBudget, Error: "harvest: " + why.Error(), Usage: out.Finished.Usage, Cost: out.Finished.CostUSD}}
+		out = agent.Outcome{Failed: &event.TurnFailed{Kind: event.FailBudget, Error: w, Usage: out.Finished.Usage, Cost: out.Finished.CostUSD}}
 	}
 	return out
 }
