@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/agent/agents"
+	"github.com/harvest-dev/harvest/llm"
 	"github.com/harvest-dev/harvest/store"
 )
 
@@ -51,6 +52,9 @@ type BudgetError struct {
 	// else the live-session cap (Cap and Used in sessions).
 	Spend     bool
 	Cap, Used float64
+	// Unpriced, when set, is the session's model, which has no price: a
+	// daily cap cannot be held on it (Cap is the cap).
+	Unpriced string
 }
 
 func (e *BudgetError) Error() string {
@@ -59,6 +63,10 @@ func (e *BudgetError) Error() string {
 	if e.Scope == store.QuotaTeam {
 		who = "team " + e.Subject + " (of user " + e.User + ")"
 		set = "harvest team budget set " + e.Subject
+	}
+	if e.Unpriced != "" {
+		return fmt.Sprintf("Harvest has no price for model %s, so the daily model budget of %s (%s) cannot be held; use a priced model, or ask an admin to remove the daily cap (%s --daily-usd 0 with --max-sessions, or harvest %s budget clear %s)",
+			e.Unpriced, who, dollars(e.Cap), set, e.Scope, e.Subject)
 	}
 	if e.Spend {
 		return fmt.Sprintf("the daily model budget of %s is spent: %s of %s today (UTC); it starts again at 00:00 UTC, or an admin can raise it (%s --daily-usd N)",
@@ -105,6 +113,35 @@ func overBudget(ctx context.Context, st store.Store, user string, now time.Time,
 		case !spend && use.LiveSessions >= q.MaxSessions:
 			e.Cap, e.Used = float64(q.MaxSessions), float64(use.LiveSessions)
 			return e
+		}
+	}
+	return nil
+}
+
+// unpricedCap is a *BudgetError when user has a daily cap and model
+// (Harvest's "endpoint/model") has no price in prices: its calls would
+// cost nothing, and the cap would never be reached.
+func unpricedCap(ctx context.Context, st store.Store, user, model string, prices *llm.PriceTable) error {
+	if user == "" {
+		return nil
+	}
+	_, id, err := llm.ParseModel(model)
+	if err != nil {
+		return nil // the agent says what is wrong with it
+	}
+	if prices == nil {
+		prices = llm.DefaultPrices
+	}
+	if _, ok := prices.Lookup(id); ok {
+		return nil
+	}
+	qs, err := st.QuotasOf(ctx, user)
+	if err != nil {
+		return fmt.Errorf("reading the budgets of user %s: %w", user, err)
+	}
+	for _, q := range qs {
+		if q.DailyUSD > 0 {
+			return &BudgetError{Scope: q.Scope, Subject: q.Subject, User: user, Spend: true, Cap: q.DailyUSD, Unpriced: model}
 		}
 	}
 	return nil

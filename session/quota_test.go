@@ -167,3 +167,28 @@ func TestSessionCap(t *testing.T) {
 		t.Errorf("the refused message was stored: %d queued, %v", len(q), err)
 	}
 }
+
+// TestUnpricedModelUnderCap: a daily cap cannot be held on a model with
+// no price (its calls would cost nothing): a turn of a capped user on one
+// is refused at its start, saying so; a user with no cap runs it.
+func TestUnpricedModelUnderCap(t *testing.T) {
+	e := newEnv(t)
+	ctx := testbin.Context(t)
+	if err := e.st.CreateUser(ctx, &store.User{ID: "usr-ann", Name: "Ann", Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.SetQuota(ctx, &store.Quota{Scope: store.QuotaUser, Subject: "usr-ann", DailyUSD: 5}); err != nil {
+		t.Fatal(err)
+	}
+	const model = "anthropic/claude-unpriced-test-1"
+	v := e.create("msg one", func(r *CreateRequest) { r.User, r.Model = "usr-ann", model })
+	w := e.watch(v.ID)
+	if f := stacktest.Typed[event.TurnFailed](w, "t1", func(event.TurnFailed) bool { return true }); f.Kind != event.FailBudget ||
+		!strings.Contains(f.Error, "no price for model "+model) || !strings.Contains(f.Error, "user usr-ann ($5.00)") {
+		t.Fatalf("a capped user's turn on an unpriced model failed with %+v, want kind budget saying why", f)
+	}
+	other := e.create("msg two", func(r *CreateRequest) { r.Model = model })
+	if f := e.watch(other.ID).Finished("t1"); f.Result != "ok" {
+		t.Fatalf("a turn with no budget on an unpriced model finished with %+v", f)
+	}
+}

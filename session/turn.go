@@ -97,13 +97,17 @@ func (r *runner) runTurn(msg *store.Message) error {
 	}
 	sink.last.Store(d.clock.Now().UnixNano())
 	turn := ag.Turn
-	if err := overBudget(tctx, d.st, r.s.User, d.clock.Now(), true); err != nil {
-		if be, ok := errors.AsType[*BudgetError](err); ok {
+	berr := overBudget(tctx, d.st, r.s.User, d.clock.Now(), true)
+	if berr == nil {
+		berr = unpricedCap(tctx, d.st, r.s.User, r.s.Model, d.cfg.Models.Prices)
+	}
+	if berr != nil {
+		if be, ok := errors.AsType[*BudgetError](berr); ok {
 			// Not started: the message is answered with why (quota.go).
 			turn = refusedTurn(r.s.Model, be)
 		} else {
 			// Each model call is admitted again (the payer).
-			r.log.Warn("the user's budgets could not be read before the turn", "err", err)
+			r.log.Warn("the user's budgets could not be read before the turn", "err", berr)
 		}
 	}
 	outc := make(chan agent.Outcome, 1)
