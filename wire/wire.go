@@ -45,7 +45,7 @@ const (
 	// (its live sessions); the message says which and who may raise it.
 	// Retrying does not help until a session ends or the cap is raised.
 	CodeOverBudget = "over_budget"
-	CodeInternal            = "internal" // 500: a bug or a failing store; the message says which
+	CodeInternal   = "internal" // 500: a bug or a failing store; the message says which
 )
 
 // ErrorBody is every error response: {"error":{"code","message"}}.
