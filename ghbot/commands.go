@@ -94,7 +94,7 @@ func (h *Hooks) allowed(ctx context.Context, c *github.Client, repo string, who 
 	}
 	switch perm {
 	case "admin", "maintain", "write":
-		return "", nil
+		return h.disabled(ctx, who)
 	case "":
 		return "@" + login + " has no access to this repository", nil
 	}
@@ -151,6 +151,9 @@ func (h *Hooks) runCommand(ctx context.Context, c *github.Client, d *store.Deliv
 		text := fmt.Sprintf("@%s ⏹️ Stopped the current turn of session %s. Queued requests wait; mention me with a task to go on.", who.GetLogin(), h.sessionRef(s.ID))
 		if err != nil {
 			text = fmt.Sprintf("@%s Session %s has ended already: there is nothing to stop.", who.GetLogin(), h.sessionRef(s.ID))
+		} else {
+			h.auditBy(ctx, who, store.AuditEntry{Action: "session.cancel", Target: s.ID, Result: store.AuditOK,
+				Detail: auditDetail(map[string]any{"delivery": d.ID, "repo": repo, "number": num, "login": who.GetLogin()})})
 		}
 		return "stopped the turn of session " + s.ID, h.reply(ctx, c, repo, num, d.ID, text)
 	}

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/google/go-github/v75/github"
 
 	"github.com/harvest-dev/harvest/store"
 )
@@ -23,9 +26,13 @@ import (
 // refused, as their tokens are.
 //
 // What the webhooks do is in the audit log (channel github): a session
-// started (session.create, the requester's user) and a request refused
-// (github.refuse, the sender's user when they are one). Refusals of
-// deliveries themselves (a bad signature) are the API's to record.
+// started (session.create, the requester's user), a comment, review or
+// review comment sent to a session (session.send, its author's user;
+// failed checks, no user's), a
+// turn stopped (session.cancel) and a request refused (github.refuse, the
+// sender's user when they are one). Refusals of deliveries themselves (a
+// bad signature) are the API's to record. A disabled user is refused
+// whatever they ask (allowed): a new session, a follow-up, a command.
 
 // PeopleStore is the part of the store that makes GitHub's people users
 // and records what webhooks do.
@@ -56,6 +63,39 @@ func (h *Hooks) requester(ctx context.Context, l *store.GitHubLink) (*store.User
 		h.log.Info("a GitHub account became a user", "login", l.Requester, "github_id", l.RequesterID, "user", u.ID, "role", u.Role)
 	}
 	return u, nil
+}
+
+// disabled is the refusal for who when their Harvest user is disabled
+// ("" when they have none or it is enabled). It does not make them a
+// user: only what they cause does.
+func (h *Hooks) disabled(ctx context.Context, who *github.User) (string, error) {
+	if who.GetID() <= 0 {
+		return "", nil
+	}
+	u, err := h.st.UserByIdentity(ctx, store.IdentityGitHub, "", strconv.FormatInt(who.GetID(), 10))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("the Harvest user of GitHub's @%s: %w", who.GetLogin(), err)
+	case u.Disabled:
+		return "your Harvest user is disabled", nil
+	}
+	return "", nil
+}
+
+// auditBy appends e as caused by who (their user, made at first sight),
+// or by nobody when who is nil (a check run, say).
+func (h *Hooks) auditBy(ctx context.Context, who *github.User, e store.AuditEntry) {
+	if who != nil {
+		u, err := h.requester(ctx, &store.GitHubLink{Requester: who.GetLogin(), RequesterID: who.GetID()})
+		if err != nil {
+			h.log.Error("the user of an audit entry", "action", e.Action, "login", who.GetLogin(), "err", err)
+		} else if u != nil {
+			e.User = u.ID
+		}
+	}
+	h.audit(ctx, e)
 }
 
 // audit appends e (channel github, now), logging a failure: the log

@@ -113,7 +113,7 @@ func (h *Hooks) onReview(ctx context.Context, d *store.Delivery, e *github.PullR
 		}
 	}
 	b.WriteString("\nAddress the review: commit on your branch and push.")
-	res, sent, err := h.followUp(ctx, d, s, b.String())
+	res, sent, err := h.followUp(ctx, d, s, who, b.String())
 	if err != nil || !sent {
 		if err == nil {
 			res = "ignored: session " + s.ID + " ended"
@@ -155,7 +155,7 @@ func (h *Hooks) onReviewComment(ctx context.Context, d *store.Delivery, e *githu
 	}
 	text := fmt.Sprintf("@%s commented on your pull request #%d, on %s line %d:\n\n%s\n\nThe diff there:\n\n```diff\n%s\n```\n\nAddress it: commit on your branch and push.",
 		who.GetLogin(), pr.GetNumber(), cm.GetPath(), line, quote(cm.GetBody()), cm.GetDiffHunk())
-	if _, sent, err := h.followUp(ctx, d, s, text); err != nil || !sent {
+	if _, sent, err := h.followUp(ctx, d, s, who, text); err != nil || !sent {
 		if err == nil {
 			return "ignored: session " + s.ID + " ended", nil
 		}
@@ -235,9 +235,12 @@ func (h *Hooks) onCheckSuite(ctx context.Context, d *store.Delivery, e *github.C
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", err
 	}
-	if _, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: key, Sender: Owner}); err != nil {
+	m, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: b.String(), Key: key, Sender: Owner})
+	if err != nil {
 		return "", err
 	}
+	h.audit(ctx, store.AuditEntry{Action: "session.send", Target: s.ID, Result: store.AuditOK,
+		Detail: auditDetail(map[string]any{"delivery": d.ID, "event": d.Event, "message": m.ID, "why": "failed checks"})})
 	if _, err := h.st.UpdateSession(ctx, s.ID, func(st *store.Session) error {
 		if st.GitHub == nil {
 			st.GitHub = &store.GitHubLink{Repo: full}

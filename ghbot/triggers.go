@@ -164,7 +164,7 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 		return h.runCommand(ctx, c, d, full, num, who, cmd, s)
 	}
 	if s != nil {
-		if res, sent, err := h.followUp(ctx, d, s, quoteRequest(who.GetLogin(), text)); err != nil || sent {
+		if res, sent, err := h.followUp(ctx, d, s, who, quoteRequest(who.GetLogin(), text)); err != nil || sent {
 			return res, err
 		}
 	}
@@ -196,8 +196,8 @@ func (h *Hooks) onComment(ctx context.Context, d *store.Delivery, repo *github.R
 // it, so a second processing stores nothing more), resuming s if it is
 // suspended. sent is false when s ended meanwhile: the caller starts a
 // new session instead.
-func (h *Hooks) followUp(ctx context.Context, d *store.Delivery, s *store.Session, text string) (result string, sent bool, err error) {
-	_, err = h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: text, Key: deliveryKeyPrefix + d.ID, Sender: Owner})
+func (h *Hooks) followUp(ctx context.Context, d *store.Delivery, s *store.Session, who *github.User, text string) (result string, sent bool, err error) {
+	m, err := h.sessions.SendMessage(ctx, "", s.ID, session.Outgoing{Text: text, Key: deliveryKeyPrefix + d.ID, Sender: Owner})
 	if errors.Is(err, session.ErrConflict) {
 		if cur, gerr := h.st.GetSession(ctx, s.ID); gerr == nil && cur.State.Ended() {
 			return "", false, nil
@@ -206,6 +206,8 @@ func (h *Hooks) followUp(ctx context.Context, d *store.Delivery, s *store.Sessio
 	if err != nil {
 		return "", false, err
 	}
+	h.auditBy(ctx, who, store.AuditEntry{Action: "session.send", Target: s.ID, Result: store.AuditOK,
+		Detail: auditDetail(map[string]any{"delivery": d.ID, "event": d.Event, "message": m.ID, "login": who.GetLogin()})})
 	return "sent to session " + s.ID, true, nil
 }
 
@@ -297,7 +299,7 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 		if gerr != nil {
 			return "", gerr
 		}
-		res, sent, err := h.followUp(ctx, d, s, followUp)
+		res, sent, err := h.followUp(ctx, d, s, requesterOf(l), followUp)
 		if err == nil && !sent {
 			return "", fmt.Errorf("session %s, which held branch %s, ended meanwhile; trying again", held.Session, held.Branch)
 		}
@@ -412,6 +414,11 @@ func (h *Hooks) firstPrompt(repo string, is *github.Issue, l *store.GitHubLink, 
 		b.WriteString("\nCommit your changes on your branch and push them (git push); Harvest opens the pull request.")
 	}
 	return b.String()
+}
+
+// requesterOf is the GitHub account a link names as its requester.
+func requesterOf(l *store.GitHubLink) *github.User {
+	return &github.User{Login: github.Ptr(l.Requester), ID: github.Ptr(l.RequesterID)}
 }
 
 // quoteRequest is a follow-up comment as a message to the session.

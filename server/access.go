@@ -77,19 +77,27 @@ func accessFailed(err error) *apiError {
 // sessionFor reads session id for c, who needs level need on it: 404 when
 // c may not read it, 403 when c reads it and need is write.
 func (s *Server) sessionFor(r *http.Request, c caller, id string, need authz.Level) (*session.View, *apiError) {
+	v, _, e := s.sessionLevel(r, c, id, need)
+	return v, e
+}
+
+// sessionLevel is sessionFor that also says c's level on the session (at
+// least need), which GET /v1/sessions/{id} tells the caller ("access"),
+// so a page shows the controls they may use.
+func (s *Server) sessionLevel(r *http.Request, c caller, id string, need authz.Level) (*session.View, authz.Level, *apiError) {
 	v, err := s.cfg.Manager.Get(r.Context(), "", id)
 	if err != nil {
-		return nil, fromManager(err)
+		return nil, 0, fromManager(err)
 	}
 	if c.admin() {
-		return v, nil
+		return v, authz.Write, nil
 	}
 	chk := s.access.For(c.subject())
 	l, err := chk.Session(r.Context(), v.Session)
 	if err != nil {
 		e := accessFailed(err)
 		s.auditRefusal(r, c, id, e, need)
-		return nil, e
+		return nil, 0, e
 	}
 	var e *apiError
 	switch {
@@ -107,10 +115,10 @@ func (s *Server) sessionFor(r *http.Request, c caller, id string, need authz.Lev
 		}
 		e = errorf(http.StatusForbidden, CodeForbidden, why)
 	default:
-		return v, nil
+		return v, l, nil
 	}
 	s.auditRefusal(r, c, id, e, need)
-	return nil, e
+	return nil, 0, e
 }
 
 // whyNotWrite says, for a refusal, why the first repository of s that is

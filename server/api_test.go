@@ -134,6 +134,13 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			check(name+" on a server without GitHub", status, info, expect{404, server.CodeNotFound, "this server has no GitHub configured"})
 			continue
 		}
+		if op.path == "/v1/slack/events" {
+			// Signed, not bearer-authenticated; this server has no Slack
+			// (internal/cli's Slack tests have one).
+			status, info, _ := e.doRaw(op.method, path, "", "", nil)
+			check(name+" on a server without Slack", status, info, expect{404, server.CodeNotFound, "this server takes no Slack events over HTTP"})
+			continue
+		}
 		if op.path == "/v1/auth/session" && op.open {
 			// Signing in takes a token in its body (websession_test.go).
 			status, info, _ := e.doRaw(op.method, path, "", "", nil)

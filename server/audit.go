@@ -62,6 +62,7 @@ var audited = map[string]string{
 	"POST /v1/environments":                  "environment.prepare",
 	"POST /v1/github/webhook":                "github.webhook",
 	"POST /v1/github/deliveries/{id}/replay": "github.replay",
+	"POST /v1/slack/events":                  "slack.events",
 	"PUT /v1/memory/entity":                  "memory.put",
 	"DELETE /v1/memory/entity":               "memory.delete",
 }

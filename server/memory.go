@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/memory"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
@@ -21,10 +22,13 @@ import (
 // (a directory on the server, a git URL). owner is "" (the memory every
 // session on the repository shares), "me", or, for an admin, a token id.
 //
-// Who may: an admin token, any repository; a user token, the
-// repositories of its own sessions (memory is what agents learned about a
-// repository's code, so whoever may run sessions on it may read and
-// correct it), and an owner scope only its own.
+// Who may: an admin, any repository; another user, by their level on the
+// repository (package authz, as for its sessions): read to read and search
+// it, write to edit and delete entries (memory is what agents learned about
+// a repository's code, so whoever may run sessions on it may correct it).
+// The repository is one of their user's sessions' (which also says what a
+// directory source resolved to), or a GitHub repository GitHub lets them
+// read. An owner scope is only the token's own.
 
 var githubName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
 
@@ -38,7 +42,7 @@ func (s *Server) memoryOn() *apiError {
 
 // memoryScope reads and checks repo and owner of a memory request's
 // query, and the other parameters against allowed.
-func (s *Server) memoryScope(r *http.Request, c caller, allowed ...string) (memory.Scope, *apiError) {
+func (s *Server) memoryScope(r *http.Request, c caller, need authz.Level, allowed ...string) (memory.Scope, *apiError) {
 	if e := memoryQuery(r, allowed...); e != nil {
 		return memory.Scope{}, e
 	}
@@ -47,7 +51,7 @@ func (s *Server) memoryScope(r *http.Request, c caller, allowed ...string) (memo
 	if raw == "" {
 		return memory.Scope{}, invalid([]string{"repo is required: owner/name for a GitHub repository, or the source sessions name it by (a directory on the server, a git URL)"})
 	}
-	repo, e := s.memoryRepo(r, c, raw)
+	repo, e := s.memoryRepo(r, c, raw, need)
 	if e != nil {
 		return memory.Scope{}, e
 	}
@@ -88,7 +92,7 @@ func listTail(xs []string) string {
 
 // memoryRepo is the memory key of the repository raw names (the key
 // session.RepoKey gives its sessions), if the caller may use it.
-func (s *Server) memoryRepo(r *http.Request, c caller, raw string) (string, *apiError) {
+func (s *Server) memoryRepo(r *http.Request, c caller, raw string, need authz.Level) (string, *apiError) {
 	if len(raw) > 4096 || strings.ContainsFunc(raw, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return "", invalid([]string{"repo is not a repository's name: owner/name, or a source of at most 4096 bytes without control characters"})
 	}
@@ -103,24 +107,55 @@ func (s *Server) memoryRepo(r *http.Request, c caller, raw string) (string, *api
 	if isGitHub {
 		key = "github:" + strings.ToLower(gh)
 	}
-	// The caller's sessions say which repositories it uses, and what a
-	// source it gave resolved to (the admin's: every session).
-	ss, err := s.cfg.Manager.List(r.Context(), c.owner(), store.SessionFilter{})
+	// The caller's user's sessions say which repositories they use, and
+	// what a source they gave resolved to (the admin's: every session).
+	owner, f := c.owner(), store.SessionFilter{}
+	if !c.admin() && c.token.User != "" {
+		owner, f.User = "", c.token.User
+	}
+	ss, err := s.cfg.Manager.List(r.Context(), owner, f)
 	if err != nil {
 		return "", fromManager(err)
 	}
+	var found *store.Repo
 	for _, x := range ss {
-		for _, rp := range x.Repos {
-			k := session.RepoKey(rp)
-			if k == key || rp.Source == raw || (c.admin() && rp.Origin == raw) {
-				return k, nil
+		for i, rp := range x.Repos {
+			if k := session.RepoKey(rp); k == key || rp.Source == raw || (c.admin() && rp.Origin == raw) {
+				found, key = &x.Repos[i], k
+				break
 			}
+		}
+		if found != nil {
+			break
 		}
 	}
 	if c.admin() {
 		return key, nil
 	}
-	return "", errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("repo %s: token %s (%s) has run no session on it; a token reads the memory of the repositories of its sessions (an admin token, any)", raw, c.token.ID, c.token.Name))
+	if found == nil && isGitHub {
+		// A GitHub repository: whoever GitHub lets read it reads its
+		// memory, sessions of their own there or not.
+		found = &store.Repo{GitHub: gh}
+	}
+	if found == nil {
+		return "", errorf(http.StatusForbidden, CodeForbidden, fmt.Sprintf("repo %s: user %s has run no session on it; a user reads the memory of the repositories of their sessions and of the GitHub repositories they may read (an admin, any)", raw, c.token.User))
+	}
+	g, err := s.access.For(c.subject()).Repo(r.Context(), authz.RefOf(*found))
+	if err != nil {
+		return "", accessFailed(err)
+	}
+	if g.Level < need {
+		what := "read"
+		if need >= authz.Write {
+			what = "change"
+		}
+		why := fmt.Sprintf("repo %s: you may not %s its memory", raw, what)
+		if g.Why != "" {
+			why += " (" + g.Why + ")"
+		}
+		return "", errorf(http.StatusForbidden, CodeForbidden, why)
+	}
+	return key, nil
 }
 
 // memoryError maps an error of package memory to a response.
@@ -145,7 +180,7 @@ func (s *Server) listMemory(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := s.memoryOn(); e != nil {
 		return e
 	}
-	sc, e := s.memoryScope(r, c, "q", "name")
+	sc, e := s.memoryScope(r, c, authz.Read, "q", "name")
 	if e != nil {
 		return e
 	}
@@ -165,7 +200,7 @@ func (s *Server) exportMemory(w http.ResponseWriter, r *http.Request, c caller) 
 	if e := s.memoryOn(); e != nil {
 		return e
 	}
-	sc, e := s.memoryScope(r, c)
+	sc, e := s.memoryScope(r, c, authz.Read)
 	if e != nil {
 		return e
 	}
@@ -198,7 +233,7 @@ func (s *Server) putMemoryEntity(w http.ResponseWriter, r *http.Request, c calle
 	if e := decodeBody(r.Header.Get("Content-Type"), b, &req, true); e != nil {
 		return e
 	}
-	sc, e := s.memoryScope(r, c, "name")
+	sc, e := s.memoryScope(r, c, authz.Write, "name")
 	if e != nil {
 		return e
 	}
@@ -222,7 +257,7 @@ func (s *Server) deleteMemoryEntity(w http.ResponseWriter, r *http.Request, c ca
 	if e := noBodyAllowingQuery(r); e != nil {
 		return e
 	}
-	sc, e := s.memoryScope(r, c, "name")
+	sc, e := s.memoryScope(r, c, authz.Write, "name")
 	if e != nil {
 		return e
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/harvest-dev/harvest/event"
-	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 )
@@ -206,7 +205,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PrepareRequest":      reflect.TypeFor[wire.PrepareRequest](),
 		"EnvironmentList":     reflect.TypeFor[wire.EnvironmentList](),
 		"Usage":               reflect.TypeFor[event.Usage](),
-		"View":                reflect.TypeFor[session.View](),
+		"View":                reflect.TypeFor[wire.View](),
 		"Message":             reflect.TypeFor[store.Message](),
 		"SessionList":         reflect.TypeFor[SessionList](),
 		"EventPage":           reflect.TypeFor[EventPage](),

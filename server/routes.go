@@ -94,6 +94,8 @@ func (s *Server) table() []route {
 		{http.MethodGet, "/v1/github/deliveries", admin, s.listDeliveries},
 		{http.MethodPost, "/v1/github/deliveries/{id}/replay", admin, s.replayDelivery},
 
+		{http.MethodPost, "/v1/slack/events", public, s.slackEvents},
+
 		// Who may read and edit which repository's memory: memory.go.
 		{http.MethodGet, "/v1/memory", user, s.listMemory},
 		{http.MethodGet, "/v1/memory/export", user, s.exportMemory},
@@ -120,6 +122,29 @@ func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request, _ caller)
 		} else {
 			a.result = webhookRefusal(sw.status)
 			a.addDetail(map[string]any{"status": sw.status, "event": clip(r.Header.Get("X-GitHub-Event"), 60), "delivery": clip(r.Header.Get("X-GitHub-Delivery"), 60)})
+		}
+	}
+	return nil
+}
+
+// slackEvents hands Slack's deliveries to the Slack app (package
+// slackbot), which checks their signature itself.
+func (s *Server) slackEvents(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+	if s.cfg.SlackEvents == nil {
+		return errorf(http.StatusNotFound, CodeNotFound, "this server takes no Slack events over HTTP: start harvest serve with --slack-bot-token-file and --slack-signing-secret-file")
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	s.cfg.SlackEvents.ServeHTTP(sw, r)
+	if a := auditOf(r); a != nil {
+		// What the deliveries cause the Slack side records (channel
+		// slack); here, the refused ones (a bad signature, an old
+		// timestamp).
+		a.e.Channel = store.ChannelSlack
+		if sw.status < 400 {
+			a.done = true
+		} else {
+			a.result = webhookRefusal(sw.status)
+			a.addDetail(map[string]any{"status": sw.status, "retry": clip(r.Header.Get("X-Slack-Retry-Num"), 10)})
 		}
 	}
 	return nil
@@ -241,7 +266,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, c caller)
 		a.e.Target = v.ID
 	}
 	w.Header().Set("Location", "/v1/sessions/"+v.ID)
-	writeJSON(w, http.StatusCreated, c.view(v))
+	out := c.view(v)
+	out.Access = authz.Write.String() // one who may start it writes their own
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 
@@ -275,11 +302,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c caller) *a
 	if e := noQuery(r); e != nil {
 		return e
 	}
-	v, e := s.sessionFor(r, c, r.PathValue("id"), authz.Read)
+	v, l, e := s.sessionLevel(r, c, r.PathValue("id"), authz.Read)
 	if e != nil {
 		return e
 	}
-	writeJSON(w, http.StatusOK, c.view(v))
+	out := c.view(v)
+	out.Access = l.String()
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -106,6 +106,9 @@ type Config struct {
 	// GitHubDeliveries lists and replays the deliveries it stored (the
 	// same Hooks); nil answers 404.
 	GitHubDeliveries GitHubDeliveries
+	// SlackEvents receives POST /v1/slack/events (package slackbot's
+	// Bot, with a signing secret); nil answers 404.
+	SlackEvents http.Handler
 	// UI serves every path outside the API (/, the page's assets): the web
 	// UI, package web. Nil answers those with 404.
 	UI http.Handler

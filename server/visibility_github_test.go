@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,11 +12,13 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/authz"
+	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/internal/stacktest/apitest"
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sim/ghsim"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // ghClock is the clock GitHub's stand-in, gh and the permission cache
@@ -138,6 +141,33 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 			t.Errorf("%s: GET %s = %d %s", c.who.name, path, s, msg)
 		}
 	}
+
+	// The repository's memory follows the same levels, sessions of one's
+	// own there or not: bob (read) reads it but may not change it, eve
+	// (none) may not read it, alice (write) changes it.
+	mem := client.MemoryScope{Repo: "acme/calc"}
+	if _, err := alice.c.PutMemoryEntity(ctx, mem, "tests", wire.MemoryEntityRequest{Type: "procedure", Observations: []string{"run make test"}}); err != nil {
+		t.Errorf("alice (write) edits the memory of acme/calc: %v", err)
+	}
+	if g, err := bob.c.ListMemory(ctx, mem, ""); err != nil || len(g.Entities) != 1 {
+		t.Errorf("bob (read) reads the memory of acme/calc: %+v, %v; want alice's entry", g, err)
+	}
+	var ce *client.Error
+	if _, err := bob.c.PutMemoryEntity(ctx, mem, "tests", wire.MemoryEntityRequest{Type: "procedure", Observations: []string{"skip the tests"}}); !errors.As(err, &ce) || ce.Status != http.StatusForbidden || !strings.Contains(ce.Message, "may not change its memory") {
+		t.Errorf("bob (read) edits the memory of acme/calc: %v; want 403", err)
+	}
+	if _, err := eve.c.ListMemory(ctx, mem, ""); !errors.As(err, &ce) || ce.Status != http.StatusForbidden || !strings.Contains(ce.Message, "may not read its memory") {
+		t.Errorf("eve (no access) reads the memory of acme/calc: %v; want 403", err)
+	}
+	// Each is told what they may do, so a page shows only those controls.
+	for _, c := range []struct {
+		who  *person
+		want string
+	}{{alice, "write"}, {bob, "read"}} {
+		if v, err := c.who.c.GetSession(ctx, id); err != nil || v.Access != c.want {
+			t.Errorf("%s: GET %s says access %q (%v), want %q", c.who.name, path, v.Access, err, c.want)
+		}
+	}
 	if s, _, _ := status(eve, "GET", path+"/events"); s != 404 {
 		t.Errorf("eve's event stream: %d, want 404", s)
 	}
@@ -151,8 +181,8 @@ func TestWhoSeesWhatGitHub(t *testing.T) {
 			asked++
 		}
 	}
-	if asked != 2 {
-		t.Errorf("GitHub was asked %d times for bob's and eve's permissions, want 2 (answers cached)", asked)
+	if asked != 3 {
+		t.Errorf("GitHub was asked %d times for ada's (her memory edit), bob's and eve's permissions, want 3 (answers cached)", asked)
 	}
 
 	// bob's access is removed on GitHub: inside the cache's lifetime he

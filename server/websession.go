@@ -143,6 +143,11 @@ func checkCSRF(r *http.Request, secret string) *apiError {
 
 // signIn exchanges a token for the sign-in cookie.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request, _ caller) *apiError {
+	if a := auditOf(r); a != nil {
+		// A browser's sign-in, whatever it signs in with: the UI's, as
+		// one with GitHub or OIDC (no cookie yet says so).
+		a.e.Channel = store.ChannelUI
+	}
 	if e := noQuery(r); e != nil {
 		return e
 	}

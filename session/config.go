@@ -21,6 +21,7 @@ import (
 	"github.com/harvest-dev/harvest/sandbox/backends"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/objstore"
 	"github.com/harvest-dev/harvest/workspace"
 )
 
@@ -155,6 +156,11 @@ type Config struct {
 	// given to every session's agent next to its repositories' .mcp.json
 	// ones; a remote one's Headers (its credentials) stay on the host.
 	MCP []agent.MCPServer
+	// HostMCP, when set, gives a session's agent more host-side MCP
+	// servers (each a Handler, bridged into the box like the memory's):
+	// the Slack app's slack_update for the sessions it started. Asked
+	// each time an agent starts; nil or empty for none.
+	HostMCP func(s *store.Session) []agent.MCPServer
 	// MCPSecrets returns the secrets (NAME=VALUE, all of them, not only
 	// those for sessions) of a session's repository and owner, for the
 	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are
@@ -195,6 +201,12 @@ type Config struct {
 	// nodes (nodes_carry.go): 0 is DefaultCarryMax; below 0 nothing is carried,
 	// and the nodes must share the data directory.
 	CarryMax int64
+	// Checkpoints is the object store the carried workspaces' packs and
+	// manifests go to (package store/objstore; nodes_objects.go): nil is
+	// a directory below DataDir (DefaultCheckpointDir), which only nodes
+	// sharing it reach: nodes on separate machines need one store they
+	// all reach, an S3 bucket.
+	Checkpoints objstore.Store
 	// CleanEvery is how often the Manager collects what it no longer
 	// needs (nodes_gc.go): stale workspace copies and disks, and dead
 	// nodes. 0 is DefaultCleanEvery.

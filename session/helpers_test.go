@@ -19,6 +19,7 @@ import (
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/netguard"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/objstore"
 )
 
 // The tests run the real thing (internal/stacktest): SQLite in a temporary
@@ -126,9 +127,12 @@ type env struct {
 	jopt     journal.Options // withJournal
 	// retention is Config.EventRetention (withRetention).
 	retention time.Duration
-	st        store.Store
-	j         *journal.Journal
-	m         *Manager
+	// checkpoints is Config.Checkpoints of every node (withCheckpoints;
+	// by default a directory all the env's nodes share).
+	checkpoints objstore.Store
+	st          store.Store
+	j           *journal.Journal
+	m           *Manager
 }
 
 type envConfig struct {
@@ -151,6 +155,29 @@ type envConfig struct {
 	retention time.Duration
 	// script replaces the sim's script (withScript).
 	script string
+	// checkpoints is Config.Checkpoints (withCheckpoints).
+	checkpoints func(testing.TB) objstore.Store
+}
+
+// withCheckpoints makes every node carry workspaces to the object store
+// open returns (Config.Checkpoints).
+func withCheckpoints(open func(testing.TB) objstore.Store) envOpt {
+	return func(c *envConfig) { c.checkpoints = open }
+}
+
+// checkpointStore is Config.Checkpoints of the env's nodes: the one
+// withCheckpoints gives, else a directory they share (one machine, or a
+// shared filesystem), made at the first call.
+func (e *env) checkpointStore() objstore.Store {
+	e.T.Helper()
+	if e.checkpoints == nil {
+		d, err := objstore.NewDir(filepath.Join(testbin.TempDir(e.T), "checkpoints"))
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		e.checkpoints = d
+	}
+	return e.checkpoints
 }
 
 // withScript makes the sim play s instead of the package's script.
@@ -250,6 +277,9 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		sc = c.script
 	}
 	e := &env{Stack: stacktest.New(t, sc, append([]stacktest.Option{tempRoots}, c.stack...)...), egress: c.egress, envs: c.envs, mcp: c.mcp, guard: c.guard, node: c.node, shared: c.shared, minFree: c.minFree, stop: c.stop, diskPool: c.diskPool, tracer: c.tracer, jopt: c.jopt, retention: c.retention}
+	if c.checkpoints != nil {
+		e.checkpoints = c.checkpoints(t)
+	}
 	if !c.noOpen {
 		e.open()
 	}
@@ -280,6 +310,7 @@ func (e *env) open() {
 		MCPGuard:       e.guard,
 		Node:           e.node,
 		CarryMax:       carryMax(e.shared),
+		Checkpoints:    e.checkpointStore(),
 		MinFree:        e.minFree,
 		DiskPool:       e.diskPool,
 		OwnersDir:      filepath.Join(e.DataDir, "owners"),

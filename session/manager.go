@@ -97,7 +97,12 @@ func NewManager(cfg Config) (*Manager, error) {
 		runners: map[string]*runner{}, deleting: map[string]bool{},
 		providers: map[string]sandbox.Provider{}, clients: map[string]*llm.Client{}, proxies: map[string]*modelproxy.Proxy{},
 	}
-	m.carry = newCarrier(m)
+	carry, err := newCarrier(m)
+	if err != nil {
+		stop(err)
+		return nil, err
+	}
+	m.carry = carry
 	return m, nil
 }
 
@@ -238,8 +243,19 @@ func (m *Manager) Delete(ctx context.Context, owner, id string) error {
 	if err := m.j.Flush(ctx, id); err != nil {
 		return fmt.Errorf("deleting session %s: writing its last events: %w", id, err)
 	}
+	// Its checkpoint's manifest goes with it (its packs, which other
+	// checkpoints may share, are the sweep's).
+	var manifest string
+	if m.carry != nil {
+		if cp, err := m.st.GetCheckpoint(ctx, id); err == nil {
+			manifest = cp.ManifestObject
+		}
+	}
 	if err := m.st.DeleteSession(ctx, id); err != nil {
 		return fmt.Errorf("deleting session %s: %w", id, err)
+	}
+	if m.carry != nil {
+		m.carry.dropManifest(ctx, manifest)
 	}
 	m.j.Forget(id)
 	if m.node != nil {

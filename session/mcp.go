@@ -190,6 +190,9 @@ func splitErr(prefix string, err error) []string {
 // to be masked in the session's events.
 func (r *runner) mcpServers(ctx context.Context, req *agents.Request) ([]string, error) {
 	servers := append(slices.Clone(r.d.cfg.MCP), agentMCP(r.s.MCPServers)...)
+	if f := r.d.cfg.HostMCP; f != nil {
+		servers = append(f(r.s), servers...) // Harvest's own first, as the memory's
+	}
 	var env []string
 	if f := r.d.cfg.MCPSecrets; f != nil && slices.ContainsFunc(servers, func(s agent.MCPServer) bool { return len(s.Headers) > 0 }) {
 		var err error

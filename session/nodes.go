@@ -21,6 +21,7 @@ import (
 //	nodes_takeover.go  the takeover scan: how many of the sessions nobody
 //	                   owns this node takes, which, and how fast
 //	nodes_carry.go     carrying a workspace to the store and restoring it
+//	nodes_objects.go   its packs and manifests in the checkpoint store
 //	nodes_gc.go        the janitor: stale copies and disks, dead nodes
 //	nodes_retention.go the janitor's event retention: compacting the events
 //	                   of sessions not live for long, one node at a time
@@ -302,11 +303,22 @@ import (
 //
 // Nodes need not share a disk. A session's workspace directory (its
 // checkouts, and on its disk its box's HOME and /tmp) is on its owner's
-// disk only, so the owner carries it in the store (store.Carry):
+// disk only, so the owner carries it in the checkpoint store
+// (Config.Checkpoints, package store/objstore: a directory, by default
+// below the data directory, or an S3 bucket every node reaches), with a
+// reference to each object in the store (store.Carry; nodes_objects.go):
 //
 //	provisioned, or a turn ended ──► snapshot of the directory (package
-//	    workspace/carry: only files changed since the last one are read
-//	    and stored) ──► PutCheckpoint under the runner's lease
+//	    workspace/carry: only files changed since the last one are read;
+//	    each new pack uploaded whole, then recorded) ──► the manifest
+//	    uploaded ──► PutCheckpoint under the runner's lease ──► the
+//	    replaced checkpoint's manifest deleted
+//
+// A checkpoint whose upload dies is never seen: its row is written last.
+// Deleting a session deletes its manifest. The keeper's sweep removes the packs no checkpoint names, then the
+// objects nothing names (older than an hour: an upload not yet recorded
+// is spared). Checkpoints stored in the database before the checkpoint
+// store are still restored.
 //
 // Each copy of a workspace directory has an instance id, in a file at its
 // root that no box sees (instanceFile); a checkpoint names the instance it

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/objstore"
 	"github.com/harvest-dev/harvest/workspace/carry"
 )
 
@@ -33,6 +34,8 @@ const DefaultCarryMax int64 = 4 << 30
 // server: nothing is carried).
 type carrier struct {
 	st      store.Store
+	obj     objstore.Store // the checkpoint store (nodes_objects.go)
+	packs   objectPacks
 	dataDir string
 	node    string
 	opt     carry.Options
@@ -52,17 +55,25 @@ type carried struct {
 	m        *carry.Manifest
 }
 
-func newCarrier(m *Manager) *carrier {
+func newCarrier(m *Manager) (*carrier, error) {
 	if m.node == nil || m.cfg.CarryMax < 0 {
-		return nil
+		return nil, nil
 	}
 	max := m.cfg.CarryMax
 	if max == 0 {
 		max = DefaultCarryMax
 	}
-	return &carrier{st: m.st, dataDir: m.cfg.DataDir, node: m.node.cfg.ID, log: m.log,
+	obj := m.cfg.Checkpoints
+	if obj == nil {
+		d, err := objstore.NewDir(filepath.Join(m.cfg.DataDir, DefaultCheckpointDir))
+		if err != nil {
+			return nil, err
+		}
+		obj = d
+	}
+	return &carrier{st: m.st, obj: obj, packs: objectPacks{st: m.st, obj: obj}, dataDir: m.cfg.DataDir, node: m.node.cfg.ID, log: m.log,
 		opt:        carry.Options{MaxBytes: max, Skip: carrySkip},
-		ensureDisk: m.ensureDisk, hide: m.hideDataDir, prev: map[string]carried{}}
+		ensureDisk: m.ensureDisk, hide: m.hideDataDir, prev: map[string]carried{}}, nil
 }
 
 // carries says whether s's workspace is carried between nodes.
@@ -151,7 +162,14 @@ func (c *carrier) sync(ctx context.Context, f store.Fence, s *store.Session) (st
 	if err != nil || here {
 		return "", err
 	}
-	man, err := carry.UnmarshalManifest(cp.Manifest)
+	b, err := c.manifest(ctx, cp)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("reading the workspace's checkpoint (node %s, turn %q): %w", cp.Node, cp.Turn, err)
+	}
+	man, err := carry.UnmarshalManifest(b)
 	if err != nil {
 		return "", fatal(fmt.Errorf("the workspace's checkpoint (node %s, turn %q) cannot be read: %w", cp.Node, cp.Turn, err))
 	}
@@ -183,7 +201,7 @@ func (c *carrier) sync(ctx context.Context, f store.Fence, s *store.Session) (st
 			return "", fmt.Errorf("removing the stale workspace: %s", c.hide(err.Error()))
 		}
 	}
-	restored, err := carry.Restore(ctx, dir, man, c.st, c.opt)
+	restored, err := carry.Restore(ctx, dir, man, c.packs, c.opt)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", err
@@ -256,7 +274,7 @@ func (c *carrier) store(ctx context.Context, f store.Fence, s *store.Session, tu
 		pm = prev.m
 	}
 	start := time.Now()
-	man, err := carry.Snapshot(ctx, dir, pm, c.st, c.opt)
+	man, err := carry.Snapshot(ctx, dir, pm, c.packs, c.opt)
 	if err != nil {
 		return err
 	}
@@ -265,13 +283,20 @@ func (c *carrier) store(ctx context.Context, f store.Fence, s *store.Session, tu
 		return err
 	}
 	cp := &store.Checkpoint{Session: s.ID, Instance: inst, Node: c.node, Turn: turn,
-		Manifest: b, Packs: man.Packs(), Bytes: man.Bytes(), Files: man.Files()}
+		Packs: man.Packs(), Bytes: man.Bytes(), Files: man.Files()}
+	if err := c.putManifest(ctx, cp, b); err != nil {
+		return err
+	}
 	if err := c.st.PutCheckpoint(ctx, f, cp); err != nil {
+		c.dropManifest(context.WithoutCancel(ctx), cp.ManifestObject)
 		return err
 	}
 	c.mu.Lock()
 	c.prev[s.ID] = carried{instance: inst, m: man}
 	c.mu.Unlock()
+	if cp.Replaced != cp.ManifestObject {
+		c.dropManifest(ctx, cp.Replaced)
+	}
 	c.log.Debug("carried the workspace", "session", s.ID, "turn", turn, "files", cp.Files, "bytes", cp.Bytes, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -311,6 +336,15 @@ func (c *carrier) sweep(ctx context.Context) {
 	}
 	if n > 0 {
 		c.log.Info("removed the workspace packs no checkpoint uses", "packs", n)
+	}
+	// Then their objects, and every other object nothing names.
+	n, err = c.collectObjects(ctx)
+	if err != nil {
+		c.log.Warn("removing the checkpoint store's objects nothing uses", "store", c.obj.String(), "err", err)
+		return
+	}
+	if n > 0 {
+		c.log.Info("removed the checkpoint store's objects nothing uses", "store", c.obj.String(), "objects", n)
 	}
 }
 

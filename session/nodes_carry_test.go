@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/store"
+	"github.com/harvest-dev/harvest/store/objstore"
 )
 
 // TestNodesCarryWorkspace: two nodes that do not share a data directory
@@ -26,8 +28,14 @@ import (
 // the later file is not. Then B goes
 // away and a new process on A's disk takes the session back: A's copy is
 // stale now (B committed a.txt), so it is restored from B's checkpoint.
+// The checkpoints go through a real S3 server (versitygw): the bucket
+// holds the latest checkpoint's manifest and no replaced one.
 func TestNodesCarryWorkspace(t *testing.T) {
-	e := newEnv(t, withNode("a", nodeTTL))
+	var bucket *testbin.S3Server
+	e := newEnv(t, withNode("a", nodeTTL), withCheckpoints(func(t testing.TB) objstore.Store {
+		bucket = testbin.StartS3Server(t)
+		return s3Store(t, bucket)
+	}))
 	ctx := testbin.Context(t)
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -127,6 +135,30 @@ func TestNodesCarryWorkspace(t *testing.T) {
 			t.Errorf("%s in A's workspace after it took the session back: %v, want present=%v", name, err, want)
 		}
 	}
+	last := waitCheckpoint(t, e.st, v.ID, func(c *store.Checkpoint) bool { return c.Turn == "t3" && c.Node == "a2" })
+	if last.Manifest != nil || last.ManifestObject == "" {
+		t.Errorf("the latest checkpoint keeps its manifest in the store (%d bytes), not in the bucket", len(last.Manifest))
+	}
+	// The replaced manifest is deleted just after the new checkpoint is
+	// stored.
+	tick, deadline := time.NewTicker(10*time.Millisecond), time.After(time.Minute)
+	defer tick.Stop()
+	for ks := objectKeys(t, e.checkpoints, "checkpoints/"+v.ID+"/"); len(ks) != 1 || ks[0] != last.ManifestObject; ks = objectKeys(t, e.checkpoints, "checkpoints/"+v.ID+"/") {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("manifests in the bucket a minute after the last checkpoint: %v, want only its own, %s", ks, last.ManifestObject)
+		}
+	}
+	for _, h := range last.Packs {
+		p, err := e.st.GetPack(ctx, h)
+		if err != nil || p.Object == "" || p.Data != nil {
+			t.Fatalf("pack %s of the latest checkpoint: %+v, %v; want a reference to an object", h, p, err)
+		}
+		if _, err := os.Stat(filepath.Join(bucket.Dir, bucket.Bucket, "prefix", p.Object)); err != nil {
+			t.Errorf("pack %s's object on the S3 server's disk: %v", h, err)
+		}
+	}
 	all, err := e.st.Events(ctx, v.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +171,37 @@ func TestNodesCarryWorkspace(t *testing.T) {
 			t.Errorf("turn %s failed: %+v", ev.Turn, p)
 		}
 	}
+	// Deleting the session deletes its manifest at once (its packs go at
+	// the sweep's).
+	if err := a2.Delete(ctx, "owner-1", v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ks := objectKeys(t, e.checkpoints, "checkpoints/"+v.ID+"/"); len(ks) != 0 {
+		t.Errorf("manifests in the bucket after the session was deleted: %v", ks)
+	}
+}
+
+// s3Store is a checkpoint store in srv's bucket, under prefix/.
+func s3Store(t testing.TB, srv *testbin.S3Server) *objstore.S3 {
+	s, err := objstore.NewS3(testbin.Context(t), objstore.S3Config{Bucket: srv.Bucket, Prefix: "prefix/", Endpoint: srv.Endpoint, CredentialsFile: srv.CredentialsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// objectKeys lists the objects of s under prefix, sorted.
+func objectKeys(t testing.TB, s objstore.Store, prefix string) []string {
+	t.Helper()
+	var ks []string
+	if err := s.List(context.Background(), prefix, func(o objstore.Info) error {
+		ks = append(ks, o.Key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 // waitCheckpoint waits for the session's checkpoint to satisfy ok.

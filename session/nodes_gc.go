@@ -72,10 +72,14 @@ func (m *Manager) startJanitor() {
 	go func() {
 		defer m.builds.Done()
 		for {
+			// The next round is due CleanEvery after this one began, not
+			// after it ended: a clock that moved on meanwhile (a test's)
+			// is not missed.
+			start := m.clock.Now()
 			ctx, cancel := context.WithTimeout(m.base, max(m.cfg.CleanEvery, time.Minute))
 			m.clean(ctx)
 			cancel()
-			at, stop := m.clock.At(m.clock.Now().Add(m.cfg.CleanEvery))
+			at, stop := m.clock.At(start.Add(m.cfg.CleanEvery))
 			select {
 			case <-at:
 				stop()

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -66,8 +68,12 @@ func TestNodesTakeoverSpread(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := false
-	ready := make(chan bool, 1)
+	// The child says PROGRESS as it goes and READY at the end; the rest
+	// of what it prints is kept (the last lines) for a failure here.
+	progress := make(chan string, 1)
 	readerDone := make(chan struct{})
+	var childOut []string
+	var childMu sync.Mutex
 	t.Cleanup(func() {
 		if !killed {
 			cmd.Process.Kill()
@@ -77,24 +83,51 @@ func TestNodesTakeoverSpread(t *testing.T) {
 	})
 	go func() {
 		defer close(readerDone)
+		defer close(progress)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if sc.Text() == "READY" {
-				ready <- true
-				break
+			line := sc.Text()
+			if strings.HasPrefix(line, "PROGRESS ") || line == "READY" {
+				select {
+				case <-progress: // the newest replaces one not read yet
+				default:
+				}
+				progress <- line
+				continue
 			}
-		}
-		close(ready)
-		for sc.Scan() {
+			childMu.Lock()
+			childOut = append(childOut, line)
+			if len(childOut) > 40 {
+				childOut = childOut[1:]
+			}
+			childMu.Unlock()
 		}
 	}()
-	select {
-	case _, ok := <-ready:
-		if !ok {
-			t.Fatalf("the child exited without getting ready: %v", cmd.Wait())
+	childFailed := func(format string, args ...any) {
+		t.Helper()
+		childMu.Lock()
+		defer childMu.Unlock()
+		t.Fatalf("%s; the child's last lines:\n%s", fmt.Sprintf(format, args...), strings.Join(childOut, "\n"))
+	}
+	// Not a fixed time for the whole (on a CI machine running other
+	// packages beside this one, the 600 boxes took more than 5 minutes
+	// once): the child must go on making progress, and finish within the
+	// test's own timeout.
+	lastProgress := "nothing yet"
+waitReady:
+	for {
+		select {
+		case line, ok := <-progress:
+			if !ok {
+				childFailed("the child exited without getting ready (last progress: %s): %v", lastProgress, cmd.Wait())
+			}
+			if line == "READY" {
+				break waitReady
+			}
+			lastProgress = line
+		case <-time.After(childStall):
+			childFailed("the child made no progress in %s (last progress: %s, %s after its start)", childStall, lastProgress, time.Since(created).Round(time.Second))
 		}
-	case <-time.After(5 * time.Minute):
-		t.Fatal("the child did not create its sessions in 5 minutes")
 	}
 	t.Logf("the dead node's %d sessions: created and idle in %s", n, time.Since(created).Round(time.Millisecond))
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -240,6 +273,10 @@ func TestNodesTakeoverSpread(t *testing.T) {
 // hundreds of runners.
 const spreadTTL = 2 * time.Second
 
+// childStall is how long TestNodesTakeoverSpread waits for the next sign
+// of progress from the child making the dead node's sessions.
+const childStall = 2 * time.Minute
+
 func percentile(ds []time.Duration, p int) time.Duration {
 	i := (len(ds)*p + 99) / 100
 	return ds[max(0, min(len(ds), i)-1)].Round(time.Millisecond)
@@ -265,6 +302,7 @@ func TestNodesTakeoverChild(t *testing.T) {
 	}
 	ids := make([]string, n)
 	var wg sync.WaitGroup
+	var made atomic.Int32
 	sem := make(chan struct{}, 8)
 	for i := range n {
 		wg.Add(1)
@@ -278,19 +316,28 @@ func TestNodesTakeoverChild(t *testing.T) {
 				return
 			}
 			ids[i] = v.ID
+			if k := made.Add(1); k%25 == 0 {
+				fmt.Printf("PROGRESS %d of %d sessions created\n", k, n)
+			}
 		}()
 	}
 	wg.Wait()
 	if t.Failed() {
 		return
 	}
-	testbin.WaitFor(t, 5*time.Minute, "every session to be idle in its box", func() bool {
+	idle, said := 0, 0
+	testbin.WaitFor(t, 10*time.Minute, "every session to be idle in its box", func() bool {
 		for len(ids) > 0 {
 			s, err := e.st.GetSession(ctx, ids[0])
 			if err != nil || s.State != store.StateIdle || len(s.Sandbox) == 0 {
+				if idle > said {
+					fmt.Printf("PROGRESS %d of %d sessions idle in their boxes\n", idle, n)
+					said = idle
+				}
 				return false
 			}
 			ids = ids[1:]
+			idle++
 		}
 		return true
 	})

@@ -126,7 +126,7 @@ func (e *env) openNodeWith(n NodeConfig, dataDir string) (*Manager, *journal.Jou
 		Store: e.st, Journal: j, Backends: e.Backends, DataDir: dataDir, Sources: e.Sources,
 		Models: e.Models(), DefaultModel: stacktest.Model, Disks: e.Disks, Clock: e.Clock,
 		Logger: e.Logger().With("node", id), Node: &n,
-		CarryMax: carryMax(dataDir == e.DataDir && e.shared),
+		CarryMax: carryMax(dataDir == e.DataDir && e.shared), Checkpoints: e.checkpointStore(),
 	})
 	if err != nil {
 		e.T.Fatal(err)

@@ -197,7 +197,13 @@ func (b *bounded) GetLock(ctx context.Context, key string) (Lock, error) {
 	return v, done(err)
 }
 
-func (b *bounded) GetPack(ctx context.Context, hash string) ([]byte, error) {
+func (b *bounded) CarryObjects(ctx context.Context, keys []string) (map[string]bool, error) {
+	ctx, done := Call(ctx, "CarryObjects")
+	v, err := b.Store.CarryObjects(ctx, keys)
+	return v, done(err)
+}
+
+func (b *bounded) GetPack(ctx context.Context, hash string) (*Pack, error) {
 	ctx, done := Call(ctx, "GetPack")
 	v, err := b.Store.GetPack(ctx, hash)
 	return v, done(err)
@@ -309,9 +315,9 @@ func (b *bounded) PutGitHubMark(ctx context.Context, m GitHubMark) error {
 	return done(b.Store.PutGitHubMark(ctx, m))
 }
 
-func (b *bounded) PutPack(ctx context.Context, hash string, data []byte) error {
+func (b *bounded) PutPack(ctx context.Context, p *Pack) error {
 	ctx, done := Call(ctx, "PutPack")
-	return done(b.Store.PutPack(ctx, hash, data))
+	return done(b.Store.PutPack(ctx, p))
 }
 
 func (b *bounded) PutSecret(ctx context.Context, s *Secret) error {

@@ -273,7 +273,14 @@ func (o *observed) GetLock(ctx context.Context, key string) (Lock, error) {
 	return v, err
 }
 
-func (o *observed) GetPack(ctx context.Context, hash string) ([]byte, error) {
+func (o *observed) CarryObjects(ctx context.Context, keys []string) (map[string]bool, error) {
+	start := time.Now()
+	v, err := o.Store.CarryObjects(ctx, keys)
+	o.o.StoreOp("CarryObjects", time.Since(start), err)
+	return v, err
+}
+
+func (o *observed) GetPack(ctx context.Context, hash string) (*Pack, error) {
 	start := time.Now()
 	v, err := o.Store.GetPack(ctx, hash)
 	o.o.StoreOp("GetPack", time.Since(start), err)
@@ -413,9 +420,9 @@ func (o *observed) PutGitHubMark(ctx context.Context, m GitHubMark) error {
 	return err
 }
 
-func (o *observed) PutPack(ctx context.Context, hash string, data []byte) error {
+func (o *observed) PutPack(ctx context.Context, p *Pack) error {
 	start := time.Now()
-	err := o.Store.PutPack(ctx, hash, data)
+	err := o.Store.PutPack(ctx, p)
 	o.o.StoreOp("PutPack", time.Since(start), err)
 	return err
 }

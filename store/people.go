@@ -197,6 +197,7 @@ const (
 	ChannelUI     = "ui"     // a browser signed in (the web UI's cookie)
 	ChannelCLI    = "cli"    // the harvest command (its User-Agent says so)
 	ChannelGitHub = "github" // a webhook delivery
+	ChannelSlack  = "slack"  // Harvest's Slack app: an event, a click, a slash command
 	ChannelNode   = "node"   // another node of the server, on a client's behalf
 	// ChannelServer is the server acting for no request: an environment's
 	// setup given its repository's secrets.

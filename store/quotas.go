@@ -79,6 +79,8 @@ type Use struct {
 	LiveSessions int     `json:"live_sessions"`
 }
 
+var _ Quotas = Store(nil)
+
 // Quotas is the part of a Store that keeps budgets and spend.
 type Quotas interface {
 	// SetQuota stores b (replacing the subject's budget; a zero

@@ -513,7 +513,7 @@ var (
 	_ Audit          = Store(nil)
 	_ EventRetention = Store(nil)
 	_ Teams          = Store(nil)
-	_ Quotas         = Store(nil)
+	_ Slack          = Store(nil)
 )
 
 // Store keeps sessions, messages, events, locks and tokens. Its consumers
@@ -607,6 +607,7 @@ type Store interface {
 	Quotas
 	SignIns
 	EventRetention
+	Slack
 
 	Close() error
 }

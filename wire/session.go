@@ -187,6 +187,10 @@ type Session struct {
 type View struct {
 	*Session
 	Queue []*Message `json:"queue"`
+	// Access is what the caller may do with it: "read", or "write"
+	// (send, cancel, stop, delete, open its shell). A page shows only the
+	// controls it may use; the server refuses the others anyway.
+	Access string `json:"access,omitempty"`
 }
 
 // MessageState is where a user message is: queued, delivered, dropped.

@@ -91,7 +91,9 @@
 // interrupts the response and its running tool, keeping the session; Ctrl-C
 // twice would exit it), Ctrl-C for a generic CLI — and waits for the CLI to
 // settle: Claude Code back to idle (or its Stop hook), a generic CLI's done
-// pattern (or quiet output). If it has not after Config.CancelGrace
+// pattern (or quiet output). A generic CLI gets its keys again every 2 s
+// until then (a shell loses a Ctrl-C typed between forking a command and
+// handing it the terminal). If it has not after Config.CancelGrace
 // (default 10 s), SIGINT goes to the CLI's process group; 5 s later its
 // whole tree is killed; 5 s after that it is abandoned. The turn ends as
 // turn.cancelled in every case, with context.Cause as the reason; tool

@@ -38,6 +38,7 @@ const (
 	settleQuiet  = 150 * time.Millisecond // after the completion signal
 	settleMax    = 2 * time.Second
 	cancelQuiet  = time.Second     // after the cancel keys: the CLI settled
+	cancelRepeat = 2 * time.Second // a generic CLI not settled: its cancel keys again
 	commandQuiet = time.Second     // Claude Code: a slash command is done when its TUI is idle this long
 	promptQuiet  = 5 * time.Second // Claude Code: idle this long without a Stop hook, the turn is over
 	signalGrace  = 5 * time.Second // SIGINT, then SIGKILL, each gets this long
@@ -79,8 +80,9 @@ type turn struct {
 	toolSeq    int
 	textVer    uint64
 	textMatch  bool
-	cancel     string // why the turn is cancelled ("" while it is not)
-	cancelDone bool   // Claude Code: its Stop hook ran after the cancel keys
+	cancel     string    // why the turn is cancelled ("" while it is not)
+	cancelDone bool      // Claude Code: its Stop hook ran after the cancel keys
+	keysAt     time.Time // when the cancel keys were last typed
 	signalled  time.Time
 	killed     time.Time
 	flushDue   time.Time
@@ -268,6 +270,7 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 		}
 		t.setPhase(phaseCancelling)
 		t.c.send(a.cfg.CancelKeys)
+		t.keysAt = now
 		a.logger.Info("turn cancelled: typed the cancel keys", "keys", fmt.Sprintf("%q", a.cfg.CancelKeys), "reason", t.cancel)
 	}
 	last := a.out.lastOutput()
@@ -418,6 +421,16 @@ func (t *turn) step(now time.Time) (agent.Outcome, bool) {
 		}
 		if settled {
 			return t.cancelled(), true
+		}
+		if a.claude == nil && t.signalled.IsZero() && now.Sub(t.keysAt) >= cancelRepeat {
+			// A shell's Ctrl-C is lost when it comes between the fork of
+			// a command and the command taking the terminal's foreground
+			// (the SIGINT goes to the shell, which waits on): type it
+			// again, as a person would. (Not Claude Code's Esc: twice is
+			// its rewind menu.)
+			t.c.send(a.cfg.CancelKeys)
+			t.keysAt = now
+			a.logger.Info("turn cancelled: the CLI did not settle; typed the cancel keys again", "keys", fmt.Sprintf("%q", a.cfg.CancelKeys))
 		}
 		if out, done := t.escalate(now); done {
 			return out, true

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ type Page struct {
 	// Ctx is the tab's chromedp context, for actions Page has no method for.
 	Ctx   context.Context
 	shots string
-	n     int
+	n     *int // screenshots taken, by every Page of the browser
 }
 
 // New starts a headless Chromium with a profile of its own (removed when
@@ -66,7 +67,25 @@ func New(t *testing.T) *Page {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)
-	return &Page{T: t, Ctx: bctx, shots: shots}
+	return &Page{T: t, Ctx: bctx, shots: shots, n: new(int)}
+}
+
+// Person opens a tab in a new browser context of p's Chromium: another
+// person's window, with cookies and storage of its own (as an incognito
+// window), without another Chromium. It is disposed of when the test
+// ends.
+func (p *Page) Person() *Page {
+	p.T.Helper()
+	// The browser is started before a context is added to it.
+	if err := chromedp.Do(p.Ctx); err != nil {
+		p.T.Fatalf("starting Chromium: %v", err)
+	}
+	ctx, cancel := chromedp.NewContext(p.Ctx, chromedp.WithNewBrowserContext())
+	p.T.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		p.T.Fatalf("opening a new browser context: %v", err)
+	}
+	return &Page{T: p.T, Ctx: ctx, shots: p.shots, n: p.n}
 }
 
 // Run runs actions, failing the test with the page's text if one fails.
@@ -80,8 +99,25 @@ func (p *Page) Run(what string, actions ...chromedp.Action[chromedp.Void]) {
 // Wait polls a JavaScript condition until it holds.
 func (p *Page) Wait(what, cond string) {
 	p.T.Helper()
-	if _, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](cond,
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(stacktest.WaitTimeout))); err != nil {
+	p.WaitWithin(what, cond, stacktest.WaitTimeout)
+}
+
+// WaitWithin is Wait with its own limit, for what takes long on a loaded
+// machine by its nature (a demo turn that builds and tests Go in a box).
+func (p *Page) WaitWithin(what, cond string, d time.Duration) {
+	p.T.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		_, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](cond,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		// The page navigated while polling (a sign-in's redirects back to
+		// the UI): poll the new page.
+		if (strings.Contains(err.Error(), "navigated or closed") || strings.Contains(err.Error(), "Cannot find context with specified id")) && time.Now().Before(deadline) {
+			continue
+		}
 		p.T.Fatalf("waiting for %s: %v\nthe page says:\n%s", what, err, p.text())
 	}
 }
@@ -108,8 +144,8 @@ func (p *Page) Shot(name string) {
 	if err != nil {
 		p.T.Fatalf("screenshot %s: %v", name, err)
 	}
-	p.n++
-	if err := os.WriteFile(filepath.Join(p.shots, fmt.Sprintf("%02d-%s.png", p.n, name)), b, 0o644); err != nil {
+	*p.n++
+	if err := os.WriteFile(filepath.Join(p.shots, fmt.Sprintf("%02d-%s.png", *p.n, name)), b, 0o644); err != nil {
 		p.T.Fatal(err)
 	}
 }

@@ -42,17 +42,7 @@ func TestGitHubCommenterSignsIn(t *testing.T) {
 	defer cancel()
 	admin := e.client(s)
 
-	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest fix the failing test"}); err != nil {
-		t.Fatal(err)
-	}
-	var started *wire.Session
-	testbin.WaitFor(t, time.Minute, "the session the comment started", func() bool {
-		l, err := admin.ListSessions(ctx, client.ListOptions{})
-		if err == nil && len(l) == 1 {
-			started = l[0]
-		}
-		return started != nil && started.User != ""
-	})
+	started := adaAsks(t, ctx, g, admin)
 
 	serveAddr := strings.TrimPrefix(s.url, "http://")
 	jar, _ := cookiejar.New(nil)
@@ -102,4 +92,23 @@ func TestGitHubCommenterSignsIn(t *testing.T) {
 	if m.User.ID != started.User {
 		t.Fatalf("signed in as %s; the commenter's session is %s's: want the same user", m.User.ID, started.User)
 	}
+}
+
+// adaAsks has ada comment "@harvest fix the failing test" on g's issue
+// and returns the session it starts, once it names its user (admin lists
+// every session).
+func adaAsks(t *testing.T, ctx context.Context, g *ghEnv, admin *client.Client) *wire.Session {
+	t.Helper()
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: g.issue, Body: "@harvest fix the failing test"}); err != nil {
+		t.Fatal(err)
+	}
+	var started *wire.Session
+	testbin.WaitFor(t, time.Minute, "the session the comment started", func() bool {
+		l, err := admin.ListSessions(ctx, client.ListOptions{})
+		if err == nil && len(l) == 1 {
+			started = l[0]
+		}
+		return started != nil && started.User != ""
+	})
+	return started
 }

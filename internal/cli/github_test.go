@@ -856,6 +856,31 @@ func TestGitHubReviewAndChecks(t *testing.T) {
 	if v.GitHub == nil || v.GitHub.FixAttempts != 1 || v.Turns != 3 || len(v.Queue) != 0 {
 		t.Errorf("after a second failed suite: fix attempts %+v, %d turns, %d queued; want 1, 3, 0", v.GitHub, v.Turns, len(v.Queue))
 	}
+
+	// The review comment went to the session as Ada's, in the audit log;
+	// once her user is disabled, what she asks on GitHub is refused.
+	// (Newest first: the failed checks', sent by no one, then the review
+	// comment's.)
+	sends, err := c.Audit(ctx, client.AuditOptions{Action: "session.send"})
+	if err != nil || len(sends.Entries) != 2 {
+		t.Fatalf("the audit log's session.send: %+v, %v; want the review comment's and the checks'", sends, err)
+	}
+	if en := sends.Entries[1]; en.User != v.User || en.User == "" || en.Channel != "github" || en.Target != id {
+		t.Errorf("the review comment's audit entry: %+v; want Ada's user %s, channel github, target %s", en, v.User, id)
+	}
+	if en := sends.Entries[0]; en.User != "" || en.Channel != "github" || en.Target != id || !strings.Contains(string(en.Detail), "failed checks") {
+		t.Errorf("the failed checks' audit entry: %+v (%s); want no user, channel github, target %s", en, en.Detail, id)
+	}
+	if _, err := c.UpdateUser(ctx, v.User, wire.UserPatch{Disabled: github.Ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.gs.Comment(ghsim.CommentSpec{Login: "ada", Repo: "acme/calc", Number: pr.GetNumber(), Body: "@harvest stop"}); err != nil {
+		t.Fatal(err)
+	}
+	waitComment(t, ctx, ada, pr.GetNumber(), "Sorry @ada, I can't do that: your Harvest user is disabled")
+	if cancels, err := c.Audit(ctx, client.AuditOptions{Action: "session.cancel"}); err != nil || len(cancels.Entries) != 0 {
+		t.Errorf("a disabled user's stop was carried out: %+v, %v", cancels, err)
+	}
 }
 
 // TestGitHubPullRequestLabelAndAPI: a mention on an open pull request

@@ -29,6 +29,7 @@ import (
 	"github.com/harvest-dev/harvest/server"
 	"github.com/harvest-dev/harvest/server/cluster"
 	"github.com/harvest-dev/harvest/session"
+	"github.com/harvest-dev/harvest/slackbot"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/telemetry"
 	"github.com/harvest-dev/harvest/web"
@@ -62,6 +63,7 @@ type serveFlags struct {
 	noDisks    bool
 	minFree    string
 	github     githubFlags
+	slack      slackFlags
 	signIn     signInFlags
 	refresh    time.Duration
 	retention  string
@@ -80,6 +82,7 @@ type serveFlags struct {
 	takeRate   float64
 	sharedData bool
 	carryMax   string
+	ckpt       checkpointFlags
 	stopBoxes  bool
 	config     string
 	printCfg   bool
@@ -188,6 +191,7 @@ checked.`,
 	fl.DurationVar(&f.clone.Timeout, "clone-timeout", workspace.DefaultCloneTimeout, "longest a git clone of a session's repository may take")
 	fl.DurationVar(&f.clone.Stall, "clone-stall-timeout", workspace.DefaultCloneStall, "end a git clone that receives less than 1 KiB/s for this long (connecting included)")
 	f.github.add(fl)
+	f.slack.add(fl)
 	f.signIn.add(fl)
 	fl.StringVar(&f.repoConfig, "repo-config", "", "a YAML file of setup and start scripts per repository, for those that have none of their own (see docs/environments.md)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "a YAML file of MCP servers every session's agent gets (see docs/agents.md#mcp-servers)")
@@ -199,6 +203,7 @@ checked.`,
 	fl.StringVar(&f.memoryHook, "memory-hook", "", "a program run for every write to a repository's memory, the write as JSON on its stdin: exit 0 allows it, any other status refuses it with the first line of its stderr as the reason")
 	fl.StringVar(&f.nats, "nats", "", "a NATS server with JetStream (nats://HOST:4222): every stored event is also published there, so other servers can follow this one's sessions (see docs/several-machines.md)")
 	addNodeFlags(fl, &f)
+	addCheckpointFlags(fl, &f.ckpt)
 	fl.BoolVar(&f.natsFollow, "nats-follow", false, "serve event streams from NATS (--nats) instead of this server's journal, as a server whose sessions run elsewhere would; they read the store for what NATS misses")
 	f.tel.add(fl)
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM or SIGINT, how long running turns may go on before they are interrupted (0: interrupt at once)")
@@ -206,7 +211,7 @@ checked.`,
 	fl.StringVar(&f.config, "config", "", "a YAML file of settings: each key a flag of this command, without its -- (default $"+configEnv+"; flags given here win; see docs/running-a-server.md#a-config-file)")
 	fl.BoolVar(&f.printCfg, "print-config", false, "print the effective settings (flags, --config, environment, defaults) as a config file, secrets redacted, and exit")
 	annotate(fl, "egress-internal", configAnnotation, configKeyValue)
-	for _, name := range []string{"github-app-key", "github-token-file", "github-webhook-secret-file", "github-client-secret-file", "oidc-client-secret-file"} {
+	for _, name := range append([]string{"github-app-key", "github-token-file", "github-webhook-secret-file", "github-client-secret-file", "oidc-client-secret-file"}, slackSecretFlags...) {
 		annotate(fl, name, configAnnotation, configSecretFile)
 	}
 	annotate(fl, "data", envAnnotation, "HARVEST_HOME")
@@ -427,6 +432,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	if node != nil {
 		tel.logs.SetNode(node.ID)
 	}
+	checkpoints, err := checkpointStore(cmd.Context(), f.ckpt, node, carryMax, data, stderr)
+	if err != nil {
+		j.Close(context.Background())
+		return exitCode(exitHarvestError, err)
+	}
 	mgr, err := session.NewManager(session.Config{
 		Environments: builder, RefreshEvery: refreshEvery(f.refresh),
 		SetupSecrets: func(ctx context.Context, repo string) ([]string, error) {
@@ -446,7 +456,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
 		},
-		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem,
+		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem, HostMCP: f.slack.hostMCP,
 		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
 			if !strings.HasPrefix(owner, "tok-") {
 				owner = ""
@@ -462,7 +472,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		AgentsDir: agentsDir(), Logger: logger, Egress: eg, CLIPrefix: cliPrefix(),
 		Sources: sources, Clone: f.clone, Forge: forge,
 		Disks: !f.noDisks, DiskPool: f.pool, OwnersDir: provs.opts.OwnersDir(), Defaults: store.Limits{DiskBytes: diskDefault.Bytes, DiskInodes: diskDefault.Inodes}, MinFree: minFree,
-		Node: node, CarryMax: carryMax, StopBoxesOnExit: f.stopBoxes, EventRetention: retention,
+		Node: node, CarryMax: carryMax, Checkpoints: checkpoints, StopBoxesOnExit: f.stopBoxes, EventRetention: retention,
 		Observer: tel.metrics, Tracer: tel.tracing.TracerProvider(),
 	})
 	if err != nil {
@@ -472,7 +482,11 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 	}
 	// Shutdown order: the API (Drain, Shutdown), then the runners, then the
 	// journal (which flushes), then the sandbox providers, then the store.
+	var slackApp *slackbot.Bot // closed first: its watchers follow the sessions
 	closeAll := func(ctx context.Context) {
+		if slackApp != nil {
+			slackApp.Close()
+		}
 		if err := mgr.Close(ctx); err != nil {
 			logger.Error("stopping the sessions", "err", err)
 		}
@@ -566,6 +580,13 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		go func() { defer close(hooksDone); hooks.Run(hctx) }()
 		defer func() { stopHooks(); <-hooksDone }()
 	}
+	var slackEvents http.Handler
+	if slackApp, err = f.slack.start(cmd.Context(), st, mgr, rules, rootPaths, ghsvc != nil, f.github.publicURL, logger); err != nil {
+		closeAll(hard)
+		return exitCode(2, err)
+	} else if slackApp != nil && f.slack.signingSecretFile != "" {
+		slackEvents = slackApp
+	}
 	signIn, err := f.signIn.config(&f.github)
 	if err != nil {
 		closeAll(hard)
@@ -580,7 +601,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		follow = followBus(bus)
 	}
 	tel.metrics.Watch(telemetry.Sources{Store: st, Journal: j, Sessions: mgr, Backends: provs.list, Disk: mgr.DiskUsage, Logger: logger})
-	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries,
+	api, err := server.New(server.Config{Manager: mgr, Store: st, Logger: logger, Version: Version, GitHubWebhook: webhook, GitHubDeliveries: deliveries, SlackEvents: slackEvents,
 		Secrets: st, SecretKey: secretKey, Memory: mem, UI: web.Handler(), Follow: follow, NodeLive: liveNodes, StoreTimeout: f.storeTime, SignIn: signIn, Access: rules,
 		Ready: tel.readyChecks(st, provs, f.backend, mgr), Metrics: tel.metrics.Handler(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))})
 	if err != nil {

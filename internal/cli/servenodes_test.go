@@ -16,6 +16,7 @@ import (
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/stacktest"
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/wire"
 )
@@ -102,12 +103,15 @@ func TestServeNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	st := e.openStore(ctx)
+	s3 := testbin.StartS3Server(t)
 	node := func(name string, more ...string) *serveProc {
-		return e.start(append([]string{"--node-id", name, "--lease-ttl=" + nodeTTL.String(), "--pool", "0", "--nats", ns.url()}, more...)...)
+		return e.start(append([]string{"--node-id", name, "--lease-ttl=" + nodeTTL.String(), "--pool", "0", "--nats", ns.url(),
+			"--checkpoint-store", "s3://" + s3.Bucket + "/nodes", "--checkpoint-endpoint", s3.Endpoint, "--checkpoint-credentials", s3.CredentialsFile}, more...)...)
 	}
 	// Three machines: each node has a data directory of its own, so a
 	// session another node takes over has its workspace carried through
-	// the store (not reattached: the box was on the dead node's machine).
+	// the store and the S3 bucket (not reattached: the box was on the
+	// dead node's machine).
 	a, b, c := node("a"), node("b", "--data", e.dataDir()), node("c", "--nats-follow", "--data", e.dataDir())
 	ca, cb, cc := e.client(a), e.client(b), e.client(c)
 	waitNodes(t, ctx, st, 3)
@@ -487,7 +491,7 @@ func checkFollowed(t *testing.T, ctx context.Context, c *client.Client, f *liveF
 }
 
 // waitUntil waits until cond holds.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+func waitUntil(t testing.TB, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -56,7 +56,7 @@ var floors = []floor{
 	// client, the GitHub app, metrics and traces, the web UI; and the
 	// test stacks that start all of it.
 	{"edge", []string{
-		"server", "server/", "client", "ghbot", "telemetry", "web",
+		"server", "server/", "client", "ghbot", "slackbot", "telemetry", "web",
 		"internal/stacktest", "internal/stacktest/", "internal/browsertest",
 	}},
 	// The top: the command line, the binaries, the developer commands,

@@ -92,10 +92,7 @@ func TestFailFast(t *testing.T) {
 	sessions := map[string]*failSession{}
 	var ids []string
 	for _, n := range nodes {
-		v, err := clients[n.Name].CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "msg hello"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := createSession(t, ctx, clients[n.Name], wire.CreateRequest{Repos: []wire.RepoSpec{{Source: repo}}, Prompt: "msg hello"})
 		sessions[v.ID] = &failSession{id: v.ID, owner: n.Name, interrupted: []string{}}
 		ids = append(ids, v.ID)
 		followUntil(t, clients[n.Name], v.ID, "turn t1 to end", stacktest.TurnEnded("t1"))

@@ -48,7 +48,8 @@ type Lab struct {
 	hostIf string // the test process's end of its link to the bridge
 
 	pg       *testbin.PGServer
-	pgDB     string // the database, on the socket (the test's own view)
+	pgDB     string            // the database, on the socket (the test's own view)
+	s3       *testbin.S3Server // S3, started at the first call
 	pgFrozen bool
 
 	natsMu  sync.Mutex
@@ -130,6 +131,25 @@ func (l *Lab) HostAddr() string { return l.addr(1) }
 
 // LabAddr is the address of PostgreSQL and NATS, on the bridge.
 func (l *Lab) LabAddr() string { return l.addr(2) }
+
+// S3 is the lab's S3 server (testbin.S3Server, started at the first
+// call), on HostAddr: where the nodes keep the workspaces they carry
+// (CheckpointArgs), as nodes on separate machines must.
+func (l *Lab) S3() *testbin.S3Server {
+	l.t.Helper()
+	if l.s3 == nil {
+		l.s3 = testbin.StartS3ServerOn(l.t, l.HostAddr())
+	}
+	return l.s3
+}
+
+// CheckpointArgs are the flags and the environment (its keys) that make a
+// node carry workspaces through the lab's S3 server.
+func (l *Lab) CheckpointArgs() (args, env []string) {
+	s := l.S3()
+	return []string{"--checkpoint-store", "s3://" + s.Bucket + "/lab", "--checkpoint-endpoint", s.Endpoint},
+		[]string{"AWS_ACCESS_KEY_ID=" + s.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s.SecretKey}
+}
 
 // Listen returns a TCP listener of the test process that the nodes reach
 // (on HostAddr, port 0), closed when the test ends: for the stand-ins of

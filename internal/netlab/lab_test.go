@@ -17,8 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/internal/netlab"
 	"github.com/harvest-dev/harvest/sim"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // startSim serves harvest sim playing script where the lab's nodes reach
@@ -41,22 +43,64 @@ func startSim(t *testing.T, lab *netlab.Lab, script string) string {
 // on the lab's PostgreSQL and NATS, the sim as their model.
 func startNodes(t *testing.T, lab *netlab.Lab, simURL string, n int, args ...string) []*netlab.Node {
 	t.Helper()
-	env := []string{"ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL=" + simURL, "HARVEST_MODEL=anthropic/claude-sonnet-4-5"}
+	// Separate machines carry workspaces through an S3 bucket.
+	cpArgs, cpEnv := lab.CheckpointArgs()
+	env := append([]string{"ANTHROPIC_API_KEY=sk-test", "ANTHROPIC_BASE_URL=" + simURL, "HARVEST_MODEL=anthropic/claude-sonnet-4-5"}, cpEnv...)
 	var nodes []*netlab.Node
 	for i := range n {
 		name := string(rune('a' + i))
 		node := lab.AddNode(name)
-		node.Start(env, append([]string{"--node-id", name, "--pool", "0", "--nats", lab.NATSURL()}, args...)...)
+		node.Start(env, append(append([]string{"--node-id", name, "--pool", "0", "--nats", lab.NATSURL()}, cpArgs...), args...)...)
 		nodes = append(nodes, node)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, node := range nodes {
-				t.Logf("%s:\n%s", node, node.Stderr)
+				t.Logf("%s, the last %d lines of its log:\n%s", node, logTail, tail(node.Stderr.String(), logTail))
 			}
 		}
 	})
 	return nodes
+}
+
+// logTail is how many lines of each node's log a failed test prints: CI
+// shows the end of the output, and whole logs of three nodes pushed the
+// failure's own message out of it.
+const logTail = 25
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("[%d lines before]", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// createSession creates a session through c, retrying while the node
+// answers 503 (a loaded machine can take a store call past the nodes'
+// --store-timeout; the API says so with a 503 and Retry-After, and a
+// client tries again, as this one does for up to a minute).
+func createSession(t *testing.T, ctx context.Context, c *client.Client, req wire.CreateRequest) *wire.View {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		v, err := c.CreateSession(ctx, req)
+		var ce *client.Error
+		if err == nil || !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable {
+			if err != nil {
+				t.Fatalf("creating a session: %v", err)
+			}
+			return v
+		}
+		t.Logf("creating a session: %v; again in a second", err)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("creating a session: %v, and still so after a minute", err)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // healthz asks a node's /healthz through client (nil: from the test

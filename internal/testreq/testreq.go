@@ -94,11 +94,14 @@ const (
 	// and npm, Debian's python3 with venv and the setuptools and wheel
 	// wheels.
 	Toolchains Req = "toolchains"
+	// S3: versitygw, a real S3-compatible server (internal/testbin's
+	// S3Server), for the object store of workspace checkpoints.
+	S3 Req = "s3"
 )
 
 // All lists every requirement, in the order above.
 var All = []Req{Root, Local, Docker, DockerRunsc, Disks, Mounts, Cgroups, Subreaper, Unshare, Git,
-	CLIs, Chromium, EventSource, NPM, Postgres, Netns, Toolchains}
+	CLIs, Chromium, EventSource, NPM, Postgres, Netns, Toolchains, S3}
 
 // Install says what provides r, for the message of a test that lacks it.
 func (r Req) Install() string {
@@ -137,6 +140,8 @@ func (r Req) Install() string {
 		return "as root, scripts/setup installs iproute2, iptables, util-linux and nats-server"
 	case Toolchains:
 		return "scripts/setup installs nodejs, npm, python3-venv and python3-wheel-whl (go is the one running the tests)"
+	case S3:
+		return "scripts/setup builds versitygw from the Go module proxy into /opt/harvest/bin (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
 	}
 	return "no such requirement"
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -33,7 +34,7 @@ const (
 // on; two spare threads cover the agent's own work under a fork bomb (Info
 // and Kill while every pid is taken: the isolation battery's fork-bomb test),
 // and each one more is a kernel task per idle box.
-const prewarmThreads = 2
+const prewarmThreads = 4
 
 // Main runs `sandbox-agent` with the given arguments and returns the exit code.
 func Main(args []string) int {
@@ -171,7 +172,9 @@ func Main(args []string) int {
 		return 1
 	}
 	if !useNProc {
-		go prewarm(prewarmThreads)
+		if err := prewarm(prewarmThreads); err != nil {
+			log.Warn("spare threads", "err", err)
+		}
 	}
 	log.Debug("serving")
 
@@ -274,25 +277,65 @@ func closeInherited(keep ...int) {
 	}
 }
 
-// prewarm makes the Go runtime create n OS threads now and keep them idle, so
-// the agent does not need new ones while a fork bomb holds every pid. Each of n
-// goroutines sleeps in a blocking syscall at the same time: a goroutine in a
-// syscall keeps its thread, and sysmon hands the P to another thread (a new one)
-// to run the next. When they wake the threads go back to the idle pool, which
-// the runtime never shrinks. (Not LockOSThread: a locked goroutine that blocks
-// makes the runtime start a template thread, one more task for every box.)
-func prewarm(n int) {
+// prewarm makes the Go runtime create n spare OS threads now and keep them
+// idle, so the agent does not need new ones while a fork bomb holds every
+// pid. n goroutines block in read(2) on a pipe at the same time: a goroutine
+// in a blocking syscall keeps its thread, and sysmon hands the P to another
+// thread (a new one when none is idle) to run the next. Once all n are in
+// the read, at least n+1 threads exist besides sysmon; the write releases
+// them and the threads go back to the idle pool, which the runtime never
+// shrinks. It returns when they are back, or after a deadline on a machine
+// too loaded to schedule them (the agent serves either way).
+//
+// It runs before the agent serves: the earlier version slept n goroutines
+// for 250 ms in the background, and a box whose first command was a fork
+// bomb could take every pid before sysmon had made the threads (the docker
+// fork-bomb test lost its agent that way on a loaded CI machine). (Not
+// LockOSThread: a locked goroutine that blocks makes the runtime start a
+// template thread, one more task for every box.)
+func prewarm(n int) error {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("prewarm: pipe: %w", err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	var entered atomic.Int32
 	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ts := unix.NsecToTimespec(int64(250 * time.Millisecond))
-			_ = unix.Nanosleep(&ts, nil)
-		}()
+	for range n {
+		wg.Go(func() {
+			entered.Add(1)
+			var b [1]byte
+			for {
+				if _, err := unix.Read(p[0], b[:]); err != unix.EINTR {
+					return
+				}
+			}
+		})
+	}
+	deadline := time.Now().Add(prewarmWithin)
+	for entered.Load() < int32(n) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// The last goroutine counted itself just before its read: give it the
+	// moment to get there.
+	time.Sleep(5 * time.Millisecond)
+	for written := 0; written < n; {
+		k, err := unix.Write(p[1], make([]byte, n-written))
+		if err != nil && err != unix.EINTR {
+			return fmt.Errorf("prewarm: releasing the threads: %w", err)
+		}
+		written += max(k, 0)
 	}
 	wg.Wait()
+	if entered.Load() < int32(n) {
+		return fmt.Errorf("prewarm: %d of %d spare threads made within %s", entered.Load(), n, prewarmWithin)
+	}
+	return nil
 }
+
+// prewarmWithin bounds prewarm on a machine too loaded to run it.
+const prewarmWithin = 5 * time.Second
 
 // defaultSignals sets sigs to their default disposition (SIG_DFL) behind
 // the runtime's back: os/signal.Reset would restore the runtime's own

@@ -84,7 +84,7 @@ func (o *oauthState) init() {
 // not the REST API: its answers are not REST answers, so the request
 // log keeps no response body for them (ghschema checks those it keeps).
 func webPath(p string) bool {
-	return p == "/login" || p == "/session" || strings.HasPrefix(p, "/login/oauth/")
+	return p == "/login" || p == "/session" || p == "/favicon.ico" || strings.HasPrefix(p, "/login/oauth/")
 }
 
 func (s *Server) oauthRoutes(m *http.ServeMux) {
@@ -93,6 +93,9 @@ func (s *Server) oauthRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /login/oauth/authorize", s.authorizePage)
 	m.HandleFunc("POST /login/oauth/authorize", s.authorizeDecision)
 	m.HandleFunc("POST /login/oauth/access_token", s.accessToken)
+	// A browser on the sign-in pages asks for the site's icon, as on
+	// github.com: there is none to show, and it is not a REST call.
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 }
 
 // checkCallbackURL: an App's callback URL is an absolute http(s) URL.

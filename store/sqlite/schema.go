@@ -439,6 +439,45 @@ CREATE INDEX session_leases_node ON session_leases (node, gen) WHERE node <> '';
 CREATE INDEX sessions_needing_node ON sessions (created_at, id, state)
 	WHERE state IN ('pending', 'provisioning', 'idle', 'working', 'waiting', 'cancelling', 'suspended');
 `},
+	// Workspace checkpoints' packs and manifests in an object store
+	// (store/carry.go, package store/objstore): the rows keep a reference;
+	// data and manifest hold only what was stored before (x'' after).
+	{"checkpoint-objects", `
+ALTER TABLE workspace_packs ADD COLUMN object TEXT NOT NULL DEFAULT '';        -- its key in the checkpoint store, '' : data holds it
+ALTER TABLE workspace_packs ADD COLUMN size INTEGER NOT NULL DEFAULT 0;        -- the object's size
+ALTER TABLE workspace_checkpoints ADD COLUMN manifest_object TEXT NOT NULL DEFAULT ''; -- '' : manifest holds it
+ALTER TABLE workspace_checkpoints ADD COLUMN manifest_size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workspace_checkpoints ADD COLUMN manifest_sha256 TEXT NOT NULL DEFAULT '';
+CREATE INDEX workspace_packs_object ON workspace_packs (object) WHERE object <> '';
+CREATE INDEX workspace_checkpoints_manifest_object ON workspace_checkpoints (manifest_object) WHERE manifest_object <> '';
+`},
+	// Slack (store/slack.go): the events processed (an event delivered
+	// twice is processed once), each session's thread, each channel's
+	// default repository.
+	{"slack", `
+CREATE TABLE slack_events (
+	id          TEXT PRIMARY KEY,            -- event_id (or a click's, a command's own key)
+	received_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX slack_events_received ON slack_events (received_at);
+CREATE TABLE slack_threads (
+	session_id TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+	team       TEXT NOT NULL,
+	channel    TEXT NOT NULL,
+	thread_ts  TEXT NOT NULL,
+	slack_user TEXT NOT NULL DEFAULT '',
+	shown      INTEGER NOT NULL DEFAULT 0,   -- the seq the thread shows the turns up to
+	created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE slack_channels (
+	team       TEXT NOT NULL,
+	channel    TEXT NOT NULL,
+	repo       TEXT NOT NULL,
+	set_by     TEXT NOT NULL DEFAULT '',
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (team, channel)
+) STRICT, WITHOUT ROWID;
+`},
 	// Budgets (store/quotas.go): a user's or a team's caps, and each
 	// user's model spend per day (UTC). Counting a subject's live
 	// sessions reads sessions by user and state.

@@ -2,7 +2,8 @@
 // session's page with its streaming timeline. Routes are in the URL's hash
 // (#/, #/new, #/s/ID), so the server serves one page.
 
-import { api, ApiError, must, providers, signIn, signOut, whoAmI, type SignedIn } from "./api";
+import { adminPage } from "./admin";
+import { api, ApiError, must, providers, signIn, signOut, whoAmI, type Session, type SignedIn } from "./api";
 import { clear, h } from "./dom";
 import { sessionPage } from "./session";
 import { ago, money, STATES } from "./format";
@@ -23,6 +24,7 @@ function frame(...body: Node[]): void {
     h("a", { href: "#/", class: "brand" }, "harvest"),
     h("a", { href: "#/" }, "Sessions"),
     h("a", { href: "#/new" }, "New session"),
+    me?.admin ? h("a", { href: "#/admin", class: "admin-link" }, "Admin") : null,
     h("span", { class: "grow" }),
     me ? h("span", { class: "who" }, `${me.name}${me.admin ? " (admin)" : ""}`) : null,
     me ? h("button", { type: "button", onclick: async () => { await signOut(); me = null; route(); } }, "Sign out") : null,
@@ -87,26 +89,57 @@ function seenKey(id: string): string {
   return "harvest.seen." + id;
 }
 
+// The list's scope, remembered by this browser: the caller's own
+// sessions, or every one they may read (others' on repositories they can
+// read, too).
+type Scope = "mine" | "visible";
+const scopeKey = "harvest.scope";
+
+function savedScope(): Scope {
+  return localStorage.getItem(scopeKey) === "mine" ? "mine" : "visible";
+}
+
+// whose says whose a session is, as the list shows it.
+function whose(s: Session): string {
+  if (me?.user && s.user === me.user) return "you";
+  if (s.github?.requester) return "@" + s.github.requester;
+  return s.user ?? s.owner;
+}
+
 function listView(): void {
   const filter = h("select", { "aria-label": "Filter by state", onchange: () => load() },
     h("option", { value: "" }, "all states"), ...STATES.map((s) => h("option", { value: s }, s)));
   filter.value = new URLSearchParams(location.hash.split("?")[1] ?? "").get("state") ?? "";
+  let scope = savedScope();
+  const scopes = (["mine", "visible"] as const).map((sc) => h("button", {
+    type: "button", class: `scope scope-${sc}`, "data-scope": sc, "aria-pressed": String(sc === scope),
+    onclick: () => {
+      scope = sc;
+      localStorage.setItem(scopeKey, sc);
+      for (const b of scopes) b.setAttribute("aria-pressed", String(b.dataset.scope === sc));
+      void load();
+    },
+  }, sc === "mine" ? "Mine" : "Everything I can see"));
   const body = h("tbody");
   const msg = h("p", { class: "error", role: "alert" });
   const table = h("table", { class: "sessions" },
-    h("thead", {}, h("tr", {}, ...["", "state", "session", "repos", "agent", "model", "PR", "cost", "activity"].map((c) => h("th", {}, c)))), body);
-  frame(h("div", { class: "bar" }, h("h1", {}, "Sessions"), filter), msg, table);
+    h("thead", {}, h("tr", {}, ...["", "state", "session", "whose", "repos", "agent", "model", "PR", "cost", "activity"].map((c) => h("th", {}, c)))), body);
+  frame(h("div", { class: "bar" }, h("h1", {}, "Sessions"), h("div", { class: "scopes", role: "group", "aria-label": "Whose sessions" }, ...scopes), filter), msg, table);
   let timer = 0;
   let alive = true;
+  let loads = 0;
   async function load() {
     window.clearTimeout(timer);
+    const mine = ++loads;
     try {
-      const q = filter.value ? { state: filter.value } : {};
-      const list = must(await api.GET("/v1/sessions", { params: { query: q } }));
+      const list = must(await api.GET("/v1/sessions", { params: { query: { scope, ...(filter.value ? { state: filter.value } : {}) } } }));
+      // A newer load (the toggle or the filter moved) shows its own list.
+      if (mine !== loads) return;
       if (!alive) return;
       msg.textContent = "";
       clear(body);
-      if (list.sessions.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "No sessions yet: start one with New session.")));
+      if (list.sessions.length === 0) body.append(h("tr", {}, h("td", { colspan: 10, class: "empty" },
+        scope === "mine" ? "No sessions of yours: start one with New session, or from a GitHub comment." : "No sessions you can see yet: start one with New session.")));
       for (const s of list.sessions) {
         const unread = (localStorage.getItem(seenKey(s.id)) ?? "") < s.updated_at;
         const pr = s.repos.find((r) => r.pr_url);
@@ -114,6 +147,7 @@ function listView(): void {
           h("td", { class: "unread", title: unread ? "new activity" : "" }, unread ? "●" : ""),
           h("td", {}, h("span", { class: `badge ${s.state}` }, s.state)),
           h("td", {}, h("a", { href: `#/s/${s.id}` }, s.title || s.id)),
+          h("td", { class: "whose" }, whose(s)),
           h("td", {}, s.repos.map((r) => `${r.name}${r.branch ? ` @ ${r.branch}` : ""}`).join(", ")),
           h("td", {}, s.agent),
           h("td", {}, s.model ?? ""),
@@ -123,6 +157,7 @@ function listView(): void {
         ));
       }
     } catch (e) {
+      if (mine !== loads) return;
       if (e instanceof ApiError && e.status === 401) return signedOut();
       msg.textContent = errorText(e);
     }
@@ -153,6 +188,7 @@ function newView(): void {
   const budget = h("input", { name: "budget", type: "number", min: "0", step: "0.01", placeholder: "none" });
   const prompt = h("textarea", { name: "prompt", rows: 6, placeholder: "What should the agent do?" });
   const msg = h("p", { class: "error", role: "alert" });
+  const start = h("button", { type: "submit" }, "Start session");
   const form = h("form", {
     class: "new",
     method: "post",
@@ -182,7 +218,15 @@ function newView(): void {
   },
   field("Repository", source, "A directory under the server's repository roots (harvest serve --repo-root), or a git URL on one of its hosts"), offered, allowed,
   field("Agent", agent), field("Model", model, "provider/model"), field("Budget (USD)", budget), field("Prompt", prompt),
-  h("button", { type: "submit" }, "Start session"), msg);
+  start, msg);
+  // A viewer reads sessions and does not start them: the form says so
+  // (and the server would refuse).
+  api.GET("/v1/me").then((r) => {
+    const m = must(r);
+    if (m.admin || m.user?.role !== "viewer") return;
+    start.disabled = true;
+    msg.textContent = "You are a viewer: viewers read sessions, they do not start them. An admin can make you a member.";
+  }).catch(() => {});
   frame(h("h1", {}, "New session"), form);
   source.focus();
 }
@@ -220,6 +264,10 @@ async function route(): Promise<void> {
     return;
   }
   if (path === "/new") return newView();
+  if (path === "/admin") {
+    stop = adminPage(me, { frame, errorText, onSignedOut: signedOut }).stop;
+    return;
+  }
   listView();
 }
 

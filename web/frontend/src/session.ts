@@ -89,6 +89,24 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
       fail(e);
     }
   }
+  // remove deletes the session: the first click asks, the second does it.
+  let armed = false;
+  async function remove() {
+    msg.textContent = "";
+    if (!armed) {
+      armed = true;
+      del.textContent = "Click again to delete";
+      return;
+    }
+    try {
+      must(await api.DELETE("/v1/sessions/{id}", { params: { path: { id } } }));
+      location.hash = "#/";
+    } catch (e) {
+      armed = false;
+      del.textContent = "Delete session";
+      fail(e);
+    }
+  }
   async function cancel() {
     msg.textContent = "";
     try {
@@ -105,12 +123,25 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); void send("queue"); }
     if (e.key === "Enter" && e.altKey) { e.preventDefault(); void send("interrupt"); }
   });
+  const del = h("button", { type: "button", class: "delete", onclick: () => void remove() }, "Delete session");
+  // Who may only read the session gets no controls to act on it (the
+  // server refuses them anyway): they stay disabled until GET says the
+  // caller writes, and readOnly says why.
+  const controls = [text,
+    h("button", { type: "button", class: "send", onclick: () => void send("queue") }, "Send"),
+    h("button", { type: "button", class: "interrupt", onclick: () => void send("interrupt") }, "Interrupt"),
+    h("button", { type: "button", class: "cancel", onclick: () => void cancel() }, "Cancel turn"),
+    del];
+  const readOnly = h("p", { class: "read-only muted", hidden: true },
+    "You may read this session but not act on it: sending, cancelling, deleting and the shell need write access to its repositories (and a member's or admin's role).");
   const composer = h("div", { class: "composer" }, text,
-    h("div", { class: "buttons" },
-      h("button", { type: "button", class: "send", onclick: () => void send("queue") }, "Send"),
-      h("button", { type: "button", class: "interrupt", onclick: () => void send("interrupt") }, "Interrupt"),
-      h("button", { type: "button", class: "cancel", onclick: () => void cancel() }, "Cancel turn")),
-    msg);
+    h("div", { class: "buttons" }, ...controls.slice(1)),
+    readOnly, msg);
+  function allow(write: boolean) {
+    for (const c of controls) c.disabled = !write;
+    readOnly.hidden = write;
+    shell.allow(write);
+  }
   const changes = changesTab(id, ctx);
   const shell = shellTab(id);
   const timelineTab = h("section", { class: "timeline-tab" }, term, list, composer);
@@ -174,6 +205,7 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
       view = must(await api.GET("/v1/sessions/{id}", { params: { path: { id } } }));
       title.textContent = view.title || `${view.id} · ${view.repos.map((r) => r.name).join(", ")} · ${view.agent}${view.model ? ` · ${view.model}` : ""}`;
       ctx.seen(view.updated_at);
+      allow(view.access === "write");
       if (view.agent === "terminal" && !xterm) {
         xterm = new Terminal({ convertEol: false, disableStdin: true, rows: 24, cols: 100, scrollback: 5000 });
         xterm.open(term);
@@ -182,16 +214,20 @@ export function sessionPage(id: string, ctx: PageContext): { stop(): void } {
       header();
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
+        // Gone, or never theirs to see (the server does not say which):
+        // nothing of it stays on the page.
         stream.close();
-        clear(list);
-        msg.textContent = ctx.errorText(e);
+        shell.stop();
+        ctx.frame(h("h1", {}, id), h("p", { class: "error gone", role: "alert" },
+          `${ctx.errorText(e)}: there is no such session, it was deleted, or it is not yours to see (its repository's access decides).`),
+          h("p", {}, h("a", { href: "#/" }, "Back to your sessions")));
         return;
       }
       fail(e);
     }
   }
-  void refresh();
-  text.focus();
+  for (const c of controls) c.disabled = true; // until GET says
+  void refresh().then(() => { if (!text.disabled) text.focus(); });
   return {
     stop() {
       stream.close();

@@ -7,7 +7,7 @@
 import { Terminal } from "@xterm/xterm";
 import { h } from "./dom";
 
-export function shellTab(id: string): { node: HTMLElement; open(): void; stop(): void } {
+export function shellTab(id: string): { node: HTMLElement; open(): void; allow(write: boolean): void; stop(): void } {
   const status = h("span", { class: "shell-status" }, "not connected");
   const connect = h("button", { type: "button", class: "connect", onclick: () => open() }, "Connect");
   const screen = h("div", { class: "shell-screen" });
@@ -17,11 +17,22 @@ export function shellTab(id: string): { node: HTMLElement; open(): void; stop():
   let term: Terminal | null = null;
   let ws: WebSocket | null = null;
   const enc = new TextEncoder();
+  // allowed: the caller writes the session (GET's access); the shell is
+  // refused to a reader, so the page does not offer it.
+  let allowed: boolean | null = null; // null: not known yet
+  let wanted = false;
+  const refused = "not yours to open: the shell needs write access to the session's repositories";
 
   function size() {
     if (ws?.readyState === WebSocket.OPEN && term) ws.send(JSON.stringify({ type: "resize", rows: term.rows, cols: term.cols }));
   }
   function open() {
+    wanted = true;
+    if (allowed !== true) {
+      status.textContent = allowed === null ? "checking…" : refused;
+      status.className = "shell-status off";
+      return;
+    }
     if (ws && ws.readyState <= WebSocket.OPEN) return;
     if (!term) {
       term = new Terminal({ rows: 24, cols: 100, scrollback: 5000, cursorBlink: true });
@@ -59,6 +70,17 @@ export function shellTab(id: string): { node: HTMLElement; open(): void; stop():
   return {
     node,
     open,
+    allow(write: boolean) {
+      const was = allowed;
+      allowed = write;
+      if (write) {
+        if (!ws) connect.removeAttribute("disabled");
+        if (!was && wanted) open();
+        return;
+      }
+      connect.setAttribute("disabled", "");
+      if (wanted) status.textContent = refused;
+    },
     stop() {
       const s = ws;
       ws = null;

@@ -813,6 +813,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/slack/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Slack's deliveries: event callbacks, clicks and slash commands (no token: the X-Slack-Signature v0 HMAC of the body with the signing secret authenticates them)
+         * @description Point the Slack app's Request URL, its Interactivity Request URL and the /harvest command's URL here when harvest serve runs with --slack-signing-secret-file instead of Socket Mode. A request whose signature is wrong or whose X-Slack-Request-Timestamp is more than 5 minutes from now gets a 401 and does nothing. A url_verification is answered with its challenge. An event's id is recorded before the 200, so a retry (X-Slack-Retry-Num) of one received is answered and not processed again. A slash command is answered in the response's body (ephemeral).
+         */
+        post: operations["slackEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory": {
         parameters: {
             query?: never;
@@ -822,7 +842,7 @@ export interface paths {
         };
         /**
          * A repository's memory: the knowledge graph its agents keep, with the session and turn of every write
-         * @description Agents read and write it through the memory MCP tools; people read, search, correct and delete it here. repo names the repository: owner/name (GitHub) or the source sessions give (a directory on the server, a git URL). An admin token reads any repository's; a user token those of its own sessions (else 403). owner is empty for the memory every session on the repository shares, me for the caller's own. q keeps the entities whose name, type or an observation contains it (ASCII case-insensitive); name (repeatable) keeps those entities. Relations are those between two kept entities. It is data agents wrote: treat it as untrusted.
+         * @description Agents read and write it through the memory MCP tools; people read, search, correct and delete it here. repo names the repository: owner/name (GitHub) or the source sessions give (a directory on the server, a git URL). An admin reads any repository's; another user by their level on the repository, as for its sessions: read to read, write to edit or delete (else 403); the repository is one of their sessions' or a GitHub repository GitHub lets them read. owner is empty for the memory every session on the repository shares, me for the caller's own. q keeps the entities whose name, type or an observation contains it (ASCII case-insensitive); name (repeatable) keeps those entities. Relations are those between two kept entities. It is data agents wrote: treat it as untrusted.
          */
         get: operations["listMemory"];
         put?: never;
@@ -1316,6 +1336,11 @@ export interface components {
         /** @description A session and the messages still waiting for the agent */
         View: components["schemas"]["Session"] & {
             queue: components["schemas"]["Message"][];
+            /**
+             * @description What the caller may do with the session: read, or write (send, cancel, stop, delete, open its shell: the caller's own session, or one on repositories they write, unless they are a viewer). A page shows only the controls the caller may use; the server refuses the others anyway (403)
+             * @enum {string}
+             */
+            access?: "read" | "write";
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
@@ -3284,6 +3309,81 @@ export interface operations {
                 };
             };
             503: components["responses"]["Unavailable"];
+        };
+    };
+    slackEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+                "application/x-www-form-urlencoded": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Received (an event, a click), the url_verification's challenge (text/plain), or a slash command's answer (JSON: response_type and text) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/json": {
+                        response_type?: string;
+                        text?: string;
+                    };
+                };
+            };
+            /** @description Not a Slack delivery */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The signature is missing or wrong, or the timestamp is more than 5 minutes from now */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            404: components["responses"]["NotFound"];
+            /** @description Over 1 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Neither application/json nor application/x-www-form-urlencoded */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description The event could not be recorded: Slack sends it again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
         };
     };
     listMemory: {

@@ -1,0 +1,41 @@
+// Package slackbot is Harvest's Slack app: a mention in a channel, or a
+// direct message, starts a session; its thread is the session: replies
+// there are follow-ups, the thread shows the turn's progress and ends
+// each turn with a final message; a Stop button and a /harvest command
+// steer it.
+//
+// # A request's way
+//
+//	Socket Mode (socket.go) ─┐                 accept: event_id recorded once
+//	POST /v1/slack/events ───┴─► ack ◄────────  (store.Slack; a retry is seen)
+//	(http.go: signature v0,        │
+//	 5-minute window)              ▼ a goroutine per event, one per thread at a time
+//	onMessage (start.go) ─► who asks (people.go: a slack identity, else the
+//	                        profile's email; unknown: an ephemeral how-to-link)
+//	                     ─► 👀 ─► the repository (repo.go: in the message, else the
+//	                        channel's default, else how to name one)
+//	                     ─► may they (authz, as every channel) ─► Create
+//	                        (id derived from the thread) ─► the thread recorded
+//	                     ─► the watcher (watch.go): progress, final message, ✅/❌
+//
+// A reply in a session's thread is a message to it (queued while a turn
+// runs, as the API's); a click on Stop, or /harvest stop, cancels the
+// running turn (commands.go). The sessions are owned by Owner ("slack")
+// and caused by the asker's user (store.Session.User).
+//
+// # Slack's limits
+//
+// Every call goes through one limiter (rate.go): nothing is asked inside
+// a 429's Retry-After, chat.update at most once per UpdateEvery per
+// channel, the progress message's edits coalesced.
+//
+// # Concurrency
+//
+// A Bot is safe for concurrent use. Its maps (thread locks, watchers,
+// triggers, the user cache) are guarded by mu, never held across a call
+// to Slack or the store. Goroutines, each started by goFn and waited for
+// by Close: the Socket Mode loop (one), the pruner (one), one per event,
+// click or stop being handled, and two per watched session (the
+// follower and its painter). Close cancels the Bot's context: handlers
+// give up their calls, watchers end.
+package slackbot

@@ -1,0 +1,82 @@
+package slackbot
+
+import (
+	"context"
+	"time"
+
+	"github.com/slack-go/slack/slackevents"
+)
+
+// # Events, once each
+//
+// Both transports hand an event callback to accept: its event_id is
+// recorded in the store (store.Slack's AddSlackEvent) before Slack is
+// told it arrived (the Socket Mode ack, the HTTP 200); an id recorded
+// before is a retry (X-Slack-Retry-Num) or a redelivery after a
+// reconnect, acknowledged and not processed again. A store that fails
+// leaves the event unacknowledged, so Slack sends it again. Processing
+// runs after the acknowledgement, in a goroutine the Bot owns (Slack
+// wants the ack within 3 s; a session's start takes longer), one event
+// of a thread at a time. An event recorded whose processing a crash cut
+// short is not processed again: Slack will not send it again, and a
+// second session would be worse than none.
+//
+// Only the message events people write count: the bot's own messages
+// (bot_id, or its user), and edits, deletions and other subtypes are
+// ignored. An edit of the message that started a session changes
+// nothing (the session has the words it started with; write a reply to
+// steer it); a deletion does not stop it (Stop does).
+
+// accept records an event callback and starts its processing; false
+// when the store failed (do not acknowledge: Slack sends it again).
+func (b *Bot) accept(ev slackevents.EventsAPIEvent) bool {
+	if ev.Type != slackevents.CallbackEvent {
+		return true
+	}
+	var id string
+	switch cb := ev.Data.(type) {
+	case *slackevents.EventsAPICallbackEvent:
+		id = cb.EventID
+	case slackevents.EventsAPICallbackEvent:
+		id = cb.EventID
+	}
+	m, ok := b.messageOf(ev.InnerEvent.Data)
+	if !ok {
+		return true
+	}
+	m.event = id
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+	first, err := b.firstSeen(ctx, id)
+	cancel()
+	if err != nil {
+		b.log.Error("recording a Slack event", "event", id, "err", err)
+		return false
+	}
+	if !first {
+		b.log.Info("a Slack event seen before", "event", id)
+		return true
+	}
+	b.goFn(func() {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Minute)
+		defer cancel()
+		b.onMessage(ctx, m)
+	})
+	return true
+}
+
+// messageOf reads an inner event as a person's message.
+func (b *Bot) messageOf(data any) (message, bool) {
+	switch in := data.(type) {
+	case *slackevents.AppMentionEvent:
+		if in.BotID != "" || in.User == b.botUser {
+			return message{}, false
+		}
+		return message{channel: in.Channel, ts: in.TimeStamp, threadTS: in.ThreadTimeStamp, user: in.User, text: in.Text, mention: true}, true
+	case *slackevents.MessageEvent:
+		if in.BotID != "" || in.SubType != "" || in.User == "" || in.User == b.botUser {
+			return message{}, false
+		}
+		return message{channel: in.Channel, ts: in.TimeStamp, threadTS: in.ThreadTimeStamp, user: in.User, text: in.Text, im: in.ChannelType == "im"}, true
+	}
+	return message{}, false
+}
