@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-github/v75/github"
 
+	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -76,6 +77,8 @@ func status(t session.TurnEnd) (string, bool) {
 	switch {
 	case o.Finished != nil:
 		return "✅ Done", true
+	case o.Failed != nil && o.Failed.Kind == event.FailBudget:
+		return "⛔ Stopped: a budget is reached", false
 	case o.Failed != nil:
 		return "❌ Failed (" + string(o.Failed.Kind) + ")", false
 	case o.Cancelled != nil:

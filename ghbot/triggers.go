@@ -308,6 +308,18 @@ func (h *Hooks) start(ctx context.Context, c *github.Client, d *store.Delivery, 
 	if errors.Is(err, store.ErrConflict) {
 		return "session " + req.ID + " (created before)", nil
 	}
+	if be, ok := errors.AsType[*session.BudgetError](err); ok {
+		// Said where it was asked: the requester is told, with who can
+		// raise the cap.
+		why := be.Error()
+		h.editProgress(ctx, c, l.Repo, id, req.ID, "⛔ Harvest did not start: "+why)
+		if err := h.reply(ctx, c, l.Repo, l.Number, d.ID, fmt.Sprintf("Sorry @%s, I can't start a session: %s.", l.Requester, why)); err != nil {
+			return "", err
+		}
+		h.audit(ctx, store.AuditEntry{User: req.User, Action: "session.create", Target: req.ID, Result: "over_budget",
+			Detail: auditDetail(map[string]any{"delivery": d.ID, "repo": l.Repo, "number": l.Number, "login": l.Requester})})
+		return "refused @" + l.Requester + ": " + why, nil
+	}
 	if err != nil {
 		if session.IsInput(err) {
 			h.editProgress(ctx, c, l.Repo, id, req.ID, "❌ Harvest could not start: "+err.Error())

@@ -27,7 +27,9 @@
 // (401) and cancels its requests in flight. Several live grants of one
 // session share its spending and budget (the newest grant's budget
 // applies; SetBudget changes it); Grant.SpentUSD carries a session's
-// spending over a Harvest restart.
+// spending over a Harvest restart. Grant.Admit is a further check of the
+// caller's before each model call (the session layer's: its user's and
+// teams' daily budgets), refused as a spent budget is.
 //
 // # A request
 //
@@ -35,6 +37,7 @@
 //	        ──► token (401 without a live one: nothing forwarded)
 //	        ──► body, at most Config.MaxBodyBytes (413)
 //	        ──► budget: spent >= budget → 402; budget on an unpriced model → 400
+//	        ──► Grant.Admit: an error → 402 with its text
 //	        ──► upstream, with the client's credentials, cookies and
 //	            hop-by-hop headers removed and the real key added
 //	        ◄── response: keys scrubbed (headers and body), Set-Cookie

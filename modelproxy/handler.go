@@ -92,7 +92,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{p: p, g: g, route: rt, method: r.Method, path: r.URL.Path, start: start}
 	if rt.generation {
 		ex.model, ex.stream, body = inspect(api, body)
-		if ref := p.admit(g, ex.model); ref != nil {
+		if ref := p.admit(r.Context(), g, ex.model); ref != nil {
 			p.refuse(w, r, api, g.acct.session, *ref)
 			return
 		}
@@ -265,8 +265,23 @@ func withIncludeUsage(body []byte) []byte {
 	return out
 }
 
-// admit checks the session's budget before a model call.
-func (p *Proxy) admit(g *grant, model string) *refusal {
+// admit checks the session's budget, then the grant's Admit, before a
+// model call.
+func (p *Proxy) admit(ctx context.Context, g *grant, model string) *refusal {
+	if ref := p.admitSession(g, model); ref != nil {
+		return ref
+	}
+	if g.admit != nil {
+		if err := g.admit(ctx); err != nil {
+			ref := refuseBudget("harvest: " + err.Error())
+			return &ref
+		}
+	}
+	return nil
+}
+
+// admitSession checks the session's own budget (Grant.BudgetUSD).
+func (p *Proxy) admitSession(g *grant, model string) *refusal {
 	p.mu.Lock()
 	budget, spent, session := g.acct.budget, g.acct.spent, g.acct.session
 	p.mu.Unlock()

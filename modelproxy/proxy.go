@@ -144,6 +144,14 @@ type Grant struct {
 	// request's goroutine and must not block long. nil: usage is only
 	// counted.
 	OnUsage func(Usage)
+	// Admit, when set, is asked before each model call of this grant's
+	// token, after the session's own budget: an error refuses the call
+	// as a spent budget does (402, not retried), with the error's text
+	// as the message the CLI shows — say what was reached and who can
+	// raise it. The session layer checks its user's and teams' daily
+	// budgets here (package session). It runs on the request's
+	// goroutine with the request's context.
+	Admit func(ctx context.Context) error
 	// Trace, when set, returns the context a model call of this grant's
 	// is traced in: its span ("chat MODEL") is a child of that context's
 	// span (the session's turn running). nil, or a context without a
@@ -181,6 +189,7 @@ type upstream struct {
 type grant struct {
 	acct    *account
 	onUsage func(Usage)
+	admit   func(context.Context) error
 	trace   func() context.Context
 	// revoked is cancelled by revoke: requests in flight with the token are
 	// cancelled with it.
@@ -307,7 +316,7 @@ func (p *Proxy) Grant(g Grant) (token string, revoke func()) {
 	}
 	acct.budget = max(g.BudgetUSD, 0)
 	acct.grants++
-	p.tokens[h] = &grant{acct: acct, onUsage: g.OnUsage, trace: g.Trace, revoked: ctx, revoke: cancel}
+	p.tokens[h] = &grant{acct: acct, onUsage: g.OnUsage, admit: g.Admit, trace: g.Trace, revoked: ctx, revoke: cancel}
 	p.mu.Unlock()
 
 	var once sync.Once

@@ -73,6 +73,8 @@ func fromManager(err error) *apiError {
 		// The data directory's path is the operator's: fromManagerFor
 		// names it to an admin.
 		return storageFull(err, false)
+	case errors.Is(err, session.ErrOverBudget):
+		return errorf(http.StatusTooManyRequests, CodeOverBudget, err.Error())
 	case errors.Is(err, session.ErrUnavailable):
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
 	case errors.Is(err, store.ErrUnavailable):

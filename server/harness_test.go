@@ -26,7 +26,8 @@ import (
 
 // script answers "msg ..." with "ok"; "long task" runs a bash command that
 // waits for the file "go" in the workspace (the test creates it to end the
-// turn), then answers "long task done".
+// turn), then answers "long task done"; "budget task" makes two model
+// calls (a bash command, then an answer).
 const script = `
 rules:
   - name: msg
@@ -35,6 +36,14 @@ rules:
   - name: released
     when: {tool_result: "released"}
     reply: {text: "long task done", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: budgeted
+    when: {tool_result: "budgeted"}
+    reply: {text: "the second call of a budgeted turn", usage: {input_tokens: 100, output_tokens: 10}}
+  - name: budget
+    when: {last_user: "budget task"}
+    reply:
+      tool_calls: [{name: bash, input: {command: "echo budgeted"}}]
+      usage: {input_tokens: 100, output_tokens: 10}
   - name: long
     when: {last_user: "long task"}
     reply:

@@ -63,6 +63,9 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, c caller) *apiError 
 			return fromManager(err)
 		}
 		out.User = UserView(u, ids)
+		if err := s.myBudgets(r.Context(), u.ID, &out); err != nil {
+			return fromManager(err)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -65,6 +65,13 @@ func (s *Server) table() []route {
 		{http.MethodDelete, "/v1/teams/{team}", admin, s.deleteTeam},
 		{http.MethodPost, "/v1/teams/{team}/members", admin, s.addTeamMember},
 		{http.MethodDelete, "/v1/teams/{team}/members/{user}", admin, s.removeTeamMember},
+		// Budgets of users and teams: budgets.go.
+		{http.MethodGet, "/v1/users/{id}/budget", admin, s.getBudget},
+		{http.MethodPut, "/v1/users/{id}/budget", admin, s.putBudget},
+		{http.MethodDelete, "/v1/users/{id}/budget", admin, s.deleteBudget},
+		{http.MethodGet, "/v1/teams/{team}/budget", admin, s.getBudget},
+		{http.MethodPut, "/v1/teams/{team}/budget", admin, s.putBudget},
+		{http.MethodDelete, "/v1/teams/{team}/budget", admin, s.deleteBudget},
 
 		{http.MethodPost, "/v1/tokens", admin, s.createToken},
 		{http.MethodGet, "/v1/tokens", admin, s.listTokens},

@@ -67,6 +67,7 @@ type Records interface {
 	store.People
 	store.Audit
 	store.Teams
+	store.Quotas
 	TokenByHash(ctx context.Context, hash []byte) (*store.Token, error)
 	CreateToken(ctx context.Context, t *store.Token) error
 	ListTokens(ctx context.Context) ([]*store.Token, error)

@@ -37,6 +37,7 @@ const (
 	CodeMediaType           = wire.CodeMediaType
 	CodeUnavailable         = wire.CodeUnavailable
 	CodeInsufficientStorage = wire.CodeInsufficientStorage
+	CodeOverBudget          = wire.CodeOverBudget
 	CodeInternal            = wire.CodeInternal
 
 	StreamErrorEvent  = wire.StreamErrorEvent

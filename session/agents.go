@@ -176,6 +176,9 @@ func (r *runner) newAgent(ctx context.Context, sb *sandbox.Sandbox) (agent.Agent
 		AgentsDir: r.d.cfg.AgentsDir, SessionID: s.ID, State: s.AgentState, Logger: r.log,
 		MCPGuard: r.d.cfg.MCPGuard,
 	}
+	if s.User != "" {
+		req.Payer = &payer{st: r.d.st, clock: r.d.clock, user: s.User, log: r.log}
+	}
 	mcpSecrets, err := r.mcpServers(ctx, &req)
 	if err != nil {
 		return nil, err

@@ -53,6 +53,13 @@ func (m *Manager) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, err
 	}
 	s.Environment = m.chooseEnvironment(ctx, s)
+	// The user's budgets: a live-session cap reached refuses.
+	if err := overBudget(ctx, m.st, s.User, m.clock.Now(), false); err != nil {
+		if _, ok := errors.AsType[*BudgetError](err); ok {
+			return nil, fmt.Errorf("creating a session: %w", err)
+		}
+		return nil, err
+	}
 	// The last check before anything is stored or made.
 	if err := m.admit("creating a session"); err != nil {
 		return nil, err

@@ -194,4 +194,15 @@
 // advertises itself full (store.NodeFull) and takes no placements.
 // DiskUsage reports free space, floor, and what the sessions' disks hold
 // and were promised. See admission.go.
+//
+// # Budgets
+//
+// A user is held to their own budget and to their teams' (store.Quota):
+// model spend per day (UTC) and sessions live at once. Create refuses a
+// session over a live-session cap (*BudgetError, ErrOverBudget: the API's
+// 429); every model call of a session's agent is admitted and paid for by
+// the session's payer (agents.Payer: the model proxy for a CLI in the
+// box, the host client for the builtin), which refuses it once the day's
+// cap is reached, and the turn ends failed, kind budget, with why; a turn
+// does not start while the cap is reached. See quota.go.
 package session

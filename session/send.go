@@ -108,6 +108,11 @@ func (m *Manager) SendMessage(ctx context.Context, owner, id string, out Outgoin
 		if err := m.admit(fmt.Sprintf("resuming session %s (the message was not stored)", id)); err != nil {
 			return nil, err
 		}
+		// It would be live again: a live-session cap reached refuses it
+		// (quota.go).
+		if err := overBudget(ctx, m.st, s.User, m.clock.Now(), false); err != nil {
+			return nil, fmt.Errorf("resuming session %s (the message was not stored): %w", id, err)
+		}
 	}
 	if mode == "" {
 		mode = s.Mode

@@ -96,8 +96,22 @@ func (r *runner) runTurn(msg *store.Message) error {
 		sink.tools = map[string]trace.Span{}
 	}
 	sink.last.Store(d.clock.Now().UnixNano())
+	turn := ag.Turn
+	berr := overBudget(tctx, d.st, r.s.User, d.clock.Now(), true)
+	if berr == nil {
+		berr = unpricedCap(tctx, d.st, r.s.User, r.s.Model, d.cfg.Models.Prices)
+	}
+	if berr != nil {
+		if be, ok := errors.AsType[*BudgetError](berr); ok {
+			// Not started: the message is answered with why (quota.go).
+			turn = refusedTurn(r.s.Model, be)
+		} else {
+			// Each model call is admitted again (the payer).
+			r.log.Warn("the user's budgets could not be read before the turn", "err", berr)
+		}
+	}
 	outc := make(chan agent.Outcome, 1)
-	go func() { outc <- ag.Turn(tctx, msg.Text, sink.emit) }()
+	go func() { outc <- turn(tctx, msg.Text, sink.emit) }()
 	out := r.supervise(tctx, tcancel, outc, sink)
 	if sink.watch != nil {
 		sink.watch.Done()
@@ -383,4 +397,15 @@ func (t *turnSink) outcome(c event.TurnCancelled) event.Payload {
 			Error: "the session lock expired and another run took it, so this turn stopped; send the message again when that run is done"}
 	}
 	return c
+}
+
+// refusedTurn is a turn that fails at once, kind budget, before the
+// agent is asked.
+func refusedTurn(model string, why *BudgetError) func(context.Context, string, func(event.Payload)) agent.Outcome {
+	return func(_ context.Context, prompt string, emit func(event.Payload)) agent.Outcome {
+		f := event.TurnFailed{Kind: event.FailBudget, Error: "harvest: " + why.Error()}
+		emit(event.TurnStarted{Prompt: prompt, Model: model})
+		emit(f)
+		return agent.Outcome{Failed: &f}
+	}
 }

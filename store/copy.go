@@ -25,6 +25,12 @@ type Copier interface {
 	// DumpMemoryScopes lists every memory scope that has an entity or was
 	// seeded, by repository then owner.
 	DumpMemoryScopes(ctx context.Context) ([]MemoryScopeInfo, error)
+	// DumpQuotas lists every budget, by scope then subject (SetQuota
+	// copies one, its UpdatedAt kept).
+	DumpQuotas(ctx context.Context) ([]*Quota, error)
+	// DumpSpend lists every user's spend of every day, by user then day
+	// (AddSpend copies one into an empty store).
+	DumpSpend(ctx context.Context) ([]Spend, error)
 
 	// LoadDelivery stores d with its state, attempts, result and times.
 	LoadDelivery(ctx context.Context, d *Delivery) error
@@ -47,4 +53,11 @@ type Copier interface {
 type MemoryScopeInfo struct {
 	Scope  MemoryScope
 	Seeded time.Time
+}
+
+// Spend is a user's model spend of a day (DumpSpend).
+type Spend struct {
+	User string  `json:"user"`
+	Day  string  `json:"day"`
+	USD  float64 `json:"usd"`
 }

@@ -604,6 +604,7 @@ type Store interface {
 	People
 	Audit
 	Teams
+	Quotas
 	SignIns
 	EventRetention
 	Slack

@@ -69,6 +69,12 @@ type Me struct {
 	// Admin: the request may do what an admin does (an admin token of
 	// an admin).
 	Admin bool `json:"admin"`
+	// Budgets are the budgets the user is held to (their own, then their
+	// teams'), each with what it holds today; absent when none.
+	Budgets []*Budget `json:"budgets,omitempty"`
+	// Today is what the user uses: the day's model spend (UTC) and their
+	// live sessions (absent for a node's token).
+	Today *BudgetUse `json:"today,omitempty"`
 }
 
 // AuditEntry is one action of the audit log.

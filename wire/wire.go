@@ -41,7 +41,11 @@ const (
 	// 507: the server's data directory is below its floor of free space:
 	// no new sessions, resumes or environment builds until space is freed.
 	CodeInsufficientStorage = "insufficient_storage"
-	CodeInternal            = "internal" // 500: a bug or a failing store; the message says which
+	// 429: a budget of the user's, or of one of their teams, is reached
+	// (its live sessions); the message says which and who may raise it.
+	// Retrying does not help until a session ends or the cap is raised.
+	CodeOverBudget = "over_budget"
+	CodeInternal   = "internal" // 500: a bug or a failing store; the message says which
 )
 
 // ErrorBody is every error response: {"error":{"code","message"}}.

@@ -38,7 +38,13 @@
 //   - the CLI, checked to be runnable in the box before anything starts;
 //
 //   - usage for an agent that reports none (Caps.ProxyMeters): the turn's
-//     step.finished events are what the proxy measured.
+//     step.finished events are what the proxy measured;
+//
+//   - the payer (Request.Payer, pay.go), when the caller gives one: every
+//     model call is admitted and paid for by it, whichever way it goes (the
+//     proxy's Grant.Admit and OnUsage, or the host client's provider), and
+//     a turn during which it refused a call ends failed, kind budget, with
+//     its message.
 //
 // Check validates a kind against a model, a backend and the installed CLIs
 // before a session is stored or a run starts; Mounts is what its box needs.

@@ -22,6 +22,10 @@ type wired struct {
 	egress *EgressBridge
 	git    *gitBridge
 	mcp    *mcpBridge
+	// payer admits and pays for the model calls (nil: none does);
+	// refused is its refusals during the turn.
+	payer   Payer
+	refused *refusals
 	// stuck: the agent does not report a STUCK.md itself; the turn's end
 	// looks for one in ws.
 	stuck     bool
@@ -37,10 +41,16 @@ func (w *wired) Turn(ctx context.Context, prompt string, emit func(event.Payload
 	if w.stuck {
 		emit = w.stuckEmit(ctx, emit)
 	}
-	if w.model == nil {
-		return w.Agent.Turn(ctx, prompt, emit)
+	turn := func(emit func(event.Payload)) agent.Outcome {
+		if w.model == nil {
+			return w.Agent.Turn(ctx, prompt, emit)
+		}
+		return w.model.turn(ctx, w.Agent, prompt, emit)
 	}
-	return w.model.turn(ctx, w.Agent, prompt, emit)
+	if w.refused == nil {
+		return turn(emit)
+	}
+	return budgetOutcome(w.refused, turn, emit)
 }
 
 // stuckEmit reports a STUCK.md the agent wrote during the turn as a stuck
@@ -99,6 +109,8 @@ type modelBridge struct {
 	// meter: the agent reports no usage, so the turn's usage is what the
 	// proxy measured.
 	meter bool
+	// payer pays for each call the proxy metered (nil: none).
+	payer Payer
 	mu    sync.Mutex
 	usage []modelproxy.Usage // during a turn (OnUsage runs on the proxy's request goroutines)
 	// turnCtx is the context of the turn running (nil between turns): the
@@ -108,13 +120,17 @@ type modelBridge struct {
 
 // bridgeModel serves p in req's box and returns the bridge, the in-box URL
 // and the session's token.
-func bridgeModel(ctx context.Context, req Request, p *modelproxy.Proxy, meter bool) (*modelBridge, string, string, error) {
+func bridgeModel(ctx context.Context, req Request, p *modelproxy.Proxy, meter bool, refused *refusals) (*modelBridge, string, string, error) {
 	ln, err := req.Box.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("bridging the model endpoint into the box: %w", err)
 	}
-	b := &modelBridge{proxy: p, session: req.SessionID, budget: req.Limits.BudgetUSD, ln: ln, served: make(chan struct{}), meter: meter}
-	token, revoke := p.Grant(modelproxy.Grant{Session: req.SessionID, OnUsage: b.onUsage, Trace: b.trace})
+	b := &modelBridge{proxy: p, session: req.SessionID, budget: req.Limits.BudgetUSD, ln: ln, served: make(chan struct{}), meter: meter, payer: req.Payer}
+	g := modelproxy.Grant{Session: req.SessionID, OnUsage: b.onUsage, Trace: b.trace}
+	if req.Payer != nil {
+		g.Admit = func(ctx context.Context) error { return refused.admit(ctx, req.Payer) }
+	}
+	token, revoke := p.Grant(g)
 	b.revoke = revoke
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.stopServe = cancel
@@ -128,6 +144,11 @@ func bridgeModel(ctx context.Context, req Request, p *modelproxy.Proxy, meter bo
 }
 
 func (b *modelBridge) onUsage(u modelproxy.Usage) {
+	if b.payer != nil && u.CostUSD > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), payTimeout)
+		b.payer.Pay(ctx, u.CostUSD)
+		cancel()
+	}
 	b.mu.Lock()
 	b.usage = append(b.usage, u)
 	b.mu.Unlock()

@@ -47,6 +47,11 @@ type Request struct {
 	// CLIPrefix is the npm prefix the CLIs are installed under
 	// (DefaultCLIPrefix when empty).
 	CLIPrefix string
+	// Payer, when set, admits and pays for every model call of the agent
+	// (pay.go): a turn during which it refused a call ends as a budget
+	// failure with its message. Nil: the calls are only the session's
+	// Limits'.
+	Payer Payer
 	// Limits bound the turns; BudgetUSD is also enforced by the model
 	// proxy for an agent that calls the model from the box.
 	Limits agent.Limits
@@ -128,18 +133,24 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 	d.Model = agent.Model{Name: req.Model, ID: id, API: APIOf(req.Models, req.Model), Explicit: req.ModelExplicit}
 
 	w := &wired{}
+	if req.Payer != nil {
+		w.payer, w.refused = req.Payer, &refusals{}
+	}
 	if k.Caps.ModelInBox {
 		p, err := req.proxy()
 		if err != nil {
 			return nil, err
 		}
-		if w.model, d.Model.URL, d.Model.Token, err = bridgeModel(ctx, req, p, k.Caps.ProxyMeters); err != nil {
+		if w.model, d.Model.URL, d.Model.Token, err = bridgeModel(ctx, req, p, k.Caps.ProxyMeters, w.refused); err != nil {
 			return nil, err
 		}
 	} else {
 		open := req.Client
 		if open == nil {
 			open = func(m string) (*llm.Client, error) { return providers.Open(req.Models, m) }
+		}
+		if req.Payer != nil {
+			open = paying(open, req.Payer, w.refused)
 		}
 		if d.Model.Client, err = open(req.Model); err != nil {
 			return nil, fmt.Errorf("model %s: %w", req.Model, err)
@@ -173,7 +184,7 @@ func Open(ctx context.Context, req Request) (agent.Agent, error) {
 	}
 	w.stuck = !k.Caps.ReportsStuck
 	w.box, w.ws = req.Box, req.Workspaces
-	if w.model == nil && w.egress == nil && w.git == nil && w.mcp == nil && !w.stuck {
+	if w.model == nil && w.egress == nil && w.git == nil && w.mcp == nil && !w.stuck && w.payer == nil {
 		return ag, nil
 	}
 	w.Agent = ag

@@ -30,7 +30,7 @@ directly, or with --server through its API with an admin token.`,
 	}
 	conn.adminFlags(cmd, "teams")
 	cmd.AddCommand(newTeamLsCmd(&conn), newTeamAddCmd(&conn), newTeamRmCmd(&conn),
-		newTeamMembersCmd(&conn, "add-member", true), newTeamMembersCmd(&conn, "rm-member", false))
+		newTeamMembersCmd(&conn, "add-member", true), newTeamMembersCmd(&conn, "rm-member", false), newBudgetCmd(&conn, store.QuotaTeam))
 	return cmd
 }
 

@@ -57,9 +57,22 @@ func TestTeamCommands(t *testing.T) {
 	if out := cli("team", "ls", "--data", e.home); !strings.Contains(out, "qa") || !strings.Contains(out, ben) {
 		t.Errorf("harvest team ls --data:\n%s", out)
 	}
+	cli("team", "budget", "set", "--data", e.home, "qa", "--daily-usd", "3", "--max-sessions", "4")
+	if out := cli("team", "budget", "show", "--data", e.home, "qa"); !strings.Contains(out, "of $3.00 today") || !strings.Contains(out, "live sessions: 0 of 4") {
+		t.Errorf("harvest team budget show --data:\n%s", out)
+	}
+	if code, _, errOut := runCLI(t, "", "team", "budget", "set", "--data", e.home, "nope", "--daily-usd", "1"); code == 0 || !strings.Contains(errOut, "team nope") {
+		t.Errorf("a budget for a missing team: exit %d %s", code, errOut)
+	}
 	cli("team", "rm", "--data", e.home, "backend")
 	t.Setenv("HARVEST_SERVER", s.url)
 	if out := cli("team", "ls"); strings.Contains(out, "backend") || !strings.Contains(out, "qa") {
 		t.Errorf("the server's teams after the data directory's changes:\n%s", out)
+	}
+	if out := cli("team", "budget", "show", "qa", "--json"); !strings.Contains(out, `"daily_usd": 3`) || !strings.Contains(out, `"set": true`) {
+		t.Errorf("the server's budget of qa after the data directory's change:\n%s", out)
+	}
+	if out := cli("audit", "--action", "budget.set"); !strings.Contains(out, "team:qa") {
+		t.Errorf("harvest audit --action budget.set:\n%s", out)
 	}
 }

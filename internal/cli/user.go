@@ -33,7 +33,7 @@ directly, or with --server through its API with an admin token.`,
 	}
 	conn.adminFlags(cmd, "users")
 	cmd.AddCommand(newUserLsCmd(&conn), newUserAddCmd(&conn), newUserSetRoleCmd(&conn),
-		newUserDisableCmd(&conn, "disable", true), newUserDisableCmd(&conn, "enable", false))
+		newUserDisableCmd(&conn, "disable", true), newUserDisableCmd(&conn, "enable", false), newBudgetCmd(&conn, store.QuotaUser))
 	return cmd
 }
 

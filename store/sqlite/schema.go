@@ -478,6 +478,27 @@ CREATE TABLE slack_channels (
 	PRIMARY KEY (team, channel)
 ) STRICT, WITHOUT ROWID;
 `},
+	// Budgets (store/quotas.go): a user's or a team's caps, and each
+	// user's model spend per day (UTC). Counting a subject's live
+	// sessions reads sessions by user and state.
+	{"quotas", `
+CREATE TABLE quotas (
+	scope        TEXT NOT NULL,               -- user | team
+	subject      TEXT NOT NULL,               -- the user's id, the team's name
+	daily_usd    REAL NOT NULL,               -- 0: no cap
+	max_sessions INTEGER NOT NULL,            -- 0: no cap
+	updated_at   INTEGER NOT NULL,
+	PRIMARY KEY (scope, subject)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE spend (
+	user_id TEXT NOT NULL,
+	day     TEXT NOT NULL,                    -- 2006-01-02, UTC
+	usd     REAL NOT NULL,
+	PRIMARY KEY (user_id, day)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX spend_day ON spend (day, user_id);
+CREATE INDEX sessions_user_state ON sessions (user_id, state);
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -17,6 +17,9 @@
 //     tokens that belong to them;
 //   - teams with their members (CreateTeam, AddTeamMember), after the
 //     users;
+//   - budgets (SetQuota, their UpdatedAt kept) and each user's spend of
+//     each day (AddSpend), after the users and teams, listed through
+//     store.Copier (DumpQuotas, DumpSpend);
 //   - the audit log (AppendAudit, oldest first: the new store numbers
 //     the entries again, in the same order);
 //   - API tokens (CreateToken: the SHA-256 of each secret is copied as it
@@ -98,6 +101,8 @@ func Copy(ctx context.Context, from, to store.Store, now time.Time, log io.Write
 	}{
 		{"users", func() (int, error) { return copyUsers(ctx, from, to) }},
 		{"teams", func() (int, error) { return copyTeams(ctx, from, to) }},
+		{"budgets", func() (int, error) { return copyQuotas(ctx, src, to) }},
+		{"days of spend", func() (int, error) { return copySpend(ctx, src, to) }},
 		{"tokens", func() (int, error) { return copyTokens(ctx, from, to) }},
 		{"audit entries", func() (int, error) { return copyAudit(ctx, from, to) }},
 		{"sessions", func() (int, error) { return copySessions(ctx, from, to, dst) }},
@@ -150,6 +155,10 @@ func checkEmpty(ctx context.Context, to store.Store, dst store.Copier) error {
 	count("webhook deliveries", len(dels), err)
 	mem, err := dst.DumpMemoryScopes(ctx)
 	count("memory scopes", len(mem), err)
+	quotas, err := dst.DumpQuotas(ctx)
+	count("budgets", len(quotas), err)
+	spend, err := dst.DumpSpend(ctx)
+	count("days of spend", len(spend), err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("reading the destination: %w", err)
 	}

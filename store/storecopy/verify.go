@@ -20,7 +20,7 @@ import (
 
 // Kinds of rows an Inventory counts, in the order a Report lists them.
 var kinds = []string{
-	"sessions", "messages", "events", "leases", "users", "identities", "teams", "team members", "tokens", "audit entries", "environments", "secrets",
+	"sessions", "messages", "events", "leases", "users", "identities", "teams", "team members", "budgets", "days of spend", "tokens", "audit entries", "environments", "secrets",
 	"deliveries", "web sessions", "memory scopes seeded", "memory entities",
 	"memory observations", "memory relations",
 }
@@ -102,6 +102,7 @@ func Take(ctx context.Context, st store.Store, now time.Time) (*Inventory, error
 	for _, step := range []func() error{
 		func() error { return takeUsers(ctx, st, t["users"], t["identities"]) },
 		func() error { return takeTeams(ctx, st, t["teams"], t["team members"]) },
+		func() error { return takeQuotas(ctx, cp, t["budgets"], t["days of spend"]) },
 		func() error { return takeTokens(ctx, st, t["tokens"]) },
 		func() error { return takeAudit(ctx, st, t["audit entries"]) },
 		func() error { return takeEnvironments(ctx, st, t["environments"]) },

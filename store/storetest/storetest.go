@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("People", func(t *testing.T) { testPeople(t, open) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open) })
 	t.Run("Teams", func(t *testing.T) { testTeams(t, open) })
+	t.Run("Quotas", func(t *testing.T) { testQuotas(t, open) })
 	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open) })
 	t.Run("DeliveryQueue", func(t *testing.T) { testDeliveryQueue(t, open) })
 	t.Run("GitHubMarks", func(t *testing.T) { testGitHubMarks(t, open) })
