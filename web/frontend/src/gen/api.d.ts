@@ -441,7 +441,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Who the caller is: the token, its user and the user's identities */
+        /** Who the caller is: the token, its user and the user's identities, the budgets the user is held to and what they use today */
         get: operations["me"];
         put?: never;
         post?: never;
@@ -488,6 +488,28 @@ export interface paths {
         head?: never;
         /** Rename a user, change their role, disable or enable them (admin; not oneself's role or disabled) */
         patch: operations["updateUser"];
+        trace?: never;
+    };
+    "/v1/users/{id}/budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** The user's budget and what it uses today (admin): caps 0 and set false when it has none */
+        get: operations["getUserBudget"];
+        /** Set the user's budget, whole (admin; audited as budget.set): model spend a day (UTC, US dollars) and sessions live at once; a cap left out or 0 is none */
+        put: operations["setUserBudget"];
+        post?: never;
+        /** Remove the user's budget: no caps (admin; audited as budget.delete) */
+        delete: operations["deleteUserBudget"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/audit": {
@@ -540,6 +562,28 @@ export interface paths {
         post?: never;
         /** Delete a team and its memberships (admin); its users stay */
         delete: operations["deleteTeam"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/teams/{team}/budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A team's name */
+                team: string;
+            };
+            cookie?: never;
+        };
+        /** The team's budget and what it uses today (a team's use: its members' together) (admin): caps 0 and set false when it has none */
+        get: operations["getTeamBudget"];
+        /** Set the team's budget, whole (admin; audited as budget.set): model spend a day (UTC, US dollars) and sessions live at once; a cap left out or 0 is none */
+        put: operations["setTeamBudget"];
+        post?: never;
+        /** Remove the team's budget: no caps (admin; audited as budget.delete) */
+        delete: operations["deleteTeamBudget"];
         options?: never;
         head?: never;
         patch?: never;
@@ -982,7 +1026,7 @@ export interface components {
         };
         ErrorInfo: {
             /** @enum {string} */
-            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "insufficient_storage" | "internal" | "too_slow" | "deleted";
+            code: "bad_request" | "invalid" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "too_large" | "unsupported_media_type" | "unavailable" | "insufficient_storage" | "over_budget" | "internal" | "too_slow" | "deleted";
             /** @description What was wrong and what to do */
             message: string;
             /** @description With code invalid: every problem of the request, one an item, each saying what to change */
@@ -1553,6 +1597,44 @@ export interface components {
             signed_in_via?: "github" | "oidc";
             /** @description The request may do what an admin does: an admin token of an admin */
             admin: boolean;
+            /** @description The budgets the user is held to (their own, then their teams'), each with what it holds today; absent when none */
+            budgets?: components["schemas"]["Budget"][];
+            /** @description What the user uses: the day's model spend (UTC) and their live sessions */
+            today?: components["schemas"]["BudgetUse"];
+        };
+        /** @description A user's or a team's budget. A user is held to their own and to each of their teams'; the first cap reached refuses: a new session over max_sessions is 429 over_budget, and once the day's spend reaches daily_usd the next model request is refused and the turn ends with turn.failed, kind budget (no new turn starts either) until 00:00 UTC or the cap is raised */
+        Budget: {
+            /** @enum {string} */
+            scope: "user" | "team";
+            /** @description The user's id or the team's name */
+            subject: string;
+            /** @description An admin set this budget; false: none (caps 0) */
+            set: boolean;
+            /** @description Cap on the model spend of a day (UTC), in US dollars; 0: none */
+            daily_usd: number;
+            /** @description Cap on the sessions live at once (not suspended, stopped or failed); 0: none */
+            max_sessions: number;
+            /** Format: date-time */
+            updated_at?: string;
+            today: components["schemas"]["BudgetUse"];
+        };
+        BudgetUse: {
+            /**
+             * Format: date
+             * @description The day (UTC) spent_usd is of
+             */
+            day: string;
+            /** @description The model spend of that day, in US dollars, as the server priced it */
+            spent_usd: number;
+            /** @description Sessions live now (not suspended, stopped or failed) */
+            live_sessions: number;
+        };
+        /** @description A budget, whole: a cap left out (or 0) is none; at least one above 0 (to remove a budget, DELETE it) */
+        BudgetRequest: {
+            /** @description US dollars of model spend a day (UTC) */
+            daily_usd?: number;
+            /** @description Sessions live at once */
+            max_sessions?: number;
         };
         AuditEntry: {
             /** Format: int64 */
@@ -1742,6 +1824,15 @@ export interface components {
         };
         /** @description Signed in by cookie, but without the sign-in's X-Harvest-CSRF token, or from another site (Origin, Sec-Fetch-Site); or, for an admin route, not an admin token */
         CrossSite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description A budget of the caller's user, or of one of their teams, is at its cap of live sessions (code over_budget): nothing was stored. The message names the budget, the cap and who may raise it (harvest user budget set, harvest team budget set); retrying does not help until a session ends or the cap is raised */
+        OverBudget: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2149,6 +2240,7 @@ export interface operations {
             403: components["responses"]["CrossSite"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["OverBudget"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
         };
@@ -2635,6 +2727,118 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getUserBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The budget */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setUserBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetRequest"];
+            };
+        };
+        responses: {
+            /** @description The budget as set */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such user */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteUserBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such user, or it has no budget */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
     listAudit: {
         parameters: {
             query?: {
@@ -2758,6 +2962,118 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description No such team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getTeamBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A team's name */
+                team: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The budget */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setTeamBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A team's name */
+                team: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BudgetRequest"];
+            };
+        };
+        responses: {
+            /** @description The budget as set */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Budget"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteTeamBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A team's name */
+                team: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such team, or it has no budget */
             404: {
                 headers: {
                     [name: string]: unknown;
