@@ -25,6 +25,14 @@ type Copier interface {
 	// DumpMemoryScopes lists every memory scope that has an entity or was
 	// seeded, by repository then owner.
 	DumpMemoryScopes(ctx context.Context) ([]MemoryScopeInfo, error)
+	// DumpSlackEvents lists the Slack event ids recorded (AddSlackEvent),
+	// by id.
+	DumpSlackEvents(ctx context.Context) ([]SlackEvent, error)
+	// DumpSlackThreads lists every session's Slack thread, by session.
+	DumpSlackThreads(ctx context.Context) ([]*SlackThread, error)
+	// DumpSlackChannels lists every channel's default repository, by team
+	// then channel.
+	DumpSlackChannels(ctx context.Context) ([]*SlackChannel, error)
 
 	// LoadDelivery stores d with its state, attempts, result and times.
 	LoadDelivery(ctx context.Context, d *Delivery) error
@@ -40,6 +48,16 @@ type Copier interface {
 	// (its expiry is its node's heartbeat's; nodes are not copied),
 	// so the session's epochs go on from there and never go back.
 	LoadLease(ctx context.Context, l Lease) error
+	// LoadSlackChannel stores c with its UpdatedAt (SetSlackChannel sets
+	// it to now).
+	LoadSlackChannel(ctx context.Context, c *SlackChannel) error
+}
+
+// SlackEvent is a Slack event id DumpSlackEvents lists, with when it was
+// received (AddSlackEvent's at).
+type SlackEvent struct {
+	ID         string    `json:"id"`
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // MemoryScopeInfo is a memory scope DumpMemoryScopes lists: Seeded is
