@@ -205,6 +205,9 @@ func (s *Store) DumpSlackChannels(ctx context.Context) ([]*store.SlackChannel, e
 // LoadSlackChannel stores c as it is.
 func (s *Store) LoadSlackChannel(ctx context.Context, c *store.SlackChannel) error {
 	what := "slack channel " + c.Team + " " + c.Channel
+	if c.Channel == "" || c.Repo == "" || c.UpdatedAt.IsZero() {
+		return s.errorf("load %s: channel, repo and updated_at must be set", what)
+	}
 	return s.write(ctx, "load "+what, func(tx Querier) error {
 		_, err := tx.Exec(ctx, `INSERT INTO slack_channels (team, channel, repo, set_by, updated_at) VALUES (?, ?, ?, ?, ?)`,
 			c.Team, c.Channel, c.Repo, c.SetBy, s.d.Time(c.UpdatedAt))
