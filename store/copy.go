@@ -31,6 +31,14 @@ type Copier interface {
 	// DumpSpend lists every user's spend of every day, by user then day
 	// (AddSpend copies one into an empty store).
 	DumpSpend(ctx context.Context) ([]Spend, error)
+	// DumpSlackEvents lists the Slack event ids recorded (AddSlackEvent),
+	// by id.
+	DumpSlackEvents(ctx context.Context) ([]SlackEvent, error)
+	// DumpSlackThreads lists every session's Slack thread, by session.
+	DumpSlackThreads(ctx context.Context) ([]*SlackThread, error)
+	// DumpSlackChannels lists every channel's default repository, by team
+	// then channel.
+	DumpSlackChannels(ctx context.Context) ([]*SlackChannel, error)
 
 	// LoadDelivery stores d with its state, attempts, result and times.
 	LoadDelivery(ctx context.Context, d *Delivery) error
@@ -46,6 +54,16 @@ type Copier interface {
 	// (its expiry is its node's heartbeat's; nodes are not copied),
 	// so the session's epochs go on from there and never go back.
 	LoadLease(ctx context.Context, l Lease) error
+	// LoadSlackChannel stores c with its UpdatedAt (SetSlackChannel sets
+	// it to now).
+	LoadSlackChannel(ctx context.Context, c *SlackChannel) error
+}
+
+// SlackEvent is a Slack event id DumpSlackEvents lists, with when it was
+// received (AddSlackEvent's at).
+type SlackEvent struct {
+	ID         string    `json:"id"`
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // MemoryScopeInfo is a memory scope DumpMemoryScopes lists: Seeded is

@@ -78,6 +78,12 @@ type slackEnv struct {
 
 func newSlackEnv(t testing.TB, opts slacksim.Options) *slackEnv {
 	t.Helper()
+	return newSlackEnvWith(t, opts, slackScript)
+}
+
+// newSlackEnvWith is newSlackEnv with script as the model.
+func newSlackEnvWith(t testing.TB, opts slacksim.Options, script string) *slackEnv {
+	t.Helper()
 	ss, err := slacksim.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +109,7 @@ func newSlackEnv(t testing.TB, opts slacksim.Options) *slackEnv {
 	if se.general, err = ss.AddChannel(slacksim.ChannelSpec{Name: "general", Members: []string{se.alice.ID, se.bob.ID, se.carol.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	se.e = newServeEnvWith(t, slackScript)
+	se.e = newServeEnvWith(t, script)
 	se.root = t.TempDir()
 	calc := filepath.Join(se.root, "calc")
 	os.Mkdir(calc, 0o755)

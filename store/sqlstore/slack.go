@@ -146,3 +146,71 @@ func (s *Store) SlackChannel(ctx context.Context, team, channel string) (*store.
 	c.UpdatedAt = updated.T
 	return &c, nil
 }
+
+// DumpSlackEvents lists the event ids recorded, by id.
+func (s *Store) DumpSlackEvents(ctx context.Context) ([]store.SlackEvent, error) {
+	rows, err := s.reader().Query(ctx, `SELECT id, received_at FROM slack_events ORDER BY id`)
+	out, err := collect(rows, err, func(r Row) (*store.SlackEvent, error) {
+		var (
+			e  store.SlackEvent
+			at Time
+		)
+		err := r.Scan(&e.ID, &at)
+		e.ReceivedAt = at.T
+		return &e, err
+	})
+	if err != nil {
+		return nil, s.errorf("dump slack events: %w", err)
+	}
+	return values(out), nil
+}
+
+// DumpSlackThreads lists every thread, by session.
+func (s *Store) DumpSlackThreads(ctx context.Context) ([]*store.SlackThread, error) {
+	rows, err := s.reader().Query(ctx, `SELECT session_id, team, channel, thread_ts, slack_user, shown, created_at FROM slack_threads ORDER BY session_id`)
+	out, err := collect(rows, err, func(r Row) (*store.SlackThread, error) {
+		var (
+			t       store.SlackThread
+			created Time
+		)
+		err := r.Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &t.Shown, &created)
+		t.CreatedAt = created.T
+		return &t, err
+	})
+	if err != nil {
+		return nil, s.errorf("dump slack threads: %w", err)
+	}
+	return out, nil
+}
+
+// DumpSlackChannels lists every channel's default repository, by team
+// then channel.
+func (s *Store) DumpSlackChannels(ctx context.Context) ([]*store.SlackChannel, error) {
+	rows, err := s.reader().Query(ctx, `SELECT team, channel, repo, set_by, updated_at FROM slack_channels ORDER BY team, channel`)
+	out, err := collect(rows, err, func(r Row) (*store.SlackChannel, error) {
+		var (
+			c       store.SlackChannel
+			updated Time
+		)
+		err := r.Scan(&c.Team, &c.Channel, &c.Repo, &c.SetBy, &updated)
+		c.UpdatedAt = updated.T
+		return &c, err
+	})
+	if err != nil {
+		return nil, s.errorf("dump slack channels: %w", err)
+	}
+	return out, nil
+}
+
+// LoadSlackChannel stores c as it is.
+func (s *Store) LoadSlackChannel(ctx context.Context, c *store.SlackChannel) error {
+	what := "slack channel " + c.Team + " " + c.Channel
+	if c.Channel == "" || c.Repo == "" || c.UpdatedAt.IsZero() {
+		return s.errorf("load %s: channel, repo and updated_at must be set", what)
+	}
+	return s.write(ctx, "load "+what, func(tx Querier) error {
+		_, err := tx.Exec(ctx, `INSERT INTO slack_channels (team, channel, repo, set_by, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			c.Team, c.Channel, c.Repo, c.SetBy, s.d.Time(c.UpdatedAt))
+		return s.Loaded(what, err)
+	})
+}

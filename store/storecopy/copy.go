@@ -26,7 +26,13 @@
 //     is, so every token keeps working; the secrets themselves are not in
 //     any store);
 //   - environments (CreateEnvironment);
-//   - web sessions that have not expired (CreateWebSession).
+//   - web sessions that have not expired (CreateWebSession);
+//   - sessions' Slack threads (PutSlackThread keeps every field, the
+//     seq the thread shows included), after the sessions;
+//   - the Slack event ids processed (AddSlackEvent keeps when each was
+//     received, so they are pruned when they would have been): a
+//     delivery Slack retries across the migration is still processed
+//     once.
 //
 // Through store.Copier, which both stores implement, where Store has no
 // call to list the rows or its writes would change them:
@@ -40,7 +46,9 @@
 //   - the repositories' memory (its writes stamp every row with the
 //     writer's session and the time now; LoadMemory keeps each row's);
 //   - sessions' leases (AcquireLease starts epochs over at 1; LoadLease
-//     keeps them, so a session's epochs never go back).
+//     keeps them, so a session's epochs never go back);
+//   - Slack channels' default repositories (SetSlackChannel stamps the
+//     time now; LoadSlackChannel keeps it).
 //
 // Not copied: locks (a sequential workflow's lock is held by a running
 // server and expires by itself), nodes (a node is a running server,
@@ -111,6 +119,9 @@ func Copy(ctx context.Context, from, to store.Store, now time.Time, log io.Write
 		{"deliveries", func() (int, error) { return copyDeliveries(ctx, src, dst) }},
 		{"web sessions", func() (int, error) { return copyWebSessions(ctx, src, to, now) }},
 		{"memory scopes", func() (int, error) { return copyMemory(ctx, from, src, dst) }},
+		{"slack threads", func() (int, error) { return copySlackThreads(ctx, src, to) }},
+		{"slack channels", func() (int, error) { return copySlackChannels(ctx, src, dst) }},
+		{"slack event ids", func() (int, error) { return copySlackEvents(ctx, src, to) }},
 	}
 	for _, s := range steps {
 		n, err := s.fn()
@@ -159,6 +170,10 @@ func checkEmpty(ctx context.Context, to store.Store, dst store.Copier) error {
 	count("budgets", len(quotas), err)
 	spend, err := dst.DumpSpend(ctx)
 	count("days of spend", len(spend), err)
+	sch, err := dst.DumpSlackChannels(ctx)
+	count("slack channels", len(sch), err)
+	sev, err := dst.DumpSlackEvents(ctx)
+	count("slack event ids", len(sev), err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("reading the destination: %w", err)
 	}
@@ -373,4 +388,44 @@ func copyMemory(ctx context.Context, from store.Store, src, dst store.Copier) (i
 		}
 	}
 	return len(scopes), nil
+}
+
+func copySlackThreads(ctx context.Context, src store.Copier, to store.Store) (int, error) {
+	ts, err := src.DumpSlackThreads(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range ts {
+		c := *t
+		if err := to.PutSlackThread(ctx, &c); err != nil {
+			return 0, err
+		}
+	}
+	return len(ts), nil
+}
+
+func copySlackChannels(ctx context.Context, src, dst store.Copier) (int, error) {
+	cs, err := src.DumpSlackChannels(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range cs {
+		if err := dst.LoadSlackChannel(ctx, c); err != nil {
+			return 0, err
+		}
+	}
+	return len(cs), nil
+}
+
+func copySlackEvents(ctx context.Context, src store.Copier, to store.Store) (int, error) {
+	es, err := src.DumpSlackEvents(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range es {
+		if err := to.AddSlackEvent(ctx, e.ID, e.ReceivedAt); err != nil {
+			return 0, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+	}
+	return len(es), nil
 }

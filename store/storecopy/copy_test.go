@@ -3,6 +3,7 @@ package storecopy_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,6 +94,12 @@ func fill(t *testing.T, st store.Store) {
 	must(err)
 	_, err = st.AddMemoryObservations(ctx, sc, "api", []string{"has a REST API", "uses PostgreSQL"}, store.MemoryWrite{Session: "s2", Turn: 1})
 	must(err)
+	must(st.PutSlackThread(ctx, &store.SlackThread{Session: "s1", Team: "T1", Channel: "C1", ThreadTS: "1700000000.000100", User: "U1", CreatedAt: base}))
+	must(st.SetSlackThreadShown(ctx, "s1", 3))
+	must(st.PutSlackThread(ctx, &store.SlackThread{Session: "s2", Team: "T1", Channel: "C2", ThreadTS: "1700000000.000200", CreatedAt: base.Add(time.Minute)}))
+	must(st.SetSlackChannel(ctx, &store.SlackChannel{Team: "T1", Channel: "C1", Repo: "o/api", SetBy: "usr-ann"}))
+	must(st.AddSlackEvent(ctx, "Ev1", base))
+	must(st.AddSlackEvent(ctx, "Ev2", base.Add(time.Second)))
 }
 
 // TestCopy copies a store that has every kind of row to an empty store of
@@ -143,6 +150,17 @@ func TestCopy(t *testing.T) {
 			}
 			if n, err := to.LastSeq(ctx, "s2"); err != nil || n != 3 {
 				t.Errorf("LastSeq(s2) in the copy = %d, %v; want 3", n, err)
+			}
+			// The Slack app goes on: s1's thread shows up to seq 3, C1's
+			// default holds, and Ev1 is a delivery seen already.
+			if th, err := to.SlackThread(ctx, "s1"); err != nil || th.Shown != 3 || th.ThreadTS != "1700000000.000100" || th.User != "U1" {
+				t.Errorf("slack thread of s1 in the copy: %+v, %v; want ts 1700000000.000100 by U1, shown 3", th, err)
+			}
+			if ch, err := to.SlackChannel(ctx, "T1", "C1"); err != nil || ch.Repo != "o/api" {
+				t.Errorf("slack channel C1 in the copy: %+v, %v; want o/api", ch, err)
+			}
+			if err := to.AddSlackEvent(ctx, "Ev1", time.Time{}); !errors.Is(err, store.ErrConflict) {
+				t.Errorf("AddSlackEvent(Ev1) on the copy: %v; want ErrConflict (copied as processed)", err)
 			}
 
 			// A second copy into it is refused, saying what it has; and a

@@ -22,7 +22,7 @@ import (
 var kinds = []string{
 	"sessions", "messages", "events", "leases", "users", "identities", "teams", "team members", "budgets", "days of spend", "tokens", "audit entries", "environments", "secrets",
 	"deliveries", "web sessions", "memory scopes seeded", "memory entities",
-	"memory observations", "memory relations",
+	"memory observations", "memory relations", "slack threads", "slack channels", "slack event ids",
 }
 
 // Tally is a count of rows and a SHA-256 of them (in a fixed order, times
@@ -110,6 +110,7 @@ func Take(ctx context.Context, st store.Store, now time.Time) (*Inventory, error
 		func() error { return takeDeliveries(ctx, cp, t["deliveries"]) },
 		func() error { return takeWebSessions(ctx, cp, now, t["web sessions"]) },
 		func() error { return takeMemory(ctx, st, cp, t) },
+		func() error { return takeSlack(ctx, cp, t) },
 	} {
 		if err := step(); err != nil {
 			return nil, err
@@ -353,6 +354,44 @@ func takeMemory(ctx context.Context, st store.Store, cp store.Copier, t map[stri
 			if err := t["memory relations"].add([]any{sc.Scope, c}); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// takeSlack tallies the Slack threads, channels and event ids, in the
+// order the dumps list them (by key).
+func takeSlack(ctx context.Context, cp store.Copier, t map[string]*tally) error {
+	ts, err := cp.DumpSlackThreads(ctx)
+	if err != nil {
+		return fmt.Errorf("slack threads: %w", err)
+	}
+	for _, th := range ts {
+		c := *th
+		c.CreatedAt = us(c.CreatedAt)
+		if err := t["slack threads"].add(c); err != nil {
+			return err
+		}
+	}
+	cs, err := cp.DumpSlackChannels(ctx)
+	if err != nil {
+		return fmt.Errorf("slack channels: %w", err)
+	}
+	for _, ch := range cs {
+		c := *ch
+		c.UpdatedAt = us(c.UpdatedAt)
+		if err := t["slack channels"].add(c); err != nil {
+			return err
+		}
+	}
+	es, err := cp.DumpSlackEvents(ctx)
+	if err != nil {
+		return fmt.Errorf("slack event ids: %w", err)
+	}
+	for _, e := range es {
+		e.ReceivedAt = us(e.ReceivedAt)
+		if err := t["slack event ids"].add(e); err != nil {
+			return err
 		}
 	}
 	return nil

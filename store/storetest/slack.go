@@ -96,4 +96,43 @@ func testSlack(t *testing.T, open func(t *testing.T) store.Store) {
 	if err := st.SetSlackChannel(ctx, &store.SlackChannel{Team: "T1", Channel: "C1"}); err == nil {
 		t.Error("SetSlackChannel without a repo stored it")
 	}
+	testSlackCopier(t, st)
+}
+
+// testSlackCopier: store.Copier lists what testSlack left (Ev1 again, Ev2;
+// two channels) and a thread, by key, with their times; LoadSlackChannel
+// keeps the time it is given and refuses a channel that has a default.
+func testSlackCopier(t *testing.T, st store.Store) {
+	cp, ok := st.(store.Copier)
+	if !ok { // a wrapper, not the store itself
+		return
+	}
+	ctx := context.Background()
+	if err := st.CreateSession(ctx, &store.Session{ID: "s3", Owner: "slack", State: store.StateIdle, Agent: "builtin", Backend: "local", Repos: []store.Repo{}, CreatedAt: base, UpdatedAt: base}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSlackThread(ctx, &store.SlackThread{Session: "s3", Team: "T1", Channel: "C9", ThreadTS: "1.2", CreatedAt: base}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := cp.DumpSlackEvents(ctx)
+	if err != nil || len(evs) != 2 || evs[0].ID != "Ev1" || !evs[0].ReceivedAt.Equal(base.Add(2*time.Hour)) || evs[1].ID != "Ev2" || !evs[1].ReceivedAt.Equal(base.Add(time.Hour)) {
+		t.Errorf("DumpSlackEvents: %+v, %v; want Ev1 at base+2h, Ev2 at base+1h", evs, err)
+	}
+	ths, err := cp.DumpSlackThreads(ctx)
+	if err != nil || len(ths) != 1 || ths[0].Session != "s3" || ths[0].ThreadTS != "1.2" || !ths[0].CreatedAt.Equal(base) {
+		t.Errorf("DumpSlackThreads: %+v, %v; want s3's", ths, err)
+	}
+	chs, err := cp.DumpSlackChannels(ctx)
+	if err != nil || len(chs) != 2 || chs[0].Team != "T1" || chs[0].Repo != "acme/gadget" || chs[1].Team != "T2" {
+		t.Errorf("DumpSlackChannels: %+v, %v; want T1's C1 then T2's", chs, err)
+	}
+	if err := cp.LoadSlackChannel(ctx, &store.SlackChannel{Team: "T1", Channel: "C1", Repo: "x/y", UpdatedAt: base}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("LoadSlackChannel of a channel that has a default: %v, want ErrConflict", err)
+	}
+	if err := cp.LoadSlackChannel(ctx, &store.SlackChannel{Team: "T3", Channel: "C3", Repo: "x/y", SetBy: "usr-ann", UpdatedAt: base}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := st.SlackChannel(ctx, "T3", "C3"); err != nil || !c.UpdatedAt.Equal(base) || c.SetBy != "usr-ann" {
+		t.Errorf("a loaded channel: %+v, %v; want its time kept", c, err)
+	}
 }
