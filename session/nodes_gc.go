@@ -77,7 +77,7 @@ func (m *Manager) startJanitor() {
 			// is not missed.
 			start := m.clock.Now()
 			ctx, cancel := context.WithTimeout(m.base, max(m.cfg.CleanEvery, time.Minute))
-			m.clean(ctx)
+			m.clean(ctx, start)
 			cancel()
 			at, stop := m.clock.At(start.Add(m.cfg.CleanEvery))
 			select {
@@ -96,8 +96,8 @@ type cleaned struct {
 	rounds, copies, nodes int64
 }
 
-// clean is one round of the janitor.
-func (m *Manager) clean(ctx context.Context) {
+// clean is one round of the janitor, begun at start (its clock's time).
+func (m *Manager) clean(ctx context.Context, start time.Time) {
 	n, err := m.collectStale(ctx)
 	if err != nil && ctx.Err() == nil {
 		m.log.Warn("collecting the workspaces and disks of sessions this node no longer has", "err", err)
@@ -119,6 +119,7 @@ func (m *Manager) clean(ctx context.Context) {
 	m.gc.n.rounds++
 	m.gc.n.copies += int64(n)
 	m.gc.n.nodes += int64(len(nodes))
+	m.gc.began = start
 	if m.gc.done != nil {
 		close(m.gc.done)
 	}
@@ -128,20 +129,29 @@ func (m *Manager) clean(ctx context.Context) {
 
 // gcState is the janitor's counts.
 type gcState struct {
-	mu   sync.Mutex
-	n    cleaned
-	done chan struct{} // closed at the end of the next round (nil: none yet asked)
+	mu    sync.Mutex
+	n     cleaned
+	began time.Time     // when the last round to end began
+	done  chan struct{} // closed at the end of the next round (nil: none yet asked)
 }
 
 // cleanRound returns the janitor's counts so far and a channel closed at
 // the end of its next round (tests).
 func (m *Manager) cleanRound() (cleaned, <-chan struct{}) {
+	n, _, done := m.cleanRoundBegan()
+	return n, done
+}
+
+// cleanRoundBegan is cleanRound with when the last round to end began:
+// a round that began before a time is done when began is not before it,
+// else done is closed at the end of a later one (tests).
+func (m *Manager) cleanRoundBegan() (cleaned, time.Time, <-chan struct{}) {
 	m.gc.mu.Lock()
 	defer m.gc.mu.Unlock()
 	if m.gc.done == nil {
 		m.gc.done = make(chan struct{})
 	}
-	return m.gc.n, m.gc.done
+	return m.gc.n, m.gc.began, m.gc.done
 }
 
 // collectStale removes the workspace copies and disks of the sessions

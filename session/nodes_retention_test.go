@@ -21,21 +21,19 @@ func retainNow(t testing.TB, e *env, d time.Duration) {
 	t.Helper()
 	target := e.Clock.Now().Add(d)
 	e.Clock.Advance(d)
-	// A round under way as the clock moved ran its retention before; the
-	// one after it is due at once (d is more than CleanEvery).
+	// Done once a round that began after the clock moved has ended (a
+	// round under way as it moved began before; the one after it is due
+	// at once, d being at least CleanEvery).
 	deadline := time.After(time.Minute)
 	for {
-		_, done := e.m.cleanRound()
+		_, began, done := e.m.cleanRoundBegan()
+		if !began.Before(target) {
+			return
+		}
 		select {
 		case <-done:
 		case <-deadline:
-			t.Fatalf("the janitor did not end a round within a minute of its time (the clock moved to %v)", target)
-		}
-		e.m.ret.mu.Lock()
-		at := e.m.ret.at
-		e.m.ret.mu.Unlock()
-		if !at.Before(target) {
-			return
+			t.Fatalf("the janitor did not end a round begun after %v within a minute (the last began %v)", target, began)
 		}
 	}
 }

@@ -329,6 +329,11 @@ func TestGoGitHub(t *testing.T) {
 	if err != nil || run.GetStatus() != "completed" || run.GetConclusion() != "success" || run.CompletedAt == nil || run.GetOutput().GetSummary() != "Fixed add" {
 		t.Fatalf("PATCH check-runs: %v %+v", err, run)
 	}
+	// Deliveries go out in the background: wait for them (the receiver
+	// records a delivery before it answers).
+	if _, err := w.srv.WaitDeliveries(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var suiteDone bool
 	for _, h := range w.hooks.all()[hooksBefore:] {
 		var p struct {
