@@ -68,8 +68,12 @@ func TestBudgets(t *testing.T) {
 		!strings.Contains(ce.Message, "max_sessions 1") || !strings.Contains(ce.Message, "harvest user budget set "+alice+" --max-sessions") {
 		t.Fatalf("a second session over a cap of 1: %v, want 429 over_budget naming the cap and how to raise it", err)
 	}
-	// Bob has no budget: not held to alice's.
-	e.create(e.BobC, "msg bob")
+	// Bob has no budget: not held to alice's. (His turn ends before the
+	// model's requests are counted below: its request is not alice's.)
+	bv := e.create(e.BobC, "msg bob")
+	bst := e.BobC.Events(ctx, bv.ID, client.StreamOptions{})
+	stacktest.ReadUntil(t, bst, "bob's turn t1 to end", stacktest.TurnEnded("t1"))
+	bst.Close()
 
 	// A day's spend: each model call is 100 tokens in, 10 out on
 	// claude-sonnet-4-5: $0.00045. Turn t1 spent one; the first call of
