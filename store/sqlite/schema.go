@@ -499,6 +499,15 @@ CREATE TABLE spend (
 CREATE INDEX spend_day ON spend (day, user_id);
 CREATE INDEX sessions_user_state ON sessions (user_id, state);
 `},
+	// A Slack thread's progress message and the message that asked, of
+	// its last turn (store/slack.go, SetSlackThreadTurn): kept so that a
+	// restart, or the node taking the session over, edits that message
+	// and marks the right one.
+	{"slack-turn", `
+ALTER TABLE slack_threads ADD COLUMN turn TEXT NOT NULL DEFAULT '';
+ALTER TABLE slack_threads ADD COLUMN progress_ts TEXT NOT NULL DEFAULT '';
+ALTER TABLE slack_threads ADD COLUMN trigger_ts TEXT NOT NULL DEFAULT '';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
