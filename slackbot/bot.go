@@ -37,6 +37,8 @@ type Sessions interface {
 type Store interface {
 	store.Slack
 	GetSession(ctx context.Context, id string) (*store.Session, error)
+	// Messages: which Slack message sent a session's message (its key).
+	Messages(ctx context.Context, session string, states ...store.MessageState) ([]*store.Message, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
 	// People: Slack accounts are users (people.go).
 	UserByIdentity(ctx context.Context, kind, issuer, subject string) (*store.User, error)
@@ -95,7 +97,6 @@ type Bot struct {
 	closed   bool
 	threads  map[string]*threadLock // thread key → held while one of its events is handled
 	watching map[string]*watch      // session → its thread's watcher
-	triggers map[string]string      // message id → the Slack ts that sent it
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
 	updated  map[string]time.Time   // session → its last slack_update (mcp.go)
 }
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	}
 	b := &Bot{cfg: cfg, api: cfg.API, st: cfg.Store, log: cfg.Logger.With("component", "slack"),
 		team: auth.TeamID, botUser: auth.UserID, botID: auth.BotID,
-		threads: map[string]*threadLock{}, watching: map[string]*watch{}, triggers: map[string]string{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
+		threads: map[string]*threadLock{}, watching: map[string]*watch{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
 	b.rate = newRate(cfg.UpdateEvery)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil

@@ -32,7 +32,7 @@
 // # Concurrency
 //
 // A Bot is safe for concurrent use. Its maps (thread locks, watchers,
-// triggers, the user cache) are guarded by mu, never held across a call
+// the user cache) are guarded by mu, never held across a call
 // to Slack or the store. Goroutines, each started by goFn and waited for
 // by Close: the Socket Mode loop (one), the pruner (one), one per event,
 // click or stop being handled, and two per watched session (the
