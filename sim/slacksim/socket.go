@@ -165,8 +165,21 @@ func (s *Server) readAcks(c *conn) {
 			continue
 		}
 		s.mu.Lock()
+		if s.st.loseAcks > 0 && !c.closed {
+			// Lost with its connection (LoseAcks): the envelope's
+			// deadline sends it again, on whatever connection is open.
+			s.st.loseAcks--
+			c.closed = true
+			s.mu.Unlock()
+			s.logger.Info("socket: an ack lost with its connection", "conn", c.id, "envelope_id", ack.EnvelopeID)
+			c.ws.CloseNow()
+			return
+		}
 		if e := s.envelopeByID(ack.EnvelopeID); e != nil {
 			c.acks++
+			if n := len(e.Attempts); n > 0 && e.State == StateSent {
+				e.Attempts[n-1].AckConn = c.id
+			}
 			s.acked(e, ack.Payload, s.clock.Now())
 		} else {
 			s.logger.Warn("socket: ack of an unknown envelope", "conn", c.id, "envelope_id", ack.EnvelopeID)
@@ -235,6 +248,18 @@ func (s *Server) Disconnect(spec DisconnectSpec) (int, error) {
 	}
 	s.wake()
 	return len(targets), nil
+}
+
+// LoseAcks makes the next n acks, whichever connection they come on, be
+// lost with their connection: it is dropped (as Drop) before the ack
+// counts, as a network failure right after the app sent it would. The
+// envelopes are sent again when their ack deadlines pass, on whatever
+// connection is open then: an app with several connections gets them on
+// another, one with one connection after it reconnects.
+func (s *Server) LoseAcks(n int) {
+	s.mu.Lock()
+	s.st.loseAcks = max(n, 0)
+	s.mu.Unlock()
 }
 
 // Drop ends connections abruptly, without a close frame (as a network
