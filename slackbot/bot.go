@@ -56,7 +56,10 @@ type Config struct {
 	API *slack.Client
 	// SocketMode receives events over Socket Mode (Run); otherwise they
 	// come to ServeHTTP, checked with SigningSecret.
-	SocketMode    bool
+	SocketMode bool
+	// Connections is how many Socket Mode connections the app keeps
+	// (1 to 10, Slack's limit an app; default 1).
+	Connections   int
 	SigningSecret string
 	Store         Store
 	Sessions      Sessions
@@ -110,6 +113,12 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	if !cfg.SocketMode && cfg.SigningSecret == "" {
 		return nil, errors.New("slackbot: give an app-level token (Socket Mode) or a signing secret (HTTP events)")
 	}
+	if cfg.Connections == 0 {
+		cfg.Connections = 1
+	}
+	if cfg.Connections < 1 || cfg.Connections > 10 {
+		return nil, fmt.Errorf("slackbot: %d Socket Mode connections: give 1 to 10 (Slack allows 10 an app)", cfg.Connections)
+	}
 	if cfg.UpdateEvery <= 0 {
 		cfg.UpdateEvery = time.Second
 	}
@@ -146,7 +155,9 @@ func (b *Bot) Start() error {
 	}
 	b.goFn(b.prune)
 	if b.cfg.SocketMode {
-		b.goFn(b.runSocket)
+		for n := range b.cfg.Connections {
+			b.goFn(func() { b.runSocket(n + 1) })
+		}
 	}
 	return nil
 }

@@ -32,10 +32,10 @@
 // # Concurrency
 //
 // A Bot is safe for concurrent use. Its maps (thread locks, watchers,
-// the user cache) are guarded by mu, never held across a call
-// to Slack or the store. Goroutines, each started by goFn and waited for
-// by Close: the Socket Mode loop (one), the pruner (one), one per event,
-// click or stop being handled, and two per watched session (the
-// follower and its painter). Close cancels the Bot's context: handlers
+// the user cache) are guarded by mu, never held across a call to Slack
+// or the store. Goroutines, each started by goFn and waited for by
+// Close: the Socket Mode loops (one a connection), the pruner (one), one
+// per event, click or stop being handled, and two per watched session
+// (the follower and its painter). Close cancels the Bot's context: handlers
 // give up their calls, watchers end.
 package slackbot
