@@ -40,6 +40,9 @@ type Store interface {
 	// Messages: which Slack message sent a session's message (its key).
 	Messages(ctx context.Context, session string, states ...store.MessageState) ([]*store.Message, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
+	// Leases: which node watches a session's thread (nodes.go).
+	GetLease(ctx context.Context, session string) (store.Lease, error)
+	NodeLeases(ctx context.Context, node string) ([]store.Lease, error)
 	// People: Slack accounts are users (people.go).
 	UserByIdentity(ctx context.Context, kind, issuer, subject string) (*store.User, error)
 	AddIdentity(ctx context.Context, i *store.Identity) error
@@ -79,6 +82,11 @@ type Config struct {
 	// messages (default 1 s: chat.update's limit).
 	UpdateEvery time.Duration
 	Logger      *slog.Logger
+	// Node is this node's id with several nodes on one store (harvest
+	// serve --node-id; "": one node), and NodeEvery how often it looks
+	// for the sessions whose threads it watches (nodes.go; default 1 s).
+	Node      string
+	NodeEvery time.Duration
 }
 
 // Bot is Harvest's Slack app.
@@ -122,6 +130,9 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	if cfg.UpdateEvery <= 0 {
 		cfg.UpdateEvery = time.Second
 	}
+	if cfg.NodeEvery <= 0 {
+		cfg.NodeEvery = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -140,18 +151,26 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 // Start watches the threads of the live sessions Slack started (after a
 // restart), prunes old event ids, and, in Socket Mode, connects.
 func (b *Bot) Start() error {
-	ss, err := b.st.ListSessions(b.ctx, store.SessionFilter{Owner: Owner,
-		States: []store.State{store.StatePending, store.StateProvisioning, store.StateIdle, store.StateWorking, store.StateWaiting, store.StateCancelling, store.StateSuspended}})
-	if err != nil {
-		return fmt.Errorf("slack: listing the sessions Slack started: %w", err)
-	}
-	for _, s := range ss {
-		th, err := b.st.SlackThread(b.ctx, s.ID)
-		if err != nil {
-			b.log.Warn("a Slack session without its thread", "session", s.ID, "err", err)
-			continue
+	if b.cfg.Node != "" {
+		// Several nodes: the watchers of this node's sessions only, now
+		// and as leases move (nodes.go).
+		if err := b.placeOnce(b.ctx); err != nil {
+			return fmt.Errorf("slack: finding the sessions this node watches: %w", err)
 		}
-		b.watchSession(th, th.Shown) // what the thread does not show yet
+		b.goFn(b.placeWatchers)
+	} else {
+		ss, err := b.st.ListSessions(b.ctx, store.SessionFilter{Owner: Owner, States: liveStates})
+		if err != nil {
+			return fmt.Errorf("slack: listing the sessions Slack started: %w", err)
+		}
+		for _, s := range ss {
+			th, err := b.st.SlackThread(b.ctx, s.ID)
+			if err != nil {
+				b.log.Warn("a Slack session without its thread", "session", s.ID, "err", err)
+				continue
+			}
+			b.watchSession(th, th.Shown) // what the thread does not show yet
+		}
 	}
 	b.goFn(b.prune)
 	if b.cfg.SocketMode {

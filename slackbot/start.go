@@ -115,7 +115,7 @@ func (b *Bot) start(ctx context.Context, m message, rootTS string) {
 	}
 	b.audit(ctx, store.AuditEntry{User: u.ID, Action: "session.create", Target: id, Result: "ok"},
 		map[string]any{"slack_user": m.user, "channel": m.channel, "ts": m.ts, "repo": r.name})
-	b.watchSession(th, th.Shown)
+	b.watchIfOwner(ctx, th)
 }
 
 // followUp sends a thread's reply to its session.
@@ -153,7 +153,7 @@ func (b *Bot) followUp(ctx context.Context, id string, m message) {
 	b.audit(ctx, store.AuditEntry{User: u.ID, Action: "session.message", Target: id, Result: "ok"},
 		map[string]any{"slack_user": m.user, "channel": m.channel, "ts": m.ts})
 	if th, err := b.st.SlackThread(ctx, id); err == nil {
-		b.watchSession(th, th.Shown) // after a restart, or a watcher that ended
+		b.watchIfOwner(ctx, th) // after a restart, or a watcher that ended
 	}
 }
 

@@ -53,6 +53,7 @@ type watch struct {
 	taken   string                      // the message the next turn takes (message.delivered)
 	kick    chan struct{}
 	stopped bool
+	cancel  context.CancelFunc // ends the watcher (another node owns the session: nodes.go)
 }
 
 // turnView is what the thread shows of one turn.
@@ -77,10 +78,11 @@ func (b *Bot) watchSession(th *store.SlackThread, after int64) {
 		b.mu.Unlock()
 		return
 	}
-	w := &watch{b: b, th: th, kick: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(b.ctx)
+	c := *th // its turn's fields change as the watcher records them
+	w := &watch{b: b, th: &c, kick: make(chan struct{}, 1), cancel: cancel}
 	b.watching[th.Session] = w
 	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(b.ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	b.goFn(func() { defer wg.Done(); w.paint(ctx) })
@@ -349,6 +351,9 @@ func (w *watch) postProgress(ctx context.Context, t *turnView) {
 		w.mu.Unlock()
 		return
 	}
+	if !w.mayPost(ctx) {
+		return
+	}
 	text := w.progressText(t, false)
 	var ts string
 	err := b.rate.call(ctx, func(ctx context.Context) error {
@@ -415,6 +420,9 @@ func (w *watch) editProgress(ctx context.Context, t *turnView, over bool) {
 // final posts a turn's final message and swaps 👀 for ✅ or ❌.
 func (w *watch) final(ctx context.Context, t *turnView, pr string, seq int64) {
 	b := w.b
+	if !w.mayPost(ctx) {
+		return
+	}
 	text := firstNonEmpty(t.summary, "Done.")
 	if pr != "" {
 		text += "\n\nPull request: " + pr

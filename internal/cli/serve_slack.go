@@ -13,6 +13,8 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/authz"
+	"github.com/harvest-dev/harvest/server/cluster"
+	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/slackbot"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -57,8 +59,12 @@ func (s *slackFlags) add(fl *pflag.FlagSet) {
 
 // start builds and starts the Slack app when --slack-bot-token-file is
 // given (nil when not).
-func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slackbot.Sessions, access *authz.Resolver,
-	roots []string, github bool, publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
+// With several nodes (node not nil), a reply or a Stop for a session
+// another node owns is sent there as this node's token (server/cluster's
+// Sessions, as the API forwards them), and the thread's watcher runs on
+// the session's owner (slackbot: "Several nodes").
+func (s *slackFlags) start(ctx context.Context, st slackbot.Store, mgr *session.Manager, node *session.NodeConfig, nodeTok *cluster.Token,
+	access *authz.Resolver, roots []string, github bool, publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
 	if s.botTokenFile == "" {
 		if s.appTokenFile != "" || s.signingSecretFile != "" {
 			return nil, fmt.Errorf("--slack-app-token-file and --slack-signing-secret-file need --slack-bot-token-file (the bot's xoxb- token)")
@@ -101,12 +107,17 @@ func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slac
 			return nil, err
 		}
 	}
+	var sessions slackbot.Sessions = mgr
+	var nodeID string
+	if node != nil {
+		sessions, nodeID = cluster.NewSessions(mgr, nodeTok, node.ID, logger), node.ID
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	b, err := slackbot.New(cctx, slackbot.Config{
 		API: slack.New(bot, opts...), SocketMode: app != "", Connections: s.connections, SigningSecret: secret,
 		Store: st, Sessions: sessions, Access: access, RepoRoots: roots, GitHub: github, PublicURL: publicURL,
-		Agent: s.agent, Model: s.model, UpdateEvery: s.updateEvery, Logger: logger,
+		Agent: s.agent, Model: s.model, UpdateEvery: s.updateEvery, Logger: logger, Node: nodeID,
 	})
 	if err != nil {
 		return nil, err
