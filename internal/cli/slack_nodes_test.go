@@ -31,7 +31,7 @@ func TestSlackNodes(t *testing.T) {
 	node := func(name string) *serveProc {
 		return se.e.start("--repo-root", se.root, "--public-url", "http://harvest.example",
 			"--slack-bot-token-file", se.tokenFile, "--slack-api-url", se.ss.APIURL(), "--slack-app-token-file", se.appFile,
-			"--slack-connections", "1", "--node-id", name, "--lease-ttl=" + nodeTTL.String(), "--pool", "0", "--nats", ns.url())
+			"--slack-connections", "1", "--node-id", name, "--lease-ttl="+nodeTTL.String(), "--pool", "0", "--nats", ns.url())
 	}
 	// Each node's connection, to tell which node got an envelope.
 	procs, connOf := map[string]*serveProc{}, map[int]string{}
