@@ -14,14 +14,14 @@ import (
 // TestSlackNodes: two harvest serve nodes on one PostgreSQL and NATS,
 // each with the Slack app on a Socket Mode connection of its own, so the
 // stand-in spreads the envelopes over both. A mention starts one session
-// (on the node that got it); replies received by the node that does not
-// own it reach it (each stored once); the thread's watcher runs on the
-// owner only. The owner is killed (-9) mid-turn: the other node takes the
-// session over and its watcher finishes the thread, once — the
-// interrupted turn's progress message edited (not a second one), one
-// final message for it with ❌ on the mention, then the queued replies'
-// turn with its own progress and final message and ✅ on the reply that
-// asked.
+// (on the node that got it); a reply received by the node that does not
+// own it reaches it (stored once), and its turn is painted by the
+// owner's watcher alone: one progress and one final message a turn. The
+// owner is killed (-9) mid-turn: the other node takes the session over
+// and its watcher finishes the thread, once — the interrupted turn's
+// progress message edited (not a second one), one final message for it
+// with ❌ on the reply that asked; a reply after it is a turn of its own,
+// ✅.
 func TestSlackNodes(t *testing.T) {
 	se := newSlackEnvOn(t, slacksim.Options{}, slackScript, func(e *serveEnv) { e.onPostgres() })
 	ns := startNATSServer(t)
@@ -59,15 +59,9 @@ func TestSlackNodes(t *testing.T) {
 		return ""
 	}
 
-	m := se.post(t, se.alice, se.mention()+" long task in calc", "")
-	waitUntil(t, ctx, "the progress message at the bash step", func() bool {
-		for _, r := range se.botReplies(m.TS) {
-			if strings.Contains(r.Text, "bash") {
-				return true
-			}
-		}
-		return false
-	})
+	m := se.post(t, se.alice, se.mention()+" msg: look at calc", "")
+	se.waitFinal(t, ctx, m.TS, 1)
+	waitUntil(t, ctx, "✅ on the mention", func() bool { return slices.Contains(se.reactions(m.TS), "white_check_mark") })
 	ss, err := st.ListSessions(ctx, store.SessionFilter{Owner: "slack"})
 	if err != nil || len(ss) != 1 {
 		t.Fatalf("sessions from Slack: %d %v, want 1", len(ss), err)
@@ -81,14 +75,16 @@ func TestSlackNodes(t *testing.T) {
 	other := map[string]string{"a": "b", "b": "a"}[owner]
 	t.Logf("session %s runs on node %s", id, owner)
 
-	// Replies until one reaches the node that does not own the session
-	// (the stand-in gives each envelope to the connection that waited
-	// longest): all are queued behind the turn, each once.
+	// Replies, one turn each, until one reaches the node that does not
+	// own the session (the stand-in gives each envelope to the connection
+	// that waited longest): each turn has one progress and one final
+	// message, from the owner's watcher alone.
 	var replies []slacksim.Message
 	for len(replies) < 6 {
 		r := se.post(t, se.alice, "msg: reply "+string(rune('1'+len(replies))), m.TS)
 		replies = append(replies, r)
-		waitUntil(t, ctx, "👀 on the reply", func() bool { return slices.Contains(se.reactions(r.TS), "eyes") })
+		se.waitFinal(t, ctx, m.TS, 1+len(replies))
+		waitUntil(t, ctx, "✅ on the reply", func() bool { return slices.Contains(se.reactions(r.TS), "white_check_mark") })
 		if nodeOf(r.TS) == other {
 			break
 		}
@@ -96,34 +92,37 @@ func TestSlackNodes(t *testing.T) {
 	if got := nodeOf(replies[len(replies)-1].TS); got != other {
 		t.Fatalf("no reply reached node %s, which does not own the session", other)
 	}
-	waitUntil(t, ctx, "the replies queued", func() bool {
-		q, err := st.Messages(ctx, id, store.MessageQueued)
-		return err == nil && len(q) == len(replies)
-	})
+	turns := 1 + len(replies)
 
-	// The owner dies mid-turn.
+	// A long turn; the owner dies in the middle of it.
+	long := se.post(t, se.alice, "long task", m.TS)
+	waitUntil(t, ctx, "the long turn's progress message at the bash step", func() bool {
+		p := progressMessages(se.botReplies(m.TS))
+		return len(p) == turns+1 && strings.Contains(p[turns].Text, "bash")
+	})
 	if err := procs[owner].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	procs[owner].wait()
-	final := se.waitFinal(t, ctx, m.TS, 1)
+	final := se.waitFinal(t, ctx, m.TS, turns+1)
 	if !strings.Contains(final.Text, "interrupted") {
 		t.Errorf("the interrupted turn's final message: %q", final.Text)
 	}
 	if l, err := st.GetLease(ctx, id); err != nil || !strings.HasPrefix(l.Node, other+"-") {
 		t.Errorf("the session's lease after the kill: %+v %v, want node %s's", l, err, other)
 	}
-	waitUntil(t, ctx, "❌ on the mention", func() bool { return slices.Contains(se.reactions(m.TS), "x") })
-	last := replies[len(replies)-1]
-	final2 := se.waitFinal(t, ctx, m.TS, 2)
-	if !strings.HasPrefix(final2.Text, "ok") {
-		t.Errorf("the replies' turn's final message: %q", final2.Text)
-	}
-	waitUntil(t, ctx, "✅ on the last reply", func() bool { return slices.Contains(se.reactions(last.TS), "white_check_mark") })
-	waitUntil(t, ctx, "two progress messages, each ended", func() bool {
+	waitUntil(t, ctx, "❌ on the reply that asked for the long turn", func() bool { return slices.Contains(se.reactions(long.TS), "x") })
+	waitUntil(t, ctx, "the long turn's progress message edited: failed", func() bool {
 		p := progressMessages(se.botReplies(m.TS))
-		return len(p) == 2 && strings.HasPrefix(p[0].Text, "❌ Failed") && strings.HasPrefix(p[1].Text, "✅ Done")
+		return len(p) == turns+1 && strings.HasPrefix(p[turns].Text, "❌ Failed")
 	})
+	after := se.post(t, se.alice, "msg: after the kill", m.TS)
+	replies = append(replies, long, after)
+	if f := se.waitFinal(t, ctx, m.TS, turns+2); !strings.HasPrefix(f.Text, "ok") {
+		t.Errorf("the reply after the kill: final message %q", f.Text)
+	}
+	waitUntil(t, ctx, "✅ on the reply after the kill", func() bool { return slices.Contains(se.reactions(after.TS), "white_check_mark") })
+	turns += 2
 	if _, err := se.ss.WaitEnvelopes(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +134,11 @@ func TestSlackNodes(t *testing.T) {
 		}
 	}
 	progress = len(progressMessages(se.botReplies(m.TS)))
-	if finals != 2 || progress != 2 {
+	if finals != turns || progress != turns {
 		for _, r := range se.botReplies(m.TS) {
 			t.Logf("bot message %s: %q", r.TS, r.Text)
 		}
-		t.Errorf("the thread: %d final and %d progress messages, want 2 and 2 (one a turn, from one node)", finals, progress)
+		t.Errorf("the thread: %d final and %d progress messages, want %d and %d (one a turn, from one node)", finals, progress, turns, turns)
 	}
 	msgs, err := st.Messages(ctx, id)
 	if err != nil {
