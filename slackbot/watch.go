@@ -31,6 +31,14 @@ import (
 //	                        message that asked, in place of 👀; then the progress
 //	                        message's last edit (no button)
 //
+// The progress message's ts and the ts of the message that asked are
+// recorded in the thread (SetSlackThreadTurn) when it is posted: a
+// watcher that follows the session again from what the thread shows
+// (after a restart, or on the node that took the session over) edits
+// that message instead of posting a second, and marks the right message.
+// The message that asked is found by the key its session message was
+// sent with ("slack:<channel>:<ts>"), on whichever node sent it.
+//
 // The painter runs the thread's steps in order (a turn's final message
 // is never overtaken by the next turn's progress message); only the
 // progress edits are coalesced.
