@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/sim/slacksim"
 	"github.com/harvest-dev/harvest/store/sqlite"
 )
@@ -49,7 +51,8 @@ func TestSlackConnections(t *testing.T) {
 		}
 		return false
 	})
-	se.ss.LoseAcks(1)
+	// Only the reply's ack: the bot's own edits are envelopes too.
+	se.ss.LoseAcks(slacksim.LoseSpec{N: 1, Containing: "msg: one"})
 	r := se.post(t, se.alice, "msg: one", m.TS)
 	waitUntil(t, ctx, "👀 on the reply", func() bool { return slices.Contains(se.reactions(r.TS), "eyes") })
 	waitUntil(t, ctx, "the reply's envelope acked on its second attempt", func() bool {
@@ -62,8 +65,8 @@ func TestSlackConnections(t *testing.T) {
 	})
 	waitUntil(t, ctx, "two connections again", func() bool { return se.openConns() == 2 })
 
-	se.ss.LoseAcks(2)
-	m2 := se.post(t, se.alice, se.mention()+" fix calc", "")
+	se.ss.LoseAcks(slacksim.LoseSpec{N: 2, Containing: "fix calc zq7"})
+	m2 := se.post(t, se.alice, se.mention()+" fix calc zq7", "")
 	final2 := se.waitFinal(t, ctx, m2.TS, 1)
 	if !strings.Contains(final2.Text, "Fixed calc") {
 		t.Errorf("the second mention's final message: %q", final2.Text)
@@ -134,5 +137,20 @@ func TestSlackConnections(t *testing.T) {
 	}
 	if n := len(se.botReplies(m2.TS)); n != 2 {
 		t.Errorf("the second mention's thread: %d bot messages, want 2 (progress, final)", n)
+	}
+}
+
+// TestSlackConnectionsFlag: --slack-connections outside 1..10 is refused
+// with what to give.
+func TestSlackConnectionsFlag(t *testing.T) {
+	se := newSlackEnv(t, slacksim.Options{})
+	for _, n := range []string{"0", "11"} {
+		cmd := exec.Command(testbin.Harvest(t), "serve", "--listen", "127.0.0.1:0", "--quiet", "--repo-root", se.root,
+			"--slack-bot-token-file", se.tokenFile, "--slack-app-token-file", se.appFile, "--slack-api-url", se.ss.APIURL(), "--slack-connections", n)
+		cmd.Env = se.e.env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--slack-connections "+n+": give 1 to 10") {
+			t.Errorf("serve --slack-connections %s: %v, %s; want a refusal saying 1 to 10", n, err, out)
+		}
 	}
 }

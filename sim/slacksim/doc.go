@@ -43,8 +43,9 @@
 // (a slash command); and as Slack:
 // Disconnect (a disconnect message, "warning" or "refresh_requested",
 // then the close), Drop (connections ended without a close frame),
-// LoseAcks (the next acks lost with the connection they came on: their
-// envelopes come again, on another connection if one is open),
+// LoseAcks (the next acks of the envelopes whose payload holds some text
+// lost with the connection they came on: their envelopes come again, on
+// another connection if one is open),
 // SetLimit, Storm (every call refused with 429 for a while),
 // SetRequestURL and VerifyURL (url_verification), Tamper (HTTP
 // deliveries signed with another secret or stamped in the past, for a

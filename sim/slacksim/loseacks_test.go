@@ -26,7 +26,7 @@ func TestSocketLoseAcks(t *testing.T) {
 			t.Fatalf("hello: %v", f.f)
 		}
 	}
-	w.srv.LoseAcks(1)
+	w.srv.LoseAcks(slacksim.LoseSpec{N: 1, Containing: "hello"})
 	if _, err := w.srv.Post(slacksim.PostSpec{User: w.alice.ID, Channel: w.general.ID, Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
