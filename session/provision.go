@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -148,28 +149,59 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 	}
 	if err := r.checkout(ctx, sb, fresh); err != nil {
 		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
 	if err := r.recordStarts(ctx, sb, fresh); err != nil {
 		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
 	if unpack {
 		if err := r.fromEnvironment(ctx, sb, s.Repos[0]); err != nil {
 			r.discard(sb, nil)
-			return nil, nil, err
+			return nil, nil, r.boxLost(sb, err)
 		}
 	}
 	if err := r.startScript(ctx, sb); err != nil {
 		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
 	ag, err := r.newAgent(ctx, sb)
 	if err != nil {
 		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
+	r.lostBoxes = 0
 	return sb, ag, nil
+}
+
+// maxLostBoxes is how many boxes in a row may die while a session's box
+// is being set up before the session fails.
+const maxLostBoxes = 3
+
+// boxLost is err, a step of setting up box sb having failed, as the
+// runner should take it: when the box died meanwhile (its fence ended it
+// because a renewal reached it late on a loaded machine, it ran out of
+// memory, someone killed it), the step failed for want of a box, not for
+// anything in the session, and it is retried on a new one — up to
+// maxLostBoxes times in a row, then the session fails with the box's
+// last error.
+func (r *runner) boxLost(sb *sandbox.Sandbox, err error) error {
+	if sb.Alive() {
+		return err
+	}
+	r.lostBoxes++
+	var fe *fatalError
+	if r.lostBoxes >= maxLostBoxes {
+		if errors.As(err, &fe) {
+			return err
+		}
+		return fatal(fmt.Errorf("%d boxes in a row died while they were being set up; the last: %w", r.lostBoxes, err))
+	}
+	if errors.As(err, &fe) {
+		err = fe.err
+	}
+	r.log.Warn("the box died while it was being set up; starting another", "box", sb.ID(), "lost", r.lostBoxes, "err", err)
+	return fmt.Errorf("box %s died while it was being set up: %w", sb.ID(), err)
 }
 
 // attach gives a live session that has no box in hand (after a restart) its
