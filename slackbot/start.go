@@ -80,8 +80,8 @@ func (b *Bot) start(ctx context.Context, m message, rootTS string) {
 		}
 	}
 	if !found {
+		b.unreact(ctx, m.channel, m.ts, "eyes") // nothing runs until a repository is chosen
 		b.offerRepos(ctx, m, u, rootTS)
-		b.unreact(ctx, m.channel, m.ts, "eyes")
 		return
 	}
 	if b.mayStart(ctx, m, u, r, rootTS) {
