@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/sim/slacksim"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/sqlite"
+	"github.com/harvest-dev/harvest/wire"
 )
 
 // pickerOptions are the option values of a message's static_select
@@ -88,6 +92,7 @@ func (se *slackEnv) auditCount(t testing.TB, ctx context.Context, action, result
 // with its final message. Then, in that session's thread, an unlinked
 // person's replies get the how-to-link note once and reach nothing, and a
 // viewer's reply is refused politely. Over Socket Mode and over HTTP.
+// (And a session's own MCP server may not be called slack: a 400.)
 func TestSlackPicker(t *testing.T) {
 	for _, overHTTP := range []bool{false, true} {
 		name := "socket"
@@ -106,6 +111,16 @@ func testSlackPicker(t *testing.T, overHTTP bool) {
 	se.serve(t, overHTTP, "--repo-root", locked+"?write=user:usr-dave")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+
+	if !overHTTP {
+		// The Slack app's MCP server name is reserved for every session.
+		_, err := se.e.client(se.s).CreateSession(ctx, wire.CreateRequest{Repos: []wire.RepoSpec{{Source: filepath.Join(se.root, "calc")}},
+			MCPServers: []wire.MCPServer{{Name: "slack", Command: []string{"true"}}}})
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status != http.StatusBadRequest || !strings.Contains(ce.Message+" "+strings.Join(ce.Details, " "), `the name "slack" is taken`) {
+			t.Errorf("a session with its own MCP server slack: %v, want a 400 saying the name is taken", err)
+		}
+	}
 
 	// A viewer is refused at once: no picker.
 	c := se.post(t, se.carol, se.mention()+" msg: tidy up", "")
