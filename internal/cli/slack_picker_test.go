@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func (se *slackEnv) auditCount(t testing.TB, ctx context.Context, action, result
 // default, gets a picker of exactly the repositories its author may start
 // a session on (not a root's whose policy leaves them out; a viewer gets
 // a refusal, no picker); someone else's choice is refused; the author's
-// choice, made twice at once, starts one session on that repository for
+// choice, made twice at once after harvest serve started again, starts one session on that repository for
 // the original request, the picker edited to say so, and the thread ends
 // with its final message. Then, in that session's thread, an unlinked
 // person's replies get the how-to-link note once and reach nothing, and a
@@ -108,7 +109,8 @@ func testSlackPicker(t *testing.T, overHTTP bool) {
 	os.Mkdir(filepath.Join(se.root, "notes"), 0o755)
 	locked := t.TempDir() // only usr-dave may start sessions on its repositories
 	os.Mkdir(filepath.Join(locked, "secret"), 0o755)
-	se.serve(t, overHTTP, "--repo-root", locked+"?write=user:usr-dave")
+	args := []string{"--repo-root", locked + "?write=user:usr-dave", "--shutdown-grace", "0s"}
+	se.serve(t, overHTTP, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -157,6 +159,19 @@ func testSlackPicker(t *testing.T, overHTTP bool) {
 	if n := len(se.slackSessions(t, ctx)); n != 0 {
 		t.Fatalf("%d sessions after others' choices, want none", n)
 	}
+
+	// harvest serve starts again: the picker still works (nothing of it
+	// was kept but the message's ts in its block_id).
+	if err := se.s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := se.s.wait(); err != nil {
+		t.Fatalf("harvest serve after SIGTERM: %v\n%s", err, se.s.stderr)
+	}
+	// (A click Slack hands a connection that is gone is lost, never
+	// sent again: the old one must be known closed.)
+	waitUntil(t, ctx, "the old connection closed", func() bool { return len(se.ss.Connections()) == 0 })
+	se.serve(t, overHTTP, args...)
 
 	// The author chooses calc, twice at once: one session.
 	for range 2 {
