@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -228,5 +229,40 @@ func testSlackPicker(t *testing.T, overHTTP bool) {
 		if r := se.reactions(ts); len(r) != 0 {
 			t.Errorf("a refused reply got reactions %v", r)
 		}
+	}
+}
+
+// TestSlackPickerMany: a picker lists the first 100 repositories by name
+// (Slack's limit for a static_select) and says how many more there are
+// and how to name one.
+func TestSlackPickerMany(t *testing.T) {
+	se := newSlackEnv(t, slacksim.Options{})
+	for i := range 120 {
+		os.Mkdir(filepath.Join(se.root, fmt.Sprintf("r%03d", i)), 0o755)
+	}
+	se.serve(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m := se.post(t, se.alice, se.mention()+" msg: tidy up", "")
+	var picker slacksim.Message
+	waitUntil(t, ctx, "the picker in the thread", func() bool {
+		for _, r := range se.botReplies(m.TS) {
+			if pickerOptions(r) != nil {
+				picker = r
+				return true
+			}
+		}
+		return false
+	})
+	got := pickerOptions(picker)
+	want := []string{"calc"}
+	for i := range 99 {
+		want = append(want, fmt.Sprintf("r%03d", i))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the picker offers %d: %v, want calc and r000 to r098", len(got), got)
+	}
+	if !strings.Contains(string(picker.Blocks), "21 more are not listed") {
+		t.Errorf("the picker does not say how many more there are: %s", picker.Blocks)
 	}
 }
