@@ -98,6 +98,7 @@ type Bot struct {
 	triggers map[string]string      // message id → the Slack ts that sent it
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
 	updated  map[string]time.Time   // session → its last slack_update (mcp.go)
+	noted    map[string]bool        // thread/person told how to link (start.go firstNote)
 }
 
 // New checks the token (auth.test) and returns the app; Start begins its

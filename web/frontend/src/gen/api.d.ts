@@ -1070,7 +1070,7 @@ export interface components {
         Duration: string;
         /** @description Narrows the server's egress allowlist (harvest serve --egress-allow) for this session's box: host names or *.domain wildcards the server allows, "registries" for the common package registries; [] for no way out. Absent: the server's whole allowlist. A host the server does not allow is a 400 */
         Egress: string[];
-        /** @description An MCP server for the session's agent, besides the server's (harvest serve --mcp-config, and Harvest's memory) and the repositories' .mcp.json. Exactly one of command (a stdio server, run inside the box) or url (a streamable-HTTP server, reached from the host through Harvest's bridge, which adds the headers there: they never enter the box). Its name may not be one the server's config uses (a 400); a repository's server of the same name is left out. Every problem of every server is listed in one 400 */
+        /** @description An MCP server for the session's agent, besides the server's (harvest serve --mcp-config, and Harvest's memory) and the repositories' .mcp.json. Exactly one of command (a stdio server, run inside the box) or url (a streamable-HTTP server, reached from the host through Harvest's bridge, which adds the headers there: they never enter the box). Its name may not be one the server's config uses, nor one Harvest's own servers take (memory, with the repository memory on; slack, with the Slack app on): a 400; a repository's server of the same name is left out. Every problem of every server is listed in one 400 */
         MCPServer: {
             /** @description Its tools are offered as mcp__NAME__TOOL (no __ in the name) */
             name: string;
