@@ -30,9 +30,12 @@ export function linkSlackPage(code: string, me: SignedIn, ctx: LinkContext): voi
   void (async () => {
     try {
       const l = must(await api.GET("/v1/slack/links/{code}", { params: { path: { code } } }));
+      // The user, not the token signed in with: the account becomes theirs.
+      const user = must(await api.GET("/v1/me")).user;
       const who = slackName(l.name, l.slack_user);
       const question = h("p", { class: "link-question" },
-        `Link Slack user ${who} (team ${l.team}) to your Harvest account `, h("strong", {}, me.name), "?");
+        `Link Slack user ${who} (team ${l.team}) to your Harvest account `, h("strong", { class: "link-user" }, user?.name ?? me.name),
+        user ? h("span", { class: "muted" }, ` ${user.id}`) : null, "?");
       const done = h("p", { class: "note link-done", role: "status", hidden: true });
       const link = h("button", { type: "button", class: "link-confirm", onclick: async () => {
         msg.textContent = "";
