@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +61,18 @@ func TestSlackLinkInChromium(t *testing.T) {
 	}
 
 	row := `.identities-table tr[data-kind="slack"][data-subject="` + se.bob.ID + `"]`
+	// The admin page lists it among usr-bobby's accounts.
+	adminTok, err := os.ReadFile(filepath.Join(se.e.home, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := p.Person()
+	ap.Run("the admin opens the admin page", chromedp.Navigate(se.s.url+"/#/admin"))
+	ap.Run("signing in with the admin token", chromedp.WaitVisible(`form.signin #token`),
+		chromedp.SendKeys(`form.signin #token`, strings.TrimSpace(string(adminTok))), chromedp.Click(`form.signin button[type=submit]`))
+	ap.Run("usr-bobby's accounts", chromedp.Click(`tr[data-user="usr-bobby"] button.show-identities`))
+	ap.Wait("the Slack account on the admin page", browsertest.HasText(`.identities[data-user="usr-bobby"] `+row, "@bob"))
+	ap.Shot("slack-link-admin")
 	p.Run("the person's page", chromedp.Click(`.link-done a.to-me`))
 	p.Wait("the Slack account listed", browsertest.HasText(row, "@bob"))
 	p.Shot("slack-link-me")
