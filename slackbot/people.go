@@ -137,7 +137,7 @@ func (b *Bot) linkHelp(ctx context.Context, err error) string {
 		return "I don't know who you are in Harvest yet, so I can't work for you. To change that, " + byEmail
 	}
 	return "I don't know who you are in Harvest yet, so I can't work for you. To link this Slack account to your Harvest user, open " +
-		strings.TrimSuffix(b.cfg.PublicURL, "/") + "/#/link/slack/" + code + " within " + linkTTL.String() +
+		strings.TrimSuffix(b.cfg.PublicURL, "/") + "/#/link/slack/" + code + fmt.Sprintf(" within %d minutes", int(linkTTL.Minutes())) +
 		" and sign in (the link works once, and only for you: don't share it). Or " + byEmail
 }
 
