@@ -125,8 +125,7 @@ func (b *Bot) linkHelp(ctx context.Context, err error) string {
 	if b.cfg.PublicURL != "" {
 		where = "Harvest (" + b.cfg.PublicURL + ")"
 	}
-	byEmail := "sign in to " + where + " with GitHub or your company's sign-in using the email of your Slack profile (then mention me again), " +
-		"or ask a Harvest admin to link your Slack account to your Harvest user."
+	byEmail := "sign in to " + where + " with GitHub or your company's sign-in using the email of your Slack profile, then mention me again."
 	var ue *unlinkedError
 	if !errors.As(err, &ue) {
 		return "I don't know who you are in Harvest yet, so I can't work for you. To change that, " + byEmail
@@ -136,9 +135,13 @@ func (b *Bot) linkHelp(ctx context.Context, err error) string {
 		b.log.Error("making a link for a Slack account", "slack_user", ue.slackUser, "err", lerr)
 		return "I don't know who you are in Harvest yet, so I can't work for you. To change that, " + byEmail
 	}
+	page := strings.TrimSuffix(b.cfg.PublicURL, "/") + "/#/link/slack/" + code
+	if b.cfg.PublicURL == "" {
+		page = "Harvest's web UI at #/link/slack/" + code
+	}
 	return "I don't know who you are in Harvest yet, so I can't work for you. To link this Slack account to your Harvest user, open " +
-		strings.TrimSuffix(b.cfg.PublicURL, "/") + "/#/link/slack/" + code + fmt.Sprintf(" within %d minutes", int(linkTTL.Minutes())) +
-		" and sign in (the link works once, and only for you: don't share it). Or " + byEmail
+		page + fmt.Sprintf(" within %d minutes", int(linkTTL.Minutes())) +
+		", sign in and confirm (the link works once; keep it to yourself). Or " + byEmail
 }
 
 // linkTTL is how long a link linkHelp gives works.

@@ -79,7 +79,7 @@ func TestSlackLinkByHand(t *testing.T) {
 	se.post(t, se.bob, se.mention()+" fix calc now", "")
 	waitUntil(t, ctx, "a second link for bob", func() bool { return len(se.linkCodes(se.bob)) == 2 })
 	codes := se.linkCodes(se.bob)
-	se.ephemeralTo(t, ctx, se.bob, "/#/link/slack/"+codes[0]+" within 15 minutes and sign in")
+	se.ephemeralTo(t, ctx, se.bob, "/#/link/slack/"+codes[0]+" within 15 minutes, sign in and confirm")
 	if codes[0] == codes[1] {
 		t.Errorf("two asks got the same code %s", codes[0])
 	}

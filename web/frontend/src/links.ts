@@ -57,7 +57,7 @@ export function linkSlackPage(code: string, me: SignedIn, ctx: LinkContext): voi
       const cancel = h("button", { type: "button", class: "link-cancel secondary", onclick: () => { location.hash = "#/"; } }, "Cancel");
       clear(box);
       box.append(h("h1", {}, "Link a Slack account"), question,
-        h("p", { class: "muted" }, `Your requests in Slack from ${who} will then be yours, with your rights. The link works once, until ${new Date(l.expires_at).toLocaleTimeString()}.`),
+        h("p", { class: "muted" }, `Whatever ${who} asks the Harvest app in Slack will then be done as you, with your rights: link only a Slack account that is yours. The link works once, until ${new Date(l.expires_at).toLocaleTimeString()}.`),
         h("div", { class: "actions" }, link, " ", cancel), done);
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) return ctx.onSignedOut();
