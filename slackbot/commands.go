@@ -40,7 +40,7 @@ const commandHelp = "`/harvest status` — your live sessions · `/harvest list`
 func (b *Bot) command(ctx context.Context, c slack.SlashCommand) string {
 	u, err := b.user(ctx, c.UserID)
 	if errors.Is(err, errUnlinked) {
-		return b.linkHelp()
+		return b.linkHelp(ctx, err)
 	}
 	if err != nil {
 		return "I couldn't look you up just now; please try again in a minute."

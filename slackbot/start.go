@@ -182,7 +182,7 @@ func (b *Bot) asker(ctx context.Context, m message) (*store.User, bool) {
 	switch {
 	case errors.Is(err, errUnlinked):
 		if b.firstNote(m) {
-			b.ephemeral(ctx, m.channel, m.user, m.threadTS, b.linkHelp())
+			b.ephemeral(ctx, m.channel, m.user, m.threadTS, b.linkHelp(ctx, err))
 		}
 		b.audit(ctx, store.AuditEntry{Action: "slack.refuse", Target: m.channel, Result: "unlinked"},
 			map[string]any{"slack_user": m.user, "channel": m.channel, "ts": m.ts})
