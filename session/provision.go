@@ -148,26 +148,21 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		return nil, nil, err
 	}
 	if err := r.checkout(ctx, sb, fresh); err != nil {
-		r.discard(sb, nil)
 		return nil, nil, r.boxLost(sb, err)
 	}
 	if err := r.recordStarts(ctx, sb, fresh); err != nil {
-		r.discard(sb, nil)
 		return nil, nil, r.boxLost(sb, err)
 	}
 	if unpack {
 		if err := r.fromEnvironment(ctx, sb, s.Repos[0]); err != nil {
-			r.discard(sb, nil)
 			return nil, nil, r.boxLost(sb, err)
 		}
 	}
 	if err := r.startScript(ctx, sb); err != nil {
-		r.discard(sb, nil)
 		return nil, nil, r.boxLost(sb, err)
 	}
 	ag, err := r.newAgent(ctx, sb)
 	if err != nil {
-		r.discard(sb, nil)
 		return nil, nil, r.boxLost(sb, err)
 	}
 	r.lostBoxes = 0
@@ -178,15 +173,17 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 // is being set up before the session fails.
 const maxLostBoxes = 3
 
-// boxLost is err, a step of setting up box sb having failed, as the
-// runner should take it: when the box died meanwhile (its fence ended it
+// boxLost discards box sb, a step of setting it up having failed with
+// err, and says how the runner should take err: when the box died meanwhile (its fence ended it
 // because a renewal reached it late on a loaded machine, it ran out of
 // memory, someone killed it), the step failed for want of a box, not for
 // anything in the session, and it is retried on a new one — up to
 // maxLostBoxes times in a row, then the session fails with the box's
 // last error.
 func (r *runner) boxLost(sb *sandbox.Sandbox, err error) error {
-	if sb.Alive() {
+	dead := !sb.Alive() && errors.Is(err, sandbox.ErrClosed)
+	r.discard(sb, nil)
+	if !dead {
 		return err
 	}
 	r.lostBoxes++
