@@ -96,7 +96,9 @@ func TestNodesTakeoverIdleLazy(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	w := stacktest.Watch(t, id, func(after int64) (*journal.Subscription, error) { return b.Subscribe(context.Background(), "", id, after) })
+	w := stacktest.Watch(t, id, func(after int64) (*journal.Subscription, error) {
+		return b.Subscribe(context.Background(), "", id, after)
+	})
 	if ev := w.Until("turn t2 to end", stacktest.TurnEnded("t2")); ev.Type() != event.TypeTurnFinished {
 		t.Fatalf("turn t2 on B ended with %s", ev.Type())
 	}

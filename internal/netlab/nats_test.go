@@ -37,10 +37,10 @@ const natsDownFor = 15 * time.Second
 // not own it, and every event it got, with when.
 type natsFollower struct {
 	node, session, kind string // kind: "forwarded" or "nats"
-	after             int64
-	st                *client.Stream
-	mu                sync.Mutex
-	got               []natsSeen
+	after               int64
+	st                  *client.Stream
+	mu                  sync.Mutex
+	got                 []natsSeen
 }
 
 type natsSeen struct {
