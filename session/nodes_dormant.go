@@ -34,6 +34,7 @@ func (r *runner) sleepAfterMove() error {
 		}
 		r.s = r.d.host.withDefaults(s)
 	}
+	r.wantBox.Store(false) // a request of an earlier box's time
 	r.dormant.Store(true)
 	r.log.Info("took over an idle session whose workspace is on another node's disk: it is restored, and a box started, at the next message")
 	return nil
