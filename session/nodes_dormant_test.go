@@ -39,7 +39,11 @@ func TestNodesTakeoverIdleLazy(t *testing.T) {
 	}
 	for _, id := range ids {
 		e.watch(id).Until("turn t1 to end", stacktest.TurnEnded("t1"))
-		waitCheckpoint(t, e.st, id, func(c *store.Checkpoint) bool { return c.Turn == "t1" && c.Node == "a" })
+		// A's checkpoint, which makes B's copy not current: the one at
+		// t1's end, or the one after the provisioning if that one failed
+		// (a checkpoint that fails is logged, not retried: on a loaded
+		// machine the store can be too busy for it).
+		waitCheckpoint(t, e.st, id, func(c *store.Checkpoint) bool { return c.Node == "a" })
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
