@@ -206,16 +206,25 @@ func (r *runner) boxLost(sb *sandbox.Sandbox, err error) error {
 func (r *runner) attach() error {
 	if here, _, err := r.d.carry.here(r.ctx, r.s); err != nil {
 		return err
-	} else if !here && len(r.s.Sandbox) > 0 {
+	} else if !here {
 		// The box is another node's, on its machine, with the copy of
 		// the workspace it was working on: this node restores the
 		// checkpoint instead (provision). It is destroyed if this
 		// machine can reach it, else forgotten.
-		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
-		if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
-			r.log.Info("the box the session had on another node cannot be destroyed from here (its machine is gone?); forgetting it", "err", err)
+		if len(r.s.Sandbox) > 0 {
+			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+			if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+				r.log.Info("the box the session had on another node cannot be destroyed from here (its machine is gone?); forgetting it", "err", err)
+			}
+			cancel()
 		}
-		cancel()
+		// Idle, nothing queued: the restore and the box wait for the
+		// first message (nodes_dormant.go).
+		if work, err := r.hasWork(); err != nil {
+			return err
+		} else if !work && r.s.State == store.StateIdle {
+			return r.sleepAfterMove()
+		}
 		return r.setState(r.ctx, store.StateProvisioning, "the session moved from another node; restoring its workspace here", func(s *store.Session) { s.Sandbox = nil })
 	}
 	if len(r.s.Sandbox) > 0 {

@@ -65,6 +65,10 @@ type runner struct {
 	// curTurn is the running turn's id ("" between turns), for events
 	// recorded from other goroutines (the git endpoint's pushes).
 	curTurn atomic.Pointer[string]
+
+	// dormant: taken over idle from another machine, nothing restored
+	// yet; wantBox: Box asked for its box meanwhile (nodes_dormant.go).
+	dormant, wantBox atomic.Bool
 }
 
 // turnNow is the running turn's id, or "".
@@ -303,6 +307,10 @@ func (r *runner) loop() {
 			}
 		case st == store.StatePending || st == store.StateProvisioning:
 			if !r.try(r.provision()) {
+				return
+			}
+		case r.dormant.Load():
+			if !r.try(r.dormantWait()) {
 				return
 			}
 		case r.box == nil:
