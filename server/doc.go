@@ -35,6 +35,11 @@
 //	POST   /v1/users                     admin, UserRequest → 201 User
 //	GET    /v1/users/{id}                admin → User (with identities)
 //	PATCH  /v1/users/{id}                admin, UserPatch → User (name, role, disabled)
+//	DELETE /v1/users/{id}/identities/{kind}/{subject}  ?issuer=I → 204 (admin: any; a user: their own
+//	                                     Slack accounts; slacklinks.go)
+//	GET    /v1/slack/links/{code}        → SlackLink (the Slack account a link would link)
+//	POST   /v1/slack/links/{code}        → User (the account linked to the caller; 404 used or
+//	                                     expired, 409 someone else's)
 //	GET    /v1/audit                     admin, ?user=U&action=A&since=T&until=T&limit=N&cursor=C → AuditList
 //	GET    /v1/teams                     admin → TeamList; POST TeamRequest → 201 Team (teams.go)
 //	DELETE /v1/teams/{team}              admin → 204

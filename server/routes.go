@@ -57,6 +57,10 @@ func (s *Server) table() []route {
 		{http.MethodPost, "/v1/users", admin, s.createUser},
 		{http.MethodGet, "/v1/users/{id}", admin, s.getUser},
 		{http.MethodPatch, "/v1/users/{id}", admin, s.patchUser},
+		// Linking a Slack account by hand, and unlinking: slacklinks.go.
+		{http.MethodDelete, "/v1/users/{id}/identities/{kind}/{subject}", user, s.unlinkIdentity},
+		{http.MethodGet, "/v1/slack/links/{code}", user, s.getSlackLink},
+		{http.MethodPost, "/v1/slack/links/{code}", user, s.redeemSlackLink},
 		{http.MethodGet, "/v1/audit", admin, s.listAudit},
 
 		// Teams a root's policy names: teams.go.

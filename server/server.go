@@ -77,6 +77,7 @@ type Records interface {
 	GetLock(ctx context.Context, key string) (store.Lock, error)
 	store.WebSessions
 	store.SignIns
+	store.SlackLinks
 }
 
 var (
@@ -154,6 +155,9 @@ type Config struct {
 	// SignIn enables signing in with GitHub or an OIDC provider
 	// (signin.go); the zero value offers the token form only.
 	SignIn SignIn
+	// Now is the clock a Slack link's code expires by (slacklinks.go;
+	// default time.Now).
+	Now func() time.Time
 }
 
 // DefaultStoreTimeout is Config.StoreTimeout's default: well above what a

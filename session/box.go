@@ -50,6 +50,9 @@ func (m *Manager) Box(ctx context.Context, owner, id string) (*sandbox.Sandbox, 
 	r := m.runners[id]
 	m.mu.Unlock()
 	var sb *sandbox.Sandbox
+	if r != nil && r.needBox() {
+		return nil, s, fmt.Errorf("session %s moved from another node: %w", id, noBoxHint(store.StateProvisioning))
+	}
 	if r != nil {
 		r.mu.Lock()
 		sb = r.lent

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -161,6 +162,11 @@ type Config struct {
 	// the Slack app's slack_update for the sessions it started. Asked
 	// each time an agent starts; nil or empty for none.
 	HostMCP func(s *store.Session) []agent.MCPServer
+	// HostMCPNames are the names HostMCP's servers take (the Slack app's
+	// "slack"), reserved for every session whether or not it gets them:
+	// the operator's MCP and a request's mcp_servers may not use one (a
+	// request that does is a 400), so none shadows or is shadowed.
+	HostMCPNames []string
 	// MCPSecrets returns the secrets (NAME=VALUE, all of them, not only
 	// those for sessions) of a session's repository and owner, for the
 	// ${secret:NAME} in MCP's headers (agents.ExpandMCPSecrets): they are
@@ -255,6 +261,11 @@ func (c *Config) check() error {
 	}
 	if err := agent.CheckMCP(c.MCP); err != nil {
 		return fmt.Errorf("session.Config.MCP: %w", err)
+	}
+	for _, s := range c.MCP {
+		if slices.Contains(c.HostMCPNames, s.Name) {
+			return fmt.Errorf("session.Config.MCP: the server %q (%s) has a name Harvest's own host MCP server takes (%s): rename it", s.Name, s.Source, strings.Join(c.HostMCPNames, ", "))
+		}
 	}
 	var roots, hosts, never []string
 	if c.Sources != nil {

@@ -28,6 +28,13 @@
 //	                        pull request; queued messages dropped)
 //	any state ──► failed    the box or the agent cannot be set up (Error says why)
 //
+// A step that fails for a reason that may pass (the store, a box that died
+// while it was being set up: its fence ended it, the kernel killed it) is
+// retried by the runner after a second of real time — not the Manager's
+// Clock, which a test moves by hand and which would otherwise hold the
+// retry for ever. Three boxes in a row dying while being set up fail the
+// session (provision.go, boxLost).
+//
 // waiting (the agent asks the user something) is reserved for agents that
 // can ask; the builtin agent never does. Every transition is first written
 // to the store (store.UpdateSession) and then journaled as a session.state

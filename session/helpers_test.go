@@ -18,6 +18,7 @@ import (
 	"github.com/harvest-dev/harvest/internal/testbin"
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/netguard"
+	"github.com/harvest-dev/harvest/sandbox"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/objstore"
 )
@@ -133,6 +134,9 @@ type env struct {
 	st          store.Store
 	j           *journal.Journal
 	m           *Manager
+	// backends, when set, is Config.Backends instead of the stack's (a
+	// test opening the Manager itself: withoutManager).
+	backends func(name string) (sandbox.Provider, error)
 }
 
 type envConfig struct {
@@ -295,10 +299,14 @@ func (e *env) open() {
 	if e.envs != nil {
 		envs = e.envs(e)
 	}
+	backends := e.Backends
+	if e.backends != nil {
+		backends = e.backends
+	}
 	m, err := NewManager(Config{
 		Environments: envs,
 		Store:        e.st, Journal: e.j, Egress: e.egress, StopBoxesOnExit: e.stop,
-		Backends:       e.Backends,
+		Backends:       backends,
 		DataDir:        e.DataDir,
 		Sources:        e.Sources,
 		Models:         e.Models(),

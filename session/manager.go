@@ -88,7 +88,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	var node *nodeState
 	if cfg.Node != nil {
 		node = &nodeState{cfg: *cfg.Node, held: map[string]*held{}, kick: make(chan struct{}, 1),
-			beating: make(chan struct{}, 1), kept: make(chan struct{}), moved: -1}
+			beating: make(chan struct{}, 1), kept: make(chan struct{}), moved: -1, base: time.Now()}
 	}
 	m := &Manager{node: node,
 		cfg: cfg, st: cfg.Store, j: cfg.Journal, clock: cfg.Clock,

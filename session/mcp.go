@@ -21,7 +21,9 @@ import (
 // precedence when two have the same name:
 //
 //  1. the server's config (harvest serve --mcp-config: the operator's)
-//     and Harvest's own (the repository's memory, "memory");
+//     and Harvest's own (the repository's memory, "memory"; the host's,
+//     Config.HostMCP, whose names, Config.HostMCPNames, the operator's
+//     may not take either);
 //  2. the session's request (CreateRequest.MCPServers), which may not
 //     reuse a name of the first (a 400 says so);
 //  3. the repositories' .mcp.json, whose server is left out when a
@@ -80,14 +82,17 @@ func (m *Manager) checkMCP(servers []store.MCPServer) []string {
 	}
 	reserved := map[string]string{}
 	for _, s := range m.cfg.MCP {
-		reserved[s.Name] = "the server's MCP config (" + s.Source + ")"
+		reserved[s.Name] = "the server's MCP config (" + s.Source + "), which the session gets anyway"
 	}
 	if m.cfg.Memory != nil {
-		reserved[memoryMCPName] = "Harvest's repository memory"
+		reserved[memoryMCPName] = "Harvest's repository memory, which the session gets anyway"
+	}
+	for _, n := range m.cfg.HostMCPNames {
+		reserved[n] = "a server Harvest itself gives sessions on the host (the Slack app's slack_update, for the sessions Slack starts)"
 	}
 	for i, s := range servers {
 		if by, ok := reserved[s.Name]; ok {
-			problems = append(problems, fmt.Sprintf("mcp_servers[%d]: the name %q is taken by %s, which the session gets anyway: give yours another name", i, s.Name, by))
+			problems = append(problems, fmt.Sprintf("mcp_servers[%d]: the name %q is taken by %s: give yours another name", i, s.Name, by))
 		}
 		for k, v := range s.Headers {
 			if !secretHeader.MatchString(v) {

@@ -497,3 +497,26 @@ func TestCreateMCPAddresses(t *testing.T) {
 		}
 	}
 }
+
+// The names of the host's MCP servers (Config.HostMCPNames: the Slack
+// app's "slack") are reserved for every session: a request's server with
+// one is a 400 that says so, and so is the operator's config at start.
+func TestHostMCPNamesReserved(t *testing.T) {
+	e := newEnv(t)
+	e.m.cfg.HostMCPNames = []string{"slack"}
+	ctx := testbin.Context(t)
+	_, err := e.m.Create(ctx, "tok-bbbbbbbbbbbb", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}},
+		MCPServers: []store.MCPServer{{Name: "slack", Command: []string{"python3", "s.py"}}}})
+	if !IsInput(err) || !strings.Contains(err.Error(), `mcp_servers[0]: the name "slack" is taken by a server Harvest itself gives sessions on the host`) {
+		t.Fatalf("a request's server named slack: %v, want a 400 saying the name is taken", err)
+	}
+	if _, err := e.m.Create(ctx, "tok-bbbbbbbbbbbb", CreateRequest{Repos: []RepoSpec{{Source: e.Repo}},
+		MCPServers: []store.MCPServer{{Name: "slacker", Command: []string{"python3", "s.py"}}}}); err != nil {
+		t.Fatalf("another name: %v", err)
+	}
+	cfg := Config{Store: e.st, Journal: e.j, DataDir: t.TempDir(), HostMCPNames: []string{"slack"},
+		MCP: []agent.MCPServer{{Name: "slack", Command: []string{"true"}, Source: "--mcp-config /etc/harvest/mcp.yaml"}}}
+	if err := cfg.check(); err == nil || !strings.Contains(err.Error(), `"slack" (--mcp-config /etc/harvest/mcp.yaml) has a name Harvest's own host MCP server takes`) {
+		t.Fatalf("the operator's server named slack: %v", err)
+	}
+}

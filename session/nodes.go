@@ -257,9 +257,11 @@ import (
 //	            (--takeover-rate, DefaultTakeoverRate 5), a token bucket
 //	            holding a scan's worth (TTL/3 × the rate, 16 at the
 //	            default TTL), so that a kick between scans cannot exceed
-//	            it either. Every takeover of an idle session from another
-//	            machine restores its workspace and starts a box; the rate
-//	            keeps the node that inherits hundreds serving meanwhile.
+//	            it either. A takeover of a turn to recover, or of a
+//	            session with a queued message, from another machine
+//	            restores its workspace and starts a box; the rate keeps
+//	            the node that inherits hundreds serving meanwhile. An idle
+//	            one costs only its lease (below).
 //	            A scan also stops claiming after TTL/6, however slow the
 //	            store is, and leaves the rest to the scans after.
 //	its bound   Capacity and the floor of free space, checked at each
@@ -298,6 +300,17 @@ import (
 // node until someone sends to it. The node that receives that message
 // takes the lease and runs it (or, full, stores the message, which makes
 // the session an orphan for a node with room).
+//
+// A live session that is idle (no turn to recover, no queued message),
+// taken over from another machine (its workspace's copy here is not the
+// checkpoint's), is taken as a lease only (nodes_dormant.go): the old
+// box is forgotten, and the restore and a new box wait for the first
+// message, or a request that needs the box (a shell, the changes: those
+// answer ErrNoBox, "being started", and start it). An idle timeout meanwhile
+// suspends it. So a takeover of many idle sessions costs leases, not
+// boxes and disks: 32 idle sessions took 2.2 s, 3.8 MB and 32 boxes on
+// the new node before, 0.46 s (0.3 s of it the first scan's wait), no
+// byte and no box after (TestNodesTakeoverIdleLazy; tiny workspaces).
 //
 // # Carrying workspaces (nodes_carry.go)
 //

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/store"
 	"github.com/harvest-dev/harvest/store/objstore"
+	"github.com/harvest-dev/harvest/workspace"
 )
 
 // TestNodesCarryWorkspace: two nodes that do not share a data directory
@@ -78,6 +80,31 @@ func TestNodesCarryWorkspace(t *testing.T) {
 			return m.Subscribe(context.Background(), "", v.ID, after)
 		})
 	}
+	// Lazy takeover: B holds the lease of the idle session and nothing
+	// else (no copy of the workspace, no box) until something needs it.
+	waitFor(t, "B's runner to wait, dormant", func() bool {
+		b.mu.Lock()
+		r := b.runners[v.ID]
+		b.mu.Unlock()
+		return r != nil && r.dormant.Load()
+	})
+	wsB, _ := WorkspaceDir(dirB, Scope{Session: v.ID})
+	if _, err := os.Stat(wsB); !os.IsNotExist(err) {
+		t.Errorf("B's copy of the workspace of the idle session it took over: %v, want none before a message", err)
+	}
+	if s, err := e.st.GetSession(ctx, v.ID); err != nil || s.State != store.StateIdle || len(s.Sandbox) != 0 {
+		t.Errorf("the idle session B took over: %v, state %s, box %q; want idle with no box", err, s.State, s.Sandbox)
+	}
+	// A request for its box (here the changes) starts it.
+	if _, err := b.Changes(ctx, "owner-1", v.ID, workspace.DefaultDiffLimits); !errors.Is(err, ErrNoBox) {
+		t.Errorf("the changes of the dormant session on B: %v, want ErrNoBox (being started)", err)
+	}
+	asked := time.Now()
+	waitFor(t, "B to start the box asked for", func() bool {
+		_, _, err := b.Box(ctx, "owner-1", v.ID)
+		return err == nil
+	})
+	t.Logf("OBSERVED lazy takeover: B held the idle session with no workspace copy and no box until its box was asked for; restored and started %s later", time.Since(asked).Round(time.Millisecond))
 	if _, err := b.Send(ctx, "owner-1", v.ID, "write a", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +124,6 @@ func TestNodesCarryWorkspace(t *testing.T) {
 	if !moved {
 		t.Error("no session.state event says the session moved from node a")
 	}
-	wsB, _ := WorkspaceDir(dirB, Scope{Session: v.ID})
 	for name, want := range map[string]bool{"go": true, "a.txt": true, "late.txt": false} {
 		_, err := os.Stat(filepath.Join(wsB, repo, name))
 		if (err == nil) != want {

@@ -101,11 +101,23 @@ func (m *Manager) adoptLocked(sentGen, gen int64, sent time.Time) (bool, []*held
 func (m *Manager) extendLocked(sent time.Time) {
 	nd := m.node
 	nd.sent, nd.deadline = sent, sent.Add(m.leaseTTL()-fenceMargin(m.leaseTTL()))
+	nd.due.Store(max(1, int64(nd.deadline.Sub(nd.base))))
 	if nd.timer == nil {
 		nd.timer = time.AfterFunc(time.Until(nd.deadline), m.fenceDue)
 	} else {
 		nd.timer.Reset(time.Until(nd.deadline))
 	}
+}
+
+// pastDeadline reports whether the node's deadline has passed on its
+// clock, whether or not its timer (fenceDue) has fired yet: on a loaded
+// machine the timer may fire late, after the box's own watchdog killed
+// what ran in it at the same deadline, and a runner seeing its box die
+// must not then write what it makes of that (a session failed, say) in
+// the store, where its lease may not have run out yet.
+func (nd *nodeState) pastDeadline() bool {
+	due := nd.due.Load()
+	return due != 0 && time.Since(nd.base) >= time.Duration(due)
 }
 
 // fenceDue is the deadline's timer: once the deadline passed, whether a

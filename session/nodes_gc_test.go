@@ -10,6 +10,7 @@ import (
 
 	"github.com/harvest-dev/harvest/internal/stacktest"
 	"github.com/harvest-dev/harvest/internal/testbin"
+	"github.com/harvest-dev/harvest/journal"
 	"github.com/harvest-dev/harvest/sandbox/disk"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -99,7 +100,7 @@ func TestCollectDeletedLeftovers(t *testing.T) {
 
 // TestNodesCollectStale: nodes A and B on PostgreSQL with data
 // directories of their own. A runs two sessions, then stops; B takes both
-// over and restores them from their checkpoints; one is deleted through
+// over and, at a message to each, restores them from their checkpoints; one is deleted through
 // B. A new process on A's disk (a restart) finds A's copies: the deleted
 // session's and the one B took (its checkpoint names B's copy). Its
 // janitor removes both at start — workspace, disk image, mount, loop
@@ -136,7 +137,19 @@ func TestNodesCollectStale(t *testing.T) {
 	if err := e.m.Close(cctx); err != nil {
 		t.Fatal(err)
 	}
+	// B takes them over as leases (idle: nodes_dormant.go); a message to
+	// each makes it restore them.
 	for _, v := range []*View{keep, del} {
+		waitFor(t, "B to take "+v.ID+" over", func() bool {
+			l, err := e.st.GetLease(ctx, v.ID)
+			return err == nil && l.Node == "b"
+		})
+		if _, err := b.Send(ctx, "owner-1", v.ID, "msg two", ""); err != nil {
+			t.Fatal(err)
+		}
+		stacktest.Watch(t, v.ID, func(after int64) (*journal.Subscription, error) {
+			return b.Subscribe(context.Background(), "", v.ID, after)
+		}).Until("turn t2 to end on B", stacktest.TurnEnded("t2"))
 		waitCheckpoint(t, e.st, v.ID, func(c *store.Checkpoint) bool { return c.Node == "b" })
 	}
 	if err := b.Delete(ctx, "owner-1", del.ID); err != nil {

@@ -37,6 +37,11 @@ type nodeState struct {
 	deadline time.Time
 	timer    *time.Timer
 	moved    int64
+	// due is deadline as nanoseconds after base (this process's
+	// monotonic clock), for the runners' fenced writes to read without
+	// Manager.mu (pastDeadline); 0 before the first heartbeat.
+	base time.Time
+	due  atomic.Int64
 	// beating holds one token: one heartbeat at a time (the renewer's, or
 	// an acquire's when the node has no live generation).
 	beating chan struct{}

@@ -18,9 +18,11 @@ import (
 // why.
 
 // DefaultTakeoverRate is how many sessions a second a node takes over at
-// most (NodeConfig.TakeoverRate). Each takeover of an idle session from
-// another machine restores its workspace and starts a box (about a
-// second of work, and a disk image, per session); 5 a second keeps a node
+// most (NodeConfig.TakeoverRate). Each takeover of a busy session (a
+// turn to recover, a queued message) from another machine restores its
+// workspace and starts a box (about a second of work, and a disk image,
+// per session; an idle one waits for its first message: nodes_dormant.go);
+// 5 a second keeps a node
 // that inherits hundreds from being buried at once, while a dead node's
 // few dozen sessions are still taken in one scan (the burst is a scan's
 // worth: TTL/3 × the rate, 16 at the default TTL) and three survivors

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -147,29 +148,57 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 		return nil, nil, err
 	}
 	if err := r.checkout(ctx, sb, fresh); err != nil {
-		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
 	if err := r.recordStarts(ctx, sb, fresh); err != nil {
-		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
 	if unpack {
 		if err := r.fromEnvironment(ctx, sb, s.Repos[0]); err != nil {
-			r.discard(sb, nil)
-			return nil, nil, err
+			return nil, nil, r.boxLost(sb, err)
 		}
 	}
 	if err := r.startScript(ctx, sb); err != nil {
-		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
 	ag, err := r.newAgent(ctx, sb)
 	if err != nil {
-		r.discard(sb, nil)
-		return nil, nil, err
+		return nil, nil, r.boxLost(sb, err)
 	}
+	r.lostBoxes = 0
 	return sb, ag, nil
+}
+
+// maxLostBoxes is how many boxes in a row may die while a session's box
+// is being set up before the session fails.
+const maxLostBoxes = 3
+
+// boxLost discards box sb, a step of setting it up having failed with
+// err, and says how the runner should take err: when the box died meanwhile (its fence ended it
+// because a renewal reached it late on a loaded machine, it ran out of
+// memory, someone killed it), the step failed for want of a box, not for
+// anything in the session, and it is retried on a new one — up to
+// maxLostBoxes times in a row, then the session fails with the box's
+// last error.
+func (r *runner) boxLost(sb *sandbox.Sandbox, err error) error {
+	dead := !sb.Alive() && errors.Is(err, sandbox.ErrClosed)
+	r.discard(sb, nil)
+	if !dead {
+		return err
+	}
+	r.lostBoxes++
+	var fe *fatalError
+	if r.lostBoxes >= maxLostBoxes {
+		if errors.As(err, &fe) {
+			return err
+		}
+		return fatal(fmt.Errorf("%d boxes in a row died while they were being set up; the last: %w", r.lostBoxes, err))
+	}
+	if errors.As(err, &fe) {
+		err = fe.err
+	}
+	r.log.Warn("the box died while it was being set up; starting another", "box", sb.ID(), "lost", r.lostBoxes, "err", err)
+	return fmt.Errorf("box %s died while it was being set up: %w", sb.ID(), err)
 }
 
 // attach gives a live session that has no box in hand (after a restart) its
@@ -177,16 +206,25 @@ func (r *runner) startBox(fresh map[string]copied) (*sandbox.Sandbox, agent.Agen
 func (r *runner) attach() error {
 	if here, _, err := r.d.carry.here(r.ctx, r.s); err != nil {
 		return err
-	} else if !here && len(r.s.Sandbox) > 0 {
+	} else if !here {
 		// The box is another node's, on its machine, with the copy of
 		// the workspace it was working on: this node restores the
 		// checkpoint instead (provision). It is destroyed if this
 		// machine can reach it, else forgotten.
-		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
-		if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
-			r.log.Info("the box the session had on another node cannot be destroyed from here (its machine is gone?); forgetting it", "err", err)
+		if len(r.s.Sandbox) > 0 {
+			ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+			if err := r.d.host.destroyHandle(ctx, r.s.Backend, r.s.Sandbox); err != nil {
+				r.log.Info("the box the session had on another node cannot be destroyed from here (its machine is gone?); forgetting it", "err", err)
+			}
+			cancel()
 		}
-		cancel()
+		// Idle, nothing queued: the restore and the box wait for the
+		// first message (nodes_dormant.go).
+		if work, err := r.hasWork(); err != nil {
+			return err
+		} else if !work && r.s.State == store.StateIdle {
+			return r.sleepAfterMove()
+		}
 		return r.setState(r.ctx, store.StateProvisioning, "the session moved from another node; restoring its workspace here", func(s *store.Session) { s.Sandbox = nil })
 	}
 	if len(r.s.Sandbox) > 0 {

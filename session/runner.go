@@ -56,6 +56,7 @@ type runner struct {
 	lease     *lease    // the session lock, held for a streak of turns
 	lockRetry time.Time // when a turn waiting for the lock tries again
 	lockSaid  string    // the holder last reported in a session.state event
+	lostBoxes int       // boxes in a row that died while being set up (boxLost)
 
 	// redact masks the session's secrets in its events (nil: it has
 	// none). Set with the agent, read by the turn's sink.
@@ -64,6 +65,10 @@ type runner struct {
 	// curTurn is the running turn's id ("" between turns), for events
 	// recorded from other goroutines (the git endpoint's pushes).
 	curTurn atomic.Pointer[string]
+
+	// dormant: taken over idle from another machine, nothing restored
+	// yet; wantBox: Box asked for its box meanwhile (nodes_dormant.go).
+	dormant, wantBox atomic.Bool
 }
 
 // turnNow is the running turn's id, or "".
@@ -163,8 +168,10 @@ func newRunner(m *Manager, id string) *runner {
 		h := m.node.held[id]
 		l := h.lease
 		r.fence, r.notBefore = l.Fence(), h.notBefore
-		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }, gone: h.gone.Load}
-		r.d.j = fencedLog{j: m.j, f: r.fence, gone: h.gone.Load}
+		nd := m.node
+		gone := func() bool { return h.gone.Load() || nd.pastDeadline() }
+		r.d.st = fencedStore{Store: m.st, f: r.fence, lost: func(err error) { m.leaseLost(l, err) }, gone: gone}
+		r.d.j = fencedLog{j: m.j, f: r.fence, gone: gone}
 	}
 	return r
 }
@@ -302,6 +309,10 @@ func (r *runner) loop() {
 			if !r.try(r.provision()) {
 				return
 			}
+		case r.dormant.Load():
+			if !r.try(r.dormantWait()) {
+				return
+			}
 		case r.box == nil:
 			// Live with no box in hand: a session recovered after a restart.
 			if !r.try(r.attach()) {
@@ -337,10 +348,15 @@ func (r *runner) try(err error) bool {
 		return true
 	}
 	r.log.Error("session runner step failed; retrying", "err", err)
-	c, stop := r.d.clock.At(r.d.clock.Now().Add(time.Second))
-	defer stop()
+	// Real time, not the Manager's clock: the pause is the machine's
+	// (a box to replace, a store to come back), not a session's time
+	// (its lifetime, its idle timeout) that a test moves on by hand,
+	// and a test's clock that nobody moves would hold the retry for
+	// ever.
+	retry := time.NewTimer(time.Second)
+	defer retry.Stop()
 	select {
-	case <-c:
+	case <-retry.C:
 	case <-r.ctx.Done():
 		return false
 	}

@@ -110,6 +110,7 @@ type Bot struct {
 	watching map[string]*watch      // session → its thread's watcher
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
 	updated  map[string]time.Time   // session → its last slack_update (mcp.go)
+	noted    map[string]bool        // thread/person told how to link (start.go firstNote)
 }
 
 // New checks the token (auth.test) and returns the app; Start begins its

@@ -40,7 +40,7 @@ const commandHelp = "`/harvest status` — your live sessions · `/harvest list`
 func (b *Bot) command(ctx context.Context, c slack.SlashCommand) string {
 	u, err := b.user(ctx, c.UserID)
 	if errors.Is(err, errUnlinked) {
-		return b.linkHelp()
+		return b.linkHelp(ctx, err)
 	}
 	if err != nil {
 		return "I couldn't look you up just now; please try again in a minute."
@@ -182,12 +182,17 @@ func (b *Bot) repoCommand(ctx context.Context, u *store.User, c slack.SlashComma
 	return "This channel's default repository is now `" + r.name + "`: mention me with a request and I'll work there."
 }
 
-// interaction handles a click: Stop (the others are links).
+// interaction handles a click: Stop, a repository picker's choice
+// (picker.go); the others are links.
 func (b *Bot) interaction(ctx context.Context, cb slack.InteractionCallback) {
 	if cb.Type != slack.InteractionTypeBlockActions {
 		return
 	}
 	for _, a := range cb.ActionCallback.BlockActions {
+		if a.ActionID == actionPick {
+			b.pick(ctx, cb, a)
+			continue
+		}
 		if a.ActionID != actionStop {
 			continue
 		}

@@ -13,14 +13,17 @@
 //	onMessage (start.go) ─► who asks (people.go: a slack identity, else the
 //	                        profile's email; unknown: an ephemeral how-to-link)
 //	                     ─► 👀 ─► the repository (repo.go: in the message, else the
-//	                        channel's default, else how to name one)
+//	                        channel's default, else a picker of those they may
+//	                        use: picker.go; the choice, a click, goes on below)
 //	                     ─► may they (authz, as every channel) ─► Create
 //	                        (id derived from the thread) ─► the thread recorded
 //	                     ─► the watcher (watch.go): progress, final message, ✅/❌
 //
 // A reply in a session's thread is a message to it (queued while a turn
 // runs, as the API's); a click on Stop, or /harvest stop, cancels the
-// running turn (commands.go). The sessions are owned by Owner ("slack")
+// running turn (commands.go). An unknown person's replies in a thread
+// get the how-to-link note once per thread (and reach nothing); a known
+// one without write access to the session is refused, ephemerally. The sessions are owned by Owner ("slack")
 // and caused by the asker's user (store.Session.User).
 //
 // # Slack's limits

@@ -2,6 +2,9 @@ package slackbot
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +25,11 @@ import (
 // GitHub or OIDC sign-in): then the slack identity is stored, and
 // later requests are that user's without asking Slack. Nobody else's
 // request runs as them; an account that matches no user gets an
-// ephemeral message saying how to link it, and nothing starts. A
-// disabled user is refused as their tokens are.
+// ephemeral message saying how to link it, and nothing starts: with a
+// one-time link (linkCode) to a page of the web UI where the person,
+// signed in to Harvest, links the account to themselves by hand
+// (package server, POST /v1/slack/links/{code}). A disabled user is
+// refused as their tokens are.
 //
 // What the app does is in the audit log (channel slack): a session
 // started (session.create), a message sent (session.message), a turn
@@ -76,9 +82,17 @@ func (b *Bot) linkByEmail(ctx context.Context, slackUser string) (*store.User, e
 	if err != nil {
 		return nil, fmt.Errorf("slack: users.info %s: %w", slackUser, err)
 	}
-	email := strings.ToLower(strings.TrimSpace(info.Profile.Email))
-	if email == "" || info.IsBot || info.Deleted {
+	if info.IsBot || info.Deleted {
 		return nil, errUnlinked
+	}
+	name := info.Profile.DisplayName
+	if name == "" {
+		name = info.Name
+	}
+	unlinked := &unlinkedError{slackUser: slackUser, name: name}
+	email := strings.ToLower(strings.TrimSpace(info.Profile.Email))
+	if email == "" {
+		return nil, unlinked
 	}
 	users, err := b.st.ListUsers(ctx)
 	if err != nil {
@@ -100,18 +114,61 @@ func (b *Bot) linkByEmail(ctx context.Context, slackUser string) (*store.User, e
 			}
 		}
 	}
-	return nil, errUnlinked
+	return nil, unlinked
 }
 
-// linkHelp is the ephemeral message to a Slack account that is no user.
-func (b *Bot) linkHelp() string {
+// linkHelp is the ephemeral message to a Slack account that is no user
+// (err, from user): a one-time link to link it by hand (linkCode), and
+// the other way, by email.
+func (b *Bot) linkHelp(ctx context.Context, err error) string {
 	where := "Harvest"
 	if b.cfg.PublicURL != "" {
 		where = "Harvest (" + b.cfg.PublicURL + ")"
 	}
-	return "I don't know who you are in Harvest yet, so I can't work for you. Sign in to " + where +
-		" with GitHub or your company's sign-in using the email of your Slack profile (then mention me again), " +
-		"or ask a Harvest admin to link your Slack account to your Harvest user."
+	byEmail := "sign in to " + where + " with GitHub or your company's sign-in using the email of your Slack profile, then mention me again."
+	var ue *unlinkedError
+	if !errors.As(err, &ue) {
+		return "I don't know who you are in Harvest yet, so I can't work for you. To change that, " + byEmail
+	}
+	code, lerr := b.linkCode(ctx, ue)
+	if lerr != nil {
+		b.log.Error("making a link for a Slack account", "slack_user", ue.slackUser, "err", lerr)
+		return "I don't know who you are in Harvest yet, so I can't work for you. To change that, " + byEmail
+	}
+	page := strings.TrimSuffix(b.cfg.PublicURL, "/") + "/#/link/slack/" + code
+	if b.cfg.PublicURL == "" {
+		page = "Harvest's web UI at #/link/slack/" + code
+	}
+	return "I don't know who you are in Harvest yet, so I can't work for you. To link this Slack account to your Harvest user, open " +
+		page + fmt.Sprintf(" within %d minutes", int(linkTTL.Minutes())) +
+		", sign in and confirm (the link works once; keep it to yourself). Or " + byEmail
+}
+
+// linkTTL is how long a link linkHelp gives works.
+const linkTTL = 15 * time.Minute
+
+// unlinkedError is errUnlinked, for a Slack account that could be
+// linked: a person's (not a bot's, nor a deactivated account's).
+type unlinkedError struct {
+	slackUser, name string
+}
+
+func (e *unlinkedError) Error() string        { return errUnlinked.Error() }
+func (e *unlinkedError) Is(target error) bool { return target == errUnlinked }
+
+// linkCode stores a new link for the account and returns its code:
+// 256 random bits, base64url; the store keeps only its SHA-256.
+func (b *Bot) linkCode(ctx context.Context, ue *unlinkedError) (string, error) {
+	var raw [32]byte
+	rand.Read(raw[:])
+	code := base64.RawURLEncoding.EncodeToString(raw[:])
+	sum := sha256.Sum256([]byte(code))
+	now := time.Now().UTC()
+	err := b.st.CreateSlackLink(ctx, &store.SlackLink{Hash: sum[:], Team: b.team, User: ue.slackUser, Name: ue.name, CreatedAt: now, ExpiresAt: now.Add(linkTTL)})
+	if err != nil {
+		return "", fmt.Errorf("storing the link: %w", err)
+	}
+	return code, nil
 }
 
 // audit appends e (channel slack, now), logging a failure: the log

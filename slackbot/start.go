@@ -80,25 +80,40 @@ func (b *Bot) start(ctx context.Context, m message, rootTS string) {
 		}
 	}
 	if !found {
-		b.say(ctx, m.channel, rootTS, b.howToName())
-		b.unreact(ctx, m.channel, m.ts, "eyes")
+		b.unreact(ctx, m.channel, m.ts, "eyes") // nothing runs until a repository is chosen
+		b.offerRepos(ctx, m, u, rootTS)
 		return
 	}
+	if b.mayStart(ctx, m, u, r, rootTS) {
+		b.create(ctx, m, u, r, rootTS, text)
+	}
+}
+
+// mayStart says whether u may start a session on r, telling them (and
+// taking 👀 back) when not.
+func (b *Bot) mayStart(ctx context.Context, m message, u *store.User, r repo, rootTS string) bool {
 	refusal, err := b.cfg.Access.For(authz.Subject{User: u.ID, Role: u.Role}).Start(ctx, []authz.RepoRef{r.ref})
 	if err != nil {
 		b.say(ctx, m.channel, rootTS, "I couldn't check your access to "+r.name+" just now ("+err.Error()+"). Please try again in a minute.")
 		b.unreact(ctx, m.channel, m.ts, "eyes")
-		return
+		return false
 	}
 	if refusal != nil {
 		b.refuse(ctx, m, u, r.name, refusal.Error())
-		return
+		return false
 	}
+	return true
+}
+
+// create starts the session of a thread on r for u's request text (a
+// session made before with the thread's id is taken as it is), records
+// the thread and watches it.
+func (b *Bot) create(ctx context.Context, m message, u *store.User, r repo, rootTS, text string) {
 	if text == "" {
 		text = "Hello"
 	}
 	id := b.sessionID(m.channel, rootTS)
-	_, err = b.cfg.Sessions.Create(ctx, Owner, session.CreateRequest{
+	_, err := b.cfg.Sessions.Create(ctx, Owner, session.CreateRequest{
 		ID: id, User: u.ID, Title: title(text), Repos: []session.RepoSpec{r.spec}, Prompt: text,
 		PromptKey: "slack:" + m.channel + ":" + m.ts, Agent: b.cfg.Agent, Model: b.cfg.Model,
 	})
@@ -130,7 +145,7 @@ func (b *Bot) followUp(ctx context.Context, id string, m message) {
 		return
 	}
 	if lvl, err := b.cfg.Access.For(authz.Subject{User: u.ID, Role: u.Role}).Session(ctx, s); err != nil || lvl < authz.Write {
-		why := "you may not steer this session"
+		why := "steering this session needs write access to its repository (ask whoever started it, or a Harvest admin)"
 		if err != nil {
 			why = "your access could not be checked (" + err.Error() + ")"
 		}
@@ -158,12 +173,16 @@ func (b *Bot) followUp(ctx context.Context, id string, m message) {
 }
 
 // asker is the user of a message's sender; an unknown or disabled one
-// is told so (ephemerally) and false returned.
+// is told so (ephemerally) and false returned. An unknown person's
+// replies in a thread (and clicks there) get the how-to-link note once
+// per thread (firstNote); their mentions get it each time.
 func (b *Bot) asker(ctx context.Context, m message) (*store.User, bool) {
 	u, err := b.user(ctx, m.user)
 	switch {
 	case errors.Is(err, errUnlinked):
-		b.ephemeral(ctx, m.channel, m.user, m.threadTS, b.linkHelp())
+		if b.firstNote(m) {
+			b.ephemeral(ctx, m.channel, m.user, m.threadTS, b.linkHelp(ctx, err))
+		}
 		b.audit(ctx, store.AuditEntry{Action: "slack.refuse", Target: m.channel, Result: "unlinked"},
 			map[string]any{"slack_user": m.user, "channel": m.channel, "ts": m.ts})
 		return nil, false
@@ -176,6 +195,29 @@ func (b *Bot) asker(ctx context.Context, m message) (*store.User, bool) {
 		return nil, false
 	}
 	return u, true
+}
+
+// maxNoted bounds the thread-and-person pairs remembered as told.
+const maxNoted = 10000
+
+// firstNote says whether an unknown person should be told how to link
+// their account now: at every mention, and at their first reply (or
+// click) in a thread since the app started.
+func (b *Bot) firstNote(m message) bool {
+	if m.threadTS == "" || m.mention {
+		return true
+	}
+	key := b.threadKey(m.channel, m.threadTS) + "/" + m.user
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.noted[key] {
+		return false
+	}
+	if b.noted == nil || len(b.noted) >= maxNoted {
+		b.noted = map[string]bool{} // forgetting means one more note, no harm
+	}
+	b.noted[key] = true
+	return true
 }
 
 // refuse tells the person, politely, that they may not, and records it.

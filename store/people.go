@@ -179,6 +179,10 @@ type People interface {
 	// someone's already is ErrConflict, a user that does not exist
 	// ErrNotFound.
 	AddIdentity(ctx context.Context, i *Identity) error
+	// RemoveIdentity takes the identity (kind, issuer, subject) from
+	// user, with the context's audit entry (WithAudit), in one
+	// transaction; ErrNotFound when user has no such identity.
+	RemoveIdentity(ctx context.Context, user, kind, issuer, subject string) error
 	// Identities lists a user's identities.
 	Identities(ctx context.Context, user string) ([]*Identity, error)
 	// UserByIdentity finds the user of an identity, or ErrNotFound.

@@ -74,4 +74,48 @@ type Slack interface {
 	SetSlackChannel(ctx context.Context, c *SlackChannel) error
 	// SlackChannel reads a channel's default repository, or ErrNotFound.
 	SlackChannel(ctx context.Context, team, channel string) (*SlackChannel, error)
+	SlackLinks
+}
+
+// # Linking a Slack account by hand
+//
+// A Slack account whose profile's email is no user's is given a link to
+// follow (package slackbot): a random code, of which only the SHA-256 is
+// kept here with the account it names, for a few minutes. The user who
+// opens it in Harvest, signed in, and confirms, gets the account as an
+// identity (kind slack): RedeemSlackLink uses the code up and adds the
+// identity in one transaction. A code lives minutes: harvest store
+// migrate does not copy the links (the person asks Slack for a new one).
+
+// SlackLink is a Slack account waiting to be linked to whoever redeems
+// its code.
+type SlackLink struct {
+	// Hash is the SHA-256 of the code.
+	Hash []byte
+	// Team and User name the Slack account: the identity's issuer and
+	// subject.
+	Team, User string
+	// Name is the account's name in Slack (the identity's login; what
+	// the confirmation shows).
+	Name      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// SlackLinks keeps the Slack accounts waiting to be linked.
+type SlackLinks interface {
+	// CreateSlackLink stores l (Hash, Team, User and ExpiresAt set; a hash
+	// that exists is ErrConflict) and drops the links that have expired.
+	CreateSlackLink(ctx context.Context, l *SlackLink) error
+	// SlackLink reads the link whose code has SHA-256 hash; ErrNotFound
+	// when there is none or it had expired at now.
+	SlackLink(ctx context.Context, hash []byte, now time.Time) (*SlackLink, error)
+	// RedeemSlackLink uses up the link whose code has SHA-256 hash and
+	// gives its Slack account to user (an Identity of kind slack, issuer
+	// the team, subject the Slack user, login the name), with the
+	// context's audit entry (WithAudit), in one transaction. ErrNotFound:
+	// no such link, it had expired at now, or no such user. ErrConflict:
+	// the account is another user's (nothing changes; the link stays).
+	// An account that is user's already: the link is used up, no error.
+	RedeemSlackLink(ctx context.Context, hash []byte, user string, now time.Time) (*SlackLink, error)
 }

@@ -105,3 +105,14 @@ type AuditList struct {
 	Entries    []*AuditEntry `json:"entries"`
 	NextCursor string        `json:"next_cursor,omitempty"`
 }
+
+// SlackLink is a Slack account waiting to be linked to whoever redeems
+// its code (GET /v1/slack/links/{code}).
+type SlackLink struct {
+	// Team is the Slack workspace's id; User the account's id there.
+	Team string `json:"team"`
+	User string `json:"slack_user"`
+	// Name is the account's name in Slack.
+	Name      string    `json:"name,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

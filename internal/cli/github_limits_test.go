@@ -206,22 +206,34 @@ func (e *serveEnv) harvestCLI(args ...string) (int, string) {
 // state, and returns it.
 func delivery(t testing.TB, c *client.Client, state string, match func(wire.GitHubDelivery) bool) wire.GitHubDelivery {
 	t.Helper()
-	var got wire.GitHubDelivery
-	waitHTTP(t, 2*time.Minute, "a "+state+" delivery", func() bool {
-		ds, err := c.GitHubDeliveries(context.Background(), state, 0)
-		if err != nil {
-			return false
-		}
-		for _, d := range ds {
-			if match(d) {
-				got = d
-				return true
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ds, err := c.GitHubDeliveries(context.Background(), "", maxListed)
+		if err == nil {
+			for _, d := range ds {
+				if d.State == state && match(d) {
+					return d
+				}
 			}
 		}
-		return false
-	})
-	return got
+		if time.Now().After(deadline) {
+			// What there is instead: every delivery the match takes, in
+			// whatever state, and the ones not done.
+			var b strings.Builder
+			for _, d := range ds {
+				if match(d) || d.State != wire.DeliveryDone {
+					fmt.Fprintf(&b, "\n  %s %s/%s %s attempts %d not before %s: %s", d.ID, d.Event, d.Action, d.State, d.Attempts,
+						d.NotBefore.Format(time.RFC3339Nano), d.Result)
+				}
+			}
+			t.Fatalf("waited 2m0s for a %s delivery (listing: %v); the matching or unfinished deliveries:%s", state, err, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
+
+// maxListed is the server's bound on a listing of deliveries.
+const maxListed = 1000
 
 // TestGitHubPermanentFailures: GitHub's refusals fail a delivery at once,
 // and the person who asked is told where a comment can be posted. An

@@ -456,7 +456,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 			_, sess, err := secrets.Resolve(ctx, st, secretKey, repo, owner)
 			return sess, err
 		},
-		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem, HostMCP: f.slack.hostMCP,
+		MCP: mcpServers, MCPGuard: mcpGuard, Memory: mem, HostMCP: f.slack.hostMCP, HostMCPNames: f.slack.hostMCPNames(),
 		MCPSecrets: func(ctx context.Context, repo, owner string) ([]string, error) {
 			if !strings.HasPrefix(owner, "tok-") {
 				owner = ""

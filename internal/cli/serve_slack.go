@@ -41,6 +41,15 @@ func (s *slackFlags) hostMCP(sess *store.Session) []agent.MCPServer {
 	return nil
 }
 
+// hostMCPNames are the names of the Slack app's host MCP servers, when
+// it is on: reserved for every session (session.Config.HostMCPNames).
+func (s *slackFlags) hostMCPNames() []string {
+	if s.botTokenFile == "" {
+		return nil
+	}
+	return []string{slackbot.MCPName}
+}
+
 // slackSecretFlags are the flags naming secret files (redacted in
 // --print-config).
 var slackSecretFlags = []string{"slack-bot-token-file", "slack-app-token-file", "slack-signing-secret-file"}

@@ -98,6 +98,14 @@
 // TTL−TTL/6 after the fault), no session's tools ever ran on two nodes at
 // once, every message is delivered once and every log is gapless; an
 // interrupted turn is turn.failed "interrupted" whichever the fault.
+// TestNATSDown kills nats-server for 15 s under 30 sessions with a
+// follower of each through every node that does not own it (a and b
+// forward streams to the owner, c serves them from NATS, --nats-follow):
+// sends forwarded to the owners succeed, API calls answer within the
+// store budget, no lease moves, every follower gets every event once
+// without reconnecting, and it logs how late they got them (through c,
+// natsbus's polling of the store while NATS is down; live again once it
+// is back).
 //
 // The lab's methods fail the test that made the lab (t.Fatal on its
 // testing.TB): call them from that test, not from its subtests.

@@ -50,6 +50,10 @@ type Config struct {
 	// HealEvery: a follower that hears nothing from NATS for this long
 	// reads the store for events it missed (default 2s).
 	HealEvery time.Duration
+	// PollDown: while the connection to NATS is lost, a follower reads
+	// the store this often instead (default 500ms; at most HealEvery),
+	// starting at once when the connection drops.
+	PollDown time.Duration
 	// Page is how many events a follower reads from the store at once
 	// (default 256).
 	Page   int
@@ -72,6 +76,8 @@ func (c *Config) defaults() {
 	dur(&c.RetryMin, 50*time.Millisecond)
 	dur(&c.RetryMax, 2*time.Second)
 	dur(&c.HealEvery, 2*time.Second)
+	dur(&c.PollDown, 500*time.Millisecond)
+	c.PollDown = min(c.PollDown, c.HealEvery)
 	if c.RetryMax < c.RetryMin {
 		c.RetryMax = c.RetryMin
 	}
@@ -119,6 +125,11 @@ type Bus struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// connMu guards lost: closed when the connection to NATS is lost,
+	// replaced by an open one when it is back (connState).
+	connMu sync.Mutex
+	lost   chan struct{}
 }
 
 var _ journal.Publisher = (*Bus)(nil)
@@ -170,7 +181,7 @@ func Connect(ctx context.Context, st store.EventStore, cfg Config) (*Bus, error)
 	if err := CheckURL(cfg.URL); err != nil {
 		return nil, fmt.Errorf("natsbus: %w", err)
 	}
-	b := &Bus{cfg: cfg, st: st, url: redact(cfg.URL), wake: make(chan struct{}, 1), pubDone: make(chan struct{})}
+	b := &Bus{cfg: cfg, st: st, url: redact(cfg.URL), wake: make(chan struct{}, 1), pubDone: make(chan struct{}), lost: make(chan struct{})}
 	b.log = cfg.Logger.With("component", "natsbus", "nats", b.url)
 	timeout := cfg.ConnectTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -182,11 +193,15 @@ func Connect(ctx context.Context, st store.EventStore, cfg Config) (*Bus, error)
 		nats.MaxReconnects(-1), // never give up: publishing retries, followers heal meanwhile
 		nats.ReconnectWait(cfg.RetryMax),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.setConnected(false)
 			if err != nil {
 				b.log.Warn("disconnected from NATS; reconnecting (events go on being stored, followers read the store)", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { b.log.Info("reconnected to NATS") }),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			b.setConnected(true)
+			b.log.Info("reconnected to NATS")
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("natsbus: connecting to NATS at %s: %w (is nats-server running there, with JetStream on: nats-server -js?)", b.url, err)
@@ -252,13 +267,15 @@ type Stats struct {
 	Dropped   int64 // dropped from a full queue
 	Failed    int64 // given up on: cannot be published at all (too large)
 	Queued    int   // waiting now, or being published
+	Down      bool  // the connection to NATS is lost now (followers poll the store)
 }
 
 // Stats says what the publisher did so far.
 func (b *Bus) Stats() Stats {
+	down, _ := b.connState()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Stats{Published: b.published, Dropped: b.dropped, Failed: b.failed, Queued: len(b.queue) + b.inflight}
+	return Stats{Published: b.published, Dropped: b.dropped, Failed: b.failed, Queued: len(b.queue) + b.inflight, Down: down}
 }
 
 // Close stops taking events, publishes what is queued until ctx ends (the
@@ -291,4 +308,34 @@ func (b *Bus) Close(ctx context.Context) error {
 		b.closeErr = errors.Join(errs...)
 	})
 	return b.closeErr
+}
+
+// setConnected records the connection's state for the followers
+// (connState).
+func (b *Bus) setConnected(up bool) {
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	select {
+	case <-b.lost: // down
+		if up {
+			b.lost = make(chan struct{})
+		}
+	default: // up
+		if !up {
+			close(b.lost)
+		}
+	}
+}
+
+// connState says whether the connection to NATS is lost, and while it is
+// not, returns a channel closed when it is.
+func (b *Bus) connState() (down bool, lost <-chan struct{}) {
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	select {
+	case <-b.lost:
+		return true, nil
+	default:
+		return false, b.lost
+	}
 }

@@ -221,6 +221,70 @@ func TestNATSRestartMidStream(t *testing.T) {
 	}
 }
 
+// TestFollowPollsWhileNATSDown: with NATS down, a follower (no healing
+// by timer) reads the store every PollDown, from the moment the
+// connection drops; a follower opened meanwhile does not wait for a
+// consumer; both get every event once, across NATS coming back.
+func TestFollowPollsWhileNATSDown(t *testing.T) {
+	ns := startNATS(t)
+	db := dbWith(t, "s1")
+	a := newNode(t, db, config(ns.url(), t), nil)
+	cfg := config(ns.url(), t)
+	cfg.PublishTimeout, cfg.PollDown = 10*time.Second, 50*time.Millisecond
+	b := newNode(t, db, cfg, nil)
+	f, err := b.bus.Follow(testCtx(t), "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a.appendN(t, "s1", 5)
+	expect(t, f, 1, 5)
+
+	ns.stop()
+	waitFor(t, "b to see the connection lost", func() bool { return b.bus.Stats().Down })
+	a.appendN(t, "s1", 5)
+	expect(t, f, 6, 10) // from the store: NATS is down
+	start := time.Now()
+	g, err := b.bus.Follow(testCtx(t), "s1", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if took := time.Since(start); took > cfg.PublishTimeout/2 {
+		t.Errorf("Follow with NATS down took %s: it waited for a consumer (PublishTimeout %s)", took, cfg.PublishTimeout)
+	}
+	expect(t, g, 9, 10)
+	a.appendN(t, "s1", 3)
+	expect(t, f, 11, 13)
+	expect(t, g, 11, 13)
+	if f.Healed() < 8 {
+		t.Errorf("follower healed %d events from the store, want the 8 written while NATS was down", f.Healed())
+	}
+
+	g.Close()
+
+	// Back: live over NATS again (no polling, no healing by timer). The
+	// consumer is recreated (delivering what is new) a moment after the
+	// reconnect: events appended before it are filled from the store
+	// when the first one arrives.
+	ns.start()
+	waitFor(t, "b to reconnect", func() bool { return !b.bus.Stats().Down })
+	for appended := int64(14); ; appended++ {
+		a.appendN(t, "s1", 1)
+		select {
+		case ev := <-f.C:
+			if ev.Seq != 14 {
+				t.Fatalf("after NATS came back: got seq %d, want 14", ev.Seq)
+			}
+			expect(t, f, 15, appended)
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-testCtx(t).Done():
+			t.Fatal("nothing over NATS after it came back")
+		}
+	}
+}
+
 // TestPublisherSurvivesNATSDown: with NATS gone, appends succeed, and
 // Close gives up on the unpublished events when its context ends rather
 // than hang, saying how many.

@@ -46,6 +46,16 @@
 //     Follower that hears nothing for HealEvery reads the store after its
 //     last seq anyway. So a follower keeps going, more slowly, while NATS
 //     is down, and NATS coming back only brings repeats it drops.
+//   - NATS down: while the Bus's connection is lost (nats.go's
+//     disconnect and reconnect handlers say so), every Follower reads the
+//     store at once and then every PollDown (500 ms) instead of
+//     HealEvery: one bounded query per follower and PollDown, the
+//     polling fallback, and events reach followers about PollDown/2 late
+//     on average, at most PollDown plus a store read. Follow does not
+//     wait for a consumer while the connection is lost (an event stream
+//     would wait PublishTimeout for its headers); the consumer is made
+//     in the background once NATS is back. internal/netlab's
+//     TestNATSDown measures it on separate machines.
 //
 // Live pieces (event/live.go: token deltas and the like, which the
 // journal delivers live and stores later, joined) are published too, with

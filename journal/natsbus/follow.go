@@ -49,7 +49,7 @@ const liveBuffer = 64
 // called, the session is deleted (journal.ErrDeleted), the Bus closes
 // (journal.ErrClosed), or the store fails. A session the store does not
 // have is an error wrapping store.ErrNotFound. NATS being down is not an
-// error: the follower reads the store every HealEvery until it is back.
+// error: the follower reads the store every PollDown until it is back.
 func (b *Bus) Follow(ctx context.Context, session string, after int64) (*Follower, error) {
 	if _, err := b.st.GetSession(ctx, session); err != nil {
 		return nil, fmt.Errorf("natsbus: follow session %s: %w", session, err)
@@ -61,10 +61,15 @@ func (b *Bus) Follow(ctx context.Context, session string, after int64) (*Followe
 	}
 	f.C = f.c
 	// The consumer first, then the store (package doc: catch-up). If NATS
-	// is down, consume keeps trying while run reads the store.
-	cons, err := b.consumer(fctx, session)
-	if err != nil && fctx.Err() == nil {
-		b.log.Warn("following a session without NATS for now (reading the store meanwhile)", "session", session, "err", err)
+	// is down, consume keeps trying while run reads the store; a
+	// connection known to be lost is not waited for (the stream would
+	// wait PublishTimeout for its headers).
+	var cons jetstream.Consumer
+	if down, _ := b.connState(); !down {
+		var err error
+		if cons, err = b.consumer(fctx, session); err != nil && fctx.Err() == nil {
+			b.log.Warn("following a session without NATS for now (reading the store meanwhile)", "session", session, "err", err)
+		}
 	}
 	b.mu.Lock()
 	if b.closing {
@@ -225,7 +230,17 @@ func (f *Follower) run(live <-chan event.Event) error {
 	if _, err := f.fromStore(&last, math.MaxInt64, false); err != nil {
 		return err
 	}
-	heal := time.NewTimer(f.b.cfg.HealEvery)
+	// Every HealEvery without news from NATS, or every PollDown while
+	// its connection is lost (and at once when it is lost), the store.
+	every := func() (time.Duration, <-chan struct{}) {
+		down, lost := f.b.connState()
+		if down {
+			return f.b.cfg.PollDown, nil
+		}
+		return f.b.cfg.HealEvery, lost
+	}
+	d, lost := every()
+	heal := time.NewTimer(d)
 	defer heal.Stop()
 	// nextLive is the live piece expected next at seq liveAt: 1 when the
 	// follower got to a seq (a run already under way is skipped: its
@@ -269,6 +284,10 @@ func (f *Follower) run(live <-chan event.Event) error {
 				return err
 			}
 			last = ev.Seq
+		case <-lost:
+			if _, err := f.fromStore(&last, math.MaxInt64, true); err != nil {
+				return err
+			}
 		case <-heal.C:
 			n, err := f.fromStore(&last, math.MaxInt64, true)
 			if err != nil {
@@ -288,7 +307,8 @@ func (f *Follower) run(live <-chan event.Event) error {
 			default:
 			}
 		}
-		heal.Reset(f.b.cfg.HealEvery)
+		d, lost = every()
+		heal.Reset(d)
 	}
 }
 

@@ -110,10 +110,11 @@ type node struct {
 }
 
 // config is the bus configuration of the tests: quick retries, and no
-// healing by timer unless a test asks (so what arrives came over NATS).
+// healing by timer or polling while NATS is down unless a test asks (so
+// what arrives came over NATS).
 func config(url string, t testing.TB) natsbus.Config {
 	return natsbus.Config{URL: url, RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
-		PublishTimeout: time.Second, HealEvery: time.Hour, Logger: logTo(t)}
+		PublishTimeout: time.Second, HealEvery: time.Hour, PollDown: time.Hour, Logger: logTo(t)}
 }
 
 // newNode opens the store at path, connects a bus with cfg and starts a

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"os"
 	"net/http"
 	"strings"
 	"syscall"
@@ -90,6 +91,11 @@ func testDial(t *testing.T, sb *sandbox.Sandbox) {
 			{"tcp", "127.0.0.1:0"},
 			{"unix", "/tmp/harvest-dial-" + randHex() + ".sock"},
 		} {
+			if c.network == "unix" {
+				// In the box's /tmp, which is the host's for the host
+				// backend: removed, whoever made it.
+				t.Cleanup(func() { os.Remove(c.addr) })
+			}
 			addr := boxServer(t, sb, pr, "serve", c.network, c.addr, "echo")
 			conn, err := sb.Dial(ctx, c.network, addr)
 			if err != nil {

@@ -499,6 +499,19 @@ CREATE TABLE spend (
 CREATE INDEX spend_day ON spend (day, user_id);
 CREATE INDEX sessions_user_state ON sessions (user_id, state);
 `},
+	// Slack accounts waiting to be linked by hand (store/slack.go): the
+	// SHA-256 of the code each was given, for a few minutes.
+	{"slack_links", `
+CREATE TABLE slack_links (
+	hash       BLOB PRIMARY KEY,              -- SHA-256 of the code
+	team       TEXT NOT NULL,
+	slack_user TEXT NOT NULL,
+	name       TEXT NOT NULL DEFAULT '',      -- the account's name in Slack
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX slack_links_expires ON slack_links (expires_at);
+`},
 	// A Slack thread's progress message and the message that asked, of
 	// its last turn (store/slack.go, SetSlackThreadTurn): kept so that a
 	// restart, or the node taking the session over, edits that message

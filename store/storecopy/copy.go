@@ -54,7 +54,8 @@
 // Not copied: locks (a sequential workflow's lock is held by a running
 // server and expires by itself), nodes (a node is a running server,
 // and none may run on the source while it is copied), sign-ins under
-// way (they last minutes) and what GitHub granted to users who signed
+// way and Slack accounts waiting to be linked (store.SlackLink: both
+// last minutes; a person asks the Slack app for a new link) and what GitHub granted to users who signed
 // in with it (store.OAuthGrant: a user signs in with GitHub again, and
 // the server keeps the new grant). Times are kept to
 // the microsecond: PostgreSQL keeps no finer ones.

@@ -78,10 +78,14 @@ type config struct {
 	storeTime time.Duration
 	access    func(*API) *authz.Resolver
 	signIn    server.SignIn
+	now       func() time.Time
 }
 
 // WithSignIn sets the server's sign-in with GitHub or OIDC.
 func WithSignIn(si server.SignIn) Option { return func(c *config) { c.signIn = si } }
+
+// WithNow gives the server a clock (server.Config.Now).
+func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // Option changes what New builds.
 type Option func(*config)
@@ -243,7 +247,7 @@ func New(t testing.TB, script string, opts ...Option) *API {
 	}
 	a.Server, err = server.New(server.Config{Access: rules, Manager: a.Manager, Store: a.Store, Logger: logger, KeepAlive: cfg.keepAlive,
 		Secrets: a.Store, SecretKey: a.SecretKey, Memory: a.Memory, NodeLive: cfg.nodeLive, Ready: ready, Metrics: metrics,
-		StoreTimeout: cfg.storeTime, SignIn: cfg.signIn})
+		StoreTimeout: cfg.storeTime, SignIn: cfg.signIn, Now: cfg.now})
 	if err != nil {
 		t.Fatal(err)
 	}

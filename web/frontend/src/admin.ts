@@ -1,4 +1,5 @@
-// The admin page (#/admin): people, their roles and tokens, and teams,
+// The admin page (#/admin): people, their roles, tokens and linked
+// accounts, and teams,
 // through the admin API (GET/POST/PATCH /v1/users, /v1/tokens,
 // /v1/teams). Someone who is not an admin gets a plain "admins only"
 // page, and the API refuses them anyway. Every action's refusal is shown
@@ -6,6 +7,7 @@
 
 import { api, ApiError, must, type Schemas, type SignedIn } from "./api";
 import { clear, h } from "./dom";
+import { identitiesTable } from "./links";
 
 type User = Schemas["User"];
 type Token = Schemas["Token"];
@@ -33,6 +35,7 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
   const usersNote = h("p", { class: "note users-status", role: "status" });
   const usersBody = h("tbody");
   const tokensBox = h("section", { class: "tokens", hidden: true });
+  const idsBox = h("section", { class: "identities", hidden: true });
   const teamsMsg = h("p", { class: "error teams-error", role: "alert" });
   const teamsBody = h("tbody");
   let users: User[] = [];
@@ -81,12 +84,13 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
       usersNote.textContent = v.disabled ? `${v.name} is disabled: their sign-ins and tokens stop working now.` : `${v.name} is enabled again.`;
     }) }, u.disabled ? "Enable" : "Disable");
     const toks = h("button", { type: "button", class: "show-tokens", onclick: () => void showTokens(u) }, "Tokens");
+    const accts = h("button", { type: "button", class: "show-identities", onclick: () => void showIdentities(u) }, "Accounts");
     return h("tr", { "data-user": u.id, class: u.disabled ? "disabled" : "" },
       h("td", {}, u.name, h("div", { class: "muted" }, u.id)),
       h("td", {}, role),
       h("td", {}, u.disabled ? "disabled" : "active"),
       h("td", {}, new Date(u.created_at).toLocaleDateString()),
-      h("td", { class: "actions" }, able, " ", toks));
+      h("td", { class: "actions" }, able, " ", toks, " ", accts));
   }
 
   // showTokens lists u's tokens, with a form for a new one (its secret
@@ -126,6 +130,25 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
     clear(tokensBox);
     tokensBox.append(h("h2", {}, `Tokens of ${u.name}`), secret, msg,
       h("table", { class: "admin tokens-table" }, h("thead", {}, h("tr", {}, ...["name", "id", "kind", "created", ""].map((c) => h("th", {}, c)))), body), form);
+    await list();
+  }
+
+  // showIdentities lists u's linked accounts (GitHub, OIDC, Slack), each
+  // with Unlink.
+  async function showIdentities(u: User) {
+    idsBox.hidden = false;
+    idsBox.dataset.user = u.id;
+    const msg = h("p", { class: "error identities-error", role: "alert" });
+    async function list() {
+      await act(msg, async () => {
+        const v = must(await api.GET("/v1/users/{id}", { params: { path: { id: u.id } } }));
+        if (!alive || idsBox.dataset.user !== u.id) return;
+        clear(idsBox);
+        idsBox.append(h("h2", {}, `Accounts of ${u.name}`), msg,
+          h("p", { class: "muted" }, "Unlinking a GitHub or OIDC account means its next sign-in makes a new user; an unlinked Slack account can be linked again (its person asks the Slack app for a link)."),
+          identitiesTable(u.id, v.identities ?? [], () => true, msg, list, ctx));
+      });
+    }
     await list();
   }
 
@@ -193,7 +216,7 @@ export function adminPage(me: SignedIn, ctx: AdminContext): { stop(): void } {
   ctx.frame(h("h1", {}, "Admin"),
     h("section", { class: "users" }, h("h2", {}, "Users"), usersMsg, usersNote,
       h("table", { class: "admin users-table" }, h("thead", {}, h("tr", {}, ...["user", "role", "status", "since", ""].map((c) => h("th", {}, c)))), usersBody), newUser),
-    tokensBox,
+    tokensBox, idsBox,
     h("section", { class: "teams" }, h("h2", {}, "Teams"), teamsMsg,
       h("p", { class: "muted" }, "A --repo-root policy names teams (DIR?read=team:NAME): who is in them decides who sees the sessions there, from the next request on."),
       h("table", { class: "admin teams-table" }, h("thead", {}, h("tr", {}, ...["team", "members", ""].map((c) => h("th", {}, c)))), teamsBody), newTeam));

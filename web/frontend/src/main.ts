@@ -1,8 +1,10 @@
 // The Harvest web UI: sign-in, the session list, a new session, and a
 // session's page with its streaming timeline. Routes are in the URL's hash
-// (#/, #/new, #/s/ID), so the server serves one page.
+// (#/, #/new, #/s/ID, #/me, #/admin, #/link/slack/CODE), so the server
+// serves one page.
 
 import { adminPage } from "./admin";
+import { linkSlackPage, mePage } from "./links";
 import { api, ApiError, must, providers, signIn, signOut, whoAmI, type Session, type SignedIn } from "./api";
 import { clear, h } from "./dom";
 import { sessionPage } from "./session";
@@ -26,7 +28,7 @@ function frame(...body: Node[]): void {
     h("a", { href: "#/new" }, "New session"),
     me?.admin ? h("a", { href: "#/admin", class: "admin-link" }, "Admin") : null,
     h("span", { class: "grow" }),
-    me ? h("span", { class: "who" }, `${me.name}${me.admin ? " (admin)" : ""}`) : null,
+    me ? h("a", { class: "who", href: "#/me", title: "You and your linked accounts" }, `${me.name}${me.admin ? " (admin)" : ""}`) : null,
     me ? h("button", { type: "button", onclick: async () => { await signOut(); me = null; route(); } }, "Sign out") : null,
   );
   root.append(nav, h("main", {}, ...body));
@@ -264,6 +266,12 @@ async function route(): Promise<void> {
     return;
   }
   if (path === "/new") return newView();
+  const link = /^\/link\/slack\/([A-Za-z0-9_-]+)$/.exec(path);
+  if (link) return linkSlackPage(link[1]!, me, { frame, errorText, onSignedOut: signedOut });
+  if (path === "/me") {
+    stop = mePage({ frame, errorText, onSignedOut: signedOut }).stop;
+    return;
+  }
   if (path === "/admin") {
     stop = adminPage(me, { frame, errorText, onSignedOut: signedOut }).stop;
     return;

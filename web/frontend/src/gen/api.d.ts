@@ -490,6 +490,54 @@ export interface paths {
         patch: operations["updateUser"];
         trace?: never;
     };
+    "/v1/users/{id}/identities/{kind}/{subject}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+                /** @description The identity's kind */
+                kind: "github" | "oidc" | "slack";
+                /** @description The identity's subject: the account's id there */
+                subject: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Take an identity from a user (audited as identity.unlink): an admin any, a user their own Slack accounts
+         * @description Unlinking a Slack account lets it be linked to another user (POST /v1/slack/links/{code}); the Slack app may still act for the old user for up to a minute (its cache of who is who). A GitHub or OIDC identity is what its user signs in with: only an admin removes it, and the next sign-in with it makes a new user.
+         */
+        delete: operations["unlinkIdentity"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/slack/links/{code}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The code of a link the Slack app gave an unknown Slack account (#/link/slack/CODE in the web UI) */
+                code: string;
+            };
+            cookie?: never;
+        };
+        /** The Slack account a link would link to the caller */
+        get: operations["getSlackLink"];
+        put?: never;
+        /** Link the Slack account to the caller's user (audited as identity.link): the code is used up, and the account's requests in Slack are the caller's */
+        post: operations["redeemSlackLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{id}/budget": {
         parameters: {
             query?: never;
@@ -1070,7 +1118,7 @@ export interface components {
         Duration: string;
         /** @description Narrows the server's egress allowlist (harvest serve --egress-allow) for this session's box: host names or *.domain wildcards the server allows, "registries" for the common package registries; [] for no way out. Absent: the server's whole allowlist. A host the server does not allow is a 400 */
         Egress: string[];
-        /** @description An MCP server for the session's agent, besides the server's (harvest serve --mcp-config, and Harvest's memory) and the repositories' .mcp.json. Exactly one of command (a stdio server, run inside the box) or url (a streamable-HTTP server, reached from the host through Harvest's bridge, which adds the headers there: they never enter the box). Its name may not be one the server's config uses (a 400); a repository's server of the same name is left out. Every problem of every server is listed in one 400 */
+        /** @description An MCP server for the session's agent, besides the server's (harvest serve --mcp-config, and Harvest's memory) and the repositories' .mcp.json. Exactly one of command (a stdio server, run inside the box) or url (a streamable-HTTP server, reached from the host through Harvest's bridge, which adds the headers there: they never enter the box). Its name may not be one the server's config uses, nor one Harvest's own servers take (memory, with the repository memory on; slack, with the Slack app on): a 400; a repository's server of the same name is left out. Every problem of every server is listed in one 400 */
         MCPServer: {
             /** @description Its tools are offered as mcp__NAME__TOOL (no __ in the name) */
             name: string;
@@ -1548,6 +1596,17 @@ export interface components {
             email?: string;
             /** Format: date-time */
             created_at: string;
+        };
+        /** @description A Slack account waiting to be linked to whoever redeems its code */
+        SlackLink: {
+            /** @description The Slack workspace's id */
+            team: string;
+            /** @description The account's id in Slack */
+            slack_user: string;
+            /** @description The account's name in Slack */
+            name?: string;
+            /** Format: date-time */
+            expires_at: string;
         };
         UserRequest: {
             name: string;
@@ -2724,6 +2783,135 @@ export interface operations {
             };
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    unlinkIdentity: {
+        parameters: {
+            query?: {
+                /** @description The identity's issuer: the Slack team's id, the OIDC issuer's URL; none for GitHub */
+                issuer?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A user id */
+                id: string;
+                /** @description The identity's kind */
+                kind: "github" | "oidc" | "slack";
+                /** @description The identity's subject: the account's id there */
+                subject: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The user has no such identity */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSlackLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The code of a link the Slack app gave an unknown Slack account (#/link/slack/CODE in the web UI) */
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SlackLink"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description The code is unknown, used already or expired (codes work once, for 15 minutes) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    redeemSlackLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The code of a link the Slack app gave an unknown Slack account (#/link/slack/CODE in the web UI) */
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's user, with their identities */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description A node's token: no person's */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The code is unknown, used already or expired */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Slack account is another user's: an admin unlinks it first */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             503: components["responses"]["Unavailable"];
         };
     };
