@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/authz"
+	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/slackbot"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -62,10 +63,22 @@ func (s *slackFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&s.updateEvery, "slack-update-every", time.Second, "least time between two edits of a channel's progress messages (Slack allows chat.update about once a second per channel)")
 }
 
+// appRepos lists the repositories a GitHub App's installations cover,
+// for the Slack picker (nil without an App).
+func appRepos(ghc *gh.GitHub) func(context.Context) ([]string, bool, error) {
+	if ghc == nil || !ghc.IsApp() {
+		return nil
+	}
+	return func(ctx context.Context) ([]string, bool, error) {
+		in, err := ghc.InstalledRepos(ctx)
+		return in.Repos, in.Cut, err
+	}
+}
+
 // start builds and starts the Slack app when --slack-bot-token-file is
 // given (nil when not).
 func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slackbot.Sessions, access *authz.Resolver,
-	roots []string, github bool, publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
+	roots []string, github bool, installed func(context.Context) ([]string, bool, error), publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
 	if s.botTokenFile == "" {
 		if s.appTokenFile != "" || s.signingSecretFile != "" {
 			return nil, fmt.Errorf("--slack-app-token-file and --slack-signing-secret-file need --slack-bot-token-file (the bot's xoxb- token)")
@@ -109,7 +122,7 @@ func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slac
 	defer cancel()
 	b, err := slackbot.New(cctx, slackbot.Config{
 		API: slack.New(bot, opts...), SocketMode: app != "", SigningSecret: secret,
-		Store: st, Sessions: sessions, Access: access, RepoRoots: roots, GitHub: github, PublicURL: publicURL,
+		Store: st, Sessions: sessions, Access: access, RepoRoots: roots, GitHub: github, Installed: installed, PublicURL: publicURL,
 		Agent: s.agent, Model: s.model, UpdateEvery: s.updateEvery, Logger: logger,
 	})
 	if err != nil {
