@@ -19,7 +19,7 @@ import (
 // repositories is the gh package's, cached there for a few minutes and
 // dropped by the installation events; only the first maxChecked by name
 // are checked (one permission request each on a cold cache, at most
-// checkers at a time), and the picker says so when there were more, and
+// checkers at a time, each with a Checker of its own), and the picker says so when there were more, and
 // how to name another. A choice of one starts the session exactly as a
 // mention naming it does (lookupRepo, mayStart, create).
 
@@ -46,7 +46,7 @@ func (b *Bot) ghChoices(ctx context.Context, u *store.User) (names []string, not
 	if len(repos) > maxChecked {
 		repos, cut = repos[:maxChecked], true
 	}
-	chk := b.cfg.Access.For(authz.Subject{User: u.ID, Role: u.Role})
+	sub := authz.Subject{User: u.ID, Role: u.Role}
 	ok := make([]bool, len(repos))
 	failed := make([]error, len(repos))
 	var wg sync.WaitGroup
@@ -62,7 +62,9 @@ func (b *Bot) ghChoices(ctx context.Context, u *store.User) (names []string, not
 				return
 			}
 			defer func() { <-sem }()
-			refusal, err := chk.Start(ctx, []authz.RepoRef{{GitHub: r, Name: r}})
+			// A Checker each: one is not safe for concurrent use (the
+			// GitHub answers' cache, authz.GitHubPerms, is shared).
+			refusal, err := b.cfg.Access.For(sub).Start(ctx, []authz.RepoRef{{GitHub: r, Name: r}})
 			ok[i], failed[i] = err == nil && refusal == nil, err
 		}()
 	}
