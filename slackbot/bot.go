@@ -37,7 +37,12 @@ type Sessions interface {
 type Store interface {
 	store.Slack
 	GetSession(ctx context.Context, id string) (*store.Session, error)
+	// Messages: which Slack message sent a session's message (its key).
+	Messages(ctx context.Context, session string, states ...store.MessageState) ([]*store.Message, error)
 	ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error)
+	// Leases: which node watches a session's thread (nodes.go).
+	GetLease(ctx context.Context, session string) (store.Lease, error)
+	NodeLeases(ctx context.Context, node string) ([]store.Lease, error)
 	// People: Slack accounts are users (people.go).
 	UserByIdentity(ctx context.Context, kind, issuer, subject string) (*store.User, error)
 	AddIdentity(ctx context.Context, i *store.Identity) error
@@ -54,7 +59,10 @@ type Config struct {
 	API *slack.Client
 	// SocketMode receives events over Socket Mode (Run); otherwise they
 	// come to ServeHTTP, checked with SigningSecret.
-	SocketMode    bool
+	SocketMode bool
+	// Connections is how many Socket Mode connections the app keeps
+	// (1 to 10, Slack's limit an app; default 1).
+	Connections   int
 	SigningSecret string
 	Store         Store
 	Sessions      Sessions
@@ -78,6 +86,11 @@ type Config struct {
 	// messages (default 1 s: chat.update's limit).
 	UpdateEvery time.Duration
 	Logger      *slog.Logger
+	// Node is this node's id with several nodes on one store (harvest
+	// serve --node-id; "": one node), and NodeEvery how often it looks
+	// for the sessions whose threads it watches (nodes.go; default 1 s).
+	Node      string
+	NodeEvery time.Duration
 }
 
 // Bot is Harvest's Slack app.
@@ -99,7 +112,6 @@ type Bot struct {
 	closed   bool
 	threads  map[string]*threadLock // thread key → held while one of its events is handled
 	watching map[string]*watch      // session → its thread's watcher
-	triggers map[string]string      // message id → the Slack ts that sent it
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
 	updated  map[string]time.Time   // session → its last slack_update (mcp.go)
 	noted    map[string]bool        // thread/person told how to link (start.go firstNote)
@@ -114,8 +126,17 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	if !cfg.SocketMode && cfg.SigningSecret == "" {
 		return nil, errors.New("slackbot: give an app-level token (Socket Mode) or a signing secret (HTTP events)")
 	}
+	if cfg.Connections == 0 {
+		cfg.Connections = 1
+	}
+	if cfg.Connections < 1 || cfg.Connections > 10 {
+		return nil, fmt.Errorf("slackbot: %d Socket Mode connections: give 1 to 10 (Slack allows 10 an app)", cfg.Connections)
+	}
 	if cfg.UpdateEvery <= 0 {
 		cfg.UpdateEvery = time.Second
+	}
+	if cfg.NodeEvery <= 0 {
+		cfg.NodeEvery = time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -126,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 	}
 	b := &Bot{cfg: cfg, api: cfg.API, st: cfg.Store, log: cfg.Logger.With("component", "slack"),
 		team: auth.TeamID, botUser: auth.UserID, botID: auth.BotID,
-		threads: map[string]*threadLock{}, watching: map[string]*watch{}, triggers: map[string]string{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
+		threads: map[string]*threadLock{}, watching: map[string]*watch{}, users: map[string]cachedUser{}, updated: map[string]time.Time{}}
 	b.rate = newRate(cfg.UpdateEvery)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
@@ -135,22 +156,32 @@ func New(ctx context.Context, cfg Config) (*Bot, error) {
 // Start watches the threads of the live sessions Slack started (after a
 // restart), prunes old event ids, and, in Socket Mode, connects.
 func (b *Bot) Start() error {
-	ss, err := b.st.ListSessions(b.ctx, store.SessionFilter{Owner: Owner,
-		States: []store.State{store.StatePending, store.StateProvisioning, store.StateIdle, store.StateWorking, store.StateWaiting, store.StateCancelling, store.StateSuspended}})
-	if err != nil {
-		return fmt.Errorf("slack: listing the sessions Slack started: %w", err)
-	}
-	for _, s := range ss {
-		th, err := b.st.SlackThread(b.ctx, s.ID)
-		if err != nil {
-			b.log.Warn("a Slack session without its thread", "session", s.ID, "err", err)
-			continue
+	if b.cfg.Node != "" {
+		// Several nodes: the watchers of this node's sessions only, now
+		// and as leases move (nodes.go).
+		if err := b.placeOnce(b.ctx); err != nil {
+			return fmt.Errorf("slack: finding the sessions this node watches: %w", err)
 		}
-		b.watchSession(th, th.Shown) // what the thread does not show yet
+		b.goFn(b.placeWatchers)
+	} else {
+		ss, err := b.st.ListSessions(b.ctx, store.SessionFilter{Owner: Owner, States: liveStates})
+		if err != nil {
+			return fmt.Errorf("slack: listing the sessions Slack started: %w", err)
+		}
+		for _, s := range ss {
+			th, err := b.st.SlackThread(b.ctx, s.ID)
+			if err != nil {
+				b.log.Warn("a Slack session without its thread", "session", s.ID, "err", err)
+				continue
+			}
+			b.watchSession(th, th.Shown) // what the thread does not show yet
+		}
 	}
 	b.goFn(b.prune)
 	if b.cfg.SocketMode {
-		b.goFn(b.runSocket)
+		for n := range b.cfg.Connections {
+			b.goFn(func() { b.runSocket(n + 1) })
+		}
 	}
 	return nil
 }

@@ -32,13 +32,47 @@
 // a 429's Retry-After, chat.update at most once per UpdateEvery per
 // channel, the progress message's edits coalesced.
 //
+// # Several nodes (nodes.go)
+//
+// With several harvest serve nodes on one store (Config.Node), each runs
+// the Slack app, on its own Socket Mode connections (or behind the same
+// Request URL):
+//
+//   - An event is processed once cluster-wide: its id is recorded in the
+//     shared store before it is acknowledged (events.go), so the node
+//     that records it first processes it and any other acknowledges it
+//     and drops it.
+//   - The node that processes a mention creates the session (which takes
+//     the session's lease there). A reply, a Stop click or /harvest stop
+//     received by a node that does not own the session is sent to the
+//     owner by the session layer given as Config.Sessions
+//     (server/cluster.Sessions, as the API forwards them): the message is
+//     stored once, under the key naming the Slack message.
+//   - A thread's watcher (progress edits, final messages, ✅/❌) runs on
+//     exactly one node: the one holding the session's lease, whose
+//     journal writes the events it paints. Every NodeEvery each node
+//     starts the watchers of the Slack sessions whose lease names it and
+//     stops those whose lease names another node (a session nobody holds
+//     keeps the watcher it has, which paints what was written before the
+//     lease was let go). A node that takes a session over (its owner
+//     died or was cut off) starts the watcher from what the thread shows
+//     (store.SlackThread.Shown) and edits the turn's progress message
+//     recorded in the thread (SetSlackThreadTurn) rather than posting a
+//     second; the interrupted turn's end, which the new owner writes,
+//     gets one final message, from it, and ✅/❌ on the message that asked
+//     (its key). A watcher checks the lease once more before each
+//     message it posts and stands down if another node holds it: a node
+//     that was paused does not post what the new owner posts. (The check
+//     and the post are two calls: a node paused between them, past the
+//     takeover, may still post that one message.)
+//
 // # Concurrency
 //
 // A Bot is safe for concurrent use. Its maps (thread locks, watchers,
-// triggers, the user cache) are guarded by mu, never held across a call
-// to Slack or the store. Goroutines, each started by goFn and waited for
-// by Close: the Socket Mode loop (one), the pruner (one), one per event,
-// click or stop being handled, and two per watched session (the
-// follower and its painter). Close cancels the Bot's context: handlers
+// the user cache) are guarded by mu, never held across a call to Slack
+// or the store. Goroutines, each started by goFn and waited for by
+// Close: the Socket Mode loops (one a connection), the pruner (one), with
+// several nodes the watchers' placer (one), one per event, click or stop being handled, and two per watched session
+// (the follower and its painter). Close cancels the Bot's context: handlers
 // give up their calls, watchers end.
 package slackbot

@@ -95,7 +95,9 @@ func TestGHChoices(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check := func(ctx context.Context, repo, login string) (string, int64, error) { return g.Permission(ctx, repo, login) }
+	check := func(ctx context.Context, repo, login string) (string, int64, error) {
+		return g.Permission(ctx, repo, login)
+	}
 	b := &Bot{log: slog.New(slog.DiscardHandler), cfg: Config{GitHub: true,
 		Access: authz.NewResolver(authz.Config{Store: st, GitHub: authz.NewGitHubPerms(check, 0, nil)}),
 		Installed: func(ctx context.Context) ([]string, bool, error) {

@@ -12,17 +12,21 @@ import (
 
 // # Socket Mode
 //
-// runSocket keeps a Socket Mode connection (slack-go's socketmode
-// client: apps.connections.open, then the WebSocket; it reconnects
-// itself after Slack's disconnect message) and connects again, after a
-// backoff of up to 30 s, when the client gives up (the connection was
-// cut, apps.connections.open failed). Each envelope is acknowledged at
-// once: an event after it is recorded (events.go), a click after it is
-// handed over, a slash command with its answer. An envelope Slack sends
-// again (its ack was lost with a connection) is recognised by its
-// event's id.
+// The app keeps Config.Connections Socket Mode connections (Slack allows
+// up to 10 an app), each in its own loop: runSocket keeps one (slack-go's
+// socketmode client: apps.connections.open, then the WebSocket; it
+// reconnects itself after Slack's disconnect message) and connects
+// again, after a backoff of up to 30 s, when the client gives up (the
+// connection was cut, apps.connections.open failed), whatever the other
+// connections do. Slack sends each envelope to one of them; it is
+// acknowledged on the connection it came on, at once: an event after it
+// is recorded (events.go), a click after it is handed over, a slash
+// command with its answer. An envelope Slack sends again (its ack was
+// lost with a connection), on the same connection or another, is
+// recognised by its event's id (the store's, so also when another node
+// got it first).
 
-func (b *Bot) runSocket() {
+func (b *Bot) runSocket(n int) {
 	backoff := time.Second
 	for b.ctx.Err() == nil {
 		start := time.Now()
@@ -33,7 +37,7 @@ func (b *Bot) runSocket() {
 		if time.Since(start) > time.Minute {
 			backoff = time.Second
 		}
-		b.log.Warn("the Socket Mode connection ended; connecting again", "err", err, "in", backoff)
+		b.log.Warn("a Socket Mode connection ended; connecting again", "connection", n, "err", err, "in", backoff)
 		if sleep(b.ctx, time.Now().Add(backoff)) != nil {
 			return
 		}

@@ -130,7 +130,7 @@ func (b *Bot) create(ctx context.Context, m message, u *store.User, r repo, root
 	}
 	b.audit(ctx, store.AuditEntry{User: u.ID, Action: "session.create", Target: id, Result: "ok"},
 		map[string]any{"slack_user": m.user, "channel": m.channel, "ts": m.ts, "repo": r.name})
-	b.watchSession(th, th.Shown)
+	b.watchIfOwner(ctx, th)
 }
 
 // followUp sends a thread's reply to its session.
@@ -157,19 +157,18 @@ func (b *Bot) followUp(ctx context.Context, id string, m message) {
 		return
 	}
 	b.react(ctx, m.channel, m.ts, "eyes")
-	msg, err := b.cfg.Sessions.SendMessage(ctx, Owner, id, session.Outgoing{Text: b.stripMentions(m.text), Key: "slack:" + m.channel + ":" + m.ts, Sender: Owner})
+	// The key names the Slack message: the watcher marks it at the turn's
+	// end (triggerOf), on whichever node watches then.
+	_, err = b.cfg.Sessions.SendMessage(ctx, Owner, id, session.Outgoing{Text: b.stripMentions(m.text), Key: "slack:" + m.channel + ":" + m.ts, Sender: Owner})
 	if err != nil {
 		b.say(ctx, m.channel, m.threadTS, "I couldn't pass that on: "+err.Error())
 		b.swap(ctx, m.channel, m.ts, "x")
 		return
 	}
-	b.mu.Lock()
-	b.triggers[msg.ID] = m.ts
-	b.mu.Unlock()
 	b.audit(ctx, store.AuditEntry{User: u.ID, Action: "session.message", Target: id, Result: "ok"},
 		map[string]any{"slack_user": m.user, "channel": m.channel, "ts": m.ts})
 	if th, err := b.st.SlackThread(ctx, id); err == nil {
-		b.watchSession(th, th.Shown) // after a restart, or a watcher that ended
+		b.watchIfOwner(ctx, th) // after a restart, or a watcher that ended
 	}
 }
 

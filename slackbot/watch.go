@@ -31,6 +31,14 @@ import (
 //	                        message that asked, in place of 👀; then the progress
 //	                        message's last edit (no button)
 //
+// The progress message's ts and the ts of the message that asked are
+// recorded in the thread (SetSlackThreadTurn) when it is posted: a
+// watcher that follows the session again from what the thread shows
+// (after a restart, or on the node that took the session over) edits
+// that message instead of posting a second, and marks the right message.
+// The message that asked is found by the key its session message was
+// sent with ("slack:<channel>:<ts>"), on whichever node sent it.
+//
 // The painter runs the thread's steps in order (a turn's final message
 // is never overtaken by the next turn's progress message); only the
 // progress edits are coalesced.
@@ -53,6 +61,7 @@ type watch struct {
 	taken   string                      // the message the next turn takes (message.delivered)
 	kick    chan struct{}
 	stopped bool
+	cancel  context.CancelFunc // ends the watcher (another node owns the session: nodes.go)
 }
 
 // turnView is what the thread shows of one turn.
@@ -60,6 +69,7 @@ type turnView struct {
 	id       string
 	msg      string // the message it took
 	progress string // ts of the progress message ("" until posted)
+	trigger  string // ts of the Slack message that asked (known once progress is)
 	step     string
 	todos    []event.TodoItem
 	text     string // the assistant's last text
@@ -76,10 +86,11 @@ func (b *Bot) watchSession(th *store.SlackThread, after int64) {
 		b.mu.Unlock()
 		return
 	}
-	w := &watch{b: b, th: th, kick: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(b.ctx)
+	c := *th // its turn's fields change as the watcher records them
+	w := &watch{b: b, th: &c, kick: make(chan struct{}, 1), cancel: cancel}
 	b.watching[th.Session] = w
 	b.mu.Unlock()
-	ctx, cancel := context.WithCancel(b.ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	b.goFn(func() { defer wg.Done(); w.paint(ctx) })
@@ -337,6 +348,20 @@ func (w *watch) progressBlocks(text string, over bool) slack.MsgOption {
 
 func (w *watch) postProgress(ctx context.Context, t *turnView) {
 	b := w.b
+	w.mu.Lock()
+	th := *w.th
+	w.mu.Unlock()
+	if th.Turn == t.id && th.ProgressTS != "" {
+		// Posted before a restart, or by the node that owned the session
+		// before: that message is edited, none posted.
+		w.mu.Lock()
+		t.progress, t.trigger, w.dirty = th.ProgressTS, th.TriggerTS, true
+		w.mu.Unlock()
+		return
+	}
+	if !w.mayPost(ctx) {
+		return
+	}
 	text := w.progressText(t, false)
 	var ts string
 	err := b.rate.call(ctx, func(ctx context.Context) error {
@@ -348,9 +373,38 @@ func (w *watch) postProgress(ctx context.Context, t *turnView) {
 		b.log.Warn("posting a progress message", "session", w.th.Session, "err", err)
 		return
 	}
+	trigger := b.triggerOf(ctx, w.th, t.msg)
 	w.mu.Lock()
-	t.progress = ts
+	t.progress, t.trigger = ts, trigger
+	w.th.Turn, w.th.ProgressTS, w.th.TriggerTS = t.id, ts, trigger
 	w.mu.Unlock()
+	if err := b.st.SetSlackThreadTurn(ctx, w.th.Session, t.id, ts, trigger); err != nil && ctx.Err() == nil {
+		b.log.Warn("recording a thread's progress message", "session", w.th.Session, "err", err)
+	}
+}
+
+// triggerOf is the ts of the Slack message that sent a session's message
+// (the key it was sent with: "slack:<channel>:<ts>", start.go), else the
+// thread's first.
+func (b *Bot) triggerOf(ctx context.Context, th *store.SlackThread, msg string) string {
+	if msg == "" {
+		return th.ThreadTS
+	}
+	ms, err := b.st.Messages(ctx, th.Session)
+	if err != nil {
+		b.log.Warn("reading a session's messages", "session", th.Session, "err", err)
+		return th.ThreadTS
+	}
+	for _, m := range ms {
+		if m.ID != msg {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(m.Key, "slack:"+th.Channel+":"); ok && rest != "" {
+			return rest
+		}
+		break
+	}
+	return th.ThreadTS
 }
 
 func (w *watch) editProgress(ctx context.Context, t *turnView, over bool) {
@@ -374,6 +428,9 @@ func (w *watch) editProgress(ctx context.Context, t *turnView, over bool) {
 // final posts a turn's final message and swaps 👀 for ✅ or ❌.
 func (w *watch) final(ctx context.Context, t *turnView, pr string, seq int64) {
 	b := w.b
+	if !w.mayPost(ctx) {
+		return
+	}
 	text := firstNonEmpty(t.summary, "Done.")
 	if pr != "" {
 		text += "\n\nPull request: " + pr
@@ -413,14 +470,13 @@ func (w *watch) final(ctx context.Context, t *turnView, pr string, seq int64) {
 	if t.result != "done" {
 		mark = "x"
 	}
-	// The message that asked: a reply's (followUp recorded it when it
-	// sent it), else the thread's first.
-	b.mu.Lock()
-	trigger, ok := b.triggers[t.msg]
-	delete(b.triggers, t.msg)
-	b.mu.Unlock()
-	if !ok {
-		trigger = w.th.ThreadTS
+	// The message that asked: a reply's (the key it was sent with), else
+	// the thread's first.
+	w.mu.Lock()
+	trigger := t.trigger
+	w.mu.Unlock()
+	if trigger == "" {
+		trigger = b.triggerOf(ctx, w.th, t.msg)
 	}
 	b.swap(ctx, w.th.Channel, trigger, mark)
 	if err := b.st.SetSlackThreadShown(ctx, w.th.Session, seq-1); err != nil && ctx.Err() == nil {

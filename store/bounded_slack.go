@@ -28,6 +28,11 @@ func (b *bounded) SetSlackThreadShown(ctx context.Context, session string, seq i
 	return done(b.Store.SetSlackThreadShown(ctx, session, seq))
 }
 
+func (b *bounded) SetSlackThreadTurn(ctx context.Context, session, turn, progressTS, triggerTS string) error {
+	ctx, done := Call(ctx, "SetSlackThreadTurn")
+	return done(b.Store.SetSlackThreadTurn(ctx, session, turn, progressTS, triggerTS))
+}
+
 func (b *bounded) SlackThread(ctx context.Context, session string) (*SlackThread, error) {
 	ctx, done := Call(ctx, "SlackThread")
 	v, err := b.Store.SlackThread(ctx, session)

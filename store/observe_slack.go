@@ -35,6 +35,13 @@ func (o *observed) SetSlackThreadShown(ctx context.Context, session string, seq 
 	return err
 }
 
+func (o *observed) SetSlackThreadTurn(ctx context.Context, session, turn, progressTS, triggerTS string) error {
+	start := time.Now()
+	err := o.Store.SetSlackThreadTurn(ctx, session, turn, progressTS, triggerTS)
+	o.o.StoreOp("SetSlackThreadTurn", time.Since(start), err)
+	return err
+}
+
 func (o *observed) SlackThread(ctx context.Context, session string) (*SlackThread, error) {
 	start := time.Now()
 	v, err := o.Store.SlackThread(ctx, session)

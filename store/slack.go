@@ -25,8 +25,17 @@ type SlackThread struct {
 	// Shown is the seq of the session's last event the thread shows the
 	// end of (a turn's final message was posted after it): after a
 	// restart the app follows the session from there.
-	Shown     int64     `json:"shown"`
-	CreatedAt time.Time `json:"created_at"`
+	Shown int64 `json:"shown"`
+	// Turn is the turn whose progress message the thread shows last,
+	// ProgressTS that message's ts and TriggerTS the ts of the message
+	// that asked for the turn (SetSlackThreadTurn): after a restart, or
+	// on the node that takes the session over, the app edits that
+	// progress message instead of posting a second and marks the message
+	// that asked.
+	Turn       string    `json:"turn,omitempty"`
+	ProgressTS string    `json:"progress_ts,omitempty"`
+	TriggerTS  string    `json:"trigger_ts,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // SlackChannel is a channel's default repository.
@@ -55,6 +64,9 @@ type Slack interface {
 	// the one recorded is kept out); a session without a thread is
 	// ErrNotFound.
 	SetSlackThreadShown(ctx context.Context, session string, seq int64) error
+	// SetSlackThreadTurn records a thread's Turn, ProgressTS and
+	// TriggerTS; a session without a thread is ErrNotFound.
+	SetSlackThreadTurn(ctx context.Context, session, turn, progressTS, triggerTS string) error
 	// SlackThread reads a session's thread, or ErrNotFound.
 	SlackThread(ctx context.Context, session string) (*SlackThread, error)
 	// SetSlackChannel records (or replaces) a channel's default

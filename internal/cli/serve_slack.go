@@ -14,6 +14,8 @@ import (
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/authz"
 	"github.com/harvest-dev/harvest/gh"
+	"github.com/harvest-dev/harvest/server/cluster"
+	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/slackbot"
 	"github.com/harvest-dev/harvest/store"
 )
@@ -24,6 +26,7 @@ type slackFlags struct {
 	botTokenFile, appTokenFile, signingSecretFile string
 	apiURL, agent, model                          string
 	updateEvery                                   time.Duration
+	connections                                   int
 	// app is the Slack app once started: sessions' agents get its
 	// slack_update (hostMCP), those recovered before it starts included
 	// when their agent starts after.
@@ -60,6 +63,7 @@ func (s *slackFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&s.apiURL, "slack-api-url", "", "Slack's Web API (default https://slack.com/api/; harvest sim slack's http://127.0.0.1:PORT/api/)")
 	fl.StringVar(&s.agent, "slack-agent", "", "agent of the sessions Slack starts (default the server's)")
 	fl.StringVar(&s.model, "slack-model", "", "model of the sessions Slack starts (default --model)")
+	fl.IntVar(&s.connections, "slack-connections", 2, "Socket Mode connections the Slack app keeps, 1 to 10 (Slack allows 10 an app; each envelope comes on one, so one that is cut loses nothing while another is open)")
 	fl.DurationVar(&s.updateEvery, "slack-update-every", time.Second, "least time between two edits of a channel's progress messages (Slack allows chat.update about once a second per channel)")
 }
 
@@ -77,8 +81,12 @@ func appRepos(ghc *gh.GitHub) func(context.Context) ([]string, bool, error) {
 
 // start builds and starts the Slack app when --slack-bot-token-file is
 // given (nil when not).
-func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slackbot.Sessions, access *authz.Resolver,
-	roots []string, github bool, installed func(context.Context) ([]string, bool, error), publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
+// With several nodes (node not nil), a reply or a Stop for a session
+// another node owns is sent there as this node's token (server/cluster's
+// Sessions, as the API forwards them), and the thread's watcher runs on
+// the session's owner (slackbot: "Several nodes").
+func (s *slackFlags) start(ctx context.Context, st slackbot.Store, mgr *session.Manager, node *session.NodeConfig, nodeTok *cluster.Token,
+	access *authz.Resolver, roots []string, github bool, installed func(context.Context) ([]string, bool, error), publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
 	if s.botTokenFile == "" {
 		if s.appTokenFile != "" || s.signingSecretFile != "" {
 			return nil, fmt.Errorf("--slack-app-token-file and --slack-signing-secret-file need --slack-bot-token-file (the bot's xoxb- token)")
@@ -87,6 +95,9 @@ func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slac
 	}
 	if s.appTokenFile == "" && s.signingSecretFile == "" {
 		return nil, fmt.Errorf("--slack-bot-token-file needs --slack-app-token-file (Socket Mode) or --slack-signing-secret-file (HTTP events at /v1/slack/events)")
+	}
+	if s.connections < 1 || s.connections > 10 {
+		return nil, fmt.Errorf("--slack-connections %d: give 1 to 10 (Slack allows 10 Socket Mode connections an app)", s.connections)
 	}
 	if s.updateEvery < 100*time.Millisecond {
 		return nil, fmt.Errorf("--slack-update-every %s: give 1s or so (each edit is a chat.update, about one a second per channel)", s.updateEvery)
@@ -118,12 +129,17 @@ func (s *slackFlags) start(ctx context.Context, st slackbot.Store, sessions slac
 			return nil, err
 		}
 	}
+	var sessions slackbot.Sessions = mgr
+	var nodeID string
+	if node != nil {
+		sessions, nodeID = cluster.NewSessions(mgr, nodeTok, node.ID, logger), node.ID
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	b, err := slackbot.New(cctx, slackbot.Config{
-		API: slack.New(bot, opts...), SocketMode: app != "", SigningSecret: secret,
+		API: slack.New(bot, opts...), SocketMode: app != "", Connections: s.connections, SigningSecret: secret,
 		Store: st, Sessions: sessions, Access: access, RepoRoots: roots, GitHub: github, Installed: installed, PublicURL: publicURL,
-		Agent: s.agent, Model: s.model, UpdateEvery: s.updateEvery, Logger: logger,
+		Agent: s.agent, Model: s.model, UpdateEvery: s.updateEvery, Logger: logger, Node: nodeID,
 	})
 	if err != nil {
 		return nil, err

@@ -133,3 +133,53 @@ func TestSlackGitHub(t *testing.T) {
 		t.Fatalf("sessions: %+v", ss)
 	}
 }
+
+// TestSlackGitHubClaudeCode: with --slack-agent claudecode and the GitHub
+// stand-in, a mention naming acme/calc starts a session the real Claude
+// Code runs: it fixes, tests, commits and pushes from the box with its
+// Bash tool; the pull request is opened, and the final message in the
+// thread carries its link and Claude Code's answer, ✅ on the mention.
+func TestSlackGitHubClaudeCode(t *testing.T) {
+	testbin.Claude(t)
+	g := newGHEnv(t)
+	se := newSlackEnvWith(t, slacksim.Options{}, claudeGitHubScript)
+	st, err := sqlite.Open(filepath.Join(se.e.home, "harvest.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.AddIdentity(context.Background(), &store.Identity{User: "usr-alice", Kind: store.IdentityGitHub, Subject: strconv.FormatInt(g.ada.ID, 10), Login: "ada"})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	se.serve(t, false, append(g.serveArgs(), "--slack-agent", "claudecode")...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	m := se.post(t, se.alice, se.mention()+" fix the failing test in acme/calc", "")
+	final := se.waitFinal(t, ctx, m.TS, 1)
+	prs, _, err := g.client(t, g.ada).PullRequests.List(ctx, "acme", "calc", &github.PullRequestListOptions{State: "open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prs) != 1 {
+		t.Fatalf("open pull requests on acme/calc: %d, want 1; the final message: %q", len(prs), final.Text)
+	}
+	pr := prs[0]
+	if !strings.HasPrefix(final.Text, "Fixed add in calc.sh with Claude Code") || !strings.Contains(final.Text, "Pull request: "+pr.GetHTMLURL()) {
+		t.Errorf("final message: %q; want Claude Code's answer and %s", final.Text, pr.GetHTMLURL())
+	}
+	if b := buttons(final); b["harvest-pr"] != pr.GetHTMLURL()+"pr" || !strings.HasPrefix(b["harvest-open"], "http://harvest.example/sessions/s-") {
+		t.Errorf("the final message's buttons: %v; want the pull request %s and Open in Harvest", b, pr.GetHTMLURL())
+	}
+	sha := mustBranch(t, g, pr.GetHead().GetRef())
+	bare := filepath.Join(g.gs.Dir(), "repos", "acme", "calc.git")
+	if got := testbin.Git(t, bare, "log", "-1", "--format=%s", sha); got != "Fix add (Claude Code)" {
+		t.Errorf("the pushed commit: %q", got)
+	}
+	waitUntil(t, ctx, "✅ on the mention", func() bool { return slices.Contains(se.reactions(m.TS), "white_check_mark") })
+	ss := se.slackSessions(t, ctx)
+	if len(ss) != 1 || ss[0].Agent != "claudecode" || len(ss[0].Repos) != 1 || ss[0].Repos[0].GitHub != "acme/calc" {
+		t.Fatalf("sessions: %+v", ss)
+	}
+}

@@ -335,16 +335,21 @@ func TestSlackDirectMessage(t *testing.T) {
 	}
 }
 
-// TestSlackRestart: harvest serve stops in the middle of a turn and
-// starts again: its Slack app follows the session from what the thread
-// showed, so the interrupted turn gets its final message (❌), and a
-// reply in the thread after the restart is a follow-up.
+// TestSlackRestart: harvest serve stops in the middle of a turn a reply
+// in the thread asked for, and starts again: its Slack app follows the
+// session from what the thread showed, so the interrupted turn gets its
+// final message, its progress message is edited (not a second one
+// posted) and ❌ goes on the reply that asked (not on the mention, whose
+// turn ended ✅); a reply after the restart is a follow-up, ✅.
 func TestSlackRestart(t *testing.T) {
 	se := newSlackEnv(t, slacksim.Options{})
 	se.serve(t, false, "--shutdown-grace", "0s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m := se.post(t, se.alice, se.mention()+" long task in calc", "")
+	m := se.post(t, se.alice, se.mention()+" msg: look at calc", "")
+	se.waitFinal(t, ctx, m.TS, 1)
+	waitUntil(t, ctx, "✅ on the mention", func() bool { return slices.Contains(se.reactions(m.TS), "white_check_mark") })
+	long := se.post(t, se.alice, "long task", m.TS)
 	waitUntil(t, ctx, "the progress message at the bash step", func() bool {
 		for _, r := range se.botReplies(m.TS) {
 			if strings.Contains(r.Text, "bash") {
@@ -360,15 +365,47 @@ func TestSlackRestart(t *testing.T) {
 		t.Fatalf("harvest serve after SIGTERM: %v\n%s", err, se.s.stderr)
 	}
 	se.serve(t, false, "--shutdown-grace", "0s")
-	final := se.waitFinal(t, ctx, m.TS, 1)
+	final := se.waitFinal(t, ctx, m.TS, 2)
 	if !strings.Contains(final.Text, "interrupted") {
 		t.Errorf("the interrupted turn's final message: %q", final.Text)
 	}
-	waitUntil(t, ctx, "❌ on the mention", func() bool { return slices.Contains(se.reactions(m.TS), "x") })
+	waitUntil(t, ctx, "❌ on the reply that asked", func() bool { return slices.Contains(se.reactions(long.TS), "x") })
+	waitUntil(t, ctx, "the interrupted turn's progress message edited: failed", func() bool {
+		p := progressMessages(se.botReplies(m.TS))
+		return len(p) == 2 && strings.HasPrefix(p[1].Text, "❌ Failed")
+	})
 	r := se.post(t, se.alice, "msg after the restart", m.TS)
-	final2 := se.waitFinal(t, ctx, m.TS, 2)
-	if !strings.HasPrefix(final2.Text, "ok") {
-		t.Errorf("the follow-up's final message: %q", final2.Text)
+	final3 := se.waitFinal(t, ctx, m.TS, 3)
+	if !strings.HasPrefix(final3.Text, "ok") {
+		t.Errorf("the follow-up's final message: %q", final3.Text)
 	}
 	waitUntil(t, ctx, "✅ on the reply", func() bool { return slices.Contains(se.reactions(r.TS), "white_check_mark") })
+	waitUntil(t, ctx, "three progress messages, one a turn, each ended", func() bool {
+		p := progressMessages(se.botReplies(m.TS))
+		return len(p) == 3 && strings.HasPrefix(p[2].Text, "✅ Done")
+	})
+	if got := se.reactions(m.TS); slices.Contains(got, "x") || !slices.Contains(got, "white_check_mark") {
+		t.Errorf("the mention's reactions: %v, want ✅ (its own turn's) and no ❌", got)
+	}
+	if p := progressMessages(se.botReplies(m.TS)); len(p) != 3 {
+		for _, x := range p {
+			t.Logf("progress message %s: %q", x.TS, x.Text)
+		}
+		t.Errorf("progress messages: %d, want 3 (one a turn; the restart edits the interrupted turn's)", len(p))
+	}
+}
+
+// progressMessages are the progress messages among a thread's bot
+// replies (watch.go's progressText: working, done, stopped, failed).
+func progressMessages(replies []slacksim.Message) []slacksim.Message {
+	var out []slacksim.Message
+	for _, r := range replies {
+		for _, p := range []string{"⏳ Working", "✅ Done", "⏹️ Stopped", "❌ Failed"} {
+			if strings.HasPrefix(r.Text, p) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -84,6 +84,13 @@ func newSlackEnv(t testing.TB, opts slacksim.Options) *slackEnv {
 // newSlackEnvWith is newSlackEnv with script as the model.
 func newSlackEnvWith(t testing.TB, opts slacksim.Options, script string) *slackEnv {
 	t.Helper()
+	return newSlackEnvOn(t, opts, script, nil)
+}
+
+// newSlackEnvOn is newSlackEnvWith with setup run on the serve
+// environment before the people are stored (onPostgres: several nodes).
+func newSlackEnvOn(t testing.TB, opts slacksim.Options, script string, setup func(*serveEnv)) *slackEnv {
+	t.Helper()
 	ss, err := slacksim.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -110,16 +117,19 @@ func newSlackEnvWith(t testing.TB, opts slacksim.Options, script string) *slackE
 		t.Fatal(err)
 	}
 	se.e = newServeEnvWith(t, script)
+	if setup != nil {
+		setup(se.e)
+	}
 	se.root = t.TempDir()
 	calc := filepath.Join(se.root, "calc")
 	os.Mkdir(calc, 0o755)
 	os.WriteFile(filepath.Join(calc, "test.sh"), []byte("echo PASS\n"), 0o644)
 	// The people, before the server starts.
-	st, err := sqlite.Open(filepath.Join(se.e.home, "harvest.db"))
+	ctx := context.Background()
+	st, err := openServerStore(ctx, se.e.store, se.e.home)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	for _, p := range []struct{ id, email string }{{"usr-alice", "alice@example.com"}, {"usr-carol", "carol@example.com"}} {
 		role := store.RoleMember
 		if p.id == "usr-carol" {

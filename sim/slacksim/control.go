@@ -49,6 +49,10 @@ var controlRoutes = map[string]controlRoute{
 	"drop": {"POST", decodeDo(func(s *Server, x struct{ Conn int }) (any, error) {
 		return map[string]int{"connections": s.Drop(x.Conn)}, nil
 	})},
+	"lose-acks": {"POST", decodeDo(func(s *Server, x LoseSpec) (any, error) {
+		s.LoseAcks(x)
+		return map[string]int{"n": x.N}, nil
+	})},
 	"storm": {"POST", decodeDo(func(s *Server, x struct {
 		Seconds float64  `json:"seconds"`
 		Methods []string `json:"methods"`

@@ -43,6 +43,9 @@
 // (a slash command); and as Slack:
 // Disconnect (a disconnect message, "warning" or "refresh_requested",
 // then the close), Drop (connections ended without a close frame),
+// LoseAcks (the next acks of the envelopes whose payload holds some text
+// lost with the connection they came on: their envelopes come again, on
+// another connection if one is open),
 // SetLimit, Storm (every call refused with 429 for a while),
 // SetRequestURL and VerifyURL (url_verification), Tamper (HTTP
 // deliveries signed with another secret or stamped in the past, for a
@@ -66,7 +69,8 @@
 // open then, after RetryBackoff (0, 1 min, 5 min: three retries, as
 // Slack). With no connection open an envelope waits for one.
 // Interactions and commands are never retried: Slack shows the person
-// an error instead. Every connection is pinged (a WebSocket ping every
+// an error instead. Each attempt records the connection it went to and
+// the one its ack came on (Attempt.AckConn). Every connection is pinged (a WebSocket ping every
 // Options.PingInterval, 10 s: Slack's clients reconnect after 30 s of
 // silence) and closed if it stops answering. A slash command's ack may carry the answer
 // ({"text": ..., "response_type": ...}), as its HTTP answer may.

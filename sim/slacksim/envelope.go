@@ -41,9 +41,10 @@ const (
 // Attempt is one delivery of an envelope.
 type Attempt struct {
 	At      time.Time `json:"at"`
-	Conn    int       `json:"conn,omitempty"`   // Socket Mode: the connection
-	Status  int       `json:"status,omitempty"` // HTTP: the answer's status
-	Outcome string    `json:"outcome"`          // acked, timeout, http_timeout, http_error, connection_failed, pending
+	Conn    int       `json:"conn,omitempty"`     // Socket Mode: the connection
+	AckConn int       `json:"ack_conn,omitempty"` // Socket Mode: the connection its ack came on (an app acks on the one it got it on)
+	Status  int       `json:"status,omitempty"`   // HTTP: the answer's status
+	Outcome string    `json:"outcome"`            // acked, timeout, http_timeout, http_error, connection_failed, pending
 }
 
 // Envelope is what the stand-in delivered, or tries to: an event, an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,8 +166,22 @@ func (s *Server) readAcks(c *conn) {
 			continue
 		}
 		s.mu.Lock()
-		if e := s.envelopeByID(ack.EnvelopeID); e != nil {
+		e := s.envelopeByID(ack.EnvelopeID)
+		if l := &s.st.loseAcks; l.N > 0 && !c.closed && e != nil && strings.Contains(string(e.Payload), l.Containing) {
+			// Lost with its connection (LoseAcks): the envelope's
+			// deadline sends it again, on whatever connection is open.
+			l.N--
+			c.closed = true
+			s.mu.Unlock()
+			s.logger.Info("socket: an ack lost with its connection", "conn", c.id, "envelope_id", ack.EnvelopeID)
+			c.ws.CloseNow()
+			return
+		}
+		if e != nil {
 			c.acks++
+			if n := len(e.Attempts); n > 0 && e.State == StateSent {
+				e.Attempts[n-1].AckConn = c.id
+			}
 			s.acked(e, ack.Payload, s.clock.Now())
 		} else {
 			s.logger.Warn("socket: ack of an unknown envelope", "conn", c.id, "envelope_id", ack.EnvelopeID)
@@ -235,6 +250,26 @@ func (s *Server) Disconnect(spec DisconnectSpec) (int, error) {
 	}
 	s.wake()
 	return len(targets), nil
+}
+
+// LoseSpec says which acks LoseAcks loses: the next N of envelopes whose
+// payload contains Containing ("": any).
+type LoseSpec struct {
+	N          int    `json:"n"`
+	Containing string `json:"containing"`
+}
+
+// LoseAcks makes the next acks spec names, whichever connection they come
+// on, be lost with their connection: it is dropped (as Drop) before the
+// ack counts, as a network failure right after the app sent it would.
+// The envelopes are sent again when their ack deadlines pass, on
+// whatever connection is open then: an app with several connections gets
+// them on another, one with one connection after it reconnects.
+func (s *Server) LoseAcks(spec LoseSpec) {
+	spec.N = max(spec.N, 0)
+	s.mu.Lock()
+	s.st.loseAcks = spec
+	s.mu.Unlock()
 }
 
 // Drop ends connections abruptly, without a close frame (as a network

@@ -128,6 +128,7 @@ type state struct {
 	connSeq    int
 	lastUse    map[int]int // connection → when it last got an envelope
 	useSeq     int
+	loseAcks   LoseSpec // the next acks lost with their connection (LoseAcks)
 	tickets    map[string]time.Time
 	requestURL string // events (and the rest, unless set below); "": Socket Mode
 	interURL   string // interactivity, if not requestURL

@@ -512,6 +512,15 @@ CREATE TABLE slack_links (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX slack_links_expires ON slack_links (expires_at);
 `},
+	// A Slack thread's progress message and the message that asked, of
+	// its last turn (store/slack.go, SetSlackThreadTurn): kept so that a
+	// restart, or the node taking the session over, edits that message
+	// and marks the right one.
+	{"slack-turn", `
+ALTER TABLE slack_threads ADD COLUMN turn TEXT NOT NULL DEFAULT '';
+ALTER TABLE slack_threads ADD COLUMN progress_ts TEXT NOT NULL DEFAULT '';
+ALTER TABLE slack_threads ADD COLUMN trigger_ts TEXT NOT NULL DEFAULT '';
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

@@ -55,8 +55,8 @@ func (s *Store) PutSlackThread(ctx context.Context, t *store.SlackThread) error 
 		c.CreatedAt = s.now()
 	}
 	err := s.write(ctx, "put slack thread "+t.Session, func(tx Querier) error {
-		_, err := tx.Exec(ctx, `INSERT INTO slack_threads (session_id, team, channel, thread_ts, slack_user, shown, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			c.Session, c.Team, c.Channel, c.ThreadTS, c.User, c.Shown, s.d.Time(c.CreatedAt))
+		_, err := tx.Exec(ctx, `INSERT INTO slack_threads (`+slackThreadCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.Session, c.Team, c.Channel, c.ThreadTS, c.User, c.Shown, c.Turn, c.ProgressTS, c.TriggerTS, s.d.Time(c.CreatedAt))
 		if s.d.IsDuplicate(err) {
 			return fmt.Errorf("session %s has a slack thread: %w", c.Session, store.ErrConflict)
 		}
@@ -89,14 +89,33 @@ func (s *Store) SetSlackThreadShown(ctx context.Context, session string, seq int
 	})
 }
 
+// SetSlackThreadTurn records the turn a thread's progress message shows,
+// that message's ts and the ts of the message that asked.
+func (s *Store) SetSlackThreadTurn(ctx context.Context, session, turn, progressTS, triggerTS string) error {
+	return s.write(ctx, "set slack thread turn "+session, func(tx Querier) error {
+		n, err := tx.Exec(ctx, `UPDATE slack_threads SET turn = ?, progress_ts = ?, trigger_ts = ? WHERE session_id = ?`, turn, progressTS, triggerTS, session)
+		if err != nil {
+			return s.errorf("set slack thread turn %s: %w", session, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("slack thread of session %s: %w", session, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// slackThreadCols are slack_threads' columns, in the order
+// store.SlackThread's scans read them.
+const slackThreadCols = `session_id, team, channel, thread_ts, slack_user, shown, turn, progress_ts, trigger_ts, created_at`
+
 // SlackThread reads a session's thread.
 func (s *Store) SlackThread(ctx context.Context, session string) (*store.SlackThread, error) {
 	var (
 		t       store.SlackThread
 		created Time
 	)
-	err := s.reader().QueryRow(ctx, `SELECT session_id, team, channel, thread_ts, slack_user, shown, created_at FROM slack_threads WHERE session_id = ?`, session).
-		Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &t.Shown, &created)
+	err := s.reader().QueryRow(ctx, `SELECT `+slackThreadCols+` FROM slack_threads WHERE session_id = ?`, session).
+		Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &t.Shown, &t.Turn, &t.ProgressTS, &t.TriggerTS, &created)
 	if isNoRows(err) {
 		return nil, fmt.Errorf("slack thread of session %s: %w", session, store.ErrNotFound)
 	}
@@ -167,13 +186,13 @@ func (s *Store) DumpSlackEvents(ctx context.Context) ([]store.SlackEvent, error)
 
 // DumpSlackThreads lists every thread, by session.
 func (s *Store) DumpSlackThreads(ctx context.Context) ([]*store.SlackThread, error) {
-	rows, err := s.reader().Query(ctx, `SELECT session_id, team, channel, thread_ts, slack_user, shown, created_at FROM slack_threads ORDER BY session_id`)
+	rows, err := s.reader().Query(ctx, `SELECT `+slackThreadCols+` FROM slack_threads ORDER BY session_id`)
 	out, err := collect(rows, err, func(r Row) (*store.SlackThread, error) {
 		var (
 			t       store.SlackThread
 			created Time
 		)
-		err := r.Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &t.Shown, &created)
+		err := r.Scan(&t.Session, &t.Team, &t.Channel, &t.ThreadTS, &t.User, &t.Shown, &t.Turn, &t.ProgressTS, &t.TriggerTS, &created)
 		t.CreatedAt = created.T
 		return &t, err
 	})

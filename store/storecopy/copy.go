@@ -28,7 +28,8 @@
 //   - environments (CreateEnvironment);
 //   - web sessions that have not expired (CreateWebSession);
 //   - sessions' Slack threads (PutSlackThread keeps every field, the
-//     seq the thread shows included), after the sessions;
+//     seq the thread shows and its last turn's progress message
+//     included), after the sessions;
 //   - the Slack event ids processed (AddSlackEvent keeps when each was
 //     received, so they are pruned when they would have been): a
 //     delivery Slack retries across the migration is still processed

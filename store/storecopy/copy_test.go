@@ -96,6 +96,7 @@ func fill(t *testing.T, st store.Store) {
 	must(err)
 	must(st.PutSlackThread(ctx, &store.SlackThread{Session: "s1", Team: "T1", Channel: "C1", ThreadTS: "1700000000.000100", User: "U1", CreatedAt: base}))
 	must(st.SetSlackThreadShown(ctx, "s1", 3))
+	must(st.SetSlackThreadTurn(ctx, "s1", "t-2", "1700000000.000300", "1700000000.000250"))
 	must(st.PutSlackThread(ctx, &store.SlackThread{Session: "s2", Team: "T1", Channel: "C2", ThreadTS: "1700000000.000200", CreatedAt: base.Add(time.Minute)}))
 	must(st.SetSlackChannel(ctx, &store.SlackChannel{Team: "T1", Channel: "C1", Repo: "o/api", SetBy: "usr-ann"}))
 	must(st.AddSlackEvent(ctx, "Ev1", base))
@@ -153,7 +154,8 @@ func TestCopy(t *testing.T) {
 			}
 			// The Slack app goes on: s1's thread shows up to seq 3, C1's
 			// default holds, and Ev1 is a delivery seen already.
-			if th, err := to.SlackThread(ctx, "s1"); err != nil || th.Shown != 3 || th.ThreadTS != "1700000000.000100" || th.User != "U1" {
+			if th, err := to.SlackThread(ctx, "s1"); err != nil || th.Shown != 3 || th.ThreadTS != "1700000000.000100" || th.User != "U1" ||
+				th.Turn != "t-2" || th.ProgressTS != "1700000000.000300" || th.TriggerTS != "1700000000.000250" {
 				t.Errorf("slack thread of s1 in the copy: %+v, %v; want ts 1700000000.000100 by U1, shown 3", th, err)
 			}
 			if ch, err := to.SlackChannel(ctx, "T1", "C1"); err != nil || ch.Repo != "o/api" {

@@ -62,6 +62,18 @@ func testSlack(t *testing.T, open func(t *testing.T) store.Store) {
 	if got, err := st.SlackThread(ctx, "s1"); err != nil || got.Shown != 7 {
 		t.Errorf("Shown after 7 then 5: %+v, %v; want 7 (never lowered)", got, err)
 	}
+	if err := st.SetSlackThreadTurn(ctx, "s1", "t-1", "1700000000.000200", "1700000000.000100"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetSlackThreadTurn(ctx, "s1", "t-2", "1700000000.000400", "1700000000.000300"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.SlackThread(ctx, "s1"); err != nil || got.Turn != "t-2" || got.ProgressTS != "1700000000.000400" || got.TriggerTS != "1700000000.000300" || got.Shown != 7 {
+		t.Errorf("SlackThread after SetSlackThreadTurn t-1 then t-2: %+v, %v; want t-2's (and Shown 7 kept)", got, err)
+	}
+	if err := st.SetSlackThreadTurn(ctx, "s2", "t-1", "1", "2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetSlackThreadTurn of a session without a thread: %v, want ErrNotFound", err)
+	}
 	if err := st.SetSlackThreadShown(ctx, "s2", 1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("SetSlackThreadShown of a session without a thread: %v, want ErrNotFound", err)
 	}
