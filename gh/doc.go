@@ -90,6 +90,14 @@
 // a cached id GitHub answers 404 for is dropped and looked up again, so a
 // reinstalled app works without a restart even if the event was missed.
 //
+// InstalledRepos lists the repositories every installation covers (GET
+// /app/installations, then GET /installation/repositories with a
+// metadata: read token of each installation that is not suspended, by
+// pages of 100, at most 2000 repositories): for Slack's repository
+// picker. It never waits for a window (NoWait), is cached for two
+// minutes, made once however many ask at once, and dropped by the same
+// Forget calls.
+//
 // # Enterprise and tests
 //
 // APIURL and WebURL point Harvest at a GitHub Enterprise Server or at the

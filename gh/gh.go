@@ -52,6 +52,8 @@ type GitHub struct {
 	tokens  map[string]*tokenEntry
 	bot     *Identity
 	events  []string // the app's subscriptions, as Bot read them
+	// repoList is the installed repositories (repos.go).
+	repoList *reposEntry
 }
 
 type tokenEntry struct {

@@ -29,6 +29,7 @@ func (g *GitHub) ForgetInstallation(id int64) {
 		}
 	}
 	delete(g.granted, id)
+	g.dropRepoList()
 	for k := range g.tokens {
 		if strings.HasPrefix(k, prefix) {
 			// One being minted: its waiters still get it; it is not
@@ -43,6 +44,7 @@ func (g *GitHub) ForgetInstallation(id int64) {
 func (g *GitHub) ForgetRepos(repos ...string) {
 	var insts []int64
 	g.mu.Lock()
+	g.dropRepoList()
 	for _, r := range repos {
 		if id, ok := g.install[strings.ToLower(r)]; ok {
 			insts = append(insts, id)
@@ -61,6 +63,7 @@ func (g *GitHub) ForgetAccount(login string) {
 	prefix := strings.ToLower(login) + "/"
 	var insts []int64
 	g.mu.Lock()
+	g.dropRepoList()
 	for r, id := range g.install {
 		if strings.HasPrefix(r, prefix) {
 			insts = append(insts, id)

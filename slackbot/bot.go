@@ -73,6 +73,10 @@ type Config struct {
 	// repository (the server has one).
 	RepoRoots []string
 	GitHub    bool
+	// Installed lists the repositories ("owner/name", sorted) the GitHub
+	// App's installations cover, and whether the list is cut (nil: no
+	// App): the picker offers those the person may use.
+	Installed func(ctx context.Context) (repos []string, cut bool, err error)
 	// PublicURL is where people reach Harvest (the Open in Harvest
 	// button; "": no button).
 	PublicURL string

@@ -36,9 +36,11 @@ import (
 // thread, as a mention's: a second click, or a click after a mention
 // naming a repository in the thread started it, starts nothing more.
 //
-// GitHub repositories are not listed (the GitHub App's installations
-// are not enumerated): a reply in the thread that mentions the app and
-// names owner/name starts the session there.
+// With a GitHub App, the GitHub repositories its installations cover
+// that the person may use are listed too (picker_github.go), as
+// owner/name, in an option group "GitHub" before one of "Directories"
+// (groups only when both have some). A reply in the thread that
+// mentions the app and names owner/name also starts the session there.
 
 // MaxChoices is the most options a picker lists (Slack's limit for a
 // static_select).
@@ -55,9 +57,9 @@ const (
 // tsForm is a message's ts as Slack writes it.
 var tsForm = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
 
-// choices are the names of the repositories u may start a session on,
-// sorted, at most MaxChoices, and how many more there are.
-func (b *Bot) choices(ctx context.Context, u *store.User) (names []string, more int, err error) {
+// choices are the names of the directories u may start a session on,
+// sorted.
+func (b *Bot) choices(ctx context.Context, u *store.User) (names []string, err error) {
 	chk := b.cfg.Access.For(authz.Subject{User: u.ID, Role: u.Role})
 	seen := map[string]bool{}
 	scanned := 0
@@ -80,7 +82,7 @@ func (b *Bot) choices(ctx context.Context, u *store.User) (names []string, more 
 			}
 			refusal, err := chk.Start(ctx, []authz.RepoRef{r.ref})
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			if refusal == nil {
 				names = append(names, name)
@@ -88,10 +90,7 @@ func (b *Bot) choices(ctx context.Context, u *store.User) (names []string, more 
 		}
 	}
 	slices.Sort(names)
-	if len(names) > MaxChoices {
-		more, names = len(names)-MaxChoices, names[:MaxChoices]
-	}
-	return names, more, nil
+	return names, nil
 }
 
 // offerRepos answers a request that names no repository with a picker
@@ -102,38 +101,54 @@ func (b *Bot) offerRepos(ctx context.Context, m message, u *store.User, rootTS s
 		b.refuse(ctx, m, u, m.channel, refusal.Error()) // a viewer: no repository would do
 		return
 	}
-	names, more, err := b.choices(ctx, u)
+	names, err := b.choices(ctx, u)
 	if err != nil {
 		b.say(ctx, m.channel, rootTS, "I couldn't check which repositories you may use just now ("+err.Error()+"). Please try again in a minute.")
 		return
 	}
-	if len(names) == 0 {
-		b.say(ctx, m.channel, rootTS, "I found no repository here you may start a session on. "+b.howToName())
+	ghNames, ghNote := b.ghChoices(ctx, u)
+	if len(names) == 0 && len(ghNames) == 0 {
+		text := "I found no repository here you may start a session on. " + b.howToName()
+		if ghNote != "" {
+			text = ghNote + " " + b.howToName()
+		}
+		b.say(ctx, m.channel, rootTS, text)
 		return
 	}
+	nGH, nDir := split(len(ghNames), len(names))
+	more := len(names) - nDir
 	ask := fmt.Sprintf("Which repository should I work in, <@%s>? Choose one", m.user)
 	if b.cfg.GitHub {
 		ask += ", or mention me in this thread naming a GitHub repository as `owner/name`"
 	}
 	ask += "."
-	opts := make([]*slack.OptionBlockObject, len(names))
-	for i, n := range names {
-		label := n
-		if r := []rune(label); len(r) > 75 { // a plain_text option's limit
-			label = string(r[:74]) + "…"
-		}
-		opts[i] = slack.NewOptionBlockObject(n, slack.NewTextBlockObject(slack.PlainTextType, label, false, false), nil)
+	var sel *slack.SelectBlockElement
+	placeholder := slack.NewTextBlockObject(slack.PlainTextType, "Choose a repository", false, false)
+	if nGH > 0 && nDir > 0 {
+		sel = slack.NewOptionsGroupSelectBlockElement(slack.OptTypeStatic, placeholder, actionPick,
+			slack.NewOptionGroupBlockElement(slack.NewTextBlockObject(slack.PlainTextType, "GitHub", false, false), options(ghNames[:nGH])...),
+			slack.NewOptionGroupBlockElement(slack.NewTextBlockObject(slack.PlainTextType, "Directories", false, false), options(names[:nDir])...))
+	} else {
+		sel = slack.NewOptionsSelectBlockElement(slack.OptTypeStatic, placeholder, actionPick, options(append(ghNames[:nGH:nGH], names[:nDir]...))...)
 	}
-	sel := slack.NewOptionsSelectBlockElement(slack.OptTypeStatic,
-		slack.NewTextBlockObject(slack.PlainTextType, "Choose a repository", false, false), actionPick, opts...)
 	blocks := []slack.Block{
 		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, ask, false, false), nil, nil),
 		slack.NewActionBlock(pickBlock+m.ts, sel),
 	}
+	var notes []string
+	if n := len(ghNames) - nGH; n > 0 {
+		notes = append(notes, strconv.Itoa(n)+" more GitHub repositories are not listed (a picker shows "+strconv.Itoa(MaxChoices)+
+			"): name one as `owner/name` in a reply that mentions me.")
+	}
+	if ghNote != "" {
+		notes = append(notes, ghNote)
+	}
 	if more > 0 {
-		note := strconv.Itoa(more) + " more are not listed (a picker shows " + strconv.Itoa(MaxChoices) +
-			"): name one in a reply that mentions me, or set this channel's default with `/harvest repo NAME`."
-		blocks = append(blocks, slack.NewContextBlock("harvest-more", slack.NewTextBlockObject(slack.MarkdownType, note, false, false)))
+		notes = append(notes, strconv.Itoa(more)+" more are not listed (a picker shows "+strconv.Itoa(MaxChoices)+
+			"): name one in a reply that mentions me, or set this channel's default with `/harvest repo NAME`.")
+	}
+	if len(notes) > 0 {
+		blocks = append(blocks, slack.NewContextBlock("harvest-more", slack.NewTextBlockObject(slack.MarkdownType, strings.Join(notes, "\n"), false, false)))
 	}
 	err = b.rate.call(ctx, func(ctx context.Context) error {
 		_, _, err := b.api.PostMessageContext(ctx, m.channel, slack.MsgOptionText("Which repository? Choose one in the picker.", false),
@@ -143,6 +158,20 @@ func (b *Bot) offerRepos(ctx context.Context, m message, u *store.User, rootTS s
 	if err != nil {
 		b.log.Warn("posting a repository picker", "channel", m.channel, "err", err)
 	}
+}
+
+// options are a picker's options: the value is the name, the text the
+// name cut to a plain_text option's 75 characters.
+func options(names []string) []*slack.OptionBlockObject {
+	opts := make([]*slack.OptionBlockObject, len(names))
+	for i, n := range names {
+		label := n
+		if r := []rune(label); len(r) > 75 {
+			label = string(r[:74]) + "…"
+		}
+		opts[i] = slack.NewOptionBlockObject(n, slack.NewTextBlockObject(slack.PlainTextType, label, false, false), nil)
+	}
+	return opts
 }
 
 // pick handles a choice in a picker.

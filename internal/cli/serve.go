@@ -583,7 +583,7 @@ func serve(cmd *cobra.Command, f serveFlags) error {
 		defer func() { stopHooks(); <-hooksDone }()
 	}
 	var slackEvents http.Handler
-	if slackApp, err = f.slack.start(cmd.Context(), st, mgr, node, nodeTok, rules, rootPaths, ghsvc != nil, f.github.publicURL, logger); err != nil {
+	if slackApp, err = f.slack.start(cmd.Context(), st, mgr, node, nodeTok, rules, rootPaths, ghsvc != nil, appRepos(ghc), f.github.publicURL, logger); err != nil {
 		closeAll(hard)
 		return exitCode(2, err)
 	} else if slackApp != nil && f.slack.signingSecretFile != "" {

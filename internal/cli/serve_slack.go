@@ -13,6 +13,7 @@ import (
 
 	"github.com/harvest-dev/harvest/agent"
 	"github.com/harvest-dev/harvest/authz"
+	"github.com/harvest-dev/harvest/gh"
 	"github.com/harvest-dev/harvest/server/cluster"
 	"github.com/harvest-dev/harvest/session"
 	"github.com/harvest-dev/harvest/slackbot"
@@ -66,6 +67,18 @@ func (s *slackFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&s.updateEvery, "slack-update-every", time.Second, "least time between two edits of a channel's progress messages (Slack allows chat.update about once a second per channel)")
 }
 
+// appRepos lists the repositories a GitHub App's installations cover,
+// for the Slack picker (nil without an App).
+func appRepos(ghc *gh.GitHub) func(context.Context) ([]string, bool, error) {
+	if ghc == nil || !ghc.IsApp() {
+		return nil
+	}
+	return func(ctx context.Context) ([]string, bool, error) {
+		in, err := ghc.InstalledRepos(ctx)
+		return in.Repos, in.Cut, err
+	}
+}
+
 // start builds and starts the Slack app when --slack-bot-token-file is
 // given (nil when not).
 // With several nodes (node not nil), a reply or a Stop for a session
@@ -73,7 +86,7 @@ func (s *slackFlags) add(fl *pflag.FlagSet) {
 // Sessions, as the API forwards them), and the thread's watcher runs on
 // the session's owner (slackbot: "Several nodes").
 func (s *slackFlags) start(ctx context.Context, st slackbot.Store, mgr *session.Manager, node *session.NodeConfig, nodeTok *cluster.Token,
-	access *authz.Resolver, roots []string, github bool, publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
+	access *authz.Resolver, roots []string, github bool, installed func(context.Context) ([]string, bool, error), publicURL string, logger *slog.Logger) (*slackbot.Bot, error) {
 	if s.botTokenFile == "" {
 		if s.appTokenFile != "" || s.signingSecretFile != "" {
 			return nil, fmt.Errorf("--slack-app-token-file and --slack-signing-secret-file need --slack-bot-token-file (the bot's xoxb- token)")
@@ -125,7 +138,7 @@ func (s *slackFlags) start(ctx context.Context, st slackbot.Store, mgr *session.
 	defer cancel()
 	b, err := slackbot.New(cctx, slackbot.Config{
 		API: slack.New(bot, opts...), SocketMode: app != "", Connections: s.connections, SigningSecret: secret,
-		Store: st, Sessions: sessions, Access: access, RepoRoots: roots, GitHub: github, PublicURL: publicURL,
+		Store: st, Sessions: sessions, Access: access, RepoRoots: roots, GitHub: github, Installed: installed, PublicURL: publicURL,
 		Agent: s.agent, Model: s.model, UpdateEvery: s.updateEvery, Logger: logger, Node: nodeID,
 	})
 	if err != nil {

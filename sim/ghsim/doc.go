@@ -21,6 +21,8 @@
 //
 //	GET   /app, /repos/{o}/{r}/installation          App JWT
 //	POST  /app/installations/{id}/access_tokens      App JWT; narrowing by repositories, repository_ids, permissions (more than the installation has: 422)
+//	GET   /app/installations                         App JWT; the App's installations by id, suspended ones with suspended_at
+//	GET   /installation/repositories                 an installation token; what it reaches (narrowed or all its installation covers), by id
 //	GET   /user                                      personal access token, or a user-to-server token (ghu_...)
 //	GET   /users/{username}                          anyone; the public profile (email only if public, to a caller with a credential)
 //	GET   /repos/{o}/{r}, .../branches/{b}, .../collaborators/{u}/permission

@@ -77,6 +77,20 @@ func TestGoGitHub(t *testing.T) {
 	gh := client(t, w, v, "token "+tok.GetToken())
 	alice := client(t, w, v, "Bearer "+w.alice.Token)
 
+	// The app's installations, and what a token reaches: the one narrowed
+	// to widget, widget only; a person's token may not ask.
+	insts, _, err := appc.Apps.ListInstallations(ctx, &github.ListOptions{PerPage: 100})
+	if err != nil || len(insts) != 1 || insts[0].GetID() != w.instID || insts[0].GetAccount().GetLogin() != "acme" {
+		t.Fatalf("GET /app/installations: %v %+v", err, insts)
+	}
+	reached, _, err := gh.Apps.ListRepos(ctx, nil)
+	if err != nil || reached.GetTotalCount() != 1 || len(reached.Repositories) != 1 || reached.Repositories[0].GetFullName() != "acme/widget" {
+		t.Fatalf("GET /installation/repositories: %v %+v", err, reached)
+	}
+	if _, resp, err := alice.Apps.ListRepos(ctx, nil); err == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /installation/repositories with a person's token: %v, want 403", err)
+	}
+
 	me, _, err := alice.Users.Get(ctx, "")
 	if err != nil || me.GetLogin() != "alice" {
 		t.Fatalf("GET /user: %v %+v", err, me)

@@ -14,6 +14,8 @@ var operations = []Operation{
 	{"GET", "/app"},
 	{"GET", "/repos/{owner}/{repo}/installation"},
 	{"POST", "/app/installations/{installation_id}/access_tokens"},
+	{"GET", "/app/installations"},
+	{"GET", "/installation/repositories"},
 	{"GET", "/user"},
 	{"GET", "/users/{username}"},
 	{"GET", "/repos/{owner}/{repo}"},

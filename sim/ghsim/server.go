@@ -273,8 +273,10 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	rest := map[Operation]http.HandlerFunc{
 		{"GET", "/app"}: s.getApp,
-		{"GET", "/repos/{owner}/{repo}/installation"}:                  s.getRepoInstallation,
-		{"POST", "/app/installations/{installation_id}/access_tokens"}: s.createToken,
+		{"GET", "/repos/{owner}/{repo}/installation"}:                                       s.getRepoInstallation,
+		{"POST", "/app/installations/{installation_id}/access_tokens"}:                      s.createToken,
+		{"GET", "/app/installations"}:                                                       s.listInstallations,
+		{"GET", "/installation/repositories"}:                                               s.listInstallationRepos,
 		{"GET", "/user"}:                                                                    s.getUser,
 		{"GET", "/users/{username}"}:                                                        s.getUserByLogin,
 		{"GET", "/repos/{owner}/{repo}"}:                                                    s.getRepo,
