@@ -512,6 +512,12 @@ CREATE TABLE slack_links (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX slack_links_expires ON slack_links (expires_at);
 `},
+	// Slack events kept until done (store/slack_inbox.go): a pending
+	// event's payload, processed again after a crash.
+	{"slack_inbox", `
+ALTER TABLE slack_events ADD COLUMN payload BLOB;                   -- the event while pending; NULL once done
+CREATE INDEX slack_events_pending ON slack_events (received_at) WHERE payload IS NOT NULL;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one
