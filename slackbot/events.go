@@ -10,16 +10,16 @@ import (
 // # Events, once each
 //
 // Both transports hand an event callback to accept: its event_id is
-// recorded in the store (store.Slack's AddSlackEvent) before Slack is
-// told it arrived (the Socket Mode ack, the HTTP 200); an id recorded
+// recorded in the store with the message, pending (inbox.go), before
+// Slack is told it arrived (the Socket Mode ack, the HTTP 200); an id recorded
 // before is a retry (X-Slack-Retry-Num) or a redelivery after a
 // reconnect, acknowledged and not processed again. A store that fails
 // leaves the event unacknowledged, so Slack sends it again. Processing
 // runs after the acknowledgement, in a goroutine the Bot owns (Slack
 // wants the ack within 3 s; a session's start takes longer), one event
-// of a thread at a time. An event recorded whose processing a crash cut
-// short is not processed again: Slack will not send it again, and a
-// second session would be worse than none.
+// of a thread at a time, and marked done after. An event recorded whose
+// processing a crash cut short is processed after the restart (or by
+// another server sharing the store: inbox.go), within an hour.
 //
 // Only the message events people write count: the bot's own messages
 // (bot_id, or its user), and edits, deletions and other subtypes are
@@ -46,7 +46,7 @@ func (b *Bot) accept(ev slackevents.EventsAPIEvent) bool {
 	}
 	m.event = id
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
-	first, err := b.firstSeen(ctx, id)
+	first, err := b.record(ctx, m)
 	cancel()
 	if err != nil {
 		b.log.Error("recording a Slack event", "event", id, "err", err)
@@ -56,11 +56,7 @@ func (b *Bot) accept(ev slackevents.EventsAPIEvent) bool {
 		b.log.Info("a Slack event seen before", "event", id)
 		return true
 	}
-	b.goFn(func() {
-		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Minute)
-		defer cancel()
-		b.onMessage(ctx, m)
-	})
+	b.process(m) // inbox.go
 	return true
 }
 

@@ -21,8 +21,10 @@ type message struct {
 	threadTS string // "" when not in a thread
 	user     string
 	text     string
-	im       bool // a direct message
-	mention  bool // an app_mention event
+	im       bool   // a direct message
+	mention  bool   // an app_mention event
+	kind     string // "": a new message; edited, deleted (edits.go)
+	prev     string // edited: the text before the edit
 }
 
 // onMessage decides what a message asks: a new session (a mention, a
