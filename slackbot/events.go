@@ -22,10 +22,8 @@ import (
 // another server sharing the store: inbox.go), within an hour.
 //
 // Only the message events people write count: the bot's own messages
-// (bot_id, or its user), and edits, deletions and other subtypes are
-// ignored. An edit of the message that started a session changes
-// nothing (the session has the words it started with; write a reply to
-// steer it); a deletion does not stop it (Stop does).
+// (bot_id, or its user) and subtypes other than edits and deletions
+// are ignored; edits and deletions: edits.go.
 
 // accept records an event callback and starts its processing; false
 // when the store failed (do not acknowledge: Slack sends it again).
@@ -69,6 +67,9 @@ func (b *Bot) messageOf(data any) (message, bool) {
 		}
 		return message{channel: in.Channel, ts: in.TimeStamp, threadTS: in.ThreadTimeStamp, user: in.User, text: in.Text, mention: true}, true
 	case *slackevents.MessageEvent:
+		if in.SubType == "message_changed" || in.SubType == "message_deleted" {
+			return b.changeOf(in) // edits.go
+		}
 		if in.BotID != "" || in.SubType != "" || in.User == "" || in.User == b.botUser {
 			return message{}, false
 		}

@@ -36,6 +36,10 @@ func (b *Bot) onMessage(ctx context.Context, m message) {
 	if m.user == "" || m.user == b.botUser {
 		return
 	}
+	if m.kind != "" {
+		b.onChange(ctx, m) // an edit, a deletion: edits.go
+		return
+	}
 	if m.threadTS != "" && m.threadTS != m.ts {
 		// A reply: the thread's session, if it has one, takes it. A
 		// mention in a thread with no session starts one there.
