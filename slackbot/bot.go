@@ -50,6 +50,7 @@ type Store interface {
 	GetUser(ctx context.Context, id string) (*store.User, error)
 	Identities(ctx context.Context, user string) ([]*store.Identity, error)
 	AppendAudit(ctx context.Context, e *store.AuditEntry) error
+	Claims // one server handles an event (inbox.go)
 }
 
 // Config configures the Slack app.
@@ -115,6 +116,8 @@ type Bot struct {
 	users    map[string]cachedUser  // Slack user → Harvest user, for a while
 	updated  map[string]time.Time   // session → its last slack_update (mcp.go)
 	noted    map[string]bool        // thread/person told how to link (start.go firstNote)
+
+	in inbox // the events handled now (inbox.go)
 }
 
 // New checks the token (auth.test) and returns the app; Start begins its
@@ -178,6 +181,7 @@ func (b *Bot) Start() error {
 		}
 	}
 	b.goFn(b.prune)
+	b.goFn(b.resume) // the events a stop cut short (inbox.go)
 	if b.cfg.SocketMode {
 		for n := range b.cfg.Connections {
 			b.goFn(func() { b.runSocket(n + 1) })

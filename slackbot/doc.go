@@ -6,8 +6,10 @@
 //
 // # A request's way
 //
-//	Socket Mode (socket.go) ─┐                 accept: event_id recorded once
-//	POST /v1/slack/events ───┴─► ack ◄────────  (store.Slack; a retry is seen)
+//	Socket Mode (socket.go) ─┐                 accept: event_id recorded once,
+//	POST /v1/slack/events ───┴─► ack ◄────────  with the message, pending until
+//	                               │            handled (inbox.go; a retry is seen,
+//	                               │            a crash's leftovers handled at start)
 //	(http.go: signature v0,        │
 //	 5-minute window)              ▼ a goroutine per event, one per thread at a time
 //	onMessage (start.go) ─► who asks (people.go: a slack identity, else the
@@ -20,8 +22,11 @@
 //	                     ─► the watcher (watch.go): progress, final message, ✅/❌
 //
 // A reply in a session's thread is a message to it (queued while a turn
-// runs, as the API's); a click on Stop, or /harvest stop, cancels the
-// running turn (commands.go). An unknown person's replies in a thread
+// runs, as the API's); an edit adding a mention to a message that
+// started nothing is a request, other edits and deletions send nothing
+// to the agent and stop nothing (edits.go says what each is told); a
+// click on Stop, or /harvest stop, cancels the running turn
+// (commands.go). An unknown person's replies in a thread
 // get the how-to-link note once per thread (and reach nothing); a known
 // one without write access to the session is refused, ephemerally. The sessions are owned by Owner ("slack")
 // and caused by the asker's user (store.Session.User).
@@ -71,8 +76,10 @@
 // A Bot is safe for concurrent use. Its maps (thread locks, watchers,
 // the user cache) are guarded by mu, never held across a call to Slack
 // or the store. Goroutines, each started by goFn and waited for by
-// Close: the Socket Mode loops (one a connection), the pruner (one), with
-// several nodes the watchers' placer (one), one per event, click or stop being handled, and two per watched session
-// (the follower and its painter). Close cancels the Bot's context: handlers
+// Close: the Socket Mode loops (one a connection), the pruner (one), the
+// scanner of pending events (one), with several nodes the watchers'
+// placer (one), one per event (with its claim's renewer), click or stop
+// being handled, and two per watched session (the follower and its
+// painter). Close cancels the Bot's context: handlers
 // give up their calls, watchers end.
 package slackbot

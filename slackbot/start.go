@@ -21,8 +21,10 @@ type message struct {
 	threadTS string // "" when not in a thread
 	user     string
 	text     string
-	im       bool // a direct message
-	mention  bool // an app_mention event
+	im       bool   // a direct message
+	mention  bool   // an app_mention event
+	kind     string // "": a new message; edited, deleted (edits.go)
+	prev     string // edited: the text before the edit
 }
 
 // onMessage decides what a message asks: a new session (a mention, a
@@ -32,6 +34,10 @@ type message struct {
 // event of a reply in a session's thread sends it.
 func (b *Bot) onMessage(ctx context.Context, m message) {
 	if m.user == "" || m.user == b.botUser {
+		return
+	}
+	if m.kind != "" {
+		b.onChange(ctx, m) // an edit, a deletion: edits.go
 		return
 	}
 	if m.threadTS != "" && m.threadTS != m.ts {

@@ -60,10 +60,12 @@ type Copier interface {
 }
 
 // SlackEvent is a Slack event id DumpSlackEvents lists, with when it was
-// received (AddSlackEvent's at).
+// received (AddSlackEvent's at) and, while it is pending, its payload
+// (AddSlackEventPending's; nil once done).
 type SlackEvent struct {
 	ID         string    `json:"id"`
 	ReceivedAt time.Time `json:"received_at"`
+	Payload    []byte    `json:"payload,omitempty"`
 }
 
 // MemoryScopeInfo is a memory scope DumpMemoryScopes lists: Seeded is

@@ -55,7 +55,7 @@ type Slack interface {
 	// id recorded before is ErrConflict: a delivery seen already.
 	AddSlackEvent(ctx context.Context, id string, at time.Time) error
 	// PruneSlackEvents forgets the ids received before t (Slack retries
-	// within minutes) and returns how many.
+	// within minutes; a pending event's is kept) and returns how many.
 	PruneSlackEvents(ctx context.Context, before time.Time) (int, error)
 	// PutSlackThread records the thread of a session; a session that has
 	// one is ErrConflict.
@@ -75,6 +75,7 @@ type Slack interface {
 	// SlackChannel reads a channel's default repository, or ErrNotFound.
 	SlackChannel(ctx context.Context, team, channel string) (*SlackChannel, error)
 	SlackLinks
+	SlackInbox
 }
 
 // # Linking a Slack account by hand

@@ -521,6 +521,12 @@ ALTER TABLE slack_threads ADD COLUMN turn TEXT NOT NULL DEFAULT '';
 ALTER TABLE slack_threads ADD COLUMN progress_ts TEXT NOT NULL DEFAULT '';
 ALTER TABLE slack_threads ADD COLUMN trigger_ts TEXT NOT NULL DEFAULT '';
 `},
+	// Slack events kept until done (store/slack_inbox.go): a pending
+	// event's payload, processed again after a crash.
+	{"slack_inbox", `
+ALTER TABLE slack_events ADD COLUMN payload BLOB;                   -- the event while pending; NULL once done
+CREATE INDEX slack_events_pending ON slack_events (received_at) WHERE payload IS NOT NULL;
+`},
 }
 
 // migrate applies the migrations the database has not seen, all in one

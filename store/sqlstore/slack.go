@@ -32,12 +32,13 @@ func (s *Store) AddSlackEvent(ctx context.Context, id string, at time.Time) erro
 	})
 }
 
-// PruneSlackEvents forgets the ids received before t.
+// PruneSlackEvents forgets the ids received before t (a pending
+// event's is kept until it is done).
 func (s *Store) PruneSlackEvents(ctx context.Context, before time.Time) (int, error) {
 	var n int64
 	err := s.write(ctx, "prune slack events", func(tx Querier) error {
 		var err error
-		if n, err = tx.Exec(ctx, `DELETE FROM slack_events WHERE received_at < ?`, s.d.Time(before)); err != nil {
+		if n, err = tx.Exec(ctx, `DELETE FROM slack_events WHERE received_at < ? AND payload IS NULL`, s.d.Time(before)); err != nil {
 			return s.errorf("prune slack events: %w", err)
 		}
 		return nil
@@ -168,13 +169,13 @@ func (s *Store) SlackChannel(ctx context.Context, team, channel string) (*store.
 
 // DumpSlackEvents lists the event ids recorded, by id.
 func (s *Store) DumpSlackEvents(ctx context.Context) ([]store.SlackEvent, error) {
-	rows, err := s.reader().Query(ctx, `SELECT id, received_at FROM slack_events ORDER BY id`)
+	rows, err := s.reader().Query(ctx, `SELECT id, received_at, payload FROM slack_events ORDER BY id`)
 	out, err := collect(rows, err, func(r Row) (*store.SlackEvent, error) {
 		var (
 			e  store.SlackEvent
 			at Time
 		)
-		err := r.Scan(&e.ID, &at)
+		err := r.Scan(&e.ID, &at, &e.Payload)
 		e.ReceivedAt = at.T
 		return &e, err
 	})

@@ -33,7 +33,8 @@
 //   - the Slack event ids processed (AddSlackEvent keeps when each was
 //     received, so they are pruned when they would have been): a
 //     delivery Slack retries across the migration is still processed
-//     once.
+//     once; an event not done yet is copied pending with its payload
+//     (AddSlackEventPending), to be processed where it is copied to.
 //
 // Through store.Copier, which both stores implement, where Store has no
 // call to list the rows or its writes would change them:
@@ -425,7 +426,13 @@ func copySlackEvents(ctx context.Context, src store.Copier, to store.Store) (int
 		return 0, err
 	}
 	for _, e := range es {
-		if err := to.AddSlackEvent(ctx, e.ID, e.ReceivedAt); err != nil {
+		var err error
+		if e.Payload != nil { // pending: processed where it is copied to
+			err = to.AddSlackEventPending(ctx, e.ID, e.Payload, e.ReceivedAt)
+		} else {
+			err = to.AddSlackEvent(ctx, e.ID, e.ReceivedAt)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("event %s: %w", e.ID, err)
 		}
 	}

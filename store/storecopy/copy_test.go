@@ -101,6 +101,7 @@ func fill(t *testing.T, st store.Store) {
 	must(st.SetSlackChannel(ctx, &store.SlackChannel{Team: "T1", Channel: "C1", Repo: "o/api", SetBy: "usr-ann"}))
 	must(st.AddSlackEvent(ctx, "Ev1", base))
 	must(st.AddSlackEvent(ctx, "Ev2", base.Add(time.Second)))
+	must(st.AddSlackEventPending(ctx, "Ev3", []byte(`{"event":"Ev3"}`), base.Add(2*time.Second)))
 }
 
 // TestCopy copies a store that has every kind of row to an empty store of
@@ -163,6 +164,9 @@ func TestCopy(t *testing.T) {
 			}
 			if err := to.AddSlackEvent(ctx, "Ev1", time.Time{}); !errors.Is(err, store.ErrConflict) {
 				t.Errorf("AddSlackEvent(Ev1) on the copy: %v; want ErrConflict (copied as processed)", err)
+			}
+			if ps, err := to.PendingSlackEvents(ctx); err != nil || len(ps) != 1 || ps[0].ID != "Ev3" || string(ps[0].Payload) != `{"event":"Ev3"}` {
+				t.Errorf("the pending Slack events of the copy: %+v, %v; want Ev3 with its payload", ps, err)
 			}
 
 			// A second copy into it is refused, saying what it has; and a

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("GitHubMarks", func(t *testing.T) { testGitHubMarks(t, open) })
 	t.Run("Slack", func(t *testing.T) { testSlack(t, open) })
 	t.Run("SlackLinks", func(t *testing.T) { testSlackLinks(t, open) })
+	t.Run("SlackInbox", func(t *testing.T) { testSlackInbox(t, open) })
 	t.Run("Environments", func(t *testing.T) { testEnvironments(t, open) })
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open) })
 	t.Run("Memory", func(t *testing.T) { testMemory(t, open) })
