@@ -265,19 +265,6 @@ func (b *Bot) lockThread(key string) func() {
 	}
 }
 
-// firstSeen records an event id; false when it was seen before (a retry,
-// a redelivery after a reconnect).
-func (b *Bot) firstSeen(ctx context.Context, id string) (bool, error) {
-	if id == "" {
-		return true, nil
-	}
-	err := b.st.AddSlackEvent(ctx, id, time.Time{})
-	if errors.Is(err, store.ErrConflict) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // stripMentions removes "<@U…>" mentions of the bot from a message.
 func (b *Bot) stripMentions(text string) string {
 	return strings.TrimSpace(strings.ReplaceAll(text, "<@"+b.botUser+">", ""))
