@@ -61,8 +61,10 @@ func docOps(t *testing.T) []docOp {
 				// GET /v1/sessions: 403 only for ?owner=; the secrets routes:
 				// for another token's scope (secrets_test.go); the memory
 				// routes: for a repository the token has no session on
-				// (memory_test.go).
-				admin: forbidden && path != "/v1/sessions" && !strings.HasPrefix(path, "/v1/secrets") && !strings.HasPrefix(path, "/v1/memory"),
+				// (memory_test.go); unlinking an identity: another
+				// person's, or one a user signs in with (slacklinks_test.go).
+				admin: forbidden && path != "/v1/sessions" && !strings.HasPrefix(path, "/v1/secrets") && !strings.HasPrefix(path, "/v1/memory") &&
+					!strings.Contains(path, "/identities/"),
 			})
 		}
 	}
@@ -102,13 +104,16 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 			t.Errorf("%s: %d %s %q\n  want %d %s containing %q", what, status, info.Code, info.Message, want.status, want.code, want.msg)
 		}
 	}
+	// The parameters of a path other than {id}, as they are everywhere.
+	otherParams := strings.NewReplacer("{scope}", "user:me", "{name}", "X_TOKEN", "{team}", "qa", "{user}", store.UserIDForToken(e.BobID),
+		"{kind}", "slack", "{subject}", "U0BOB")
 	ops := docOps(t)
 	if len(ops) < 15 {
 		t.Fatalf("only %d operations in openapi.json", len(ops))
 	}
 	for _, op := range ops {
 		path := strings.ReplaceAll(op.path, "{id}", v.ID)
-		path = strings.NewReplacer("{scope}", "user:me", "{name}", "X_TOKEN", "{team}", "qa", "{user}", store.UserIDForToken(e.BobID)).Replace(path)
+		path = otherParams.Replace(path)
 		if strings.HasPrefix(op.path, "/v1/tokens/") {
 			path = strings.ReplaceAll(op.path, "{id}", e.BobID)
 		}
@@ -124,7 +129,7 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 		}
 		name := op.method + " " + op.path
 		tok := bearer(e.Alice)
-		if op.admin {
+		if op.admin || strings.Contains(op.path, "/identities/") { // another user's: an admin's to unlink
 			tok = bearer(e.Admin)
 		}
 		if op.path == "/v1/github/webhook" {
@@ -181,7 +186,7 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 				bads = []string{"not_an_id", strings.Repeat("s", 200), "s-aaaaaaaaaaaaaaa%2F"}
 			}
 			for _, bad := range bads {
-				status, info, _ = e.doRaw(op.method, strings.ReplaceAll(op.path, "{id}", bad), tok, "", nil)
+				status, info, _ = e.doRaw(op.method, otherParams.Replace(strings.ReplaceAll(op.path, "{id}", bad)), tok, "", nil)
 				check(name+" with id "+bad, status, info, expect{404, server.CodeNotFound, "is not a"})
 			}
 			unknown := "s-aaaaaaaaaaaaaaaa"
@@ -205,7 +210,7 @@ func TestEveryEndpointRejectsBadRequests(t *testing.T) {
 					body = []byte(`{"name":"nobody"}`)
 				}
 			}
-			status, info, _ = e.doRaw(op.method, strings.ReplaceAll(op.path, "{id}", unknown), tok, ct, body)
+			status, info, _ = e.doRaw(op.method, otherParams.Replace(strings.ReplaceAll(op.path, "{id}", unknown)), tok, ct, body)
 			check(name+" with an unknown id", status, info, expect{404, server.CodeNotFound, unknown})
 		}
 		status, info, _ = e.doRaw(op.method, path+"?bogus=1", tok, "", nil)

@@ -117,6 +117,9 @@ func (s *Server) redeemSlackLink(w http.ResponseWriter, r *http.Request, c calle
 // unlinkIdentity takes an identity from a user: any, by an admin; a
 // Slack account of their own, by the user.
 func (s *Server) unlinkIdentity(w http.ResponseWriter, r *http.Request, c caller) *apiError {
+	if e := noBodyAllowingQuery(r); e != nil {
+		return e
+	}
 	var issuer string
 	for k, vs := range r.URL.Query() {
 		if k != "issuer" {
