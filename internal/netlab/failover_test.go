@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/netlab"
@@ -112,19 +110,7 @@ func TestFailover(t *testing.T) {
 		}
 		clients[n.Name], byName[n.Name] = c, n
 	}
-	db, err := pgx.Connect(ctx, lab.LocalStoreURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	leaseOf := func(id string) string {
-		var node string
-		if err := db.QueryRow(ctx, "SELECT node FROM session_leases WHERE session = $1", id).Scan(&node); err != nil {
-			return ""
-		}
-		name, _, _ := strings.Cut(node, "-")
-		return name
-	}
+	leaseOf := leaseReader(t, ctx, lab)
 	tools := startToolLog(t, lab)
 
 	var sessions []*failSession

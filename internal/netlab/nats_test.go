@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/harvest-dev/harvest/client"
 	"github.com/harvest-dev/harvest/event"
 	"github.com/harvest-dev/harvest/internal/netlab"
@@ -102,27 +100,8 @@ func TestNATSDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	tok := nodes[0].AdminToken()
-	clients := map[string]*client.Client{}
-	for _, n := range nodes {
-		cl, err := client.New(n.URL, tok, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[n.Name] = cl
-	}
-	db, err := pgx.Connect(ctx, lab.LocalStoreURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	leaseOf := func(id string) string {
-		var node string
-		if err := db.QueryRow(ctx, "SELECT node FROM session_leases WHERE session = $1", id).Scan(&node); err != nil {
-			return ""
-		}
-		name, _, _ := strings.Cut(node, "-")
-		return name
-	}
+	clients := labClients(t, nodes)
+	leaseOf := leaseReader(t, ctx, lab)
 	tools := startToolLog(t, lab)
 
 	// 30 sessions, 10 created through each node, each with a first turn.
