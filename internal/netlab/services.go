@@ -1,6 +1,7 @@
 package netlab
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -47,16 +48,40 @@ func (l *Lab) LocalStoreURL() string { return l.pgDB }
 // answers, as a database host that hangs (a stalled disk, a VM paused).
 func (l *Lab) FreezePostgres() {
 	l.t.Helper()
-	pids := l.postgresPids()
-	if len(pids) == 0 {
+	pm := l.pg.Pid()
+	if pm == 0 {
 		l.t.Fatal("netlab: PostgreSQL is not running")
 	}
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			l.t.Fatalf("netlab: freezing PostgreSQL process %d: %v", pid, err)
-		}
-	}
+	// Frozen from the first signal on, whatever happens next: the lab's
+	// cleanup thaws it (a half-frozen PostgreSQL would hang every
+	// cleanup that talks to it).
 	l.pgFrozen = true
+	// The postmaster first, so that it forks no backend meanwhile; then
+	// its children, listed again until every one is stopped (a backend
+	// forked before the postmaster stopped, or one that exited between
+	// the listing and its signal, which has nothing to freeze).
+	if err := syscall.Kill(pm, syscall.SIGSTOP); err != nil {
+		l.t.Fatalf("netlab: freezing PostgreSQL's postmaster %d: %v", pm, err)
+	}
+	for round := 0; ; round++ {
+		running := 0
+		for _, pid := range children(pm) {
+			if _, state := parentOf(pid); state == 'T' || state == 't' || state == 'Z' || state == 0 {
+				continue
+			}
+			running++
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
+				l.t.Fatalf("netlab: freezing PostgreSQL process %d: %v", pid, err)
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if round == 100 {
+			l.t.Fatalf("netlab: PostgreSQL's processes still run after %d rounds of SIGSTOP", round)
+		}
+		time.Sleep(time.Millisecond) // the signals take effect
+	}
 }
 
 // ThawPostgres resumes the processes FreezePostgres stopped (SIGCONT).
